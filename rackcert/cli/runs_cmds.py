@@ -1,0 +1,46 @@
+"""`rackcert runs ...`: what has been recorded."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
+from rackcert.runs import list_runs
+
+runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def list_cmd(
+    rack: str | None = typer.Option(None, "--rack", help="Only runs of this rack"),
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    as_json: JsonOpt = False,
+) -> None:
+    """List run directories with the stages each recorded and their status."""
+    runs = list_runs(runs_dir or default_runs_root(), rack)
+    if as_json:
+        print_json(
+            [
+                {
+                    "rack": r.rack,
+                    "path": str(r.path),
+                    "created_at": r.created_at,
+                    "stages": r.statuses,
+                    "verdict": r.verdict,
+                }
+                for r in runs
+            ]
+        )
+        return
+    if not runs:
+        console.print(f"no runs under {runs_dir or default_runs_root()}")
+        return
+    table = Table()
+    for col in ("rack", "created (UTC)", "stages", "verdict", "path"):
+        table.add_column(col)
+    for r in runs:
+        stages = " ".join(f"{s}:{st}" for s, st in r.statuses.items()) or "-"
+        table.add_row(r.rack, r.created_at, stages, r.verdict or "-", str(r.path))
+    console.print(table)

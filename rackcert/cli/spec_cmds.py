@@ -1,0 +1,92 @@
+"""`rackcert spec ...`: check a spec, print its JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import typer
+from rich.table import Table
+
+from rackcert.cli.common import JsonOpt, SpecArg, app, console, load, print_json
+from rackcert.placement import place
+from rackcert.spec import Spec
+
+spec_app = typer.Typer(help="Check rack specs and print their schema.", no_args_is_help=True)
+app.add_typer(spec_app, name="spec")
+
+
+def summary(spec: Spec) -> dict[str, object]:
+    """Counts an operator checks at a glance: hosts, GPUs, NVLink pairs, VMs."""
+    placements = {p.vm: p for p in place(spec)}
+    hosts = []
+    for host in spec.hosts:
+        profile = spec.profile(host.profile)
+        pairs = sum(1 for g in profile.gpus if g.nvlink_peer) // 2
+        vms = [p for p in placements.values() if p.host == host.name]
+        hosts.append(
+            {
+                "host": host.name,
+                "profile": profile.name,
+                "gpus": len(profile.gpus),
+                "nvlink_pairs": pairs,
+                "nics": len(profile.nics),
+                "vms": [p.vm for p in vms],
+                "gpus_used": sum(len(p.gpus) for p in vms),
+            }
+        )
+    return {
+        "rack": spec.metadata.name,
+        "hosts": hosts,
+        "totals": {
+            "hosts": len(spec.hosts),
+            "gpus": sum(h["gpus"] for h in hosts),
+            "nvlink_pairs": sum(h["nvlink_pairs"] for h in hosts),
+            "vms": len(spec.vms),
+            "vm_gpus": sum(len(p.gpus) for p in placements.values()),
+        },
+        "vms": [
+            {"vm": p.vm, "host": p.host, "gpus": list(p.gpus), "nvlink_pair": p.nvlink_pair}
+            for p in placements.values()
+        ],
+    }
+
+
+@spec_app.command("check")
+def check(spec_path: SpecArg, as_json: JsonOpt = False) -> None:
+    """Validate a spec (types, references, NVLink pairs, GPU ownership) and summarise it.
+
+    Exit 0 when the spec is valid; exit 2 with one line naming file:line and field otherwise.
+    """
+    loaded = load(spec_path)
+    data = summary(loaded.spec)
+    if as_json:
+        print_json({"ok": True, "file": str(spec_path), "sha256": loaded.sha256, **data})
+        return
+    table = Table(title=f"rack {data['rack']}", title_justify="left")
+    for col in ("host", "profile", "GPUs", "NVLink pairs", "NICs", "VMs (GPUs used)"):
+        table.add_column(col)
+    for h in data["hosts"]:
+        vms = ", ".join(h["vms"]) or "-"
+        table.add_row(
+            h["host"],
+            h["profile"],
+            str(h["gpus"]),
+            str(h["nvlink_pairs"]),
+            str(h["nics"]),
+            f"{vms} ({h['gpus_used']})",
+        )
+    console.print(table)
+    totals = data["totals"]
+    modes = Counter(t.nvlink.value for t in loaded.spec.vm_templates)
+    console.print(
+        f"[green]OK[/] {spec_path}: {totals['hosts']} hosts, {totals['gpus']} GPUs,"
+        f" {totals['nvlink_pairs']} NVLink pairs, {totals['vms']} VMs using {totals['vm_gpus']}"
+        f" GPUs (templates by nvlink policy: {dict(modes)})"
+    )
+
+
+@spec_app.command("schema")
+def schema() -> None:
+    """Print the spec's JSON Schema (for editors and CI linters)."""
+    typer.echo(json.dumps(Spec.model_json_schema(), indent=2))

@@ -1,0 +1,84 @@
+"""What provision's discovery saw in vCenter: the contract between stages.
+
+`provision` produces an `Inventory`; `validation` (hypervisor checks), the
+report and `spec discover` read it from `provision.json`. It lives in the
+spine so that provision and validation never import each other.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Observed(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class PciDevice(Observed):
+    id: str = Field(description="PCI address as vSphere reports it, 0000:bb:dd.f")
+    vendor_id: int
+    device_id: int
+    sub_vendor_id: int = 0
+    sub_device_id: int = 0
+    class_id: int = 0
+    vendor_name: str = ""
+    device_name: str = ""
+    parent_bridge: str | None = None
+    numa_node: int | None = None
+    passthru_capable: bool = False
+    passthru_enabled: bool = False
+    passthru_active: bool = False
+
+
+class ObservedHost(Observed):
+    name: str
+    moid: str
+    address: str = ""
+    vendor: str = ""
+    model: str = ""
+    esxi_version: str = ""
+    esxi_build: str = ""
+    connection_state: str = ""
+    power_state: str = ""
+    in_maintenance: bool = False
+    ats_enabled: bool | None = Field(None, description="ATS setting as configured")
+    numa_nodes: int = 0
+    pci_devices: list[PciDevice] = Field(default_factory=list)
+    vm_names: list[str] = Field(default_factory=list)
+
+
+class PassthroughDevice(Observed):
+    key: int = 0
+    backing: str = Field(description="fixed, dynamic or vgpu")
+    id: str | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+    vgpu: str | None = None
+
+
+class ObservedVm(Observed):
+    name: str
+    moid: str
+    host: str | None = None
+    power_state: str = ""
+    firmware: str = ""
+    num_cpus: int = 0
+    memory_mb: int = 0
+    memory_reservation_locked: bool = False
+    hardware_version: str = ""
+    extra_config: dict[str, str] = Field(default_factory=dict)
+    passthrough: list[PassthroughDevice] = Field(default_factory=list)
+
+
+class Inventory(Observed):
+    vcenter: str = ""
+    api_version: str = ""
+    hosts: list[ObservedHost] = Field(default_factory=list)
+    vms: list[ObservedVm] = Field(default_factory=list)
+    round_trips: int = 0
+
+    def host(self, name: str) -> ObservedHost | None:
+        return next((h for h in self.hosts if h.name == name), None)
+
+    def vm(self, name: str) -> ObservedVm | None:
+        return next((v for v in self.vms if v.name == name), None)

@@ -1,0 +1,206 @@
+"""GPU placement: which VM gets which host GPUs, decided from the spec alone.
+
+It lives in the spine because two places need the same answer: the spec rules
+(is this layout possible at all?) and the provision planner (what to build).
+It is a pure, deterministic function: the same spec always yields the same
+placement, so a re-plan never shuffles GPUs between VMs.
+
+Policy, in order of importance:
+1. a 2-GPU VM with `nvlink: required` gets a bridged pair or fails;
+2. an NVLink pair is never shared by two VMs unless one of them sets
+   `allow_split_pair` (the partner of a GPU given alone stays idle);
+3. `nvlink: preferred` VMs get a pair when one is free;
+4. GPUs on the NUMA node of a NIC first (GPUDirect RDMA wants them close);
+5. `host: auto` VMs spread over the hosts with the most free GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rackcert.spec import HardwareProfile, NvlinkPolicy, Spec, Vm
+
+
+@dataclass(frozen=True)
+class VmPlacement:
+    vm: str
+    host: str
+    gpus: tuple[str, ...]
+    numa: int | None
+    nic: str | None
+    nvlink_pair: bool
+
+
+@dataclass(frozen=True)
+class PlacementProblem:
+    vm_index: int
+    field: str
+    message: str
+
+
+class PlacementError(ValueError):
+    def __init__(self, problem: PlacementProblem):
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+@dataclass
+class _HostState:
+    name: str
+    profile: HardwareProfile
+    owner: dict[str, str] = field(default_factory=dict)  # gpu pci -> vm name
+    reserved: set[str] = field(default_factory=set)  # idle partners of lone GPUs
+
+    def peer(self, pci: str) -> str | None:
+        return next((g.nvlink_peer for g in self.profile.gpus if g.pci == pci), None)
+
+    def numa(self, pci: str) -> int:
+        return next(g.numa for g in self.profile.gpus if g.pci == pci)
+
+    def free(self) -> list[str]:
+        return [g.pci for g in self.profile.gpus if g.pci not in self.owner]
+
+    def free_count(self) -> int:
+        return len(self.free())
+
+    def nic_numas(self) -> set[int]:
+        return {n.numa for n in self.profile.nics}
+
+    def nic_for(self, numa: int | None) -> str | None:
+        nics = sorted(self.profile.nics, key=lambda n: (n.numa != numa, n.pci))
+        return nics[0].pci if nics else None
+
+
+def _rank(state: _HostState, pcis: list[str]) -> list[str]:
+    near = state.nic_numas()
+    return sorted(pcis, key=lambda p: (state.numa(p) not in near, state.numa(p), p))
+
+
+def _free_pairs(state: _HostState) -> list[tuple[str, str]]:
+    free = set(state.free()) - state.reserved
+    pairs = []
+    for pci in _rank(state, sorted(free)):
+        peer = state.peer(pci)
+        if peer and peer in free and (peer, pci) not in pairs:
+            pairs.append((pci, peer))
+    return pairs
+
+
+def _singles(state: _HostState, allow_split: bool) -> list[str]:
+    """Free GPUs a lone VM may take, best first: unpaired, then from whole pairs."""
+    free = [p for p in state.free() if allow_split or p not in state.reserved]
+    unpaired = [p for p in free if state.peer(p) is None]
+    whole = [p for p in free if state.peer(p) and state.peer(p) in free]
+    broken = [p for p in free if p not in unpaired and p not in whole]
+    if not allow_split:
+        broken = []
+    return _rank(state, unpaired) + _rank(state, whole) + _rank(state, broken)
+
+
+def _choose(state: _HostState, vm: Vm, count: int, nvlink: NvlinkPolicy) -> list[str] | str:
+    """GPUs for one VM on one host, or a reason why not."""
+    if count == 0:
+        return []
+    pairs = _free_pairs(state)
+    if count == 2 and nvlink is not NvlinkPolicy.none and pairs:
+        return list(pairs[0])
+    if count == 2 and nvlink is NvlinkPolicy.required:
+        return f"no free NVLink-bridged GPU pair on host {state.name!r}"
+    chosen: list[str] = []
+    for a, b in pairs:
+        if len(chosen) + 2 <= count:
+            chosen += [a, b]
+    for pci in _singles(state, vm.allow_split_pair):
+        if len(chosen) == count:
+            break
+        if pci not in chosen:
+            chosen.append(pci)
+    if len(chosen) < count:
+        have = state.free_count()
+        return (
+            f"host {state.name!r} has {have} free GPU(s) for {count} asked"
+            if have < count
+            else f"host {state.name!r} cannot give {count} GPU(s) without splitting an NVLink"
+            " pair (set allow_split_pair: true to allow it)"
+        )
+    return chosen
+
+
+def _commit(state: _HostState, vm: Vm, gpus: list[str]) -> None:
+    for pci in gpus:
+        state.owner[pci] = vm.name
+    for pci in gpus:
+        peer = state.peer(pci)
+        if peer and peer not in gpus and peer not in state.owner:
+            state.reserved.add(peer)
+
+
+def place(spec: Spec) -> list[VmPlacement]:
+    """Place every VM of the spec; raise PlacementError naming the first VM that cannot be."""
+    known = {p.name: p for p in spec.hardware_profiles}
+    states = {h.name: _HostState(h.name, known[h.profile]) for h in spec.hosts}
+    templates = {t.name: t for t in spec.vm_templates}
+    order = [i for i, v in enumerate(spec.vms) if v.gpus] + [
+        i for i, v in enumerate(spec.vms) if not v.gpus and v.host != "auto"
+    ]
+    order += [i for i, v in enumerate(spec.vms) if not v.gpus and v.host == "auto"]
+    result: dict[int, VmPlacement] = {}
+    for index in order:
+        vm = spec.vms[index]
+        tmpl = templates[vm.template]
+        if vm.host == "auto":
+            candidates = sorted(states.values(), key=lambda s: (-s.free_count(), s.name))
+        else:
+            candidates = [states[vm.host]]
+        reason = ""
+        for state in candidates:
+            picked = _explicit(state, vm, index) if vm.gpus else None
+            if picked is None:
+                picked = _choose(state, vm, tmpl.gpus, tmpl.nvlink)
+            if isinstance(picked, str):
+                reason = reason or picked
+                continue
+            _commit(state, vm, picked)
+            numa = state.numa(picked[0]) if picked else None
+            paired = len(picked) == 2 and state.peer(picked[0]) == picked[1]
+            result[index] = VmPlacement(
+                vm.name, state.name, tuple(picked), numa, state.nic_for(numa), paired
+            )
+            break
+        else:
+            where = "any host" if vm.host == "auto" else f"host {vm.host!r}"
+            raise PlacementError(
+                PlacementProblem(
+                    index, "template", f"cannot place VM {vm.name!r} on {where}: {reason}"
+                )
+            )
+    return [result[i] for i in range(len(spec.vms))]
+
+
+def _explicit(state: _HostState, vm: Vm, index: int) -> list[str]:
+    """Validate a VM's explicit GPU list against the host; raise on conflicts."""
+    gpus = list(vm.gpus or [])
+    have = {g.pci for g in state.profile.gpus}
+    for j, pci in enumerate(gpus):
+        if pci not in have:
+            raise PlacementError(
+                PlacementProblem(index, f"gpus[{j}]", f"host {state.name!r} has no GPU {pci}")
+            )
+        if pci in state.owner:
+            raise PlacementError(
+                PlacementProblem(
+                    index, f"gpus[{j}]", f"GPU {pci} is already given to VM {state.owner[pci]!r}"
+                )
+            )
+        partner = state.peer(pci)
+        partner_owner = state.owner.get(partner or "")
+        if partner_owner and partner not in gpus and not vm.allow_split_pair:
+            raise PlacementError(
+                PlacementProblem(
+                    index,
+                    f"gpus[{j}]",
+                    f"GPU {pci} and its NVLink peer {partner} would go to different VMs"
+                    f" ({vm.name!r}, {partner_owner!r}); set allow_split_pair: true to allow it",
+                )
+            )
+    return gpus

@@ -1,0 +1,211 @@
+"""Run records: one directory per run, one JSON file per stage, written atomically.
+
+`runs/<rack>/<UTC timestamp>/<stage>.json`. A stage file is written to a
+temporary name in the same directory, fsynced, then renamed, so a crash leaves
+either the old file or the new one and never half of one. Every file carries
+the schema version and the spec's sha256 so the report can tell what it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import RecordError
+from rackcert.secrets import REDACTOR
+
+SCHEMA_VERSION = 1
+STAGES = ("plan", "provision", "configure", "validate", "bench", "report")
+DEFAULT_ROOT = Path("runs")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old or the new file, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Scrub secrets, serialise, write atomically; an OSError becomes one RecordError line."""
+    payload = json.dumps(REDACTOR.scrub(obj), indent=2, sort_keys=False, default=str) + "\n"
+    try:
+        atomic_write_bytes(path, payload.encode())
+    except OSError as exc:
+        raise RecordError(
+            f"cannot write run record {path}: {exc.strerror or exc}; records written before are"
+            " intact"
+        ) from None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such record") from None
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: unreadable record: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run of one rack: the directory and what is recorded in it."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, root: Path, rack: str, spec_sha256: str, spec_text: str) -> RunDir:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        path = Path(root) / rack / stamp
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise RecordError(f"cannot create run directory {path}: {exc.strerror}") from None
+        run = cls(path)
+        atomic_write_bytes_checked(path / "spec.yaml", spec_text.encode())
+        run._write(
+            "meta.json",
+            {
+                "schema_version": SCHEMA_VERSION,
+                "rack": rack,
+                "spec_sha256": spec_sha256,
+                "created_at": utc_now(),
+            },
+        )
+        return run
+
+    @classmethod
+    def open(cls, path: Path | str) -> RunDir:
+        path = Path(path)
+        if not (path / "meta.json").is_file():
+            raise RecordError(f"{path}: not a rackcert run directory (no meta.json)")
+        return cls(path)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return read_json(self.path / "meta.json")
+
+    def _write(self, name: str, obj: Any) -> Path:
+        target = self.path / name
+        atomic_write_json(target, obj)
+        return target
+
+    def write_stage(
+        self,
+        stage: str,
+        data: dict[str, Any],
+        *,
+        status: str = "ok",
+        error: str | None = None,
+        started_at: str | None = None,
+    ) -> Path:
+        """Record one stage's observations; status is ok, failed or partial."""
+        meta = self.meta
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "stage": stage,
+            "rack": meta["rack"],
+            "spec_sha256": meta["spec_sha256"],
+            "status": status,
+            "error": error,
+            "started_at": started_at or utc_now(),
+            "finished_at": utc_now(),
+            "data": data,
+        }
+        return self._write(f"{stage}.json", record)
+
+    def read_stage(self, stage: str) -> dict[str, Any] | None:
+        path = self.path / f"{stage}.json"
+        return read_json(path) if path.is_file() else None
+
+    def stages(self) -> list[str]:
+        """Stages recorded, in pipeline order."""
+        return [s for s in STAGES if (self.path / f"{s}.json").is_file()]
+
+    def artifacts(self, stage: str) -> Path:
+        """A directory for a stage's raw artifacts (ansible events, JUnit XML, ...)."""
+        path = self.path / "artifacts" / stage
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def atomic_write_bytes_checked(path: Path, data: bytes) -> None:
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    rack: str
+    path: Path
+    created_at: str
+    stages: list[str]
+    statuses: dict[str, str]
+    verdict: str | None
+
+
+def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSummary]:
+    """Runs under `root`, oldest first; unreadable directories are skipped."""
+    root = Path(root)
+    out: list[RunSummary] = []
+    if not root.is_dir():
+        return out
+    for rack_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        if rack and rack_dir.name != rack:
+            continue
+        for run_path in sorted(p for p in rack_dir.iterdir() if (p / "meta.json").is_file()):
+            try:
+                run = RunDir(run_path)
+                meta = run.meta
+                statuses = {s: (run.read_stage(s) or {}).get("status", "?") for s in run.stages()}
+            except RecordError:
+                continue
+            report = run.read_stage("report") or {}
+            verdict = (report.get("data") or {}).get("verdict")
+            out.append(
+                RunSummary(
+                    rack=meta.get("rack", rack_dir.name),
+                    path=run_path,
+                    created_at=meta.get("created_at", ""),
+                    stages=list(statuses),
+                    statuses=statuses,
+                    verdict=verdict if isinstance(verdict, str) else None,
+                )
+            )
+    return out
