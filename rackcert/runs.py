@@ -8,6 +8,7 @@ the schema version and the spec's sha256 so the report can tell what it reads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -52,10 +53,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     _fsync_dir(path.parent)
 

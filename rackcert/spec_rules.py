@@ -106,7 +106,8 @@ def _templates(spec: Spec) -> Iterator[Problem]:
         if tmpl.nvlink is NvlinkPolicy.required and tmpl.gpus != 2:
             yield Problem(
                 ("vm_templates", index, "nvlink"),
-                f"nvlink: required needs exactly 2 GPUs (an NVLink bridge joins a pair), not {tmpl.gpus}",
+                "nvlink: required needs exactly 2 GPUs (an NVLink bridge joins a pair),"
+                f" not {tmpl.gpus}",
             )
         if tmpl.gpu_mode == "vgpu" and not tmpl.vgpu_profile:
             yield Problem(
