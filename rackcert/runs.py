@@ -61,7 +61,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     """Scrub secrets, serialise, write atomically; an OSError becomes one RecordError line."""
-    payload = json.dumps(REDACTOR.scrub(obj), indent=2, sort_keys=False, default=str) + "\n"
+    payload = REDACTOR.scrub(json.dumps(obj, indent=2, default=str) + "\n")
     try:
         atomic_write_bytes(path, payload.encode())
     except OSError as exc:

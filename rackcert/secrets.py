@@ -7,6 +7,7 @@ record, log line and report passes through `REDACTOR.scrub` before it lands.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,12 @@ class Redactor:
             self._secrets.add(secret)
 
     def scrub(self, value: Any) -> Any:
+        """Mask secrets in a string, or in every string of nested dicts and lists."""
         if isinstance(value, str):
             for secret in sorted(self._secrets, key=len, reverse=True):
                 value = value.replace(secret, MASK)
+                # The same secret as it appears inside JSON text (quotes, backslashes escaped).
+                value = value.replace(json.dumps(secret)[1:-1], MASK)
             return value
         if isinstance(value, dict):
             return {self.scrub(k): self.scrub(v) for k, v in value.items()}

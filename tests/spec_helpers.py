@@ -1,0 +1,32 @@
+"""Helpers for tests that need a spec: the shipped examples and broken copies of them."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rackcert.paths import inventories_dir
+
+EXAMPLES = sorted(inventories_dir().glob("*.yaml"))
+R750 = inventories_dir() / "r750xa-4node.yaml"
+LAB = inventories_dir() / "lab.yaml"
+
+
+def example_data(path: Path = R750) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def write_spec(tmp_path: Path, data: dict[str, Any], name: str = "spec.yaml") -> Path:
+    target = tmp_path / name
+    target.write_text(yaml.safe_dump(data, sort_keys=False))
+    return target
+
+
+def mutated(data: dict[str, Any], edit) -> dict[str, Any]:
+    """A deep copy of `data` after `edit(copy)`; the original stays intact."""
+    clone = copy.deepcopy(data)
+    edit(clone)
+    return clone
