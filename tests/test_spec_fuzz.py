@@ -141,3 +141,65 @@ def test_cli_on_garbled_specs_one_line_exit_2(tmp_path):
         assert len(lines) == 1, out.stderr
         assert "Traceback" not in out.stderr
         assert lines[0].startswith(f"error: {path}:")
+
+
+REQUIRED = [
+    ("metadata", "name"),
+    ("vcenter", "host"),
+    ("vcenter", "user"),
+    ("hosts", 0, "profile"),
+    ("hosts", 1, "address"),
+    ("vms", 0, "template"),
+    ("vms", 1, "address"),
+    ("hardware_profiles", 0, "server_model"),
+    ("hardware_profiles", 0, "gpus", 0, "memory_gb"),
+    ("hardware_profiles", 0, "gpus", 1, "pci"),
+]
+
+
+def _node(data, path):
+    for part in path:
+        data = data[part]
+    return data
+
+
+@st.composite
+def broken_spec(draw):
+    """A spec with at least one certain defect: each edit alone makes it invalid."""
+    data = copy.deepcopy(yaml.safe_load(draw(st.sampled_from(TEXTS))))
+    names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=10)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["unknown_key", "scalar_to_map", "drop", "ref", "secret"]))
+        mappings = [p for p in _paths(data) if isinstance(_node(data, p), dict)]
+        if op == "unknown_key":
+            target = _node(data, draw(st.sampled_from(mappings)))
+            target["zz_" + draw(names)] = draw(WRONG_VALUES)
+        elif op == "scalar_to_map":
+            leaves = [p for p in _paths(data) if p and not isinstance(_node(data, p), dict)]
+            path = draw(st.sampled_from(leaves))
+            _node(data, path[:-1])[path[-1]] = {"zz": 1}
+        elif op == "drop":
+            path = draw(st.sampled_from(REQUIRED))
+            parent = _node(data, path[:-1])
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            else:
+                data["zz_dropped"] = True
+        elif op == "ref":
+            field = draw(st.sampled_from([("hosts", "profile"), ("vms", "template")]))
+            entries = data.get(field[0])
+            if isinstance(entries, list) and entries and isinstance(entries[0], dict):
+                entries[0][field[1]] = "no-such-" + draw(names)
+            else:
+                data["zz_ref"] = True
+        else:
+            target = _node(data, draw(st.sampled_from(mappings)))
+            target[draw(st.sampled_from(["password", "api_token", "secret"]))] = draw(names)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+@settings(max_examples=220, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken_spec())
+def test_corpus_of_broken_specs_all_exit_2_with_one_line(text):
+    """The fault corpus of the end-to-end issue: >= 200 broken specs, each one clean error."""
+    assert _outcome(text) == "error"
