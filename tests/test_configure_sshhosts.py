@@ -1,0 +1,116 @@
+"""The SSH test hosts themselves: real sshd, own name, own network, own files, clean teardown."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from rackcert.errors import RackcertError
+from rackcert.lab import sshhosts
+from rackcert.spec_loader import load_spec
+
+
+def test_hosts_answer_ssh_with_own_name_address_and_mtu(ssh_hosts):
+    h1, h2 = ssh_hosts(2, mtu=1400)
+    out1 = h1.ssh(
+        "hostname; cat /etc/hostname; cat /sys/class/net/eth0/mtu; ip -4 -o addr show eth0"
+    )
+    assert out1.returncode == 0, out1.stderr
+    name, etc_name, mtu, *addrs = out1.stdout.splitlines()
+    assert (name, etc_name, mtu) == ("node1", "node1", "1400")
+    assert any(f"eth0    inet {h1.address}/24" in a for a in addrs), addrs
+    assert h2.ssh("hostname").stdout == "node2\n"
+    # MTU is per host: changing h1's leaves h2's alone.
+    assert h1.exec(["ip", "link", "set", "eth0", "mtu", "9000"]).returncode == 0
+    assert h2.ssh("cat /sys/class/net/eth0/mtu").stdout == "1400\n"
+    assert h1.ssh("cat /sys/class/net/eth0/mtu").stdout == "9000\n"
+    # Peers see each other by name and address (for ssh_trust, rendezvous).
+    assert h1.ssh("getent hosts node2").stdout.split()[0] == h2.address
+    probe = h2.ssh(f"python3 -c \"import socket; socket.create_connection(('{h1.address}', 22))\"")
+    assert probe.returncode == 0, probe.stderr
+
+
+def test_files_are_per_host_and_machine_untouched(ssh_hosts):
+    h1, h2 = ssh_hosts(2)
+    marker = f"/etc/rackcert-sshhosts-test-{os.getpid()}"
+    assert (
+        h1.ssh(f"echo one > {marker} && mkdir -p /root/.ssh && touch /root/.ssh/x").returncode == 0
+    )
+    assert h1.path(marker).read_text() == "one\n"
+    assert not h2.path(marker).exists()
+    assert not Path(marker).exists()
+    assert h2.ssh(f"test -e {marker}").returncode == 1
+    # Shared paths (/tmp) are the machine's own.
+    assert h2.ssh("test -d /work || test -d /tmp").returncode == 0
+
+
+def test_known_hosts_pins_each_host_key(ssh_hosts):
+    h1, h2 = ssh_hosts(2)
+    lines = h1.known_hosts.read_text().splitlines()
+    assert {line.split()[0] for line in lines} == {h1.address, h2.address, "node1", "node2"}
+    keys = {line.split()[0]: line.split()[2] for line in lines}
+    assert keys[h1.address] != keys[h2.address]
+
+
+def test_kill_makes_host_refuse_while_others_serve(ssh_hosts):
+    h1, h2 = ssh_hosts(2)
+    h2.kill()
+    assert not h2.alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((h2.address, 22), timeout=2)
+    assert h1.ssh("true").returncode == 0
+
+
+def test_stop_is_idempotent_and_leaves_nothing(ssh_hosts, tmp_path):
+    subnet = sshhosts.claim_subnet()
+    hosts = sshhosts.start_hosts(["a", "b"], subnet, tmp_path / "k")
+    names = {h.netns for h in hosts}
+    assert names <= set(sshhosts.netns_list())
+    assert all(str(os.getpid()) in n for n in names)
+    sshhosts.stop_hosts(hosts)
+    sshhosts.stop_hosts(hosts)
+    assert not names & set(sshhosts.netns_list())
+    assert not Path("/sys/class/net", sshhosts.bridge_name(subnet)).exists()
+
+
+def test_subnet_in_use_is_a_clear_error(ssh_hosts, tmp_path):
+    (h,) = ssh_hosts(["solo"])
+    with pytest.raises(RackcertError, match="belongs to"):
+        sshhosts.start_hosts(["x"], h.subnet, tmp_path / "k", owner="1")
+
+
+def test_cleanup_stale_removes_dead_owner_only(ssh_hosts, tmp_path):
+    (mine,) = ssh_hosts(["live"])
+    dead = 2**22 + 12345  # above pid_max's default: never a live pid
+    subnet = sshhosts.claim_subnet(owner=str(dead))
+    stale = sshhosts.start_hosts(["ghost"], subnet, tmp_path / "k", owner=str(dead))
+    assert stale[0].reachable()
+    assert sshhosts.cleanup_stale() >= 1
+    assert stale[0].netns not in sshhosts.netns_list()
+    assert not Path("/sys/class/net", sshhosts.bridge_name(subnet)).exists()
+    assert mine.ssh("true").returncode == 0
+
+
+def test_start_lab_hosts_uses_spec_addresses_and_shares_export(tmp_path):
+    loaded = load_spec(Path("inventories/lab.yaml"))
+    spec = loaded.spec.model_copy(deep=True)
+    owner = f"{os.getpid()}xlab"
+    subnet = sshhosts.claim_subnet(owner=owner)
+    base = subnet.rsplit(".", 1)[0]
+    for i, vm in enumerate(spec.vms):
+        vm.address = f"{base}.{11 + i}"
+    spec.guest.ssh.key_file = str(tmp_path / "id_ed25519")
+    spec.storage.nfs.export = str(tmp_path / "export")
+    try:
+        hosts = sshhosts.start_lab_hosts(spec, owner=owner)
+        assert [h.name for h in hosts] == ["lab-node1", "lab-node2"]
+        assert hosts[0].ssh(f"echo data > {tmp_path}/export/f").returncode == 0
+        assert hosts[1].ssh(f"cat {tmp_path}/export/f").stdout == "data\n"
+        again = sshhosts.start_lab_hosts(spec, owner=owner)
+        assert [h.pid for h in again] == [h.pid for h in hosts]
+    finally:
+        sshhosts.stop_owner(owner)
+        sshhosts.release_subnet(subnet)
