@@ -43,6 +43,7 @@ class AllreducePoint(BaseModel):
     algbw_gbps: float = Field(description="GB/s, bytes / time, as nccl-tests")
     busbw_gbps: float = Field(description="algbw x 2(n-1)/n")
     correct: bool
+    iters: int | None = Field(None, description="Timed iterations averaged for this size")
 
 
 class AllreduceResult(BaseModel):
@@ -73,8 +74,21 @@ class ScalingResult(BaseModel):
     compiled: bool = False
     device: str
     points: list[ScalingPoint] = Field(default_factory=list)
+    backend: str | None = Field(None, description="Engine: nccl, gloo or horovod")
+    baseline: str | None = Field(None, description="What speedup is relative to, e.g. '1 GPU'")
+
+
+class VerdictCheck(BaseModel):
+    """One threshold judged: what was seen against what the spec asks."""
+
+    id: str = Field(description="Stable id, e.g. resnet50.scaling_efficiency")
+    status: Status
+    observed: str = ""
+    expected: str = ""
+    reason: str = ""
 
 
 class Verdict(BaseModel):
     passed: bool
-    reasons: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list, description="One line per failed check")
+    checks: list[VerdictCheck] = Field(default_factory=list)
