@@ -3,6 +3,10 @@
 `provision` produces an `Inventory`; `validation` (hypervisor checks), the
 report and `spec discover` read it from `provision.json`. It lives in the
 spine so that provision and validation never import each other.
+
+Ids are as vSphere reports them, made readable: PCI vendor/device ids as
+unsigned integers (the API types them as signed 16-bit), PCI addresses in
+the long form 0000:bb:dd.f.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ class PciDevice(Observed):
     vendor_name: str = ""
     device_name: str = ""
     parent_bridge: str | None = None
-    numa_node: int | None = None
+    numa_node: int | None = Field(None, description="From hardware.numaInfo.numaNode[].pciId")
     passthru_capable: bool = False
-    passthru_enabled: bool = False
-    passthru_active: bool = False
+    passthru_enabled: bool = Field(False, description="Configured (config.pciPassthruInfo)")
+    passthru_active: bool = Field(False, description="In effect since the last boot")
 
 
 class ObservedHost(Observed):
@@ -38,13 +42,25 @@ class ObservedHost(Observed):
     model: str = ""
     esxi_version: str = ""
     esxi_build: str = ""
+    api_version: str = ""
+    system_id: str = Field("", description="hardware.systemInfo.uuid")
     connection_state: str = ""
     power_state: str = ""
     in_maintenance: bool = False
-    ats_enabled: bool | None = Field(None, description="ATS setting as configured")
+    reboot_required: bool = Field(False, description="summary.rebootRequired: pending boot options")
+    ats_enabled: bool | None = Field(
+        None, description="ATS setting as configured (VMkernel.Boot.atsSupport); None: not seen"
+    )
     numa_nodes: int = 0
+    memory_mb: int = 0
     pci_devices: list[PciDevice] = Field(default_factory=list)
+    vgpu_types: list[str] = Field(
+        default_factory=list, description="config.sharedPassthruGpuTypes (vGPU profiles)"
+    )
     vm_names: list[str] = Field(default_factory=list)
+
+    def device(self, pci: str) -> PciDevice | None:
+        return next((d for d in self.pci_devices if d.id == pci), None)
 
 
 class PassthroughDevice(Observed):
@@ -53,7 +69,9 @@ class PassthroughDevice(Observed):
     id: str | None = None
     vendor_id: int | None = None
     device_id: int | None = None
+    system_id: str | None = None
     vgpu: str | None = None
+    label: str = ""
 
 
 class ObservedVm(Observed):
@@ -62,9 +80,11 @@ class ObservedVm(Observed):
     host: str | None = None
     power_state: str = ""
     firmware: str = ""
+    guest_id: str = ""
     num_cpus: int = 0
     memory_mb: int = 0
     memory_reservation_locked: bool = False
+    memory_reservation_mb: int = 0
     hardware_version: str = ""
     extra_config: dict[str, str] = Field(default_factory=dict)
     passthrough: list[PassthroughDevice] = Field(default_factory=list)
@@ -75,7 +95,8 @@ class Inventory(Observed):
     api_version: str = ""
     hosts: list[ObservedHost] = Field(default_factory=list)
     vms: list[ObservedVm] = Field(default_factory=list)
-    round_trips: int = 0
+    round_trips: int = Field(0, description="SOAP calls discovery needed (constant in host count)")
+    seconds: float = 0.0
 
     def host(self, name: str) -> ObservedHost | None:
         return next((h for h in self.hosts if h.name == name), None)

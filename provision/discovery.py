@@ -1,0 +1,279 @@
+"""Read the whole rack from vCenter in one PropertyCollector retrieval.
+
+One ContainerView over the root folder (hosts and VMs), one
+RetrievePropertiesEx with a TraversalSpec through the view's `view` property,
+and the view destroyed again: the number of round trips does not grow with the
+number of hosts (benchmarks/discovery.py measures it against a naive walk).
+
+Per host it reads model, vendor, ESXi version, PCI devices with vendor/device
+ids, the NUMA node of each device (hardware.numaInfo), passthrough state
+(config.pciPassthruInfo), the ATS boot option (config.option carries the
+advanced options, so VMkernel.Boot.atsSupport needs no QueryOptions call per
+host), maintenance and reboot-required state. Per VM: passthrough devices with
+their backing ids, extraConfig, reservation, firmware and power state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import time
+from typing import Any
+
+from rackcert.errors import RackcertError
+from rackcert.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
+
+ATS_OPTION = "VMkernel.Boot.atsSupport"
+
+HOST_PROPERTIES = [
+    "name",
+    "summary.hardware",
+    "summary.rebootRequired",
+    "config.product",
+    "config.option",
+    "config.pciPassthruInfo",
+    "config.sharedPassthruGpuTypes",
+    "hardware.pciDevice",
+    "hardware.numaInfo",
+    "hardware.systemInfo",
+    "runtime.connectionState",
+    "runtime.powerState",
+    "runtime.inMaintenanceMode",
+]
+VM_PROPERTIES = [
+    "name",
+    "runtime.host",
+    "runtime.powerState",
+    "config.firmware",
+    "config.guestId",
+    "config.version",
+    "config.hardware.numCPU",
+    "config.hardware.memoryMB",
+    "config.hardware.device",
+    "config.memoryReservationLockedToMax",
+    "config.memoryAllocation",
+    "config.extraConfig",
+]
+_TRANSIENT = (
+    ConnectionError,
+    http.client.RemoteDisconnected,
+    http.client.IncompleteRead,
+    TimeoutError,
+)
+
+
+class DiscoveryError(RackcertError):
+    """vCenter answered discovery with a fault or the connection kept dropping."""
+
+
+def _u16(value: int | None) -> int:
+    """vSphere types PCI ids as xsd:short: 0x8086 arrives as -31610."""
+    return (value or 0) & 0xFFFF
+
+
+def _retrieve(pc: Any, spec: Any, options: Any, attempts: int = 3) -> Any:
+    """RetrievePropertiesEx, retried on a dropped connection (read-only, so safe to repeat)."""
+    for attempt in range(attempts):
+        try:
+            return pc.RetrievePropertiesEx([spec], options)
+        except _TRANSIENT:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
+    pc = vmodl.query.PropertyCollector
+    traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
+    return pc.FilterSpec(
+        objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[traverse])],
+        propSet=[
+            pc.PropertySpec(type=vim.HostSystem, pathSet=HOST_PROPERTIES),
+            pc.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
+        ],
+        reportMissingObjectsInResults=False,
+    )
+
+
+def retrieve_all(si: Any) -> list[Any]:
+    """Every host and VM object content, in one retrieval (plus continuation pages if any)."""
+    from pyVmomi import vim, vmodl
+
+    content = si.content
+    view = content.viewManager.CreateContainerView(
+        content.rootFolder, [vim.HostSystem, vim.VirtualMachine], True
+    )
+    try:
+        pc = content.propertyCollector
+        options = vmodl.query.PropertyCollector.RetrieveOptions()
+        result = _retrieve(pc, _filter_spec(vim, vmodl, view), options)
+        objects = list(result.objects) if result else []
+        while result is not None and result.token:
+            result = pc.ContinueRetrievePropertiesEx(result.token)
+            objects.extend(result.objects)
+        return objects
+    finally:
+        with contextlib.suppress(_TRANSIENT):
+            view.DestroyView()
+
+
+def discover(si: Any) -> Inventory:
+    """The rack as vCenter sees it now; `round_trips` counts the SOAP calls it took."""
+    from pyVmomi import vim, vmodl
+
+    from provision.roundtrips import count_round_trips
+
+    started = time.perf_counter()
+    with count_round_trips(si) as counter:
+        try:
+            about = si.content.about
+            objects = retrieve_all(si)
+        except vmodl.MethodFault as exc:
+            reason = exc.msg or type(exc).__name__
+            raise DiscoveryError(f"vCenter discovery failed: {reason}") from None
+        except _TRANSIENT as exc:
+            raise DiscoveryError(
+                f"vCenter discovery failed: the connection dropped ({type(exc).__name__})"
+                " three times; check the network and re-run"
+            ) from None
+    hosts: list[ObservedHost] = []
+    vms: list[tuple[ObservedVm, str | None]] = []
+    for obj in objects:
+        props = {p.name: p.val for p in obj.propSet}
+        if isinstance(obj.obj, vim.HostSystem):
+            hosts.append(_host(obj.obj._moId, props))
+        elif isinstance(obj.obj, vim.VirtualMachine):
+            host_ref = props.get("runtime.host")
+            vms.append((_vm(obj.obj._moId, props), host_ref._moId if host_ref else None))
+    by_moid = {h.moid: h for h in hosts}
+    out_vms = []
+    for vm, host_moid in vms:
+        host = by_moid.get(host_moid or "")
+        if host is not None:
+            vm.host = host.name
+            host.vm_names.append(vm.name)
+        out_vms.append(vm)
+    hosts.sort(key=lambda h: h.name)
+    out_vms.sort(key=lambda v: v.name)
+    for host in hosts:
+        host.vm_names.sort()
+    return Inventory(
+        vcenter=about.fullName,
+        api_version=about.apiVersion,
+        hosts=hosts,
+        vms=out_vms,
+        round_trips=counter.calls,
+        seconds=round(time.perf_counter() - started, 4),
+    )
+
+
+def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
+    numa_of: dict[str, int] = {}
+    numa = props.get("hardware.numaInfo")
+    for node in (numa.numaNode if numa else None) or []:
+        for pci in node.pciId or []:
+            numa_of[pci] = node.typeId
+    passthru = {p.id: p for p in props.get("config.pciPassthruInfo") or []}
+    devices = []
+    for dev in props.get("hardware.pciDevice") or []:
+        info = passthru.get(dev.id)
+        devices.append(
+            PciDevice(
+                id=dev.id,
+                vendor_id=_u16(dev.vendorId),
+                device_id=_u16(dev.deviceId),
+                sub_vendor_id=_u16(dev.subVendorId),
+                sub_device_id=_u16(dev.subDeviceId),
+                class_id=_u16(dev.classId),
+                vendor_name=dev.vendorName or "",
+                device_name=dev.deviceName or "",
+                parent_bridge=dev.parentBridge or None,
+                numa_node=numa_of.get(dev.id),
+                passthru_capable=bool(info and info.passthruCapable),
+                passthru_enabled=bool(info and info.passthruEnabled),
+                passthru_active=bool(info and info.passthruActive),
+            )
+        )
+    options = {o.key: o.value for o in props.get("config.option") or []}
+    ats = options.get(ATS_OPTION)
+    product = props.get("config.product")
+    hardware = props.get("summary.hardware")
+    system = props.get("hardware.systemInfo")
+    return ObservedHost(
+        name=props.get("name", moid),
+        moid=moid,
+        address=props.get("name", ""),
+        vendor=(system.vendor if system else getattr(hardware, "vendor", "")) or "",
+        model=(system.model if system else getattr(hardware, "model", "")) or "",
+        esxi_version=getattr(product, "version", "") or "",
+        esxi_build=getattr(product, "build", "") or "",
+        api_version=getattr(product, "apiVersion", "") or "",
+        system_id=getattr(system, "uuid", "") or "",
+        connection_state=str(props.get("runtime.connectionState", "")),
+        power_state=str(props.get("runtime.powerState", "")),
+        in_maintenance=bool(props.get("runtime.inMaintenanceMode", False)),
+        reboot_required=bool(props.get("summary.rebootRequired", False)),
+        ats_enabled=_truthy(ats) if ats is not None else None,
+        numa_nodes=int(getattr(numa, "numNodes", 0) or 0),
+        memory_mb=int((getattr(hardware, "memorySize", 0) or 0) // (1024 * 1024)),
+        pci_devices=devices,
+        vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
+    )
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def _vm(moid: str, props: dict[str, Any]) -> ObservedVm:
+    from pyVmomi import vim
+
+    devices = []
+    for dev in props.get("config.hardware.device") or []:
+        if isinstance(dev, vim.vm.device.VirtualPCIPassthrough):
+            devices.append(_passthrough(dev, vim))
+    alloc = props.get("config.memoryAllocation")
+    extra = {o.key: str(o.value) for o in props.get("config.extraConfig") or []}
+    return ObservedVm(
+        name=props.get("name", moid),
+        moid=moid,
+        power_state=str(props.get("runtime.powerState", "")),
+        firmware=props.get("config.firmware", "") or "",
+        guest_id=props.get("config.guestId", "") or "",
+        num_cpus=int(props.get("config.hardware.numCPU", 0) or 0),
+        memory_mb=int(props.get("config.hardware.memoryMB", 0) or 0),
+        memory_reservation_locked=bool(props.get("config.memoryReservationLockedToMax")),
+        memory_reservation_mb=int(getattr(alloc, "reservation", 0) or 0),
+        hardware_version=props.get("config.version", "") or "",
+        extra_config=extra,
+        passthrough=devices,
+    )
+
+
+def _passthrough(dev: Any, vim: Any) -> PassthroughDevice:
+    backing = dev.backing
+    label = dev.deviceInfo.label if dev.deviceInfo else ""
+    if isinstance(backing, vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo):
+        return PassthroughDevice(key=dev.key, backing="vgpu", vgpu=backing.vgpu, label=label)
+    if isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DynamicBackingInfo):
+        allowed = (backing.allowedDevice or [None])[0]
+        return PassthroughDevice(
+            key=dev.key,
+            backing="dynamic",
+            vendor_id=_u16(allowed.vendorId) if allowed else None,
+            device_id=_u16(allowed.deviceId) if allowed else None,
+            label=label,
+        )
+    device_id = getattr(backing, "deviceId", None)
+    return PassthroughDevice(
+        key=dev.key,
+        backing="fixed",
+        id=getattr(backing, "id", None),
+        vendor_id=_u16(getattr(backing, "vendorId", 0)),
+        device_id=int(device_id, 16) if device_id else None,
+        system_id=getattr(backing, "systemId", None),
+        label=label,
+    )

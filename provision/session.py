@@ -1,0 +1,130 @@
+"""A verified, always-logged-out vCenter session from a spec's `vcenter:` block.
+
+TLS is verified by default: against `tls.ca_file`, or by pinning the SHA-256
+fingerprint in `tls.thumbprint`; `tls.verify: false` is honoured only with a
+warning. A wrong password, an unreachable vCenter or a certificate that does not
+verify becomes one line and exit code 2 (`SessionError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from rackcert.errors import RackcertError
+from rackcert.secrets import resolve_secret
+from rackcert.spec import Spec, VCenter
+
+
+class SessionError(RackcertError):
+    """vCenter refused us or could not be reached: the input (address, password, pin) is wrong."""
+
+    exit_code = 2
+
+
+class InsecureSessionWarning(UserWarning):
+    """The spec turned TLS verification off."""
+
+
+def _where(vc: VCenter) -> str:
+    return f"vCenter {vc.host}:{vc.port}"
+
+
+def ssl_context(vc: VCenter) -> ssl.SSLContext | None:
+    """The TLS context the spec asks for; None for plain http (simulators only)."""
+    if vc.protocol == "http":
+        return None
+    tls = vc.tls
+    if not tls.verify:
+        warnings.warn(
+            f"{_where(vc)}: TLS certificate verification is OFF (tls.verify: false in the spec)",
+            InsecureSessionWarning,
+            stacklevel=3,
+        )
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    if tls.ca_file:
+        from pathlib import Path
+
+        path = Path(tls.ca_file).expanduser()
+        try:
+            return ssl.create_default_context(cafile=str(path))
+        except (OSError, ssl.SSLError) as exc:
+            raise SessionError(f"{_where(vc)}: cannot load tls.ca_file {path}: {exc}") from None
+    # Pinning (tls.thumbprint) or the system trust store: pyVmomi falls back to
+    # comparing the fingerprint when the chain does not verify (SoapAdapter._Connect).
+    return ssl.create_default_context()
+
+
+def _thumbprint(vc: VCenter) -> str | None:
+    return vc.tls.thumbprint.replace(":", "").lower() if vc.tls.thumbprint else None
+
+
+def open_session(spec: Spec, *, timeout: float = 30) -> Any:
+    """Log in and return a pyVmomi ServiceInstance; the caller must close it (see connect)."""
+    from pyVim.connect import SmartConnect
+    from pyVmomi import vim
+    from pyVmomi.Security import ThumbprintMismatchException
+
+    vc = spec.vcenter
+    password = resolve_secret(vc.password_env, vc.password_file, f"{_where(vc)} password")
+    try:
+        return SmartConnect(
+            protocol=vc.protocol,
+            host=vc.host,
+            port=vc.port,
+            user=vc.user,
+            pwd=password,
+            sslContext=ssl_context(vc),
+            thumbprint=_thumbprint(vc) if vc.tls.verify else None,
+            httpConnectionTimeout=timeout,
+        )
+    except vim.fault.InvalidLogin:
+        raise SessionError(
+            f"{_where(vc)}: login refused for user {vc.user!r}: wrong user name or password"
+        ) from None
+    except ThumbprintMismatchException as exc:
+        raise SessionError(
+            f"{_where(vc)}: certificate fingerprint {_colons(exc.actual)} does not match the"
+            f" pinned tls.thumbprint {vc.tls.thumbprint}; refusing to connect"
+        ) from None
+    except ssl.SSLCertVerificationError as exc:
+        raise SessionError(
+            f"{_where(vc)}: TLS certificate does not verify ({exc.verify_message}); set"
+            " tls.ca_file or tls.thumbprint in the spec"
+        ) from None
+    except ssl.SSLError as exc:
+        raise SessionError(f"{_where(vc)}: TLS failed: {exc.reason or exc}") from None
+    except OSError as exc:  # refused, reset, timed out, name not found
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise SessionError(f"cannot reach {_where(vc)}: {reason}") from None
+    except vim.fault.VimFault as exc:
+        raise SessionError(f"{_where(vc)}: login failed: {exc.msg}") from None
+
+
+def _colons(hexdigest: str) -> str:
+    text = hexdigest.upper()
+    return ":".join(text[i : i + 2] for i in range(0, len(text), 2))
+
+
+def close_session(si: Any) -> None:
+    """Log out; a session that is already gone is not an error."""
+    from pyVim.connect import Disconnect
+
+    with contextlib.suppress(Exception):
+        Disconnect(si)
+
+
+@contextlib.contextmanager
+def connect(spec: Spec, *, timeout: float = 30) -> Iterator[Any]:
+    """`with connect(spec) as si:` a logged-in ServiceInstance, logged out on exit."""
+    si = open_session(spec, timeout=timeout)
+    try:
+        yield si
+    finally:
+        close_session(si)

@@ -1,0 +1,404 @@
+"""The vcsim rack twin: build it, describe a rack to it, start and stop it.
+
+The twin is a small Go program in `tests/vcsim/` on top of govmomi's vCenter
+simulator. This module turns a rack spec (or a host count, for the discovery
+benchmark) into the JSON description the Go side reads: hosts with the PCI
+devices of their hardware profile (GPUs, NIC ports, the bridges they hang off),
+NUMA nodes, passthrough state and ATS setting, plus optional pre-existing VMs
+and injected faults. The twin listens on loopback only, over TLS with a
+self-signed certificate written to a file, and checks the password from a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import InputError, RackcertError
+from rackcert.paths import REPO_ROOT
+from rackcert.spec import Gpu, HardwareProfile, Nic, Spec
+
+SOURCE_DIR = REPO_ROOT / "tests" / "vcsim"
+GOPATH = "/usr/share/gocode"
+
+NVIDIA = 0x10DE
+MELLANOX = 0x15B3
+INTEL = 0x8086
+DELL = 0x1028
+
+# PCI device ids (pci.ids): the twin reports what lspci / ESXi would for each model.
+_GPU_IDS: list[tuple[tuple[str, ...], int, int]] = [
+    (("a100", "80gb", "sxm"), 0x20B2, 0x1463),
+    (("a100", "40gb", "sxm"), 0x20B0, 0x134F),
+    (("a100", "80gb"), 0x20B5, 0x1533),  # A100 PCIe 80GB
+    (("a100", "40gb"), 0x20F1, 0x145F),  # A100 PCIe 40GB
+    (("a100",), 0x20F1, 0x145F),
+    (("h100",), 0x2331, 0x1626),
+    (("a30",), 0x20B7, 0x1532),
+    (("a40",), 0x2235, 0x145A),
+    (("l40s",), 0x26B9, 0x1851),
+]
+_NIC_IDS: list[tuple[tuple[str, ...], int]] = [
+    (("connectx-6", "dx"), 0x101D),
+    (("connectx-6", "lx"), 0x101F),
+    (("connectx-6",), 0x101B),
+    (("connectx-7",), 0x1021),
+    (("connectx-5",), 0x1017),
+    (("bluefield-2",), 0xA2D6),
+]
+_VGPU_SIZES = {80: (4, 8, 10, 16, 20, 40, 80), 40: (4, 5, 8, 10, 20, 40)}
+
+
+def gpu_ids(gpu: Gpu) -> tuple[int, int, int]:
+    """(vendor, device, subsystem device) for a GPU model name."""
+    name = gpu.model.lower()
+    for words, device, sub in _GPU_IDS:
+        if all(w in name for w in words):
+            return NVIDIA, device, sub
+    return NVIDIA, 0x20B5, 0x1533
+
+
+def nic_ids(nic: Nic) -> tuple[int, int]:
+    name = nic.model.lower()
+    for words, device in _NIC_IDS:
+        if all(w in name for w in words):
+            return MELLANOX, device
+    return MELLANOX, 0x101D
+
+
+def port_pci(nic_pci: str, port: int) -> str:
+    """PCI address of a NIC port: ports are functions of the same device (4b:00.0, 4b:00.1)."""
+    return nic_pci[:-1] + str(port)
+
+
+def _bridge_of(pci: str) -> str:
+    """The root port a device hangs off: bus-1, device 02 (how the R750xa's slots look)."""
+    bus = int(pci[5:7], 16)
+    return f"{pci[:5]}{max(bus - 1, 0):02x}:02.0"
+
+
+def _vgpu_types(gpus: list[Gpu]) -> list[str]:
+    out: list[str] = []
+    for gpu in gpus:
+        if "a100" not in gpu.model.lower():
+            continue
+        prefix = "grid_a100d" if gpu.memory_gb >= 80 else "grid_a100"
+        for size in _VGPU_SIZES[80 if gpu.memory_gb >= 80 else 40]:
+            name = f"{prefix}-{size}c"
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def pci_devices(profile: HardwareProfile) -> list[dict[str, Any]]:
+    """Every PCI function a host of this profile reports: chipset, bridges, GPUs, NIC ports."""
+    devices: list[dict[str, Any]] = [
+        _dev("0000:00:00.0", INTEL, 0x09A2, 0x0600, "Intel Corporation", "Ice Lake Memory Map", 0),
+        _dev("0000:00:17.0", INTEL, 0xA182, 0x0106, "Intel Corporation", "SATA Controller", 0),
+    ]
+    bridges: dict[str, int] = {}
+    for gpu in profile.gpus:
+        bridges.setdefault(_bridge_of(gpu.pci), gpu.numa)
+    for nic in profile.nics:
+        bridges.setdefault(_bridge_of(nic.pci), nic.numa)
+    for pci, numa in sorted(bridges.items()):
+        devices.append(
+            _dev(pci, INTEL, 0x347A, 0x0604, "Intel Corporation", "Ice Lake PCIe Root Port", numa)
+        )
+    for gpu in profile.gpus:
+        vendor, device, sub = gpu_ids(gpu)
+        devices.append(
+            _dev(gpu.pci, vendor, device, 0x0302, "NVIDIA Corporation", gpu.model, gpu.numa)
+            | {"sub_vendor_id": NVIDIA, "sub_device_id": sub, "parent_bridge": _bridge_of(gpu.pci)}
+            | {"passthru_capable": True}
+        )
+    for nic in profile.nics:
+        vendor, device = nic_ids(nic)
+        for port in range(nic.ports):
+            devices.append(
+                _dev(
+                    port_pci(nic.pci, port),
+                    vendor,
+                    device,
+                    0x0200,
+                    "Mellanox Technologies",
+                    nic.model,
+                    nic.numa,
+                )
+                | {"sub_vendor_id": MELLANOX, "sub_device_id": 0x0016}
+                | {"parent_bridge": _bridge_of(nic.pci), "passthru_capable": True}
+            )
+    return devices
+
+
+def _dev(pci: str, vendor: int, device: int, cls: int, vname: str, dname: str, numa: int) -> dict:
+    return {
+        "id": pci,
+        "vendor_id": vendor,
+        "device_id": device,
+        "sub_vendor_id": DELL if vendor == INTEL else 0,
+        "sub_device_id": 0,
+        "class_id": cls,
+        "vendor_name": vname,
+        "device_name": dname,
+        "parent_bridge": "",
+        "numa": numa,
+        "passthru_capable": False,
+        "passthru_enabled": False,
+        "passthru_active": False,
+    }
+
+
+def host_description(name: str, profile: HardwareProfile, esxi_version: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "vendor": profile.vendor or "Dell Inc.",
+        "model": profile.server_model,
+        "esxi_version": esxi_version,
+        "esxi_build": "19193900" if esxi_version.startswith("7.0.3") else "20036589",
+        "numa_nodes": profile.numa_nodes,
+        "ats": False,
+        "memory_gb": 512,
+        "pci": pci_devices(profile),
+        "vgpu_types": _vgpu_types(profile.gpus),
+        "maintenance": False,
+    }
+
+
+@dataclass
+class TwinFiles:
+    """Where one twin keeps its password, certificate and state."""
+
+    password_file: Path
+    cert_file: Path
+    key_file: Path
+    workdir: Path
+
+    @classmethod
+    def in_dir(cls, workdir: Path) -> TwinFiles:
+        return cls(
+            workdir / "vcenter.password",
+            workdir / "vcsim-cert.pem",
+            workdir / "vcsim-key.pem",
+            workdir,
+        )
+
+    @classmethod
+    def for_spec(cls, spec: Spec, workdir: Path) -> TwinFiles:
+        """The files where the spec's vcenter block says they are (lab.yaml's layout)."""
+        vc = spec.vcenter
+        password = Path(vc.password_file).expanduser() if vc.password_file else None
+        cert = Path(vc.tls.ca_file).expanduser() if vc.tls.ca_file else None
+        files = cls.in_dir(workdir)
+        key = cert.with_name(cert.stem.replace("-cert", "") + "-key.pem") if cert else None
+        return cls(
+            password or files.password_file,
+            cert or files.cert_file,
+            key or files.key_file,
+            workdir,
+        )
+
+
+def ensure_password(path: Path) -> None:
+    """Create a random password file (0600) unless one exists."""
+    if path.exists():
+        return
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_urlsafe(18) + "\n")
+
+
+def description_from_spec(
+    spec: Spec,
+    files: TwinFiles,
+    *,
+    port: int | None = None,
+    vms: list[dict[str, Any]] | None = None,
+    faults: dict[str, Any] | None = None,
+    tls: bool | None = None,
+) -> dict[str, Any]:
+    """The twin of a spec's rack: its hosts under the names vCenter knows them by."""
+    vc = spec.vcenter
+    hosts = [
+        host_description(h.address, spec.profile(h.profile), h.esxi_version) for h in spec.hosts
+    ]
+    return {
+        "listen": f"127.0.0.1:{vc.port if port is None else port}",
+        "user": vc.user,
+        "password_file": str(files.password_file),
+        "tls": (vc.protocol == "https") if tls is None else tls,
+        "cert_file": str(files.cert_file),
+        "key_file": str(files.key_file),
+        "datacenter": vc.datacenter or "DC0",
+        "cluster": vc.cluster or "cluster0",
+        "hosts": hosts,
+        "vms": vms or [],
+        "faults": faults or {},
+    }
+
+
+def synthetic_description(count: int, spec: Spec, files: TwinFiles) -> dict[str, Any]:
+    """N hosts of the spec's first hardware profile, each with one 1-GPU VM (benchmarks)."""
+    profile = spec.hardware_profiles[0]
+    desc = description_from_spec(spec, files, port=0)
+    desc["hosts"] = [
+        host_description(f"esx{i:03d}.bench.internal", profile, "7.0.3") for i in range(count)
+    ]
+    desc["vms"] = [
+        {"name": f"vm{i:03d}", "host": f"esx{i:03d}.bench.internal", "cpus": 8, "memory_mb": 16384}
+        for i in range(count)
+    ]
+    return desc
+
+
+def _source_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE_DIR.glob("*.go")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rackcert" / "vcsim"
+
+
+def binary_path() -> Path:
+    """The twin binary for the current Go sources (RACKCERT_VCSIM_BIN overrides)."""
+    override = os.environ.get("RACKCERT_VCSIM_BIN")
+    if override:
+        return Path(override)
+    return cache_dir() / _source_digest() / "rackcert-vcsim"
+
+
+def build(*, quiet: bool = True) -> Path:
+    """Build the twin once per source version; safe when several processes race to build it."""
+    target = binary_path()
+    if target.is_file():
+        return target
+    if not SOURCE_DIR.is_dir():
+        raise InputError(f"the twin's Go sources are not here ({SOURCE_DIR}): run from a checkout")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        env = os.environ | {"GOPATH": GOPATH, "GO111MODULE": "off"}
+        tmp = target.with_suffix(".tmp")
+        try:
+            proc = subprocess.run(
+                ["go", "build", "-o", str(tmp), "."],
+                cwd=SOURCE_DIR,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+        except FileNotFoundError:
+            raise InputError(
+                "go is not installed: apt-get install golang-go golang-github-vmware-govmomi-dev"
+            ) from None
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise RackcertError(f"building the vcsim twin failed: {last}")
+        os.replace(tmp, target)
+    return target
+
+
+@dataclass
+class Twin:
+    """A running twin process and where to reach it."""
+
+    url: str
+    port: int
+    pid: int
+    thumbprint: str
+    files: TwinFiles
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    def stop(self, timeout: float = 10) -> None:
+        stop_pid(self.pid, timeout)
+        if self.process is not None:
+            with contextlib.suppress(Exception):
+                self.process.wait(timeout=timeout)
+
+
+def stop_pid(pid: int, timeout: float = 10) -> bool:
+    """Stop a twin by pid if it is still our twin binary; True if something was stopped."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if b"rackcert-vcsim" not in cmdline:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            return True
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def start(desc: dict[str, Any], files: TwinFiles, *, detach: bool = False, timeout: float = 120):
+    """Write the description, start the twin and wait until it listens."""
+    binary = build()
+    files.workdir.mkdir(parents=True, exist_ok=True)
+    ensure_password(Path(desc["password_file"]))
+    for key in ("cert_file", "key_file"):
+        Path(desc[key]).parent.mkdir(parents=True, exist_ok=True)
+    desc_path = files.workdir / "twin-description.json"
+    state_path = files.workdir / "twin-state.json"
+    desc_path.write_text(json.dumps(desc, indent=1))
+    with contextlib.suppress(FileNotFoundError):
+        state_path.unlink()
+    log = open(files.workdir / "twin.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [str(binary), "-desc", str(desc_path), "-state", str(state_path)],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=detach,
+    )
+    log.close()
+    deadline = time.monotonic() + timeout
+    while not state_path.is_file():
+        if proc.poll() is not None:
+            tail = (files.workdir / "twin.log").read_text(errors="replace").strip().splitlines()
+            raise RackcertError(f"the vcsim twin exited: {tail[-1] if tail else proc.returncode}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RackcertError(f"the vcsim twin did not start within {timeout:.0f} s")
+        time.sleep(0.05)
+    state = json.loads(state_path.read_text())
+    return Twin(
+        url=state["url"],
+        port=int(state["port"]),
+        pid=int(state["pid"]),
+        thumbprint=state.get("thumbprint", ""),
+        files=files,
+        process=None if detach else proc,
+    )

@@ -1,0 +1,88 @@
+package main
+
+// Description is the rack the twin simulates, as rackcert/lab/twin.py writes it.
+// Python derives it from a rack spec (or from a host count for the benchmark),
+// so the Go side only turns data into simulator objects.
+type Description struct {
+	Listen       string     `json:"listen"` // 127.0.0.1:PORT (0: any free port)
+	User         string     `json:"user"`
+	PasswordFile string     `json:"password_file"`
+	TLS          bool       `json:"tls"`
+	CertFile     string     `json:"cert_file"` // PEM certificate, written if absent
+	KeyFile      string     `json:"key_file"`
+	Datacenter   string     `json:"datacenter"`
+	Cluster      string     `json:"cluster"`
+	Hosts        []HostDesc `json:"hosts"`
+	VMs          []VMDesc   `json:"vms"`
+	Faults       Faults     `json:"faults"`
+}
+
+// HostDesc is one ESXi host with the PCI devices of its hardware profile.
+type HostDesc struct {
+	Name        string    `json:"name"`
+	Vendor      string    `json:"vendor"`
+	Model       string    `json:"model"`
+	Version     string    `json:"esxi_version"`
+	Build       string    `json:"esxi_build"`
+	NumaNodes   int       `json:"numa_nodes"`
+	ATS         bool      `json:"ats"`
+	MemoryGB    int64     `json:"memory_gb"`
+	PCI         []PCIDesc `json:"pci"`
+	VgpuTypes   []string  `json:"vgpu_types"`
+	Maintenance bool      `json:"maintenance"`
+}
+
+// PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.
+type PCIDesc struct {
+	ID              string `json:"id"`
+	VendorID        int    `json:"vendor_id"`
+	DeviceID        int    `json:"device_id"`
+	SubVendorID     int    `json:"sub_vendor_id"`
+	SubDeviceID     int    `json:"sub_device_id"`
+	ClassID         int    `json:"class_id"`
+	VendorName      string `json:"vendor_name"`
+	DeviceName      string `json:"device_name"`
+	ParentBridge    string `json:"parent_bridge"`
+	Numa            int    `json:"numa"`
+	PassthruCapable bool   `json:"passthru_capable"`
+	PassthruEnabled bool   `json:"passthru_enabled"`
+	PassthruActive  bool   `json:"passthru_active"`
+}
+
+// VMDesc is a VM that exists before rackcert runs (for tests of powered-on VMs).
+type VMDesc struct {
+	Name     string `json:"name"`
+	Host     string `json:"host"`
+	PowerOn  bool   `json:"power_on"`
+	CPUs     int32  `json:"cpus"`
+	MemoryMB int64  `json:"memory_mb"`
+	Firmware string `json:"firmware"`
+}
+
+// Faults asks the twin to misbehave, the way a real vCenter sometimes does.
+type Faults struct {
+	// Fail makes the first Count calls of Method (a *_Task method) on the object
+	// named Target (any object when empty) return a task that ends in error.
+	Fail []FailFault `json:"fail"`
+	// Slow delays every call of Method by Ms milliseconds.
+	Slow []SlowFault `json:"slow"`
+	// Drop closes the connection, without an answer, on the first Count calls of Method.
+	Drop []DropFault `json:"drop"`
+}
+
+type FailFault struct {
+	Method  string `json:"method"`
+	Target  string `json:"target"`
+	Count   int    `json:"count"`
+	Message string `json:"message"`
+}
+
+type SlowFault struct {
+	Method string `json:"method"`
+	Ms     int    `json:"ms"`
+}
+
+type DropFault struct {
+	Method string `json:"method"`
+	Count  int    `json:"count"`
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/ioutil"
+	"log"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Interceptor sits in front of the simulator's SOAP handler. It answers the
+// host calls the simulator cannot (RebootHost_Task), adds the ESXi rules the
+// simulator does not enforce (no maintenance mode or reboot with powered-on
+// VMs, no device or firmware change on a powered-on VM), and injects faults.
+// Wrapping HostSystem objects in the registry, as example_extend_test.go does
+// for VMs, is not possible for hosts: the simulator type-asserts
+// *simulator.HostSystem in CreateVM and elsewhere.
+type Interceptor struct {
+	next http.Handler
+	mu   sync.Mutex
+	fail []FailFault
+	slow map[string]time.Duration
+	drop []DropFault
+}
+
+// NewInterceptor wraps the simulator's handler with the given faults.
+func NewInterceptor(next http.Handler, faults *Faults) *Interceptor {
+	i := &Interceptor{next: next, slow: map[string]time.Duration{}}
+	i.fail = append(i.fail, faults.Fail...)
+	i.drop = append(i.drop, faults.Drop...)
+	for _, s := range faults.Slow {
+		i.slow[s.Method] = time.Duration(s.Ms) * time.Millisecond
+	}
+	return i
+}
+
+func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/sdk") {
+		i.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := ioutil.ReadAll(r.Body)
+	_ = r.Body.Close()
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	r.Body = ioutil.NopCloser(bytes.NewReader(body))
+	method, err := simulator.UnmarshalBody(types.TypeFunc(), body)
+	if err != nil {
+		i.next.ServeHTTP(w, r)
+		return
+	}
+	if i.takeDrop(method.Name) {
+		log.Printf("fault: dropping the connection on %s", method.Name)
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	if d, ok := i.slow[method.Name]; ok {
+		time.Sleep(d)
+	}
+	if _, err := r.Cookie("vmware_soap_session"); err == nil {
+		if task := i.handle(method); task != nil {
+			writeTaskResponse(w, method.Name, *task)
+			return
+		}
+	}
+	i.next.ServeHTTP(w, r)
+}
+
+func (i *Interceptor) takeDrop(name string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for k := range i.drop {
+		if i.drop[k].Method == name && i.drop[k].Count != 0 {
+			i.drop[k].Count--
+			return true
+		}
+	}
+	return false
+}
+
+func (i *Interceptor) takeFail(name string, target string) *FailFault {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for k := range i.fail {
+		f := &i.fail[k]
+		if f.Method == name && f.Count != 0 && (f.Target == "" || f.Target == target) {
+			f.Count--
+			copy := *f
+			return &copy
+		}
+	}
+	return nil
+}
+
+// handle answers the calls the twin changes; nil means "let the simulator answer".
+func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectReference {
+	obj := simulator.Map.Get(method.This)
+	if obj == nil {
+		return nil
+	}
+	if strings.HasSuffix(method.Name, "_Task") {
+		if f := i.takeFail(method.Name, entityName(obj)); f != nil {
+			msg := f.Message
+			if msg == "" {
+				msg = fmt.Sprintf("injected fault: %s on %s failed", method.Name, entityName(obj))
+			}
+			log.Printf("fault: %s", msg)
+			ref := failedTask(obj, method.Name, &types.SystemError{Reason: msg}, msg)
+			return &ref
+		}
+	}
+	switch req := method.Body.(type) {
+	case *types.RebootHost_Task:
+		hs := obj.(*simulator.HostSystem)
+		ref := rebootTask(hs, req.Force)
+		return &ref
+	case *types.EnterMaintenanceMode_Task:
+		hs := obj.(*simulator.HostSystem)
+		if n := poweredOnVMs(hs); n > 0 {
+			msg := fmt.Sprintf("host %s has %d powered-on VM(s): power them off or migrate them before"+
+				" entering maintenance mode", hs.Name, n)
+			ref := failedTask(hs, method.Name, &types.InvalidState{}, msg)
+			return &ref
+		}
+	case *types.ReconfigVM_Task:
+		vm := obj.(*simulator.VirtualMachine)
+		if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && coldOnly(&req.Spec) {
+			msg := fmt.Sprintf("VM %s is powered on: PCI passthrough devices, firmware and memory"+
+				" reservation can only change while it is powered off", vm.Name)
+			ref := failedTask(vm, method.Name, &types.InvalidPowerState{
+				RequestedState: types.VirtualMachinePowerStatePoweredOff,
+				ExistingState:  types.VirtualMachinePowerStatePoweredOn,
+			}, msg)
+			return &ref
+		}
+	}
+	return nil
+}
+
+// coldOnly: what ESXi refuses to change on a running VM (passthrough devices
+// cannot be hot-added; firmware and the locked reservation need a power cycle).
+func coldOnly(spec *types.VirtualMachineConfigSpec) bool {
+	for _, dc := range spec.DeviceChange {
+		if _, ok := dc.GetVirtualDeviceConfigSpec().Device.(*types.VirtualPCIPassthrough); ok {
+			return true
+		}
+	}
+	return spec.Firmware != "" || spec.MemoryReservationLockedToMax != nil
+}
+
+func entityName(obj mo.Reference) string {
+	if e, ok := obj.(mo.Entity); ok {
+		return e.Entity().Name
+	}
+	return obj.Reference().Value
+}
+
+func poweredOnVMs(hs *simulator.HostSystem) int {
+	n := 0
+	for _, ref := range hs.Vm {
+		if vm, ok := simulator.Map.Get(ref).(*simulator.VirtualMachine); ok &&
+			vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+			n++
+		}
+	}
+	return n
+}
+
+// rebootTask reboots a host the way ESXi allows: in maintenance mode (unless
+// forced) and never under powered-on VMs.
+func rebootTask(hs *simulator.HostSystem, force bool) types.ManagedObjectReference {
+	if n := poweredOnVMs(hs); n > 0 {
+		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
+			fmt.Sprintf("host %s has %d powered-on VM(s) and cannot be rebooted", hs.Name, n))
+	}
+	if !force && !hs.Runtime.InMaintenanceMode {
+		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
+			fmt.Sprintf("host %s is not in maintenance mode: enter it before rebooting", hs.Name))
+	}
+	task := simulator.CreateTask(hs, "rebootHost", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		simulator.Map.WithLock(hs, func() { reboot(hs) })
+		return nil, nil
+	})
+	return task.Run()
+}
+
+// failedTask returns a task that ends in `fault` with a readable message (the
+// simulator's own Task.Run puts the Go type name in localizedMessage).
+func failedTask(obj mo.Reference, name string, fault types.BaseMethodFault, msg string) types.ManagedObjectReference {
+	task := simulator.CreateTask(obj, strings.TrimSuffix(name, "_Task")+"Task", nil)
+	now := time.Now()
+	simulator.Map.Update(task, []types.PropertyChange{
+		{Name: "info.startTime", Val: now},
+		{Name: "info.state", Val: types.TaskInfoStateRunning},
+	})
+	simulator.Map.Update(task, []types.PropertyChange{
+		{Name: "info.completeTime", Val: now},
+		{Name: "info.state", Val: types.TaskInfoStateError},
+		{Name: "info.error", Val: types.LocalizedMethodFault{Fault: fault, LocalizedMessage: msg}},
+	})
+	return task.Self
+}
+
+func writeTaskResponse(w http.ResponseWriter, method string, task types.ManagedObjectReference) {
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+
+		`<soapenv:Envelope xmlns:soapenc="http://schemas.xmlsoap.org/soap/encoding/"`+
+		` xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"`+
+		` xmlns:xsd="http://www.w3.org/2001/XMLSchema"`+
+		` xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">`+
+		`<soapenv:Body><%sResponse xmlns="urn:vim25"><returnval type="Task">%s</returnval>`+
+		`</%sResponse></soapenv:Body></soapenv:Envelope>`, method, task.Value, method)
+}
