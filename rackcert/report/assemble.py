@@ -1,0 +1,527 @@
+"""Assemble run.json from a run directory's stage files, reading each one tolerantly.
+
+Stages are written by other parts of rackcert (and by other versions of it), so
+a missing stage, a missing key or an unreadable part is recorded as such
+instead of failing the report: a report of a partial run says what is missing.
+The verdict only combines what the stages recorded about themselves (stage
+status, each check's status, bench's own verdict); it never re-judges figures.
+
+Example:
+    record = assemble(RunDir.open("runs/lab/20260101T000000.000000Z"))
+    record.verdict.verdict  # 'PASS' | 'FAIL' | 'INCOMPLETE'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rackcert.errors import RecordError
+from rackcert.observed import Inventory
+from rackcert.report import matrix as matrix_mod
+from rackcert.report.record import (
+    Bench,
+    CheckCounts,
+    ConfigureHost,
+    GpuRecord,
+    Hardware,
+    HostRecord,
+    NicRecord,
+    NvlinkPair,
+    ReferenceFigure,
+    RunInfo,
+    RunRecord,
+    RunVerdict,
+    StageRecord,
+    VmRecord,
+)
+from rackcert.report.software import (
+    find_topo,
+    nodes_of,
+    nvlink_pairs_from_topo,
+    versions_from_facts,
+)
+from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Severity, Status, Verdict
+from rackcert.runs import STAGES, RunDir, read_json, utc_now
+
+EVIDENCE_STAGES = tuple(s for s in STAGES if s != "report")
+REQUIRED_STAGES = ("validate", "bench")  # a certificate needs both; the rest may be older runs
+OK_STATUSES = {"ok", "pass", "passed", "success"}
+FAILED_STATUSES = {"failed", "fail", "error"}
+NVIDIA, MELLANOX = 0x10DE, 0x15B3
+
+
+def _version() -> str:
+    try:
+        return metadata.version("rackcert")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _read_stages(run: RunDir) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    records: dict[str, dict[str, Any]] = {}
+    unreadable: dict[str, str] = {}
+    for stage in EVIDENCE_STAGES:
+        try:
+            rec = run.read_stage(stage)
+        except RecordError as exc:
+            unreadable[stage] = str(exc)
+            continue
+        if isinstance(rec, dict):
+            records[stage] = rec
+        elif rec is not None:
+            unreadable[stage] = f"{stage}.json is not a JSON object"
+    return records, unreadable
+
+
+def _data(records: dict[str, dict[str, Any]], stage: str) -> dict[str, Any]:
+    data = (records.get(stage) or {}).get("data")
+    return data if isinstance(data, dict) else {}
+
+
+def _run_info(run: RunDir) -> RunInfo:
+    meta = run.meta
+    spec_path = run.path / "spec.yaml"
+    file_sha = hashlib.sha256(spec_path.read_bytes()).hexdigest() if spec_path.is_file() else None
+    recorded = str(meta.get("spec_sha256", ""))
+    return RunInfo(
+        rack=str(meta.get("rack", run.path.parent.name)),
+        run_id=run.path.name,
+        created_at=str(meta.get("created_at", "")),
+        spec_sha256=recorded,
+        spec_file_sha256=file_sha,
+        spec_intact=(file_sha == recorded) if file_sha and recorded else None,
+        schema_version=meta.get("schema_version"),
+    )
+
+
+def _stage_records(
+    records: dict[str, dict[str, Any]], unreadable: dict[str, str], spec_sha: str
+) -> list[StageRecord]:
+    out = []
+    for stage in EVIDENCE_STAGES:
+        rec = records.get(stage)
+        if stage in unreadable:
+            out.append(
+                StageRecord(stage=stage, present=True, status="unreadable", error=unreadable[stage])
+            )
+        elif rec is None:
+            out.append(StageRecord(stage=stage, present=False))
+        else:
+            sha = rec.get("spec_sha256")
+            out.append(
+                StageRecord(
+                    stage=stage,
+                    present=True,
+                    status=str(rec.get("status") or "unknown"),
+                    error=rec.get("error") if isinstance(rec.get("error"), str) else None,
+                    started_at=rec.get("started_at"),
+                    finished_at=rec.get("finished_at"),
+                    spec_sha256_matches=(sha == spec_sha) if sha and spec_sha else None,
+                )
+            )
+    return out
+
+
+def _inventory(records: dict[str, dict[str, Any]]) -> tuple[Inventory | None, str]:
+    """The newest discovery recorded: after provisioning, else before, else the plan's."""
+    candidates = [
+        ("validate", "observed"),
+        ("validate", "inventory"),
+        ("provision", "observed_after"),
+        ("provision", "observed_before"),
+        ("plan", "observed"),
+    ]
+    for stage, key in candidates:
+        raw = _data(records, stage).get(key)
+        if isinstance(raw, dict):
+            try:
+                return Inventory.model_validate(raw), f"{stage}.json {key}"
+            except ValidationError:
+                continue
+    return None, ""
+
+
+def _base_class(class_id: int) -> int:
+    return class_id >> 16 if class_id > 0xFFFF else class_id >> 8
+
+
+def _extra(model: BaseModel, *keys: str) -> Any:
+    extra = model.model_extra or {}
+    return next((extra[k] for k in keys if extra.get(k) not in (None, "")), None)
+
+
+def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, dict[str, str]]]:
+    if inv is None:
+        return Hardware(), {}
+    hosts, settings = [], {}
+    for h in inv.hosts:
+        gpus = [
+            GpuRecord(
+                pci=d.id,
+                model=d.device_name or f"{d.vendor_id:04x}:{d.device_id:04x}",
+                numa_node=d.numa_node,
+                passthru_enabled=d.passthru_enabled,
+                passthru_active=d.passthru_active,
+            )
+            for d in h.pci_devices
+            if d.vendor_id == NVIDIA and _base_class(d.class_id) == 0x03
+        ]
+        nics = [
+            NicRecord(
+                pci=d.id,
+                model=d.device_name or f"{d.vendor_id:04x}:{d.device_id:04x}",
+                numa_node=d.numa_node,
+                passthru_enabled=d.passthru_enabled,
+                passthru_active=d.passthru_active,
+            )
+            for d in h.pci_devices
+            if d.vendor_id == MELLANOX and _base_class(d.class_id) in (0x02, 0x0C)
+        ]
+        bios = _extra(h, "bios_version", "bios")
+        hosts.append(
+            HostRecord(
+                name=h.name,
+                vendor=h.vendor,
+                model=h.model,
+                esxi_version=h.esxi_version,
+                esxi_build=h.esxi_build,
+                bios_version=str(bios) if bios else "",
+                ats_enabled=h.ats_enabled,
+                connection_state=h.connection_state,
+                in_maintenance=h.in_maintenance,
+                gpus=gpus,
+                nics=nics,
+                vms=list(h.vm_names),
+            )
+        )
+        settings[h.name] = {
+            "ats_enabled": _text(h.ats_enabled),
+            "connection_state": h.connection_state,
+            "in_maintenance": _text(h.in_maintenance),
+            **{f"passthru {g.pci}": _passthru(g) for g in gpus + nics},
+        }
+    vms = []
+    for v in inv.vms:
+        devices = [d.id or d.vgpu or d.backing for d in v.passthrough]
+        vms.append(
+            VmRecord(
+                name=v.name,
+                host=v.host,
+                power_state=v.power_state,
+                firmware=v.firmware,
+                num_cpus=v.num_cpus or None,
+                memory_mb=v.memory_mb or None,
+                memory_reservation_locked=v.memory_reservation_locked,
+                hardware_version=v.hardware_version,
+                passthrough=[str(d) for d in devices if d],
+            )
+        )
+        settings[v.name] = {
+            "firmware": v.firmware,
+            "hardware_version": v.hardware_version,
+            "memory_reservation_locked": _text(v.memory_reservation_locked),
+            "num_cpus": str(v.num_cpus),
+            "memory_mb": str(v.memory_mb),
+            "passthrough": ", ".join(str(d) for d in devices if d),
+            **{k: str(val) for k, val in sorted(v.extra_config.items())},
+        }
+    hw = Hardware(
+        source=source, vcenter=inv.vcenter, api_version=inv.api_version, hosts=hosts, vms=vms
+    )
+    return hw, settings
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _passthru(dev: GpuRecord | NicRecord) -> str:
+    if dev.passthru_active:
+        return "active"
+    if dev.passthru_enabled:
+        return "enabled (not active)"
+    return "off"
+
+
+def _facts(run: RunDir) -> dict[str, Any]:
+    path = run.path / "facts.json"
+    if not path.is_file():
+        return {}
+    try:
+        return nodes_of(read_json(path))
+    except RecordError:
+        return {}
+
+
+def _software(
+    facts: dict[str, Any], records: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """Versions per node: facts.json first, then validate's nodes section, then bench's env."""
+    out: dict[str, dict[str, str]] = {}
+    for node, node_facts in facts.items():
+        out.setdefault(str(node), {}).update(versions_from_facts(node_facts))
+    for node, info in nodes_of(_data(records, "validate").get("nodes") or {}).items():
+        for key, value in versions_from_facts(info).items():
+            out.setdefault(str(node), {}).setdefault(key, value)
+    env = _data(records, "bench").get("environment")
+    if isinstance(env, dict):
+        per_node = nodes_of(env.get("nodes")) if isinstance(env.get("nodes"), dict) else {}
+        for node, info in per_node.items():
+            for key, value in versions_from_facts(info).items():
+                out.setdefault(str(node), {}).setdefault(key, value)
+        if not per_node:
+            shared = versions_from_facts(env)
+            if shared:
+                out["bench environment"] = shared
+    return {node: dict(sorted(v.items())) for node, v in sorted(out.items()) if v}
+
+
+def _nvlink(facts: dict[str, Any], checks: list[CheckResult]) -> list[NvlinkPair]:
+    pairs: list[NvlinkPair] = []
+    for node, node_facts in facts.items():
+        topo = find_topo(node_facts)
+        for a, b, link in nvlink_pairs_from_topo(topo or ""):
+            pairs.append(
+                NvlinkPair(node=str(node), gpus=[a, b], link=link, source="nvidia-smi topo -m")
+            )
+    seen = {p.node for p in pairs}
+    for c in checks:
+        if "nvlink" in c.id and c.status == Status.passed and c.node not in seen:
+            pairs.append(NvlinkPair(node=c.node, gpus=[], link=c.observed, source=f"check {c.id}"))
+            seen.add(c.node)
+    return pairs
+
+
+def _check(raw: Any, index: int) -> CheckResult:
+    """A recorded check result; keys it does not know are dropped, a broken one is an error."""
+    if isinstance(raw, dict):
+        known = {k: v for k, v in raw.items() if k in CheckResult.model_fields}
+        try:
+            return CheckResult.model_validate(known)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            reason = f"unreadable result: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+            return CheckResult(
+                id=str(raw.get("id") or f"result[{index}]"),
+                node=str(raw.get("node") or "?"),
+                status=Status.error,
+                reason=reason,
+            )
+    return CheckResult(
+        id=f"result[{index}]",
+        node="?",
+        status=Status.error,
+        reason="unreadable result: not an object",
+    )
+
+
+def _checks(records: dict[str, dict[str, Any]]) -> list[CheckResult]:
+    results = _data(records, "validate").get("results")
+    if not isinstance(results, list):
+        return []
+    return [_check(r, i) for i, r in enumerate(results)]
+
+
+def _counts(checks: list[CheckResult]) -> CheckCounts:
+    by = {s: sum(1 for c in checks if c.status == s) for s in Status}
+    return CheckCounts(
+        total=len(checks),
+        passed=by[Status.passed],
+        failed=by[Status.failed],
+        error=by[Status.error],
+        skipped=by[Status.skipped],
+    )
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list):
+        return len(value)
+    return None
+
+
+def _configure(records: dict[str, dict[str, Any]]) -> list[ConfigureHost]:
+    """Per-host ok/changed/failed/unreachable, whether keyed by host or ansible's stats shape."""
+    data = _data(records, "configure")
+    hosts_part = data.get("hosts") if isinstance(data.get("hosts"), dict) else None
+    stats_keys = {"ok", "changed", "failures", "failed", "dark", "unreachable"}
+    out: dict[str, ConfigureHost] = {}
+    if (
+        hosts_part is None
+        and stats_keys & set(data)
+        and all(isinstance(data[k], dict) for k in stats_keys & set(data))
+    ):
+        for key, field in (
+            ("ok", "ok"),
+            ("changed", "changed"),
+            ("failures", "failed"),
+            ("failed", "failed"),
+            ("dark", "unreachable"),
+            ("unreachable", "unreachable"),
+        ):
+            for host, n in (data.get(key) or {}).items():
+                entry = out.setdefault(host, ConfigureHost(host=host))
+                setattr(entry, field, _int(n))
+        return list(out.values())
+    for host, info in (hosts_part or data).items():
+        if not isinstance(info, dict):
+            continue
+        msgs = info.get("messages") or info.get("errors") or info.get("failures_detail") or []
+        if isinstance(msgs, str):
+            msgs = [msgs]
+        out[host] = ConfigureHost(
+            host=str(host),
+            ok=_int(info.get("ok")),
+            changed=_int(info.get("changed")),
+            failed=_int(info.get("failed", info.get("failures"))),
+            unreachable=_int(info.get("unreachable", info.get("dark"))),
+            messages=[str(m) for m in msgs if isinstance(m, (str, int, float))][:20]
+            if isinstance(msgs, list)
+            else [],
+        )
+    return list(out.values())
+
+
+def _parse(model: type[BaseModel], raw: Any, what: str, problems: list[str]) -> Any:
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        problems.append(f"{what}: {'.'.join(map(str, err['loc']))}: {err['msg']}")
+        return None
+
+
+def _bench(records: dict[str, dict[str, Any]], ref: matrix_mod.Reference | None) -> Bench:
+    data = _data(records, "bench")
+    problems: list[str] = []
+    env = data.get("environment")
+    storage = data.get("storage")
+    return Bench(
+        environment=env if isinstance(env, dict) else {},
+        allreduce=_parse(AllreduceResult, data.get("allreduce"), "bench allreduce", problems),
+        resnet50=_parse(ScalingResult, data.get("resnet50"), "bench resnet50", problems),
+        storage=storage if isinstance(storage, dict) else None,
+        verdict=_parse(Verdict, data.get("verdict"), "bench verdict", problems),
+        reference_resnet50=[
+            ReferenceFigure(nodes=n, images_per_sec=v)
+            for n, v in matrix_mod.reference_figures(ref).items()
+        ],
+        problems=problems,
+    )
+
+
+def combine_verdict(
+    stages: list[StageRecord],
+    checks: list[CheckResult],
+    bench: Bench,
+    *,
+    spec_intact: bool | None = None,
+) -> RunVerdict:
+    """PASS, FAIL or INCOMPLETE from the stages' own statuses and verdicts (FAIL wins)."""
+    fail: list[str] = []
+    incomplete: list[str] = []
+    if spec_intact is False:
+        incomplete.append("spec.yaml no longer has the digest recorded in meta.json")
+    by_stage = {s.stage: s for s in stages}
+    for s in stages:
+        if not s.present:
+            if s.stage in REQUIRED_STAGES:
+                incomplete.append(f"stage {s.stage} not recorded")
+            continue
+        status = (s.status or "").lower()
+        if status in FAILED_STATUSES:
+            fail.append(f"stage {s.stage} failed" + (f": {s.error}" if s.error else ""))
+        elif status not in OK_STATUSES:
+            incomplete.append(
+                f"stage {s.stage} is {status or 'without status'}"
+                + (f": {s.error}" if s.error else "")
+            )
+        if s.spec_sha256_matches is False:
+            incomplete.append(f"stage {s.stage} was recorded for a different spec")
+    failing = [
+        c
+        for c in checks
+        if c.status in (Status.failed, Status.error) and c.severity == Severity.error
+    ]
+    for c in failing[:10]:
+        fail.append(f"check {c.id} on {c.node}: {c.reason or c.observed or c.status.value}")
+    if len(failing) > 10:
+        fail.append(f"... and {len(failing) - 10} more failing checks")
+    if by_stage["validate"].present and not checks:
+        incomplete.append("validate recorded no check results")
+    if by_stage["bench"].present:
+        if bench.verdict is None:
+            incomplete.append("bench recorded no verdict")
+        elif not bench.verdict.passed:
+            fail.extend(f"bench: {r}" for r in bench.verdict.reasons or ["verdict: not passed"])
+    for problem in bench.problems:
+        incomplete.append(f"unreadable {problem}")
+    if fail:
+        return RunVerdict(verdict="FAIL", reasons=fail + incomplete)
+    if incomplete:
+        return RunVerdict(verdict="INCOMPLETE", reasons=incomplete)
+    reasons = ["validate: all checks of severity error passed"]
+    if bench.verdict is not None:
+        reasons += [f"bench: {r}" for r in bench.verdict.reasons] or ["bench: verdict passed"]
+    return RunVerdict(verdict="PASS", reasons=reasons)
+
+
+def spec_reference(run: RunDir) -> str | None:
+    """certification.reference of the spec stored in the run (read without re-validating it)."""
+    path = run.path / "spec.yaml"
+    try:
+        spec = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return None
+    cert = spec.get("certification") if isinstance(spec, dict) else None
+    ref = cert.get("reference") if isinstance(cert, dict) else None
+    return ref if isinstance(ref, str) and ref else None
+
+
+def assemble(
+    run: RunDir, *, reference: str | None = None, matrix_dir: Path | None = None
+) -> RunRecord:
+    """The run.json record of `run` (nothing is written)."""
+    info = _run_info(run)
+    records, unreadable = _read_stages(run)
+    stages = _stage_records(records, unreadable, info.spec_sha256)
+    inv, source = _inventory(records)
+    hardware, settings = _hardware(inv, source)
+    facts = _facts(run)
+    software = _software(facts, records)
+    checks = _checks(records)
+    hardware.nvlink_pairs = _nvlink(facts, checks)
+    wanted = reference or spec_reference(run)
+    ref = matrix_mod.find_reference(wanted, matrix_dir) if wanted else None
+    bench = _bench(records, ref)
+    return RunRecord(
+        generated_at=utc_now(),
+        generator=f"rackcert {_version()}",
+        run=info,
+        stages=stages,
+        missing_stages=[s.stage for s in stages if not s.present],
+        verdict=combine_verdict(stages, checks, bench, spec_intact=info.spec_intact),
+        hardware=hardware,
+        software=software,
+        settings=settings,
+        matrix=matrix_mod.compare(ref, hardware, software, wanted=wanted),
+        configure=_configure(records),
+        checks=checks,
+        check_counts=_counts(checks),
+        bench=bench,
+    )

@@ -1,0 +1,138 @@
+"""The report's figures as inline SVG text, drawn with matplotlib (imported lazily).
+
+Two figures, as in the seed: the weak-scaling speedup against linear (its
+Figure 2) and the allreduce bus bandwidth over message sizes against the
+link's line rate. Text stays text in the SVG (searchable, crisp in the PDF) and
+the output is deterministic for the same record.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rackcert.report.record import ReferenceFigure
+from rackcert.results import AllreduceResult, ScalingResult
+
+_BLUE, _GREY, _ORANGE, _RED = "#1f5fa8", "#888888", "#d9822b", "#b3261e"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    matplotlib.rcParams.update(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": "rackcert",
+            "font.family": "DejaVu Sans",
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.clf()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]  # drop the XML prolog and doctype: inlined in HTML
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def scaling_svg(result: ScalingResult, reference: list[ReferenceFigure] | None = None) -> str:
+    """Speedup vs nodes: measured, linear, and the reference's published figures if any."""
+    plt = _pyplot()
+    points = sorted(result.points, key=lambda p: p.nodes)
+    fig, ax = plt.subplots(figsize=(6.2, 3.8))
+    nodes = [p.nodes for p in points]
+    top = max(nodes + [r.nodes for r in reference or []] + [1])
+    ax.plot([1, top], [1, top], ls="--", color=_GREY, lw=1.2, label="linear")
+    if reference:
+        ref = sorted(reference, key=lambda r: r.nodes)
+        base = next((r.images_per_sec for r in ref if r.nodes == 1), ref[0].images_per_sec)
+        ax.plot(
+            [r.nodes for r in ref],
+            [r.images_per_sec / base for r in ref],
+            ls=":",
+            marker="s",
+            color=_ORANGE,
+            lw=1.2,
+            label="reference (published)",
+        )
+    speedups = [p.speedup for p in points]
+    ax.plot(nodes, speedups, marker="o", color=_BLUE, lw=2, label="measured")
+    for n, s, p in zip(nodes, speedups, points, strict=True):
+        ax.annotate(
+            f"{s:.2f}x ({p.efficiency:.0%})",
+            (n, s),
+            textcoords="offset points",
+            xytext=(6, -12),
+            fontsize=8,
+            color=_BLUE,
+        )
+    ax.set_xticks(sorted(set(nodes + [r.nodes for r in reference or []])))
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("speedup (x)")
+    ax.set_title(f"{result.model} weak-scaling speedup vs linear", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    return _svg(fig)
+
+
+def _size_label(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def allreduce_svg(result: AllreduceResult) -> str:
+    """busbw (and algbw) over message sizes, log2 x axis, line rate as a ceiling."""
+    plt = _pyplot()
+    points = sorted(result.points, key=lambda p: p.size_bytes)
+    fig, ax = plt.subplots(figsize=(6.2, 3.8))
+    sizes = [p.size_bytes for p in points]
+    ax.plot(
+        sizes, [p.busbw_gbps for p in points], marker="o", ms=3, color=_BLUE, lw=2, label="busbw"
+    )
+    ax.plot(sizes, [p.algbw_gbps for p in points], ls="--", color=_GREY, lw=1, label="algbw")
+    bad = [p for p in points if not p.correct]
+    if bad:
+        ax.scatter(
+            [p.size_bytes for p in bad],
+            [p.busbw_gbps for p in bad],
+            color=_RED,
+            zorder=5,
+            label="wrong result",
+        )
+    if result.line_rate_gbps:
+        rate = result.line_rate_gbps / 8
+        ax.axhline(
+            rate,
+            color=_ORANGE,
+            ls=":",
+            lw=1.2,
+            label=f"line rate {result.line_rate_gbps:g} Gb/s = {rate:g} GB/s",
+        )
+    ax.set_xscale("log", base=2)
+    if sizes:
+        ticks = [s for i, s in enumerate(sizes) if i % 4 == 0] or sizes
+        ax.set_xticks(ticks, [_size_label(s) for s in ticks], rotation=30, fontsize=8)
+    ax.set_xlabel("message size")
+    ax.set_ylabel("GB/s")
+    ax.set_title(
+        f"allreduce bus bandwidth ({result.backend}, {result.world_size} ranks, {result.dtype})",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    return _svg(fig)

@@ -1,0 +1,205 @@
+"""run.json: the schema-versioned audit record of one run, as pydantic models.
+
+The record is assembled from the stage files (`rackcert.report.assemble`) and is
+the only input of the HTML/PDF report and of `report diff`, so what an auditor
+reads and what a diff compares are the same facts. Its JSON Schema is checked
+in as `schemas/run.schema.json` (`rackcert report schema` prints it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict
+
+RECORD_SCHEMA = "rackcert/run"
+RECORD_VERSION = 1
+VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
+MatrixStatus = Literal["matches", "differs", "unknown"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StageRecord(Model):
+    """One stage file as recorded: whether it is there and what it said about itself."""
+
+    stage: str
+    present: bool
+    status: str | None = Field(None, description="ok, failed or partial, as the stage wrote it")
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    spec_sha256_matches: bool | None = Field(
+        None, description="The stage file names the same spec digest as meta.json"
+    )
+
+
+class RunInfo(Model):
+    rack: str
+    run_id: str = Field(description="The run directory's name (UTC timestamp)")
+    created_at: str = ""
+    spec_sha256: str = ""
+    spec_file_sha256: str | None = Field(None, description="sha256 of spec.yaml as stored")
+    spec_intact: bool | None = Field(None, description="spec.yaml still has the recorded digest")
+    schema_version: int | None = None
+
+
+class GpuRecord(Model):
+    pci: str
+    model: str = ""
+    numa_node: int | None = None
+    passthru_enabled: bool | None = None
+    passthru_active: bool | None = None
+
+
+class NicRecord(Model):
+    pci: str
+    model: str = ""
+    numa_node: int | None = None
+    passthru_enabled: bool | None = None
+    passthru_active: bool | None = None
+
+
+class HostRecord(Model):
+    name: str
+    vendor: str = ""
+    model: str = ""
+    esxi_version: str = ""
+    esxi_build: str = ""
+    bios_version: str = ""
+    ats_enabled: bool | None = None
+    connection_state: str = ""
+    in_maintenance: bool | None = None
+    gpus: list[GpuRecord] = Field(default_factory=list)
+    nics: list[NicRecord] = Field(default_factory=list)
+    vms: list[str] = Field(default_factory=list)
+
+
+class VmRecord(Model):
+    name: str
+    host: str | None = None
+    power_state: str = ""
+    firmware: str = ""
+    num_cpus: int | None = None
+    memory_mb: int | None = None
+    memory_reservation_locked: bool | None = None
+    hardware_version: str = ""
+    passthrough: list[str] = Field(default_factory=list, description="PCI ids or vGPU profiles")
+
+
+class NvlinkPair(Model):
+    node: str
+    gpus: list[str]
+    link: str = Field("", description="e.g. NV12 from nvidia-smi topo -m")
+    source: str = ""
+
+
+class Hardware(Model):
+    source: str = Field("", description="Which stage's discovery this came from")
+    vcenter: str = ""
+    api_version: str = ""
+    hosts: list[HostRecord] = Field(default_factory=list)
+    vms: list[VmRecord] = Field(default_factory=list)
+    nvlink_pairs: list[NvlinkPair] = Field(default_factory=list)
+
+
+class MatrixRow(Model):
+    component: str
+    label: str
+    expected: str
+    status: MatrixStatus
+    observed: dict[str, str] = Field(
+        default_factory=dict, description="Observed value per host or node"
+    )
+    detail: str = ""
+
+
+class MatrixComparison(Model):
+    reference: str | None = Field(None, description="Certified-matrix entry id")
+    title: str = ""
+    source: str = ""
+    disclaimer: str = ""
+    note: str = Field("", description="Why there is no comparison, when there is none")
+    rows: list[MatrixRow] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+class ConfigureHost(Model):
+    host: str
+    ok: int | None = None
+    changed: int | None = None
+    failed: int | None = None
+    unreachable: int | None = None
+    messages: list[str] = Field(default_factory=list)
+
+
+class CheckCounts(Model):
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+
+
+class ReferenceFigure(Model):
+    nodes: int
+    images_per_sec: float
+
+
+class Bench(Model):
+    environment: dict[str, Any] = Field(default_factory=dict)
+    allreduce: AllreduceResult | None = None
+    resnet50: ScalingResult | None = None
+    storage: dict[str, Any] | None = None
+    verdict: Verdict | None = None
+    reference_resnet50: list[ReferenceFigure] = Field(
+        default_factory=list, description="Published figures of the chosen reference, for context"
+    )
+    problems: list[str] = Field(default_factory=list, description="Parts that could not be read")
+
+
+class RunVerdict(Model):
+    verdict: VerdictWord
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RunRecord(Model):
+    """Everything the report shows, from recorded evidence only."""
+
+    record_schema: Literal["rackcert/run"] = Field(RECORD_SCHEMA, alias="schema")
+    record_version: Literal[1] = Field(RECORD_VERSION, alias="version")
+    generated_at: str
+    generator: str = Field(description="rackcert version that assembled the record")
+    run: RunInfo
+    stages: list[StageRecord]
+    missing_stages: list[str] = Field(default_factory=list)
+    verdict: RunVerdict
+    hardware: Hardware = Field(default_factory=Hardware)
+    software: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Versions per node: driver, CUDA, OFED, kernel, ..."
+    )
+    settings: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Hypervisor settings per host and VM"
+    )
+    matrix: MatrixComparison = Field(default_factory=MatrixComparison)
+    configure: list[ConfigureHost] = Field(default_factory=list)
+    checks: list[CheckResult] = Field(default_factory=list)
+    check_counts: CheckCounts = Field(default_factory=CheckCounts)
+    bench: Bench = Field(default_factory=Bench)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of run.json, as checked in under schemas/run.schema.json."""
+    schema = RunRecord.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "rackcert:schemas/run.schema.json"
+    return schema
