@@ -167,8 +167,36 @@ def spec_name(text: str) -> str:
     return name or "host"
 
 
-def host_hardware(host: ObservedHost, catalog: Catalog) -> HostHardware:
-    """Translate one ObservedHost into the draft's view of its hardware."""
+def host_names(names: list[str]) -> dict[str, str]:
+    """vCenter host names -> spec host names: the first label of FQDNs when all stay unique.
+
+    vCenter knows a host by its FQDN (esx01.example.internal), which stays the host's
+    `address`; the examples name hosts by the short name (esx01). IP addresses and
+    names whose short forms collide keep their full (sanitized) form.
+    """
+
+    def short(name: str) -> str:
+        if re.fullmatch(r"[0-9.]+|[0-9a-fA-F:]+", name):
+            return spec_name(name)
+        return spec_name(name.split(".", 1)[0])
+
+    shorts = {n: short(n) for n in names}
+    if len(set(shorts.values())) == len(names):
+        return shorts
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for n in sorted(names):
+        candidate = spec_name(n)
+        number = 2
+        while candidate in taken:
+            candidate, number = f"{spec_name(n)[:60]}-{number}", number + 1
+        taken.add(candidate)
+        out[n] = candidate
+    return out
+
+
+def host_hardware(host: ObservedHost, catalog: Catalog, name: str | None = None) -> HostHardware:
+    """Translate one ObservedHost into the draft's view of its hardware (named `name`)."""
     notes: list[str] = []
     gpus = _gpus(host, catalog, notes)
     nics = _nics(host, catalog, notes)
@@ -177,7 +205,7 @@ def host_hardware(host: ObservedHost, catalog: Catalog) -> HostHardware:
     if len(notes) > MAX_NOTES:
         notes = [*notes[:MAX_NOTES], f"(and {len(notes) - MAX_NOTES} more)"]
     hw = HostHardware(
-        name=spec_name(host.name),
+        name=name or spec_name(host.name),
         address=host.address or host.name,
         esxi_version=host.esxi_version,
         vendor=host.vendor,

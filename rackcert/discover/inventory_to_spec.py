@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rackcert.discover.catalog import Catalog
-from rackcert.discover.hardware import HostHardware, host_hardware
+from rackcert.discover.hardware import HostHardware, host_hardware, host_names
 from rackcert.discover.yaml_writer import Notes
 from rackcert.observed import Inventory
 
@@ -363,5 +363,13 @@ def inventory_to_spec(
     cluster_hosts: set[str] | None = None,
 ) -> Draft:
     """Inventory -> Draft; `cluster_hosts` (names) keeps only those hosts when given."""
+    return build_draft(inventory_hardware(inventory, catalog, cluster_hosts), endpoint, name)
+
+
+def inventory_hardware(
+    inventory: Inventory, catalog: Catalog, cluster_hosts: set[str] | None = None
+) -> list[HostHardware]:
+    """Every (kept) host of the inventory translated, named for the spec."""
     hosts = [h for h in inventory.hosts if cluster_hosts is None or h.name in cluster_hosts]
-    return build_draft([host_hardware(h, catalog) for h in hosts], endpoint, name)
+    names = host_names([h.name for h in hosts])
+    return [host_hardware(h, catalog, names[h.name]) for h in hosts]
