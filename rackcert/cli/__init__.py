@@ -17,6 +17,7 @@ from rackcert.cli import runs_cmds as _runs_cmds  # noqa: E402,F401
 
 # Command modules register on `app` when imported; keep them in pipeline order.
 from rackcert.cli import spec_cmds as _spec_cmds  # noqa: E402,F401
+from rackcert.cli import bench_cmds as _bench_cmds  # noqa: E402,F401
 from rackcert.cli import discover_cmds as _discover_cmds  # noqa: E402,F401
 from rackcert.cli import report_cmds as _report_cmds  # noqa: E402,F401
 from rackcert.cli.common import app, err_console

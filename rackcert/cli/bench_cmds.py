@@ -1,0 +1,245 @@
+"""`rackcert bench`: allreduce sweep, ResNet50 weak scaling and storage reads, judged.
+
+Wires the spec and the run directory to validation.bench (imported lazily: torch is heavy
+and `rackcert --help` must stay fast).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rackcert.cli.common import (
+    JsonOpt,
+    RunOpt,
+    RunsRootOpt,
+    SpecArg,
+    app,
+    console,
+    default_runs_root,
+    load,
+    open_or_create_run,
+    print_json,
+)
+from rackcert.errors import InputError
+
+_SKIPPABLE = ("allreduce", "resnet", "storage")
+
+
+def _ints(text: str | None, flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: want comma-separated integers, e.g. 1,2,4") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError(f"{flag} {text!r}: want positive integers, e.g. 1,2,4")
+    return values
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [v.strip() for v in text.split(",") if v.strip()] if text else None
+
+
+@app.command("bench")
+def bench(
+    spec_path: SpecArg,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="Run on this machine: one process per GPU (torchrun --standalone),"
+            " or 2 Gloo CPU processes when there is no GPU",
+        ),
+    ] = False,
+    nodes: Annotated[
+        str | None,
+        typer.Option("--nodes", help="Node counts to sweep, e.g. 1,2,4 (default: doubling)"),
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            "--gpus", help="With --local: GPU counts to sweep, e.g. 1,2,4,8 (default: doubling)"
+        ),
+    ] = None,
+    vms: Annotated[
+        str | None,
+        typer.Option(
+            "--vms", help="Bench nodes by VM name (default: VMs of the first VM's template)"
+        ),
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus-per-node", min=1, help="Ranks per node (default: the template's GPUs)"
+        ),
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="auto (Horovod if it imports, else torch.distributed), nccl, gloo or horovod",
+        ),
+    ] = "auto",
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small sizes and few steps: a path check")
+    ] = False,
+    naive: Annotated[
+        bool | None,
+        typer.Option(
+            "--naive/--no-naive", help="Also time a naive eager fp32 NCHW loop (default: on GPUs)"
+        ),
+    ] = None,
+    compile_: Annotated[
+        bool | None,
+        typer.Option("--compile/--no-compile", help="torch.compile the model (default: on GPUs)"),
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", min=1, help="Images per GPU per step")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="torchvision model (resnet50)")
+    ] = None,
+    image_size: Annotated[int | None, typer.Option("--image-size", min=16)] = None,
+    precision: Annotated[str | None, typer.Option("--precision", help="fp16, bf16 or fp32")] = None,
+    max_bytes: Annotated[
+        int | None, typer.Option("--max-bytes", min=8, help="Largest allreduce")
+    ] = None,
+    skip: Annotated[
+        str | None,
+        typer.Option("--skip", help="Comma list of allreduce,resnet,storage to leave out"),
+    ] = None,
+    storage_dir: Annotated[
+        Path | None, typer.Option("--storage-dir", help="Read this directory instead of the mount")
+    ] = None,
+    synthetic_data: Annotated[
+        bool | None,
+        typer.Option(
+            "--synthetic-data/--no-synthetic-data",
+            help="Create small files if the data directory is empty (default: the spec's"
+            " storage.nfs.create_synthetic_data)",
+        ),
+    ] = None,
+    line_rate_gbps: Annotated[
+        float | None, typer.Option("--line-rate-gbps", help="Link line rate to judge busbw against")
+    ] = None,
+    known_hosts: Annotated[
+        Path | None,
+        typer.Option("--known-hosts", help="known_hosts file pinning the nodes' SSH keys"),
+    ] = None,
+    remote_python: Annotated[
+        str | None, typer.Option("--remote-python", help="Python on the nodes (default: this one)")
+    ] = None,
+    remote_dir: Annotated[
+        str | None,
+        typer.Option("--remote-dir", help="rackcert checkout on the nodes (default: this one)"),
+    ] = None,
+    rdzv_port: Annotated[
+        int, typer.Option("--rdzv-port", help="c10d rendezvous port on node 1")
+    ] = 29400,
+    image: Annotated[
+        str, typer.Option("--image", help="Container image for the Kubernetes manifests")
+    ] = "rackcert-bench:latest",
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per launch")] = 1800.0,
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    run: RunOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Benchmark the rack and judge it against spec.certification; writes bench.json.
+
+    Allreduce sweep (8 B .. 1 GiB; algbw, busbw as nccl-tests), ResNet50 synthetic
+    weak scaling (images/s per GPU and total, speedup, efficiency), storage random reads,
+    Kubeflow PyTorchJob/MPIJob manifests. Exit 1 when the verdict fails.
+    """
+    from validation.bench.suite import BenchOptions, run_bench
+
+    skipped = set(_names(skip) or [])
+    unknown = skipped - set(_SKIPPABLE)
+    if unknown:
+        raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(_SKIPPABLE)}")
+    if gpus and not local:
+        raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
+    if precision and precision not in ("fp16", "bf16", "fp32"):
+        raise InputError(f"--precision {precision!r}: choose fp16, bf16 or fp32")
+    loaded = load(spec_path)
+    opts = BenchOptions(
+        local=local,
+        gpus=_ints(gpus, "--gpus"),
+        nodes=_ints(nodes, "--nodes"),
+        vms=_names(vms),
+        gpus_per_node=gpus_per_node,
+        backend=backend,
+        quick=quick,
+        naive=naive,
+        compile=compile_,
+        batch=batch,
+        model=model,
+        image_size=image_size,
+        precision=precision,
+        max_bytes=max_bytes,
+        skip=skipped,
+        storage_dir=storage_dir,
+        synthetic_data=synthetic_data,
+        line_rate_gbps=line_rate_gbps,
+        known_hosts=known_hosts,
+        remote_python=remote_python,
+        remote_dir=remote_dir,
+        rdzv_port=rdzv_port,
+        image=image,
+        timeout_s=timeout,
+    )
+    rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
+    data = run_bench(loaded.spec, rundir, opts, say)
+    if as_json:
+        print_json({"run": str(rundir.path), **data})
+    else:
+        _show(data, rundir.path)
+    if not data["verdict"]["passed"]:
+        raise typer.Exit(1)
+
+
+def _show(data: dict[str, Any], path: Path) -> None:
+    sc = data.get("resnet50")
+    if sc:
+        t = Table(
+            title=f"ResNet50 {sc['precision']} batch {sc['batch_per_gpu']}/GPU, {sc['backend']}"
+        )
+        for col in ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency"):
+            t.add_column(col, justify="right")
+        for p in sc["points"]:
+            t.add_row(
+                str(p["nodes"]),
+                str(p["gpus"]),
+                f"{p['images_per_sec']:.1f}",
+                f"{p['spread']:.1f}",
+                f"{p['images_per_sec_per_gpu']:.1f}",
+                f"{p['speedup']:.2f}",
+                f"{p['efficiency']:.3f}",
+            )
+        console.print(t)
+    ar = data.get("allreduce")
+    if ar:
+        top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
+        rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
+        console.print(f"allreduce {ar['backend']} x{ar['world_size']}: busbw {rows}")
+    nd = data.get("naive_vs_default")
+    if nd:
+        console.print(
+            f"naive {nd['naive']['images_per_sec']:.1f} vs default"
+            f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
+        )
+    st = data.get("storage") or {}
+    if st and not st.get("skipped"):
+        console.print(
+            f"storage: {st['throughput_mb_s']:.1f} MB/s random reads ({st.get('note', '')})"
+        )
+    v = data["verdict"]
+    for c in v["checks"]:
+        console.print(f"  {c['status']:>4}  {c['id']}: {c['observed']} {c['reason']}".rstrip())
+    word = "[green]PASS[/]" if v["passed"] else "[red]FAIL[/]"
+    console.print(f"verdict: {word}; bench.json in {path}")

@@ -1,0 +1,175 @@
+"""One face for the two distributed engines a bench worker can run under.
+
+Why: the allreduce sweep and the ResNet50 loop must produce the same numbers whether
+Horovod (`hvd.allreduce`, `hvd.DistributedOptimizer`) or torch.distributed (NCCL on
+GPUs, Gloo on CPUs, DDP) moves the bytes; each engine answers the same few questions
+here. torch and horovod are imported lazily so the orchestration side never needs them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+class Comm:
+    """The questions a benchmark asks of its engine; subclasses answer them per engine."""
+
+    backend: str = "?"
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: Any = None
+
+    def allreduce_(self, tensor: Any) -> None:
+        """Sum `tensor` in place over all ranks; returns when the result is usable."""
+        raise NotImplementedError
+
+    def allgather_floats(self, values: list[float]) -> list[list[float]]:
+        """Every rank's list of floats (all the same length), indexed by rank."""
+        raise NotImplementedError
+
+    def barrier(self) -> None:
+        raise NotImplementedError
+
+    def wrap(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
+        """Make training data-parallel: same start weights everywhere, gradients averaged."""
+        raise NotImplementedError
+
+    def step(self, optimizer: Any, scaler: Any | None) -> None:
+        """One optimizer step, through the gradient scaler when mixed precision needs one."""
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
+
+    def close(self) -> None:
+        """Leave the process group cleanly (so the launcher sees a clean exit)."""
+
+    def synchronize(self) -> None:
+        """Wait for the device to finish queued work (timers stop only after it)."""
+        import torch
+
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _pick_device(want: str, local_rank: int) -> Any:
+    import torch
+
+    if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda asked but torch sees no CUDA device")
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class TorchComm(Comm):
+    """torch.distributed from torchrun's environment (env:// rendezvous): NCCL or Gloo."""
+
+    def __init__(self, device: str = "auto") -> None:
+        import torch.distributed as dist
+
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.device = _pick_device(device, self.local_rank)
+        self.backend = "nccl" if self.device.type == "cuda" else "gloo"
+        if not dist.is_initialized():
+            kwargs: dict[str, Any] = {"backend": self.backend}
+            if self.device.type == "cuda":
+                kwargs["device_id"] = self.device
+            dist.init_process_group(**kwargs)
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+
+    def allreduce_(self, tensor: Any) -> None:
+        import torch.distributed as dist
+
+        dist.all_reduce(tensor)
+
+    def allgather_floats(self, values: list[float]) -> list[list[float]]:
+        import torch
+        import torch.distributed as dist
+
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        out = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(out, mine)
+        return [t.cpu().tolist() for t in out]
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def wrap(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return DDP(model, device_ids=ids, gradient_as_bucket_view=True), optimizer
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class HorovodComm(Comm):
+    """Horovod (`horovodrun --gloo` or MPI): hvd.allreduce and DistributedOptimizer."""
+
+    def __init__(self, device: str = "auto") -> None:
+        import horovod.torch as hvd
+
+        hvd.init()
+        self._hvd = hvd
+        self.rank, self.world_size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.device = _pick_device(device, self.local_rank)
+        self.backend = "horovod"
+        self._count = 0
+
+    def allreduce_(self, tensor: Any) -> None:
+        self._hvd.allreduce_(tensor, op=self._hvd.Sum)
+
+    def allgather_floats(self, values: list[float]) -> list[list[float]]:
+        import torch
+
+        self._count += 1
+        mine = torch.tensor([values], dtype=torch.float64)
+        out = self._hvd.allgather(mine, name=f"rackcert.gather.{self._count}")
+        return out.tolist()
+
+    def barrier(self) -> None:
+        self._hvd.barrier() if hasattr(self._hvd, "barrier") else self.allgather_floats([0.0])
+
+    def wrap(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
+        hvd = self._hvd
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        dist_opt = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        return model, dist_opt
+
+    def step(self, optimizer: Any, scaler: Any | None) -> None:
+        if scaler is None:
+            optimizer.step()
+            return
+        # Horovod's AMP recipe: finish the gradient allreduce, then let the scaler step.
+        optimizer.synchronize()
+        with optimizer.skip_synchronize():
+            scaler.step(optimizer)
+        scaler.update()
+
+    def close(self) -> None:
+        self._hvd.shutdown()
+
+
+def connect(backend: str, device: str = "auto") -> Comm:
+    """The engine the launcher started us under: 'torch' (torchrun) or 'horovod'."""
+    if backend == "horovod":
+        return HorovodComm(device)
+    if backend == "torch":
+        return TorchComm(device)
+    raise ValueError(f"unknown worker backend {backend!r} (torch or horovod)")

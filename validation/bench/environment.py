@@ -1,0 +1,81 @@
+"""What the benchmark ran on: GPU, driver, NCCL, torch, Horovod, host; recorded with every figure.
+
+Gathered inside the worker (rank 0), so it describes the nodes, not the machine that
+launched them. Each probe is optional: a missing tool leaves its field None.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from typing import Any
+
+
+def _nvidia_smi() -> dict[str, Any]:
+    if not shutil.which("nvidia-smi"):
+        return {}
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
+    if not rows:
+        return {}
+    return {"driver": rows[0][1], "gpu_memory": rows[0][2] if len(rows[0]) > 2 else None}
+
+
+def collect() -> dict[str, Any]:
+    """Versions and hardware of this node, as far as they can be read."""
+    env: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch": None,
+        "torchvision": None,
+        "cuda": None,
+        "cudnn": None,
+        "nccl": None,
+        "gpu": None,
+        "gpu_count": 0,
+        "driver": None,
+        "horovod": None,
+    }
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            env["gpu"] = torch.cuda.get_device_name(0)
+            env["gpu_count"] = torch.cuda.device_count()
+            env["cudnn"] = torch.backends.cudnn.version()
+            try:
+                env["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+            except Exception:  # noqa: BLE001 - a build without NCCL
+                env["nccl"] = None
+    except ImportError:
+        pass
+    try:
+        import torchvision
+
+        env["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    try:
+        import horovod
+
+        env["horovod"] = horovod.__version__
+    except ImportError:
+        pass
+    env.update(_nvidia_smi())
+    return env

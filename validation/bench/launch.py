@@ -1,0 +1,267 @@
+"""Start bench workers through existing engines: torchrun (c10d rendezvous) or horovodrun.
+
+No process manager of our own: locally one `torchrun --standalone --nproc-per-node G`
+(or `horovodrun --gloo -np G -H localhost:G`); across nodes one plain `ssh` per node,
+each starting torchrun with the same c10d rendezvous endpoint (the first node) and id,
+or one `horovodrun -H a:G,b:G` that uses SSH itself. This module builds those command
+lines (pure functions, tested without hosts) and runs them: all at once, output to a
+log file, rank 0's `RACKCERT_RESULT` line parsed from whichever node printed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import RackcertError
+
+MARKER = "RACKCERT_RESULT "  # validation.bench.worker.MARKER, without importing torch-side code
+WORKER = ["-m", "validation.bench.worker"]
+# Variables that steer NCCL/Gloo/torch and must reach remote ranks too.
+FORWARD_ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "NVSHMEM_", "CUDA_VISIBLE_DEVICES", "OMP_")
+
+
+class LaunchError(RackcertError):
+    """A benchmark launch failed; the message names the launch, the exit code and the log."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node to start ranks on, reached over SSH."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    ssh_options: tuple[str, ...] = ()
+
+    def ssh_argv(self) -> list[str]:
+        argv = ["ssh", "-o", "BatchMode=yes", "-p", str(self.port)]
+        if self.key_file:
+            argv += ["-i", os.path.expanduser(self.key_file), "-o", "IdentitiesOnly=yes"]
+        return [*argv, *self.ssh_options, f"{self.user}@{self.address}"]
+
+
+@dataclass
+class Launch:
+    """What to run for one measurement: one argv per process to start here."""
+
+    label: str
+    commands: list[list[str]]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+def _forwarded_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(FORWARD_ENV_PREFIXES)}
+
+
+def local_torchrun(nproc: int, worker_args: list[str], python: str = sys.executable) -> list[str]:
+    """torchrun on this machine only: a standalone c10d rendezvous, one process per GPU."""
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        *WORKER,
+        *worker_args,
+    ]
+
+
+def horovodrun_binary(python: str = sys.executable) -> str:
+    """The horovodrun script installed beside this interpreter (falls back to PATH)."""
+    beside = Path(python).parent / "horovodrun"
+    return str(beside) if beside.exists() else "horovodrun"
+
+
+def local_horovodrun(nproc: int, worker_args: list[str], python: str = sys.executable) -> list[str]:
+    """horovodrun with its Gloo controller on this machine."""
+    return [
+        horovodrun_binary(python),
+        "--gloo",
+        "-np",
+        str(nproc),
+        "-H",
+        f"localhost:{nproc}",
+        python,
+        *WORKER,
+        "--backend",
+        "horovod",
+        *worker_args,
+    ]
+
+
+def ssh_torchrun(
+    nodes: list[Node],
+    nproc_per_node: int,
+    worker_args: list[str],
+    *,
+    remote_python: str,
+    remote_dir: str,
+    rdzv_port: int = 29400,
+    rdzv_id: str | None = None,
+    env: dict[str, str] | None = None,
+) -> list[list[str]]:
+    """One `ssh node torchrun ...` per node, all joining the c10d rendezvous on nodes[0]."""
+    rdzv_id = rdzv_id or f"rackcert-{uuid.uuid4().hex[:12]}"
+    forwarded = {**_forwarded_env(), **(env or {}), "PYTHONPATH": remote_dir}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(forwarded.items()))
+    torchrun = [
+        remote_python,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(len(nodes)),
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"{nodes[0].address}:{rdzv_port}",
+        "--rdzv-id",
+        rdzv_id,
+        "--max-restarts",
+        "0",
+        *WORKER,
+        *worker_args,
+    ]
+    remote = f"cd {shlex.quote(remote_dir)} && exec env {exports} {shlex.join(torchrun)}"
+    return [[*node.ssh_argv(), remote] for node in nodes]
+
+
+def ssh_horovodrun(
+    nodes: list[Node],
+    nproc_per_node: int,
+    worker_args: list[str],
+    *,
+    remote_python: str,
+    python: str = sys.executable,
+) -> list[str]:
+    """horovodrun over the nodes' SSH (it starts the remote ranks itself), Gloo controller."""
+    first = nodes[0]
+    argv = [
+        horovodrun_binary(python),
+        "--gloo",
+        "-np",
+        str(len(nodes) * nproc_per_node),
+        "-H",
+        ",".join(f"{n.address}:{nproc_per_node}" for n in nodes),
+        "--ssh-port",
+        str(first.port),
+    ]
+    if first.key_file:
+        argv += ["--ssh-identity-file", os.path.expanduser(first.key_file)]
+    return [*argv, remote_python, *WORKER, "--backend", "horovod", *worker_args]
+
+
+def parse_result(text: str) -> dict[str, Any] | None:
+    """Rank 0's result from a launch's output (lines may carry an engine's rank prefix)."""
+    for line in reversed(text.splitlines()):
+        at = line.find(MARKER)
+        if at >= 0:
+            return json.loads(line[at + len(MARKER) :])
+    return None
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if any(w in ln for w in ("Error", "error:", "FAILED", "Exception", "denied", "refused")):
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[str, Any] | None]:
+    """Run every command of the launch at once; return each command's result line (or None).
+
+    All output goes to `log`. If one command fails, the others are stopped (they are
+    this process's own children: ssh clients or the local engine). Raises LaunchError
+    with the first failing command's exit code and its last error line.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **launch.env}
+    started = time.monotonic()
+    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+    for i, argv in enumerate(launch.commands):
+        out_path = log.with_suffix(f".{i}.out")
+        handle = open(out_path, "wb")  # noqa: SIM115 - closed below, after the wait
+        proc = subprocess.Popen(
+            argv,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=launch.cwd,
+            start_new_session=True,
+        )
+        handle.close()
+        procs.append((proc, out_path))
+    failed: tuple[int, int] | None = None
+    deadline = started + timeout_s
+    while any(p.poll() is None for p, _ in procs):
+        if time.monotonic() > deadline:
+            failed = failed or (-1, 124)
+            break
+        bad = next(((i, p.returncode) for i, (p, _) in enumerate(procs) if p.returncode), None)
+        if bad:
+            failed = bad
+            break
+        time.sleep(0.2)
+    if failed is None:
+        bad = next(((i, p.returncode) for i, (p, _) in enumerate(procs) if p.returncode), None)
+        failed = bad
+    for proc, _ in procs:
+        if proc.poll() is None:
+            _stop(proc)
+    texts = [path.read_text(errors="replace") for _, path in procs]
+    with open(log, "w") as handle:
+        for argv, text in zip(launch.commands, texts, strict=True):
+            handle.write(f"$ {shlex.join(argv)}\n{text}\n")
+    for _, path in procs:
+        path.unlink(missing_ok=True)
+    wall = time.monotonic() - started
+    if failed is not None:
+        index, code = failed
+        why = "timed out" if code == 124 and index == -1 else f"exit {code}"
+        text = texts[index] if index >= 0 else texts[0]
+        raise LaunchError(
+            f"bench launch {launch.label!r} failed ({why}): {_last_error_line(text)}; log: {log}"
+        )
+    results = [parse_result(text) for text in texts]
+    if all(r is None for r in results):
+        raise LaunchError(f"bench launch {launch.label!r} ended without a result line; log: {log}")
+    for r in results:
+        if r is not None:
+            r["wall_s"] = wall
+    return results
+
+
+def first_result(results: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """Rank 0's result among a launch's per-command results (the one that printed it)."""
+    return next(r for r in results if r is not None)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop one child we started (and its own process group: torchrun's ranks)."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

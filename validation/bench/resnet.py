@@ -1,0 +1,185 @@
+"""ResNet50 synthetic training throughput, and the weak-scaling arithmetic over it.
+
+As tf_cnn_benchmarks and Horovod's pytorch_synthetic_benchmark do: random images and
+labels resident on the device (no input pipeline in the measurement), a fixed batch per
+GPU (weak scaling), warm-up steps excluded (cudnn autotuning, torch.compile), then
+several timed intervals; per interval each rank's images/s, summed over ranks for the
+total. The spread is 1.96 sigma of the total over the intervals, as Horovod prints it.
+
+Fast by default on GPUs (what a tuned run does, and what certification should measure):
+fp16 autocast with a gradient scaler, channels-last, cudnn.benchmark, torch.compile. The
+`naive` configuration (eager fp32, NCHW) is kept to show what the defaults are worth.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: str = "resnet50"
+    batch: int = 256
+    image_size: int = 224
+    precision: str = "fp16"  # fp16 | bf16 | fp32
+    channels_last: bool = True
+    cudnn_benchmark: bool = True
+    compile: bool = True
+    warmup_steps: int = 10
+    intervals: int = 5
+    steps_per_interval: int = 10
+
+    @classmethod
+    def for_device(cls, device_type: str, quick: bool = False) -> TrainConfig:
+        """rackcert's defaults: tuned on GPUs; small and fp32 on CPUs (a path check only)."""
+        if device_type == "cuda":
+            cfg = cls()
+            return replace(cfg, warmup_steps=5, intervals=3, steps_per_interval=5) if quick else cfg
+        base = cls(
+            batch=8,
+            image_size=64,
+            precision="fp32",
+            channels_last=False,
+            cudnn_benchmark=False,
+            compile=False,
+            warmup_steps=1,
+            intervals=3,
+            steps_per_interval=2,
+        )
+        return (
+            replace(base, batch=4, image_size=32, intervals=2, steps_per_interval=1)
+            if quick
+            else base
+        )
+
+    def naive(self) -> TrainConfig:
+        """The loop people write first: eager fp32, NCHW, no cudnn autotuning."""
+        return replace(
+            self, precision="fp32", channels_last=False, cudnn_benchmark=False, compile=False
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _build(cfg: TrainConfig, comm: Any) -> tuple[Any, Any, Any, Any, Any]:
+    import torch
+    import torchvision
+
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    torch.manual_seed(1234)
+    model = getattr(torchvision.models, cfg.model)(weights=None).to(comm.device)
+    fmt = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    cuda = comm.device.type == "cuda"
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+    model, optimizer = comm.wrap(model, optimizer)
+    gen = torch.Generator(device=comm.device).manual_seed(1000 + comm.rank)
+    shape = (cfg.batch, 3, cfg.image_size, cfg.image_size)
+    data = torch.randn(shape, device=comm.device, generator=gen).contiguous(memory_format=fmt)
+    target = torch.randint(0, 1000, (cfg.batch,), device=comm.device, generator=gen)
+    scaler = torch.amp.GradScaler("cuda") if (cuda and cfg.precision == "fp16") else None
+    return model, optimizer, scaler, data, target
+
+
+def _amp(cfg: TrainConfig, device_type: str) -> Any:
+    import torch
+
+    if cfg.precision == "fp32":
+        return torch.autocast(device_type, enabled=False)
+    dtype = torch.float16 if cfg.precision == "fp16" else torch.bfloat16
+    return torch.autocast(device_type, dtype=dtype)
+
+
+def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
+    """Run warm-up then the timed intervals; the same dict on every rank.
+
+    torch.compile is tried when asked; if it fails the run goes on eagerly and the
+    result says so (`compiled: false`, `compile_error`), rather than certifying nothing.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    model, optimizer, scaler, data, target = _build(cfg, comm)
+    eager = model
+    compile_error = None
+    if cfg.compile:
+        model = torch.compile(model)
+
+    def step() -> Any:
+        optimizer.zero_grad(set_to_none=True)
+        with _amp(cfg, comm.device.type):
+            loss = F.cross_entropy(model(data), target)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        comm.step(optimizer, scaler)
+        return loss
+
+    start = time.perf_counter()
+    try:
+        for _ in range(max(1, cfg.warmup_steps)):
+            step()
+        comm.synchronize()
+    except Exception as exc:  # noqa: BLE001 - compile failures are many kinds of error
+        if not cfg.compile:
+            raise
+        compile_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        model = eager
+        for _ in range(max(1, cfg.warmup_steps)):
+            step()
+        comm.synchronize()
+    warmup_s = time.perf_counter() - start
+    comm.barrier()
+    rates: list[float] = []
+    loss = None
+    for _ in range(cfg.intervals):
+        t0 = time.perf_counter()
+        for _ in range(cfg.steps_per_interval):
+            loss = step()
+        comm.synchronize()
+        rates.append(cfg.batch * cfg.steps_per_interval / (time.perf_counter() - t0))
+    final_loss = float(loss.detach().float().item()) if loss is not None else float("nan")
+    rows = comm.allgather_floats([*rates, final_loss])
+    per_rank = [r[: cfg.intervals] for r in rows]
+    totals = [sum(r[i] for r in per_rank) for i in range(cfg.intervals)]
+    return {
+        "config": {**cfg.to_dict(), "compiled": cfg.compile and compile_error is None},
+        "compile_error": compile_error,
+        "world_size": comm.world_size,
+        "warmup_s": warmup_s,
+        "interval_totals": totals,
+        "per_rank_mean": [statistics.fmean(r) for r in per_rank],
+        "images_per_sec": statistics.fmean(totals),
+        "images_per_sec_per_gpu": statistics.fmean(totals) / comm.world_size,
+        "spread": spread(totals),
+        "loss_finite": all(math.isfinite(r[-1]) for r in rows),
+    }
+
+
+def spread(values: list[float]) -> float:
+    """1.96 sigma of the values (Horovod's synthetic benchmark's "+-")."""
+    return 1.96 * statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def scaling(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Speedup and efficiency of each point against N x the smallest point's figure.
+
+    Each point has `nodes`, `gpus` and `images_per_sec`; the baseline is the point with the
+    fewest GPUs (1 node or 1 GPU), as in the seed's table: speedup = total / baseline
+    total, efficiency = total / (gpus / baseline gpus x baseline total).
+    """
+    if not points:
+        return []
+    base = min(points, key=lambda p: p["gpus"])
+    out = []
+    for p in sorted(points, key=lambda p: p["gpus"]):
+        speedup = p["images_per_sec"] / base["images_per_sec"]
+        ideal = p["gpus"] / base["gpus"]
+        out.append({**p, "speedup": speedup, "efficiency": speedup / ideal})
+    return out

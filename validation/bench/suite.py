@@ -1,0 +1,469 @@
+"""`rackcert bench` end to end: plan the launches, run them, judge, record bench.json.
+
+Why one module: the CLI wires stages, this wires the bench's parts (launch, storage,
+k8s, verdict) in one order, writing the stage record after every launch so a failure
+half-way loses nothing already measured.
+
+Weak scaling points: locally one launch per GPU count (`--gpus 1,2,4,8`, one process
+per GPU through torchrun --standalone; 2 Gloo CPU processes where there is no GPU);
+across nodes one launch per node count (`--nodes 1,2,4`), torchrun on every node over
+SSH with one c10d rendezvous, or horovodrun. The allreduce sweep runs in the largest
+launch; the naive-vs-default comparison (GPUs) in the smallest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import InputError, RackcertError
+from rackcert.paths import REPO_ROOT
+from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
+from rackcert.runs import RunDir, utc_now
+from rackcert.spec import Spec, Vm
+from validation.bench import k8s, launch, storage, verdict
+from validation.bench.allreduce import busbw_fraction
+from validation.bench.resnet import scaling
+
+BACKENDS = ("auto", "nccl", "gloo", "horovod")
+
+
+@dataclass
+class BenchOptions:
+    """Everything `rackcert bench` can be told; defaults are the certification run."""
+
+    local: bool = False
+    gpus: list[int] | None = None
+    nodes: list[int] | None = None
+    vms: list[str] | None = None
+    gpus_per_node: int | None = None
+    backend: str = "auto"
+    quick: bool = False
+    naive: bool | None = None
+    compile: bool | None = None
+    batch: int | None = None
+    model: str | None = None
+    image_size: int | None = None
+    precision: str | None = None
+    max_bytes: int | None = None
+    skip: set[str] = field(default_factory=set)
+    storage_dir: Path | None = None
+    synthetic_data: bool | None = None
+    line_rate_gbps: float | None = None
+    known_hosts: Path | None = None
+    remote_python: str | None = None
+    remote_dir: str | None = None
+    rdzv_port: int = 29400
+    image: str = "rackcert-bench:latest"
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One weak-scaling measurement to launch."""
+
+    nodes: int
+    gpus: int
+    procs_per_node: int
+    vms: tuple[Vm, ...] = ()
+
+
+@dataclass(frozen=True)
+class Engine:
+    worker_backend: str  # torch | horovod
+    device: str  # cuda | cpu
+    name: str  # nccl | gloo | horovod
+
+
+Progress = Callable[[str], None]
+
+
+def _horovod_imports() -> bool:
+    if importlib.util.find_spec("horovod") is None:
+        return False
+    try:
+        import horovod.torch  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken build is "not available", said in the record
+        return False
+    return True
+
+
+def local_gpu_count() -> int:
+    try:
+        import torch
+    except ImportError:
+        raise InputError("rackcert bench needs torch (pip install 'rackcert[bench]')") from None
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def choose_engine(backend: str, have_gpus: bool) -> Engine:
+    """auto: Horovod when it imports, else torch.distributed (NCCL on GPUs, Gloo on CPUs)."""
+    if backend not in BACKENDS:
+        raise InputError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    device = "cuda" if have_gpus else "cpu"
+    if backend == "horovod" or (backend == "auto" and _horovod_imports()):
+        if not _horovod_imports():
+            raise InputError("--backend horovod: horovod.torch does not import here")
+        return Engine("horovod", device, "horovod")
+    if backend == "nccl" and not have_gpus:
+        raise InputError("--backend nccl needs GPUs; this machine has none (use gloo)")
+    if backend == "gloo":
+        return Engine("torch", "cpu", "gloo")
+    return Engine("torch", device, "nccl" if have_gpus else "gloo")
+
+
+def _doubling(top: int) -> list[int]:
+    out, n = [], 1
+    while n <= top:
+        out.append(n)
+        n *= 2
+    return out if out[-1] == top else [*out, top]
+
+
+def plan_points(spec: Spec, opts: BenchOptions, gpu_count: int) -> list[Point]:
+    """The launches of the weak-scaling sweep, smallest first."""
+    if opts.local:
+        if gpu_count:
+            counts = opts.gpus or _doubling(gpu_count)
+            too_many = [c for c in counts if c > gpu_count]
+            if too_many:
+                raise InputError(f"--gpus {too_many[0]}: this machine has {gpu_count} GPU(s)")
+        else:
+            counts = opts.gpus or [1, 2]
+        if any(c < 1 for c in counts):
+            raise InputError("--gpus: counts must be >= 1")
+        return [Point(1, c, c) for c in sorted(set(counts))]
+    vms = select_vms(spec, opts.vms)
+    template = spec.template(vms[0].template)
+    per_node = opts.gpus_per_node or template.gpus or 1
+    counts = opts.nodes or _doubling(len(vms))
+    for c in counts:
+        if c < 1 or c > len(vms):
+            raise InputError(f"--nodes {c}: the spec offers {len(vms)} node(s) ({vms[0].name}...)")
+    return [Point(c, c * per_node, per_node, tuple(vms[:c])) for c in sorted(set(counts))]
+
+
+def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
+    """The bench nodes: the named VMs, or every VM with the first VM's template."""
+    if not spec.vms:
+        raise InputError("the spec has no vms: nothing to bench across nodes (try --local)")
+    if names:
+        known = {v.name: v for v in spec.vms}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise InputError(f"--vms {missing[0]}: no such VM in the spec")
+        return [known[n] for n in names]
+    first = spec.vms[0].template
+    return [v for v in spec.vms if v.template == first]
+
+
+def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[launch.Node]:
+    ssh = spec.guest.ssh
+    extra: tuple[str, ...] = ()
+    if opts.known_hosts:
+        extra = ("-o", f"UserKnownHostsFile={opts.known_hosts}", "-o", "StrictHostKeyChecking=yes")
+    return [launch.Node(v.name, v.address, v.ssh_port, ssh.user, ssh.key_file, extra) for v in vms]
+
+
+def worker_args(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[str]:
+    args = ["--tasks", ",".join(tasks), "--device", engine.device]
+    if opts.quick:
+        args.append("--quick")
+    for flag, value in (
+        ("--batch", opts.batch),
+        ("--model", opts.model),
+        ("--image-size", opts.image_size),
+        ("--precision", opts.precision),
+        ("--max-bytes", opts.max_bytes),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    if opts.compile is not None:
+        args.append("--compile" if opts.compile else "--no-compile")
+    return args
+
+
+def build_launch(
+    spec: Spec, opts: BenchOptions, engine: Engine, point: Point, tasks: list[str]
+) -> launch.Launch:
+    args = worker_args(opts, engine, tasks)
+    label = f"{point.nodes} node(s), {point.gpus} {'GPU' if engine.device == 'cuda' else 'rank'}(s)"
+    if opts.local:
+        if engine.worker_backend == "horovod":
+            cmd = launch.local_horovodrun(point.procs_per_node, args)
+        else:
+            cmd = launch.local_torchrun(point.procs_per_node, args)
+        env = {"PYTHONPATH": str(REPO_ROOT)}
+        if engine.device == "cpu":
+            # One core per rank at every scale (torchrun sets it only for >1 process), so the
+            # 1-rank baseline is not a 2-thread run and CPU "weak scaling" means something.
+            env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
+        return launch.Launch(label, [cmd], env=env, cwd=str(REPO_ROOT))
+    nodes = nodes_of(spec, point.vms, opts)
+    remote_python = opts.remote_python or sys.executable
+    remote_dir = opts.remote_dir or str(REPO_ROOT)
+    if engine.worker_backend == "horovod":
+        cmd = launch.ssh_horovodrun(nodes, point.procs_per_node, args, remote_python=remote_python)
+        return launch.Launch(label, [cmd], env={"PYTHONPATH": remote_dir}, cwd=remote_dir)
+    cmds = launch.ssh_torchrun(
+        nodes,
+        point.procs_per_node,
+        args,
+        remote_python=remote_python,
+        remote_dir=remote_dir,
+        rdzv_port=opts.rdzv_port,
+    )
+    return launch.Launch(label, cmds)
+
+
+def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]) -> list[str]:
+    tasks = []
+    if "allreduce" not in opts.skip and point == points[-1]:
+        tasks.append("allreduce")
+    if "resnet" not in opts.skip:
+        tasks.append("resnet")
+        naive = opts.naive if opts.naive is not None else engine.device == "cuda"
+        if naive and point == points[0]:
+            tasks.append("naive")
+    return tasks
+
+
+# -- storage ----------------------------------------------------------------------------------
+def storage_target(spec: Spec, opts: BenchOptions) -> tuple[Path | None, bool, str]:
+    """(directory, synthetic allowed, note); directory None when there is nothing to read."""
+    nfs = spec.storage.nfs
+    allow = (
+        opts.synthetic_data
+        if opts.synthetic_data is not None
+        else bool(nfs and nfs.create_synthetic_data)
+    )
+    if opts.storage_dir:
+        return opts.storage_dir, allow, "directory given with --storage-dir"
+    if nfs is None:
+        return None, allow, "the spec has no storage.nfs and no --storage-dir was given"
+    return Path(nfs.mount_point), allow, f"the spec's mount point ({nfs.server}:{nfs.export})"
+
+
+def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
+    root, allow, note = storage_target(spec, opts)
+    cfg = storage.StorageConfig.quick() if opts.quick else storage.StorageConfig()
+    if root is None:
+        return {"skipped": True, "reason": note}
+    if opts.local:
+        scratch = None
+        if not root.is_dir():
+            if not allow:
+                return {"skipped": True, "reason": f"{root} does not exist here ({note})"}
+            scratch = Path(tempfile.mkdtemp(prefix="storage-", dir=run.artifacts("bench")))
+            note = f"{root} does not exist here; synthetic files in a scratch directory"
+            root = scratch
+        try:
+            result = storage.run(root, cfg, allow_synthetic=allow)
+        except (OSError, ValueError) as exc:
+            return {"skipped": True, "reason": str(exc)}
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return {**result, "note": note, "nodes": [result]}
+    nodes = nodes_of(spec, points[-1].vms, opts)
+    py = opts.remote_python or sys.executable
+    rdir = opts.remote_dir or str(REPO_ROOT)
+    base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
+    base += " --quick" if opts.quick else ""
+    log = run.artifacts("bench") / "storage.log"
+    if allow:
+        prep = launch.Launch(
+            "storage prepare", [[*nodes[0].ssh_argv(), f"{base} --synthetic --prepare"]]
+        )
+        launch.execute(prep, log.with_name("storage-prepare.log"), timeout_s=600)
+    cmds = [[*n.ssh_argv(), base] for n in nodes]
+    results = launch.execute(launch.Launch("storage", cmds), log, timeout_s=600)
+    per_node = [{**r, "node": n.name} for r, n in zip(results, nodes, strict=True) if r]
+    total = sum(r["throughput_mb_s"] for r in per_node)
+    return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
+
+
+# -- assembly ---------------------------------------------------------------------------------
+def allreduce_result(
+    raw: dict[str, Any], engine: Engine, line_rate: float | None
+) -> AllreduceResult:
+    points = raw["allreduce"]["points"]
+    return AllreduceResult(
+        backend=engine.name if engine.name == "horovod" else raw["backend"],
+        device=raw["device"],
+        world_size=raw["world_size"],
+        points=[AllreducePoint(**p) for p in points],
+        line_rate_gbps=line_rate,
+        busbw_fraction=busbw_fraction(points, line_rate) if raw["world_size"] > 1 else None,
+    )
+
+
+def scaling_result(measured: list[tuple[Point, dict[str, Any]]], engine: Engine) -> ScalingResult:
+    rows = [
+        {
+            "nodes": p.nodes,
+            "gpus": p.gpus,
+            "images_per_sec": r["images_per_sec"],
+            "images_per_sec_per_gpu": r["images_per_sec_per_gpu"],
+            "spread": r["spread"],
+        }
+        for p, r in measured
+    ]
+    cfg = measured[0][1]["config"]
+    base = min(measured, key=lambda m: m[0].gpus)[0]
+    unit = "GPU" if engine.device == "cuda" else "rank"
+    return ScalingResult(
+        model=cfg["model"],
+        batch_per_gpu=cfg["batch"],
+        precision=cfg["precision"],
+        channels_last=cfg["channels_last"],
+        compiled=all(r["config"]["compiled"] for _p, r in measured),
+        device=engine.device,
+        backend=engine.name,
+        baseline=f"{base.nodes} node(s), {base.gpus} {unit}(s)",
+        points=[ScalingPoint(**row) for row in scaling(rows)],
+    )
+
+
+def naive_vs_default(raw: dict[str, Any]) -> dict[str, Any] | None:
+    if "naive" not in raw or "resnet" not in raw:
+        return None
+    fast, slow = raw["resnet"], raw["naive"]
+    return {
+        "world_size": raw["world_size"],
+        "naive": {
+            "images_per_sec": slow["images_per_sec"],
+            "spread": slow["spread"],
+            "config": slow["config"],
+        },
+        "default": {
+            "images_per_sec": fast["images_per_sec"],
+            "spread": fast["spread"],
+            "config": fast["config"],
+            "warmup_s": fast["warmup_s"],
+        },
+        "ratio": fast["images_per_sec"] / slow["images_per_sec"],
+    }
+
+
+def run_bench(
+    spec: Spec, run: RunDir, opts: BenchOptions, progress: Progress = lambda _m: None
+) -> dict[str, Any]:
+    """Run the whole bench into `run`; returns bench.json's data. Raises on a failed launch,
+    after recording what was measured before it (status failed)."""
+    started = utc_now()
+    gpu_count = local_gpu_count() if opts.local else (opts.gpus_per_node or 1)
+    engine = choose_engine(opts.backend, gpu_count > 0 if opts.local else True)
+    if not opts.local and opts.backend == "auto" and engine.name == "nccl":
+        engine = Engine("torch", "auto", "nccl")
+    points = plan_points(spec, opts, gpu_count)
+    line_rate = opts.line_rate_gbps or spec.line_rate_gbps()
+    art = run.artifacts("bench")
+    data: dict[str, Any] = {
+        "mode": "local" if opts.local else "ssh",
+        "engine": {
+            "name": engine.name,
+            "worker_backend": engine.worker_backend,
+            "device": engine.device,
+            "horovod_available": _horovod_imports(),
+        },
+        "quick": opts.quick,
+        "thresholds": spec.certification.model_dump(),
+        "launches": [],
+    }
+
+    def record(status: str = "partial", error: str | None = None) -> None:
+        run.write_stage("bench", data, status=status, error=error, started_at=started)
+
+    k8s_counts = sorted({p.nodes for p in points}) if not opts.local else _k8s_counts(spec)
+    per_node = points[0].procs_per_node if not opts.local else _k8s_gpus(spec)
+    k8s_args = worker_args(opts, Engine("torch", "auto", "nccl"), ["allreduce", "resnet"])
+    k8s_args = [a for a in k8s_args if a not in ("--device", "auto")]
+    data["kubernetes"] = k8s.write_manifests(
+        art / "k8s",
+        rack=spec.metadata.name,
+        node_counts=k8s_counts,
+        gpus_per_node=per_node,
+        image=opts.image,
+        worker_args=k8s_args,
+    )
+    measured: list[tuple[Point, dict[str, Any]]] = []
+    try:
+        for point in points:
+            tasks = _tasks(opts, engine, point, points)
+            if not tasks:
+                continue
+            job = build_launch(spec, opts, engine, point, tasks)
+            progress(f"launch: {job.label}: {', '.join(tasks)}")
+            log = art / f"launch-{point.nodes}n-{point.gpus}g.log"
+            raw = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))
+            data["launches"].append(
+                {
+                    "label": job.label,
+                    "tasks": tasks,
+                    "log": str(log),
+                    "commands": job.commands,
+                    "wall_s": raw.get("wall_s"),
+                    "resnet": raw.get("resnet"),
+                    "naive": raw.get("naive"),
+                }
+            )
+            data["environment"] = raw.get("environment", {})
+            if "resnet" in raw:
+                measured.append((point, raw["resnet"]))
+                data["resnet50"] = scaling_result(measured, engine).model_dump()
+                progress(f"  resnet50: {raw['resnet']['images_per_sec']:.1f} images/s total")
+            if "allreduce" in raw:
+                ar = allreduce_result(raw, engine, line_rate)
+                data["allreduce"] = ar.model_dump()
+                best = max(p.busbw_gbps for p in ar.points)
+                progress(f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s")
+            comparison = naive_vs_default(raw)
+            if comparison:
+                data["naive_vs_default"] = comparison
+                progress(
+                    f"  naive {comparison['naive']['images_per_sec']:.1f} vs default"
+                    f" {comparison['default']['images_per_sec']:.1f} images/s:"
+                    f" x{comparison['ratio']:.2f}"
+                )
+            record()
+        if "storage" not in opts.skip:
+            progress("storage: parallel random reads")
+            data["storage"] = run_storage(spec, opts, run, points)
+    except RackcertError as exc:
+        data["verdict"] = None
+        record("failed", str(exc))
+        raise
+    ar_model = AllreduceResult(**data["allreduce"]) if "allreduce" in data else None
+    sc_model = ScalingResult(**data["resnet50"]) if "resnet50" in data else None
+    judged = verdict.judge(
+        spec.certification,
+        ar_model,
+        sc_model,
+        [r for _p, r in measured],
+        data.get("storage"),
+        judge_link=not opts.local or opts.line_rate_gbps is not None,
+    )
+    data["verdict"] = judged.model_dump()
+    record("ok")
+    return data
+
+
+def _k8s_counts(spec: Spec) -> list[int]:
+    try:
+        return _doubling(len(select_vms(spec, None)))
+    except InputError:
+        return [1]
+
+
+def _k8s_gpus(spec: Spec) -> int:
+    if not spec.vms:
+        return 1
+    return spec.template(spec.vms[0].template).gpus or 1

@@ -1,0 +1,154 @@
+"""Judge bench figures against the spec's certification thresholds.
+
+One small function per threshold, each returning a VerdictCheck (pass, fail or skip with
+the reason it could not be judged). The report shows these; it never re-derives them.
+A skip never fails the verdict, but it is listed so that nobody mistakes it for a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rackcert.results import AllreduceResult, ScalingResult, Status, Verdict, VerdictCheck
+from rackcert.spec import Certification
+
+
+def _check(
+    id_: str, ok: bool | None, observed: str, expected: str, reason: str = ""
+) -> VerdictCheck:
+    status = Status.skipped if ok is None else (Status.passed if ok else Status.failed)
+    return VerdictCheck(id=id_, status=status, observed=observed, expected=expected, reason=reason)
+
+
+def allreduce_correct(ar: AllreduceResult | None) -> VerdictCheck:
+    """Every size's reduced values equal the expected sums."""
+    if ar is None or not ar.points:
+        return _check("allreduce.correct", None, "", "all sizes correct", "allreduce not run")
+    wrong = [p.size_bytes for p in ar.points if not p.correct]
+    observed = "all correct" if not wrong else f"wrong sums at sizes {wrong[:5]}"
+    return _check("allreduce.correct", not wrong, observed, "all sizes correct")
+
+
+def allreduce_busbw(
+    ar: AllreduceResult | None, cert: Certification, judge_link: bool
+) -> VerdictCheck:
+    """busbw at the largest sizes >= the spec's fraction of the link's line rate."""
+    expected = f">= {cert.allreduce_busbw_fraction_min:g} of line rate"
+    if ar is None or not ar.points:
+        return _check("allreduce.busbw_fraction", None, "", expected, "allreduce not run")
+    if ar.world_size < 2:
+        return _check(
+            "allreduce.busbw_fraction",
+            None,
+            "world size 1",
+            expected,
+            "one rank moves no bytes over a link (busbw = 0 by nccl-tests' definition)",
+        )
+    if ar.busbw_fraction is None:
+        return _check("allreduce.busbw_fraction", None, "", expected, "no line rate in the spec")
+    observed = f"{ar.busbw_fraction:.3g} of {ar.line_rate_gbps:g} Gb/s"
+    if not judge_link:
+        return _check(
+            "allreduce.busbw_fraction",
+            None,
+            observed,
+            expected,
+            "local run: the ranks talk over this machine's GPU interconnect, not the spec's"
+            " network link (give --line-rate-gbps to judge it)",
+        )
+    return _check(
+        "allreduce.busbw_fraction",
+        ar.busbw_fraction >= cert.allreduce_busbw_fraction_min,
+        observed,
+        expected,
+    )
+
+
+def scaling_efficiency(sc: ScalingResult | None, cert: Certification) -> VerdictCheck:
+    """Every multi-unit point's efficiency against N x the baseline >= the spec's minimum."""
+    expected = f">= {cert.scaling_efficiency_min:g}"
+    if sc is None or not sc.points:
+        return _check("resnet50.scaling_efficiency", None, "", expected, "ResNet50 not run")
+    multi = [p for p in sc.points if p.gpus > min(q.gpus for q in sc.points)]
+    if not multi:
+        return _check(
+            "resnet50.scaling_efficiency",
+            None,
+            "one point",
+            expected,
+            "only one scale measured; nothing to compare against",
+        )
+    worst = min(multi, key=lambda p: p.efficiency)
+    observed = f"{worst.efficiency:.3f} at {worst.gpus} GPUs ({worst.nodes} node(s))"
+    return _check(
+        "resnet50.scaling_efficiency",
+        worst.efficiency >= cert.scaling_efficiency_min,
+        observed,
+        expected,
+    )
+
+
+def images_per_gpu(sc: ScalingResult | None, cert: Certification) -> VerdictCheck:
+    """The slowest point's images/s per GPU >= the spec's minimum."""
+    expected = f">= {cert.resnet50_images_per_gpu_min:g} images/s per GPU"
+    if sc is None or not sc.points:
+        return _check("resnet50.images_per_gpu", None, "", expected, "ResNet50 not run")
+    worst = min(sc.points, key=lambda p: p.images_per_sec_per_gpu)
+    observed = f"{worst.images_per_sec_per_gpu:.1f} at {worst.gpus} GPUs"
+    return _check(
+        "resnet50.images_per_gpu",
+        worst.images_per_sec_per_gpu >= cert.resnet50_images_per_gpu_min,
+        observed,
+        expected,
+    )
+
+
+def training_sane(raw: list[dict[str, Any]]) -> VerdictCheck:
+    """The training loss stayed finite on every rank of every launch (no NaN from AMP)."""
+    if not raw:
+        return _check("resnet50.loss_finite", None, "", "finite loss", "ResNet50 not run")
+    bad = [r.get("world_size") for r in raw if not r.get("loss_finite", False)]
+    observed = "finite" if not bad else f"non-finite loss at world sizes {bad}"
+    return _check("resnet50.loss_finite", not bad, observed, "finite loss")
+
+
+def storage_ok(storage: dict[str, Any] | None) -> VerdictCheck:
+    """The random-read benchmark read data without errors."""
+    if not storage or storage.get("skipped"):
+        reason = (storage or {}).get("reason", "storage benchmark not run")
+        return _check("storage.read", None, "", "reads without errors", reason)
+    nodes = storage.get("nodes") or [storage]
+    errors = sum(n.get("errors", 0) for n in nodes)
+    reads = sum(n.get("reads", 0) for n in nodes)
+    return _check(
+        "storage.read",
+        errors == 0 and reads > 0,
+        f"{reads} reads, {errors} errors",
+        "reads without errors",
+    )
+
+
+def judge(
+    cert: Certification,
+    allreduce: AllreduceResult | None,
+    scaling: ScalingResult | None,
+    resnet_raw: list[dict[str, Any]],
+    storage: dict[str, Any] | None,
+    *,
+    judge_link: bool,
+) -> Verdict:
+    """The verdict: passed when no check failed; reasons lists the failed ones."""
+    checks = [
+        allreduce_correct(allreduce),
+        allreduce_busbw(allreduce, cert, judge_link),
+        scaling_efficiency(scaling, cert),
+        images_per_gpu(scaling, cert),
+        training_sane(resnet_raw),
+        storage_ok(storage),
+    ]
+    failed = [c for c in checks if c.status is Status.failed]
+    return Verdict(
+        passed=not failed,
+        reasons=[f"{c.id}: {c.observed} (expected {c.expected})" for c in failed],
+        checks=checks,
+    )

@@ -1,0 +1,121 @@
+"""The process torchrun or horovodrun starts on every rank: run the asked benchmarks.
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 \\
+        -m validation.bench.worker --tasks allreduce,resnet --quick
+    horovodrun --gloo -np 2 -H localhost:2 python -m validation.bench.worker --backend horovod
+
+Every rank takes part; rank 0 prints one line `RACKCERT_RESULT <json>` on stdout, which
+the launcher reads (over SSH too, so no shared file system is needed). Needs torch and
+the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from typing import Any
+
+from validation.bench import allreduce, environment, resnet
+from validation.bench.comm import connect
+
+MARKER = "RACKCERT_RESULT "
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="validation.bench.worker", description=__doc__)
+    p.add_argument("--backend", choices=["torch", "horovod"], default="torch")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--tasks", default="allreduce,resnet", help="comma list: allreduce,resnet")
+    p.add_argument("--quick", action="store_true", help="small sizes, few steps")
+    p.add_argument("--min-bytes", type=int, default=8)
+    p.add_argument("--max-bytes", type=int, help="default 1 GiB on GPUs, 64 MiB on CPUs")
+    p.add_argument("--iters", type=int, help="timed allreduce iterations per size (20)")
+    p.add_argument("--warmup-iters", type=int, help="allreduce warm-up iterations (5)")
+    p.add_argument("--profile", choices=["default", "naive"], default="default")
+    p.add_argument("--model")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--image-size", type=int)
+    p.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
+    p.add_argument("--compile", dest="compile", action="store_true", default=None)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
+    p.add_argument("--channels-last", dest="channels_last", action="store_true", default=None)
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--intervals", type=int)
+    p.add_argument("--steps-per-interval", type=int)
+    return p.parse_args(argv)
+
+
+def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConfig:
+    cfg = resnet.TrainConfig.for_device(device_type, args.quick)
+    if args.profile == "naive":
+        cfg = cfg.naive()
+    overrides = {
+        k: v
+        for k, v in {
+            "model": args.model,
+            "batch": args.batch,
+            "image_size": args.image_size,
+            "precision": args.precision,
+            "compile": args.compile,
+            "channels_last": args.channels_last,
+            "warmup_steps": args.warmup_steps,
+            "intervals": args.intervals,
+            "steps_per_interval": args.steps_per_interval,
+        }.items()
+        if v is not None
+    }
+    return replace(cfg, **overrides)
+
+
+def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], int, int]:
+    gpu = device_type == "cuda"
+    if args.max_bytes:
+        top = args.max_bytes
+    elif args.quick:
+        top = (64 << 20) if gpu else (1 << 20)
+    else:
+        top = (1 << 30) if gpu else (64 << 20)
+    iters = args.iters or (5 if args.quick else 20)
+    warm = args.warmup_iters if args.warmup_iters is not None else (2 if args.quick else 5)
+    return allreduce.sweep_sizes(args.min_bytes, top), iters, warm
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    comm = connect(args.backend, args.device)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    out: dict[str, Any] = {
+        "backend": comm.backend,
+        "world_size": comm.world_size,
+        "device": comm.device.type,
+    }
+    try:
+        if comm.rank == 0:
+            out["environment"] = environment.collect()
+        if "allreduce" in tasks:
+            sizes, iters, warm = sweep_args(args, comm.device.type)
+            out["allreduce"] = {
+                "points": allreduce.run_sweep(comm, sizes, iters=iters, warmup=warm),
+                "iters": iters,
+                "warmup": warm,
+            }
+        if "resnet" in tasks:
+            out["resnet"] = resnet.train(comm, train_config(args, comm.device.type))
+    finally:
+        comm.close()
+    return out if comm.rank == 0 else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    result = run(args)
+    if result:
+        sys.stdout.write(MARKER + json.dumps(result) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
