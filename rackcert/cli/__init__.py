@@ -13,13 +13,16 @@ import sys
 
 import typer
 
+from rackcert.cli import bench_cmds as _bench_cmds  # noqa: E402,F401
+from rackcert.cli import discover_cmds as _discover_cmds  # noqa: E402,F401
+from rackcert.cli import lab_cmds as _lab_cmds  # noqa: E402,F401
+from rackcert.cli import provision_cmds as _provision_cmds  # noqa: E402,F401
+from rackcert.cli import report_cmds as _report_cmds  # noqa: E402,F401
 from rackcert.cli import runs_cmds as _runs_cmds  # noqa: E402,F401
 
 # Command modules register on `app` when imported; keep them in pipeline order.
 from rackcert.cli import spec_cmds as _spec_cmds  # noqa: E402,F401
-from rackcert.cli import bench_cmds as _bench_cmds  # noqa: E402,F401
-from rackcert.cli import discover_cmds as _discover_cmds  # noqa: E402,F401
-from rackcert.cli import report_cmds as _report_cmds  # noqa: E402,F401
+from rackcert.cli import validate_cmds as _validate_cmds  # noqa: E402,F401
 from rackcert.cli.common import app, err_console
 from rackcert.errors import RackcertError
 

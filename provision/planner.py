@@ -1,0 +1,301 @@
+"""What must change so the rack matches its spec: a pure, deterministic diff.
+
+`plan(spec, inventory)` compares the spec (through `rackcert.placement.place`,
+which decides which VM gets which GPUs) with what discovery saw, and returns
+ordered actions: hosts first, in spec order (ATS on, devices to passthrough,
+reboot so both take effect), then VMs in spec order (create or reconfigure).
+Each action says what it changes and why. No vCenter access happens here; a
+provisioned rack plans nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from provision.vmsettings import (
+    DeviceWant,
+    nic_ports,
+    wanted_devices,
+    wanted_extra_config,
+)
+from rackcert.errors import RackcertError
+from rackcert.observed import Inventory, ObservedHost, ObservedVm
+from rackcert.placement import VmPlacement, place
+from rackcert.spec import GpuMode, Spec
+
+HOST_KINDS = ("host.ats", "host.passthrough", "host.reboot")
+
+
+class PlanError(RackcertError):
+    """The rack in vCenter cannot be matched to the spec (a host or device is missing)."""
+
+    exit_code = 2
+
+
+@dataclass
+class Action:
+    """One change: `target` (host or VM), `change` (what), `reason` (why)."""
+
+    kind: str
+    target: str
+    change: str
+    reason: str
+    host: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    needs_power_cycle: bool = False
+    blocked: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Action:
+        return cls(**data)
+
+
+def _find_host(spec_host: Any, inventory: Inventory) -> ObservedHost:
+    found = inventory.host(spec_host.address) or inventory.host(spec_host.name)
+    if found is None:
+        raise PlanError(
+            f"host {spec_host.name} ({spec_host.address}) is not in vCenter {inventory.vcenter}:"
+            " add it to vCenter or fix hosts[].address in the spec"
+        )
+    return found
+
+
+def _powered_on(host: ObservedHost, inventory: Inventory) -> list[dict[str, str]]:
+    vms = [v for v in inventory.vms if v.host == host.name and v.power_state == "poweredOn"]
+    return [{"name": v.name, "moid": v.moid} for v in sorted(vms, key=lambda v: v.name)]
+
+
+def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) -> dict[str, str]:
+    """PCI id -> VM that needs it in passthrough, for one spec host."""
+    profile = spec.host_profile(host_name)
+    templates = {v.name: spec.template(v.template) for v in spec.vms}
+    ports = nic_ports(placements, templates, profile, host_name)
+    out: dict[str, str] = {}
+    for p in placements:
+        if p.host != host_name:
+            continue
+        if templates[p.vm].gpu_mode is GpuMode.passthrough:
+            for pci in p.gpus:
+                out.setdefault(pci, p.vm)
+        if p.vm in ports:
+            out.setdefault(ports[p.vm], p.vm)
+    return dict(sorted(out.items()))
+
+
+def _host_actions(
+    spec: Spec, placements: list[VmPlacement], spec_host: Any, inventory: Inventory
+) -> list[Action]:
+    host = _find_host(spec_host, inventory)
+    running = _powered_on(host, inventory)
+    actions: list[Action] = []
+    pending_boot = host.reboot_required
+    if host.ats_enabled is not True:
+        actions.append(
+            Action(
+                "host.ats",
+                host.name,
+                f"VMkernel.Boot.atsSupport {host.ats_enabled} -> true",
+                "ATS lets the GPUs and the ConnectX-6 do P2P (GPUDirect) without the IOMMU"
+                " in the way (Dell design, step 1); takes effect at the next boot",
+                host=host.name,
+            )
+        )
+        pending_boot = True
+    enable: list[str] = []
+    activate: list[str] = []
+    for pci, vm in _passthrough_ids(spec, placements, spec_host.name).items():
+        dev = host.device(pci)
+        if dev is None:
+            raise PlanError(
+                f"host {host.name} has no PCI device {pci} (wanted for VM {vm}); fix the"
+                f" hardware profile {spec_host.profile!r} or the host's hardware"
+            )
+        if not dev.passthru_capable:
+            raise PlanError(f"host {host.name}: PCI device {pci} is not passthrough capable")
+        if not dev.passthru_enabled:
+            enable.append(pci)
+        elif not dev.passthru_active:
+            activate.append(pci)
+    if enable:
+        actions.append(
+            Action(
+                "host.passthrough",
+                host.name,
+                "passthrough on for " + ", ".join(enable),
+                "DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem);"
+                " active after the next boot",
+                host=host.name,
+                params={"enable": enable},
+            )
+        )
+    if enable or activate or pending_boot:
+        waiting = [*enable, *activate]
+        why = "ATS" if host.ats_enabled is not True else "pending boot options"
+        if waiting:
+            why = (
+                ("ATS and " if host.ats_enabled is not True else "")
+                + "passthrough of "
+                + (", ".join(waiting))
+            )
+        actions.append(
+            Action(
+                "host.reboot",
+                host.name,
+                "maintenance mode, reboot, exit maintenance mode",
+                f"{why} take(s) effect only after a reboot",
+                host=host.name,
+            )
+        )
+    for action in actions:
+        action.params["host_moid"] = host.moid
+        action.params["powered_on_vms"] = running
+    if running:
+        for action in actions:
+            action.needs_power_cycle = True
+            action.reason += (
+                f"; host has powered-on VM(s) {', '.join(v['name'] for v in running)}:"
+                " needs --power-cycle"
+            )
+    return actions
+
+
+def _device_key(dev: Any) -> tuple[str, str]:
+    return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
+
+
+def _vm_action(
+    spec: Spec,
+    vm_spec: Any,
+    placement: VmPlacement,
+    nic_port: str | None,
+    host: ObservedHost,
+    observed: ObservedVm | None,
+) -> Action | None:
+    tmpl = spec.template(vm_spec.template)
+    profile = spec.host_profile(placement.host)
+    devices = wanted_devices(tmpl, placement, nic_port)
+    extra = wanted_extra_config(tmpl, placement, profile)
+    memory_mb = tmpl.memory_gb * 1024
+    desired = {
+        "name": vm_spec.name,
+        "host": host.name,
+        "num_cpus": tmpl.vcpus,
+        "memory_mb": memory_mb,
+        "firmware": "efi",
+        "memory_reservation_locked": True,
+        "guest_id": tmpl.guest_id,
+        "hardware_version": tmpl.hardware_version,
+        "extra_config": extra,
+        "devices": [_device_params(d, host) for d in devices],
+    }
+    gpus = ", ".join(placement.gpus) or "no GPU"
+    where = f"on {host.name} with {gpus}"
+    if placement.nvlink_pair:
+        where += " (NVLink-bridged pair)"
+    if observed is None:
+        return Action(
+            "vm.create",
+            vm_spec.name,
+            f"create VM {where}: {tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, "
+            f"{len(devices)} passthrough device(s), {_fmt_extra(extra)}",
+            f"VM {vm_spec.name} of template {tmpl.name} does not exist",
+            host=host.name,
+            params={"desired": desired, "host_moid": host.moid},
+        )
+    changes: list[str] = []
+    if observed.host and observed.host != host.name:
+        return Action(
+            "vm.relocate",
+            vm_spec.name,
+            f"VM is on {observed.host}, placement wants {host.name}",
+            "its GPUs are on the other host; migrate it (not automated: the VM owns local"
+            " passthrough devices)",
+            host=host.name,
+            blocked="rackcert does not migrate VMs",
+        )
+    if observed.num_cpus != tmpl.vcpus:
+        changes.append(f"vCPU {observed.num_cpus} -> {tmpl.vcpus}")
+    if observed.memory_mb != memory_mb:
+        changes.append(f"memory {observed.memory_mb} -> {memory_mb} MB")
+    if observed.firmware != "efi":
+        changes.append(f"firmware {observed.firmware or '?'} -> efi")
+    if not observed.memory_reservation_locked:
+        changes.append("memory reservation locked to max")
+    extra_changes = {
+        k: v for k, v in extra.items() if observed.extra_config.get(k, "").lower() != v.lower()
+    }
+    for key, value in extra_changes.items():
+        changes.append(f"{key}={value}")
+    want_keys = {d.key() for d in devices}
+    have = {_device_key(d): d for d in observed.passthrough}
+    add = [d for d in devices if d.key() not in have]
+    remove = sorted(d.key for k, d in have.items() if k not in want_keys)
+    for d in add:
+        changes.append(f"add passthrough {d.id or d.vgpu}")
+    if remove:
+        gone = [have_key for have_key, d in have.items() if d.key in remove]
+        changes.append("remove passthrough " + ", ".join(k[1] for k in gone))
+    if not changes:
+        return None
+    running = observed.power_state == "poweredOn"
+    reason = f"VM {vm_spec.name} differs from template {tmpl.name} {where}"
+    if running:
+        reason += "; VM is powered on: needs --power-cycle"
+    return Action(
+        "vm.reconfigure",
+        vm_spec.name,
+        "; ".join(changes),
+        reason,
+        host=host.name,
+        params={
+            "desired": desired,
+            "host_moid": host.moid,
+            "vm_moid": observed.moid,
+            "extra_config": extra_changes,
+            "add_devices": [_device_params(d, host) for d in add],
+            "remove_device_keys": remove,
+        },
+        needs_power_cycle=running,
+    )
+
+
+def _device_params(d: DeviceWant, host: ObservedHost) -> dict[str, Any]:
+    out: dict[str, Any] = {"backing": d.backing, "role": d.role}
+    if d.backing == "vgpu":
+        out["vgpu"] = d.vgpu
+        return out
+    dev = host.device(d.id or "")
+    out["id"] = d.id
+    out["vendor_id"] = dev.vendor_id if dev else None
+    out["device_id"] = dev.device_id if dev else None
+    return out
+
+
+def _fmt_extra(extra: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in extra.items()) or "no extraConfig"
+
+
+def plan(spec: Spec, inventory: Inventory) -> list[Action]:
+    """Ordered actions that take the rack in `inventory` to the spec; [] when it is there."""
+    placements = place(spec)
+    actions: list[Action] = []
+    for spec_host in spec.hosts:
+        actions += _host_actions(spec, placements, spec_host, inventory)
+    templates = {v.name: spec.template(v.template) for v in spec.vms}
+    ports: dict[str, str] = {}
+    for spec_host in spec.hosts:
+        ports |= nic_ports(placements, templates, spec.host_profile(spec_host.name), spec_host.name)
+    by_vm = {p.vm: p for p in placements}
+    for vm_spec in spec.vms:
+        placement = by_vm[vm_spec.name]
+        host = _find_host(spec.host(placement.host), inventory)
+        action = _vm_action(
+            spec, vm_spec, placement, ports.get(vm_spec.name), host, inventory.vm(vm_spec.name)
+        )
+        if action is not None:
+            actions.append(action)
+    return actions

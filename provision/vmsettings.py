@@ -1,0 +1,105 @@
+"""The VM settings rackcert computes from the spec: MMIO window, P2P, NUMA, devices.
+
+Pure functions, shared by the planner (what the VM must look like) and the
+tests. Values are the strings vSphere stores in extraConfig.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rackcert.placement import VmPlacement
+from rackcert.spec import GpuMode, HardwareProfile, NicMode, VmTemplate
+
+MMIO_ENABLE = "pciPassthru.use64bitMMIO"
+MMIO_SIZE = "pciPassthru.64bitMMIOSizeGB"
+ALLOW_P2P = "pciPassthru.allowP2P"
+RELAX_ACS = "pciPassthru.RelaxACSforP2P"
+NUMA_AFFINITY = "numa.nodeAffinity"
+
+
+def next_power_of_two(value: int) -> int:
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
+def mmio_size_gb(gpu_memory_gb: list[int], override: int | None = None) -> int:
+    """pciPassthru.64bitMMIOSizeGB: total GPU memory rounded up to a power of two, doubled.
+
+    VMware/NVIDIA guidance for large-BAR GPUs (DESIGN.md, Provision): 1 x A100
+    80GB -> 256, 2 x 80GB -> 512, 2 x 40GB -> 256. The template may override it.
+    """
+    if override:
+        return override
+    total = sum(gpu_memory_gb)
+    return 2 * next_power_of_two(total) if total else 0
+
+
+@dataclass(frozen=True)
+class DeviceWant:
+    """One VirtualPCIPassthrough the VM must have."""
+
+    backing: str  # fixed or vgpu
+    id: str | None = None  # host PCI address (fixed)
+    vgpu: str | None = None  # vGPU profile (vgpu)
+    role: str = "gpu"  # gpu or nic
+
+    def key(self) -> tuple[str, str]:
+        return (self.backing, self.id or self.vgpu or "")
+
+
+def nic_ports(
+    placements: list[VmPlacement],
+    templates: dict[str, VmTemplate],
+    profile: HardwareProfile,
+    host: str,
+) -> dict[str, str]:
+    """VM name -> NIC port (PCI function) for NIC-passthrough VMs of one host, in spec order.
+
+    A dual-port ConnectX-6 gives port .0 to the first such VM and .1 to the
+    second; a third shares port .0 (only one of them can run at a time).
+    """
+    ports: dict[str, str] = {}
+    used: dict[str, int] = {}
+    for p in placements:
+        tmpl = templates[p.vm]
+        if p.host != host or tmpl.nic is not NicMode.passthrough or not p.nic:
+            continue
+        nic = next(n for n in profile.nics if n.pci == p.nic)
+        index = used.get(nic.pci, 0)
+        used[nic.pci] = index + 1
+        ports[p.vm] = nic.pci[:-1] + str(index % nic.ports)
+    return ports
+
+
+def wanted_devices(
+    tmpl: VmTemplate, placement: VmPlacement, nic_port: str | None
+) -> list[DeviceWant]:
+    if tmpl.gpu_mode is GpuMode.vgpu:
+        devices = [DeviceWant("vgpu", vgpu=tmpl.vgpu_profile) for _ in placement.gpus]
+    else:
+        devices = [DeviceWant("fixed", id=pci) for pci in placement.gpus]
+    if nic_port:
+        devices.append(DeviceWant("fixed", id=nic_port, role="nic"))
+    return devices
+
+
+def wanted_extra_config(
+    tmpl: VmTemplate, placement: VmPlacement, profile: HardwareProfile
+) -> dict[str, str]:
+    """extraConfig keys rackcert owns for this VM, with their values."""
+    memory = {g.pci: g.memory_gb for g in profile.gpus}
+    out: dict[str, str] = {}
+    gpus = list(placement.gpus)
+    if gpus and tmpl.gpu_mode is GpuMode.passthrough:
+        out[MMIO_ENABLE] = "TRUE"
+        out[MMIO_SIZE] = str(mmio_size_gb([memory[g] for g in gpus], tmpl.mmio_size_gb))
+    if len(gpus) >= 2:
+        out[ALLOW_P2P] = "true"
+        out[RELAX_ACS] = "true"
+        if tmpl.gpu_mode is GpuMode.vgpu:
+            # NVLink P2P between vGPUs on A100 needs unified memory off (DESIGN.md, Provision).
+            for n in range(len(gpus)):
+                out[f"pciPassthru{n}.cfg.enable_uvm"] = "0"
+    if tmpl.numa_affinity and placement.numa is not None and gpus:
+        out[NUMA_AFFINITY] = str(placement.numa)
+    return out

@@ -1,0 +1,235 @@
+"""`rackcert plan` and `rackcert provision`: the vSphere stage.
+
+plan: discover the rack (one PropertyCollector call) and print what must change.
+provision: the same, then apply it (hosts first, then VMs) and record
+observed_before, actions, done and observed_after in provision.json.
+pyVmomi is imported lazily, inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rackcert.cli.common import (
+    JsonOpt,
+    RunOpt,
+    RunsRootOpt,
+    SpecArg,
+    app,
+    console,
+    default_runs_root,
+    err_console,
+    load,
+    open_or_create_run,
+    print_json,
+)
+from rackcert.errors import InputError, RackcertError
+from rackcert.runs import utc_now
+
+
+def _actions_table(actions: list[Any], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "target", "action", "change", "reason"):
+        table.add_column(col, overflow="fold")
+    for i, a in enumerate(actions, 1):
+        note = f" [yellow]({a.blocked})[/]" if a.blocked else ""
+        table.add_row(str(i), a.target, a.kind, a.change + note, a.reason)
+    return table
+
+
+@app.command("plan")
+def plan_cmd(
+    spec_path: SpecArg,
+    as_json: JsonOpt = False,
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    run: RunOpt = None,
+) -> None:
+    """Show what provision would change: ATS, passthrough, reboots, VMs, each with its reason.
+
+    Reads vCenter (spec's vcenter block) in one PropertyCollector call, diffs it with the
+    spec and records plan.json {observed, actions}. Changes nothing. Exit 0 also when the
+    plan is empty (the rack is provisioned).
+    """
+    from provision.discovery import discover
+    from provision.planner import plan
+    from provision.session import connect
+
+    loaded = load(spec_path)
+    started = utc_now()
+    with connect(loaded.spec) as si:
+        inventory = discover(si)
+    record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    observed = inventory.model_dump(mode="json")
+    try:
+        actions = plan(loaded.spec, inventory)
+    except RackcertError as exc:
+        record.write_stage(
+            "plan",
+            {"observed": observed, "actions": []},
+            status="failed",
+            error=str(exc),
+            started_at=started,
+        )
+        raise
+    data = {"observed": observed, "actions": [a.to_dict() for a in actions]}
+    path = record.write_stage("plan", data, started_at=started)
+    if as_json:
+        print_json(data | {"record": str(path)})
+        return
+    if not actions:
+        console.print(f"[green]nothing to do[/]: the rack matches {spec_path} (recorded {path})")
+        return
+    console.print(_actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
+    console.print(f"{len(actions)} action(s); recorded {path}")
+
+
+@app.command("provision")
+def provision_cmd(
+    spec_path: SpecArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking")] = False,
+    power_cycle: Annotated[
+        bool,
+        typer.Option(
+            "--power-cycle",
+            help="Power off VMs that are in the way (a host to reboot, a VM to change),"
+            " then power them on again",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    run: RunOpt = None,
+) -> None:
+    """Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs.
+
+    Asks before changing anything unless --yes. Hosts with powered-on VMs and powered-on
+    VMs are left alone (and reported) unless --power-cycle. A failed vCenter task stops the
+    run with the task's message; provision.json records what was done, and a re-run
+    finishes the job. Exit 0 when the rack matches the spec afterwards.
+    """
+    from provision.apply import ApplyError, ApplyResult, apply
+    from provision.discovery import discover
+    from provision.planner import plan
+    from provision.session import connect
+
+    loaded = load(spec_path)
+    started = utc_now()
+    with connect(loaded.spec) as si:
+        before = discover(si)
+        record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+        data: dict[str, Any] = {
+            "observed_before": before.model_dump(mode="json"),
+            "actions": [],
+            "done": [],
+            "skipped": [],
+            "observed_after": None,
+        }
+        try:
+            actions = plan(loaded.spec, before)
+        except RackcertError as exc:
+            record.write_stage(
+                "provision", data, status="failed", error=str(exc), started_at=started
+            )
+            raise
+        data["actions"] = [a.to_dict() for a in actions]
+        if not actions:
+            data["observed_after"] = data["observed_before"]
+            path = record.write_stage("provision", data, started_at=started)
+            _say(as_json, data, path, "[green]nothing to do[/]: the rack matches the spec")
+            return
+        if not as_json:
+            console.print(_actions_table(actions, f"provision rack {loaded.spec.metadata.name}"))
+        if not yes:
+            if not sys.stdin.isatty():
+                raise InputError("provision changes the rack: pass --yes to apply without asking")
+            if not typer.confirm(f"Apply {len(actions)} action(s)?", default=False):
+                raise typer.Abort()
+
+        def progress_record(result: ApplyResult) -> None:
+            data["done"], data["skipped"] = result.done, result.skipped
+            record.write_stage("provision", data, status="partial", started_at=started)
+
+        error: RackcertError | None = None
+        with _Progress(len(actions), quiet=as_json) as bar:
+            try:
+                result = apply(
+                    si,
+                    actions,
+                    power_cycle=power_cycle,
+                    on_event=bar.event,
+                    on_done=progress_record,
+                )
+                data["done"], data["skipped"] = result.done, result.skipped
+            except ApplyError as exc:
+                error = exc
+        try:
+            data["observed_after"] = discover(si).model_dump(mode="json")
+        except RackcertError as exc:
+            error = error or exc
+        if error is not None:
+            record.write_stage(
+                "provision", data, status="failed", error=str(error), started_at=started
+            )
+            raise error
+        status = "partial" if data["skipped"] else "ok"
+        path = record.write_stage("provision", data, status=status, started_at=started)
+    if data["skipped"]:
+        first = data["skipped"][0]
+        raise RackcertError(
+            f"provisioned partially: {len(data['skipped'])} action(s) skipped, first"
+            f" {first['target']}: {first['skipped']} (recorded {path})"
+        )
+    _say(as_json, data, path, f"[green]provisioned[/]: {len(data['done'])} action(s) done")
+
+
+def _say(as_json: bool, data: dict[str, Any], path: Any, text: str) -> None:
+    if as_json:
+        print_json(
+            {
+                "actions": data["actions"],
+                "done": data["done"],
+                "skipped": data["skipped"],
+                "record": str(path),
+            }
+        )
+    else:
+        console.print(f"{text} (recorded {path})")
+
+
+class _Progress:
+    """Rich progress bar over the plan's actions; the current step as its description."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.quiet = quiet
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err_console,
+            transient=True,
+            disable=quiet,
+        )
+        self.task = self.progress.add_task("provisioning", total=total)
+
+    def __enter__(self) -> _Progress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def event(self, kind: str, action: Any, detail: str) -> None:
+        if kind == "start" and action is not None:
+            self.progress.update(self.task, description=f"{action.target}: {action.kind}")
+        elif kind == "progress":
+            self.progress.update(self.task, description=detail)
+        elif kind in ("done", "skipped") and action is not None:
+            self.progress.advance(self.task)
+            if not self.quiet:
+                mark = "[green]done[/]" if kind == "done" else f"[yellow]skipped[/] ({detail})"
+                self.progress.console.print(f"{mark} {action.target}: {action.change}")
