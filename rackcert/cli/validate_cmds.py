@@ -1,0 +1,147 @@
+"""`rackcert validate`: check every node of the rack against its spec, in parallel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from rackcert.cli.common import (
+    RunOpt,
+    RunsRootOpt,
+    SpecArg,
+    app,
+    console,
+    default_runs_root,
+    err_console,
+    load,
+    open_or_create_run,
+)
+from rackcert.errors import RackcertError
+
+
+@app.command("validate")
+def validate_cmd(
+    spec_path: SpecArg,
+    node: Annotated[
+        list[str] | None, typer.Option("--node", "-n", help="Only this VM (repeatable)")
+    ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option("--check", "-c", help="Only checks with this id or prefix: gpu.driver, gpu"),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Also write JUnit XML here (for CI)")
+    ] = None,
+    local: Annotated[
+        bool,
+        typer.Option("--local", help="Validate this machine as the spec's first (or --node) VM"),
+    ] = False,
+    tool_path: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-path",
+            envvar="RACKCERT_TOOL_PATH",
+            help="Directory put first on the nodes' PATH ({node} expands); for test fakes",
+        ),
+    ] = None,
+    ssh_config: Annotated[
+        Path | None,
+        typer.Option("--ssh-config", help="SSH client config to use instead of rackcert's own"),
+    ] = None,
+    no_facts: Annotated[
+        bool, typer.Option("--no-facts", help="Skip the pyinfra facts snapshot (facts.json)")
+    ] = False,
+    list_checks: Annotated[
+        bool, typer.Option("--list", help="List the check ids with what each expects, and exit")
+    ] = False,
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    run: RunOpt = None,
+) -> None:
+    """Check every VM of the spec (GPUs, driver, CUDA, NVLink, OFED, RDMA, mounts, MTU, SSH
+    trust, clock) and the hypervisor settings provision recorded, all nodes in parallel.
+
+    Writes validate.json, facts.json and JUnit XML into the run directory. Exit 0 only when no
+    check of severity error fails; an unreachable node is a failed node, the others still run.
+    """
+    from validation.checks import select
+
+    if list_checks:
+        _print_checks(select(check))
+        return
+    from validation.runner import validate
+
+    loaded = load(spec_path)
+    root = runs_dir or default_runs_root()
+    run_dir = open_or_create_run(loaded, root, run)
+    outcome = validate(
+        loaded,
+        run_dir,
+        runs_root=root,
+        nodes=node,
+        checks=check,
+        local=local,
+        tool_path=tool_path,
+        junit=junit,
+        ssh_config=ssh_config,
+        facts=not no_facts,
+        console=err_console if err_console.is_terminal else None,
+    )
+    _print_outcome(outcome)
+    if not outcome.ok:
+        failing = outcome.summary["failing"]
+        more = f" (+{len(failing) - 5} more)" if len(failing) > 5 else ""
+        raise RackcertError(
+            f"validate failed: {len(failing)} error-severity check(s) failed:"
+            f" {', '.join(failing[:5])}{more}; record {outcome.record}"
+        )
+
+
+def _print_checks(defs) -> None:
+    table = Table()
+    for col in ("id", "severity", "expects", "fix"):
+        table.add_column(col)
+    for d in defs:
+        table.add_row(d.id, d.severity.value, d.summary, d.fix)
+    console.print(table)
+
+
+def _print_outcome(outcome) -> None:
+    table = Table(title="validate", title_justify="left")
+    for col in ("node", "status", "pass", "fail", "error", "skip", "note"):
+        table.add_column(col)
+    rows = dict(outcome.nodes)
+    for r in outcome.results:  # hypervisor-only nodes (ESXi hosts)
+        rows.setdefault(r.node, {"status": None, "counts": {}, "error": ""})
+    for name, info in rows.items():
+        mine = [r for r in outcome.results if r.node == name]
+        counts = {
+            s: sum(r.status.value == s for r in mine) for s in ("pass", "fail", "error", "skip")
+        }
+        failing = any(
+            r.severity.value == "error" and r.status.value in ("fail", "error") for r in mine
+        )
+        bad = info.get("status") == "failed" or failing
+        status = "[red]FAILED[/]" if bad else "[green]passed[/]"
+        note = info.get("error", "") if info.get("status") is not None else "hypervisor"
+        table.add_row(name, status, *(str(counts[s]) for s in counts), note[:60])
+    console.print(table)
+    for r in outcome.results:
+        if r.status.value in ("fail", "error"):
+            sev = "red" if r.severity.value == "error" else "yellow"
+            console.print(
+                f"[{sev}]{r.status.value.upper()}[/] {r.node} {r.id}: {r.reason or 'failed'}"
+                f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"
+                + (f"\n    fix: {r.fix}" if r.fix else ""),
+                soft_wrap=True,
+            )
+    s = outcome.summary
+    verdict = "[green]OK[/]" if s["ok"] else "[red]FAILED[/]"
+    console.print(
+        f"{verdict} {s['passed']} passed, {s['failed']} failed, {s['errors']} errors,"
+        f" {s['skipped']} skipped in {s['wall_seconds']:.1f}s; record {outcome.record};"
+        f" JUnit {outcome.junit}",
+        soft_wrap=True,
+    )

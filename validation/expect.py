@@ -1,0 +1,117 @@
+"""What each node must be, derived from the spec alone (and `rackcert.placement`).
+
+Checks never read the spec: they read a `NodeExpect`, so every expectation has
+one place where it comes from, and the runner can hand it to the pytest process
+as JSON. Nothing here is hard-coded per GPU model or site: versions, GPU count
+and model, MTU, mount options and peers are all the spec's.
+
+    >>> expect = expectations(spec)["mn-node1"]
+    >>> expect.driver, expect.gpus, expect.mtu
+    ('470.82.01', 1, 9000)
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from rackcert.placement import place
+from rackcert.spec import NicMode, Spec
+
+
+class Peer(BaseModel):
+    name: str
+    address: str
+    port: int = 22
+
+
+class MountExpect(BaseModel):
+    mount_point: str
+    source: str
+    fstype: str
+    options: list[str] = Field(default_factory=list)
+
+
+class NodeExpect(BaseModel):
+    """Everything the guest checks compare against, for one VM."""
+
+    node: str
+    address: str
+    ssh_port: int = 22
+    user: str = "root"
+    host: str | None = Field(None, description="ESXi host the VM is placed on")
+    gpus: int = 0
+    gpu_models: list[str] = Field(default_factory=list)
+    gpu_pcis: list[str] = Field(default_factory=list, description="Host PCI ids, from placement")
+    nvlink_pair: bool = False
+    driver: str | None = None
+    cuda: str | None = None
+    ofed: str | None = None
+    container_toolkit: str | None = None
+    container_runtime: str = "none"
+    rdma: bool = Field(False, description="NIC given to the VM (passthrough/SR-IOV): RDMA expected")
+    nic_model: str | None = None
+    nic_speed_gbps: int | None = None
+    mtu: int = 9000
+    interface: str | None = None
+    mount: MountExpect | None = None
+    os: str = ""
+    peers: list[Peer] = Field(default_factory=list)
+
+
+def _mount(spec: Spec) -> MountExpect | None:
+    nfs = spec.storage.nfs
+    if nfs is None:
+        return None
+    if nfs.fstype == "none":
+        return MountExpect(
+            mount_point=nfs.mount_point, source=nfs.export, fstype="none", options=nfs.options
+        )
+    return MountExpect(
+        mount_point=nfs.mount_point,
+        source=f"{nfs.server}:{nfs.export}",
+        fstype=nfs.fstype,
+        options=nfs.options,
+    )
+
+
+def expectations(spec: Spec) -> dict[str, NodeExpect]:
+    """One NodeExpect per VM of the spec, in spec order."""
+    placements = {p.vm: p for p in place(spec)}
+    guest = spec.guest
+    out: dict[str, NodeExpect] = {}
+    for vm in spec.vms:
+        tmpl = spec.template(vm.template)
+        placed = placements[vm.name]
+        profile = spec.host_profile(placed.host)
+        by_pci = {g.pci: g for g in profile.gpus}
+        nic = next((n for n in profile.nics if n.pci == placed.nic), None)
+        rdma = tmpl.nic in (NicMode.passthrough, NicMode.sriov) and nic is not None
+        out[vm.name] = NodeExpect(
+            node=vm.name,
+            address=vm.address,
+            ssh_port=vm.ssh_port,
+            user=guest.ssh.user,
+            host=placed.host,
+            gpus=tmpl.gpus,
+            gpu_models=[by_pci[p].model for p in placed.gpus],
+            gpu_pcis=list(placed.gpus),
+            nvlink_pair=placed.nvlink_pair,
+            driver=guest.nvidia_driver,
+            cuda=guest.cuda,
+            ofed=guest.ofed,
+            container_toolkit=guest.container_toolkit,
+            container_runtime=guest.container_runtime,
+            rdma=rdma,
+            nic_model=nic.model if rdma and nic else None,
+            nic_speed_gbps=nic.speed_gbps if rdma and nic else None,
+            mtu=spec.network.mtu,
+            interface=spec.network.interface,
+            mount=_mount(spec),
+            os=guest.os,
+            peers=[
+                Peer(name=p.name, address=p.address, port=p.ssh_port)
+                for p in spec.vms
+                if p.name != vm.name
+            ],
+        )
+    return out

@@ -1,0 +1,46 @@
+"""JUnit XML from CheckResults, for CI systems: one testsuite per node, one case per check."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from rackcert.results import CheckResult, Status
+from rackcert.runs import atomic_write_bytes_checked
+
+
+def junit_xml(results: list[CheckResult], name: str = "rackcert.validate") -> bytes:
+    by_node: dict[str, list[CheckResult]] = defaultdict(list)
+    for r in results:
+        by_node[r.node].append(r)
+    root = ET.Element("testsuites", name=name)
+    for node, items in by_node.items():
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=node,
+            tests=str(len(items)),
+            failures=str(sum(r.status is Status.failed for r in items)),
+            errors=str(sum(r.status is Status.error for r in items)),
+            skipped=str(sum(r.status is Status.skipped for r in items)),
+        )
+        for r in items:
+            case = ET.SubElement(suite, "testcase", classname=node, name=r.id)
+            detail = f"observed: {r.observed}\nexpected: {r.expected}\nfix: {r.fix}"
+            message = f"[{r.severity.value}] {r.reason}"
+            if r.status is Status.failed:
+                ET.SubElement(case, "failure", message=message).text = detail
+            elif r.status is Status.error:
+                ET.SubElement(case, "error", message=message).text = detail
+            elif r.status is Status.skipped:
+                ET.SubElement(case, "skipped", message=r.reason)
+            else:
+                ET.SubElement(case, "system-out").text = f"observed: {r.observed}"
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def write_junit(path: Path, results: list[CheckResult]) -> Path:
+    atomic_write_bytes_checked(Path(path), junit_xml(results))
+    return Path(path)

@@ -1,0 +1,315 @@
+"""Pure parsers: the text a tool prints -> a typed value. No host, no spec.
+
+Each parser is tested on output captured from real machines
+(tests/fixtures/h200/ for nvidia-smi on an H200) and on fakes built from the
+tools' documented formats where no such machine was at hand (OFED, mlxconfig).
+A parser that cannot make sense of its input raises `ParseError` with the line
+it choked on, which a check reports as an error, never as a pass.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass, field
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class ParseError(ValueError):
+    """The output did not have the shape the parser knows."""
+
+
+def _na(value: str) -> str | None:
+    """nvidia-smi prints [N/A], N/A or [Not Supported] for fields a GPU lacks."""
+    text = value.strip()
+    if not text or text.strip("[]").lower() in {"n/a", "not supported", "unknown error"}:
+        return None
+    return text
+
+
+def gpu_query_csv(text: str) -> list[dict[str, str | None]]:
+    """`nvidia-smi --query-gpu=... --format=csv,nounits` (with header) -> one dict per GPU.
+
+    Keys are the query field names without units (`memory.total`); [N/A] becomes None.
+    """
+    rows = [ln for ln in text.splitlines() if ln.strip()]
+    if not rows or "," not in rows[0] and rows[0].strip() != "index":
+        raise ParseError(f"not nvidia-smi CSV: {rows[0][:120] if rows else '(empty)'}")
+    reader = csv.reader(io.StringIO("\n".join(rows)), skipinitialspace=True)
+    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in next(reader)]
+    if "index" not in header and "name" not in header:
+        raise ParseError(f"nvidia-smi CSV without a known header: {rows[0][:120]}")
+    out = []
+    for values in reader:
+        if len(values) != len(header):
+            raise ParseError(f"nvidia-smi CSV row has {len(values)} fields: {','.join(values)}")
+        out.append({k: _na(v) for k, v in zip(header, values, strict=True)})
+    return out
+
+
+def smi_q_header(text: str) -> dict[str, str]:
+    """The top of `nvidia-smi -q`: Driver Version, CUDA Version, Attached GPUs."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("GPU "):
+            break
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not line.startswith(" " * 8):
+            out[key.strip()] = value.strip()
+    if "Driver Version" not in out:
+        raise ParseError("nvidia-smi -q output has no 'Driver Version' line")
+    return out
+
+
+@dataclass
+class Topology:
+    """`nvidia-smi topo -m`: the link between each pair of devices (X, NV12, PIX, SYS...)."""
+
+    devices: list[str]
+    links: dict[tuple[str, str], str] = field(default_factory=dict)
+    numa: dict[str, str] = field(default_factory=dict)
+
+    def gpus(self) -> list[str]:
+        return [d for d in self.devices if d.startswith("GPU")]
+
+    def link(self, a: str, b: str) -> str | None:
+        return self.links.get((a, b))
+
+
+def topo_matrix(text: str) -> Topology:
+    lines = [_ANSI.sub("", ln).rstrip() for ln in text.splitlines()]
+    header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0\b", ln)), None)
+    if header_i is None:
+        raise ParseError("nvidia-smi topo -m output has no GPU0 header")
+    cols = [c.strip() for c in lines[header_i].strip().split("\t") if c.strip()]
+    devices = [c for c in cols if re.fullmatch(r"(GPU|NIC|mlx\w*)\d*", c)]
+    topo = Topology(devices=devices)
+    for line in lines[header_i + 1 :]:
+        if not line.strip() or line.startswith("Legend"):
+            break
+        cells = [c.strip() for c in line.split("\t")]
+        name = cells[0]
+        if not re.fullmatch(r"(GPU|NIC)\d+", name):
+            continue
+        values = [c for c in cells[1:]]
+        for j, dev in enumerate(devices):
+            if j < len(values):
+                topo.links[(name, dev)] = values[j]
+        if "NUMA Affinity" in cols:
+            k = cols.index("NUMA Affinity")
+            if k < len(values):
+                topo.numa[name] = values[k]
+    return topo
+
+
+@dataclass
+class NvlinkGpu:
+    index: int
+    name: str
+    active: list[float] = field(default_factory=list)
+    inactive: int = 0
+
+
+def nvlink_status(text: str) -> list[NvlinkGpu]:
+    """`nvidia-smi nvlink -s` -> per GPU, the speeds (GB/s) of its active links."""
+    gpus: list[NvlinkGpu] = []
+    for line in text.splitlines():
+        head = re.match(r"^GPU (\d+): (.*?)(?: \(UUID: .*\))?$", line.strip())
+        if head:
+            gpus.append(NvlinkGpu(int(head.group(1)), head.group(2)))
+            continue
+        link = re.match(r"^Link (\d+): (.*)$", line.strip())
+        if link and gpus:
+            speed = re.match(r"([\d.]+) GB/s", link.group(2))
+            if speed:
+                gpus[-1].active.append(float(speed.group(1)))
+            else:
+                gpus[-1].inactive += 1
+    return gpus
+
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:, (.*))?")
+
+
+def xid_events(text: str) -> list[tuple[str, int, str]]:
+    """Kernel log lines `NVRM: Xid (PCI:0000:17:00): 79, ...` -> (pci, xid, rest)."""
+    return [
+        (m.group(1), int(m.group(2)), (m.group(3) or "").strip())
+        for m in (_XID.search(ln) for ln in text.splitlines())
+        if m
+    ]
+
+
+def module_names(text: str) -> set[str]:
+    """/proc/modules -> loaded module names."""
+    return {ln.split()[0] for ln in text.splitlines() if ln.strip()}
+
+
+def cuda_toolkit(text: str) -> str | None:
+    """/usr/local/cuda/version.json or `nvcc --version` -> '12.4.1' (None when neither)."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError as exc:
+            raise ParseError(f"version.json is not JSON: {exc}") from None
+        version = (data.get("cuda") or {}).get("version")
+        return str(version) if version else None
+    match = re.search(r"release ([\d.]+), V([\d.]+)", text)
+    if match:
+        return match.group(2)
+    return None
+
+
+def ofed_version(text: str) -> str:
+    """`ofed_info -s` -> 'MLNX_OFED_LINUX-5.4-3.1.0.0:' -> '5.4-3.1.0.0'."""
+    line = text.strip().splitlines()[0].strip().rstrip(":") if text.strip() else ""
+    match = re.match(r"^(?:MLNX_OFED_LINUX|OFED-internal|OFED|DOCA[-_]\w+)-(.+)$", line)
+    if not match:
+        raise ParseError(f"ofed_info -s printed {line[:120]!r}, not an OFED version")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    device: str
+    port: int
+    netdev: str
+    up: bool
+
+
+def ibdev2netdev(text: str) -> list[RdmaPort]:
+    """`ibdev2netdev` lines `mlx5_0 port 1 ==> ens1f0np0 (Up)`."""
+    ports = []
+    for line in text.splitlines():
+        m = re.match(r"^(\S+) port (\d+) ==> (\S+) \((\w+)\)", line.strip())
+        if m:
+            ports.append(RdmaPort(m.group(1), int(m.group(2)), m.group(3), m.group(4) == "Up"))
+    return ports
+
+
+def ib_rates(text: str) -> dict[str, float]:
+    """`/sys/class/infiniband/<dev>/ports/<n>/rate: 100 Gb/sec (2X HDR)` -> {dev/port: Gb/s}."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/rate: ([\d.]+) Gb/sec", line)
+        if m:
+            out[f"{m.group(1)}/{m.group(2)}"] = float(m.group(3))
+    return out
+
+
+def mlxconfig_ats(text: str) -> dict[str, str]:
+    """`mlxconfig q ATS_ENABLED` -> {device PCI address: 'True(1)' or 'False(0)'}."""
+    out: dict[str, str] = {}
+    device = None
+    for line in text.splitlines():
+        m = re.match(r"^Device:\s+(\S+)", line.strip())
+        if m:
+            device = m.group(1)
+            continue
+        m = re.match(r"^ATS_ENABLED\s+(\S+)", line.strip())
+        if m and device:
+            out[device] = m.group(1)
+    return out
+
+
+def ctk_version(text: str) -> str | None:
+    m = re.search(r"version ([\d.]+)", text)
+    return m.group(1) if m else None
+
+
+def cdi_gpus(text: str) -> list[str]:
+    """`nvidia-ctk cdi list` -> the numbered GPU devices (nvidia.com/gpu=0, ...)."""
+    return sorted({m.group(1) for m in re.finditer(r"nvidia\.com/gpu=(\d+)", text)})
+
+
+@dataclass(frozen=True)
+class Mount:
+    mount_point: str
+    root: str
+    fstype: str
+    source: str
+    options: frozenset[str]
+
+
+def mountinfo(text: str) -> list[Mount]:
+    """/proc/self/mountinfo -> mounts; options are the per-mount and super-block ones together."""
+    out = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        a, b = left.split(), right.split()
+        if len(a) < 6 or len(b) < 3:
+            continue
+        unescape = lambda s: s.replace("\\040", " ").replace("\\011", "\t")  # noqa: E731
+        opts = frozenset(a[5].split(",")) | frozenset(b[2].split(","))
+        out.append(Mount(unescape(a[4]), unescape(a[3]), b[0], unescape(b[1]), opts))
+    return out
+
+
+@dataclass
+class NetState:
+    mtu: dict[str, int] = field(default_factory=dict)
+    addrs: dict[str, list[str]] = field(default_factory=dict)
+    default_dev: str | None = None
+
+
+def net_state(text: str) -> NetState:
+    """The `net` probe: `mtu IF N`, `addr <ip -o -4 addr line>`, `route <default route>`."""
+    state = NetState()
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "mtu":
+            name, _, value = rest.partition(" ")
+            if value.strip().isdigit():
+                state.mtu[name] = int(value)
+        elif kind == "addr":
+            m = re.match(r"^\d+:\s+(\S+)\s+inet\s+([\d.]+)/", rest)
+            if m:
+                state.addrs.setdefault(m.group(1).split("@")[0], []).append(m.group(2))
+        elif kind == "route":
+            m = re.search(r"\bdev (\S+)", rest)
+            if m and state.default_dev is None:
+                state.default_dev = m.group(1)
+    return state
+
+
+def clock_synced(text: str) -> tuple[bool, str]:
+    """The `clock` probe (timedatectl or chronyc) -> (synchronised?, what it said)."""
+    m = re.search(r"NTPSynchronized=(\w+)", text)
+    if m:
+        return m.group(1) == "yes", f"timedatectl NTPSynchronized={m.group(1)}"
+    m = re.search(r"Leap status\s*:\s*(.+)", text)
+    if m:
+        status = m.group(1).strip()
+        return status == "Normal", f"chronyc leap status {status}"
+    raise ParseError(f"no clock status in: {text.strip()[:120]}")
+
+
+def os_release(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip().strip('"')
+    return out
+
+
+@dataclass(frozen=True)
+class PeerResult:
+    name: str
+    rc: int
+    message: str
+
+
+def ssh_peers(text: str) -> dict[str, PeerResult]:
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^peer (\S+) rc=(\d+) ?(.*)$", line)
+        if m:
+            out[m.group(1)] = PeerResult(m.group(1), int(m.group(2)), m.group(3).strip())
+    return out

@@ -1,0 +1,355 @@
+"""The validate fan-out: every node at once, live progress, one record.
+
+One pytest process (validation/suite) gathers all nodes' probes in parallel and
+judges them; at the same time a pyinfra process takes the facts snapshot, and
+the hypervisor checks run here over the recorded discovery. The runner follows
+the suite's events file for a rich progress display, then merges everything
+into validate.json (through RunDir.write_stage), JUnit XML and facts.json.
+
+    >>> outcome = validate(loaded, run, runs_root=Path("runs"))
+    >>> outcome.ok, outcome.summary["failed"]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import InputError
+from rackcert.results import CheckResult, Severity, Status
+from rackcert.runs import RunDir, atomic_write_bytes_checked, utc_now
+from rackcert.spec_loader import LoadedSpec
+from validation.checks import select
+from validation.expect import NodeExpect, expectations
+from validation.gather import Job, Target
+from validation.hypervisor import discovery_record, hypervisor_results
+from validation.junit import write_junit
+
+SUITE = Path(__file__).resolve().parent / "suite" / "test_checks.py"
+TOOL_PATH_ENV = "RACKCERT_TOOL_PATH"
+
+
+@dataclass
+class Outcome:
+    results: list[CheckResult]
+    nodes: dict[str, dict[str, Any]]
+    summary: dict[str, Any]
+    record: Path
+    junit: Path
+    facts: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.summary["ok"])
+
+
+def _ssh_config(run: RunDir) -> Path:
+    """Non-interactive SSH for validate: no password prompts, run-local known_hosts (TOFU)."""
+    art = run.artifacts("validate")
+    path = art / "ssh_config"
+    text = (
+        "Host *\n  BatchMode yes\n  StrictHostKeyChecking accept-new\n"
+        f"  UserKnownHostsFile {art / 'known_hosts'}\n  LogLevel ERROR\n  ConnectTimeout 5\n"
+    )
+    atomic_write_bytes_checked(path, text.encode())
+    return path
+
+
+def targets(
+    loaded: LoadedSpec,
+    run: RunDir,
+    *,
+    nodes: list[str] | None = None,
+    local: bool = False,
+    ssh_config: Path | None = None,
+) -> list[Target]:
+    """Who to validate and how to reach them; an unknown --node is an input error."""
+    spec = loaded.spec
+    expects = expectations(spec)
+    if nodes:
+        unknown = [n for n in nodes if n not in expects]
+        if unknown:
+            raise InputError(
+                f"unknown node {', '.join(unknown)} (VMs in {loaded.path}:"
+                f" {', '.join(expects) or 'none'})"
+            )
+    if local:
+        if not expects:
+            raise InputError(f"{loaded.path}: the spec has no VM to validate this machine as")
+        name = (nodes or list(expects))[0]
+        return [Target(expect=expects[name], hostspec="local://")]
+    chosen: list[NodeExpect] = [expects[n] for n in (nodes or list(expects))]
+    key = spec.guest.ssh.key_file
+    key_path = str(Path(key).expanduser()) if key else None
+    if key_path and not Path(key_path).is_file():
+        raise InputError(f"guest.ssh.key_file {key} does not exist; create it or fix the spec")
+    config = str(ssh_config or _ssh_config(run))
+    return [
+        Target(
+            expect=e,
+            hostspec=f"ssh://{e.user}@{e.address}:{e.ssh_port}",
+            identity_file=key_path,
+            ssh_config=config,
+        )
+        for e in chosen
+    ]
+
+
+def _suite_cmd(job_path: Path, art: Path) -> list[str]:
+    ini = art / "pytest.ini"
+    atomic_write_bytes_checked(ini, b"[pytest]\naddopts =\n")
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITE),
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(art),
+        "-p",
+        "validation.suite.plugin",
+        "-p",
+        "no:cacheprovider",
+        "--rackcert-job",
+        str(job_path),
+        "-q",
+        "-rN",
+        "--tb=no",
+        "--no-header",
+    ]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+class _Follow:
+    """Reads the events file as it grows."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.buf = path, 0, ""
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("r", encoding="utf-8") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+                self.offset = handle.tell()
+        except FileNotFoundError:
+            return []
+        self.buf += chunk
+        lines = self.buf.split("\n")
+        self.buf = lines.pop()
+        return [json.loads(ln) for ln in lines if ln.strip()]
+
+
+def _progress(console, nodes: list[str], total: int):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=console is None,
+    )
+    tasks = {n: progress.add_task(f"{n}: gathering", total=total) for n in nodes}
+    return progress, tasks
+
+
+def validate(
+    loaded: LoadedSpec,
+    run: RunDir,
+    *,
+    runs_root: Path,
+    nodes: list[str] | None = None,
+    checks: list[str] | None = None,
+    local: bool = False,
+    tool_path: str | None = None,
+    junit: Path | None = None,
+    ssh_config: Path | None = None,
+    facts: bool = True,
+    hypervisor: bool | None = None,
+    console=None,
+) -> Outcome:
+    """Validate the spec's nodes, record validate.json + JUnit (+ facts.json); never raises for
+    a failing or unreachable node (only for bad input)."""
+    started, t0 = utc_now(), time.monotonic()
+    spec = loaded.spec
+    defs = select(checks)
+    hv_selected = not checks or any(p == "hv" or p.startswith("hv.") for p in checks)
+    tgts = targets(loaded, run, nodes=nodes, local=local, ssh_config=ssh_config)
+    tool_path = tool_path or os.environ.get(TOOL_PATH_ENV) or None
+    art = run.artifacts("validate")
+    events = art / "events.jsonl"
+    events.unlink(missing_ok=True)
+    job = Job(targets=tgts, checks=[d.id for d in defs], tool_path=tool_path, events=str(events))
+    job_path = art / "job.json"
+    atomic_write_bytes_checked(job_path, job.model_dump_json(indent=2).encode())
+
+    env = _child_env()
+    procs: dict[str, subprocess.Popen] = {}
+    if defs:
+        with (art / "pytest.log").open("wb") as log:
+            procs["suite"] = subprocess.Popen(
+                _suite_cmd(job_path, art), stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+    facts_path = run.path / "facts.json"
+    if facts:
+        with (art / "facts.log").open("wb") as log:
+            procs["facts"] = subprocess.Popen(
+                [sys.executable, "-m", "validation.facts", str(job_path), str(facts_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    # Hypervisor checks run here while the guests answer.
+    hv_results: list[CheckResult] = []
+    hv_source = None
+    if hypervisor if hypervisor is not None else (hv_selected and not local):
+        found = discovery_record(spec.metadata.name, run, runs_root)
+        if found is None:
+            hv_results.append(
+                CheckResult(
+                    id="hv.discovery",
+                    node=spec.metadata.name,
+                    severity=Severity.warning,
+                    status=Status.skipped,
+                    reason="no provision.json or plan.json recorded for this rack: run"
+                    " `rackcert plan` or `rackcert provision` first",
+                )
+            )
+        else:
+            inventory, hv_source = found
+            names = [t.expect.node for t in tgts] if nodes else None
+            hv_results = hypervisor_results(spec, inventory, names)
+
+    names = [t.expect.node for t in tgts]
+    gathered: dict[str, dict[str, Any]] = {}
+    guest: list[CheckResult] = []
+    follow = _Follow(events)
+    progress, tasks = _progress(console, names, len(defs))
+    with progress:
+        while True:
+            done = "suite" not in procs or procs["suite"].poll() is not None
+            for ev in follow.read():
+                if ev.get("event") == "gathered":
+                    gathered[ev["node"]] = ev
+                    state = "checking" if ev["reachable"] else "[red]unreachable[/]"
+                    progress.update(tasks[ev["node"]], description=f"{ev['node']}: {state}")
+                elif ev.get("event") == "result":
+                    res = CheckResult.model_validate(ev["result"])
+                    guest.append(res)
+                    progress.advance(tasks[res.node])
+            if done:
+                break
+            time.sleep(0.05)
+    suite_rc = procs["suite"].wait() if "suite" in procs else 0
+    if "facts" in procs:
+        try:
+            procs["facts"].wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            procs["facts"].kill()
+            procs["facts"].wait()
+
+    guest += _not_run(defs, names, guest, art, suite_rc)
+    order = {d.id: i for i, d in enumerate(defs)}
+    guest.sort(key=lambda r: (names.index(r.node) if r.node in names else 99, order.get(r.id, 99)))
+    results = guest + hv_results
+    node_info = _nodes(tgts, gathered, results)
+    summary = _summary(results, time.monotonic() - t0)
+    data = {
+        "results": [r.model_dump(mode="json") for r in results],
+        "nodes": node_info,
+        "summary": summary,
+        "checks": [d.id for d in defs],
+        "local": local,
+        "hypervisor_source": hv_source,
+        "facts": str(facts_path.name) if facts and facts_path.is_file() else None,
+        "tool_path": tool_path,
+    }
+    junit_path = write_junit(art / "junit.xml", results)
+    if junit:
+        write_junit(junit, results)
+    status = "ok" if summary["ok"] else "failed"
+    error = None if summary["ok"] else f"{summary['error_failures']} error-severity check(s) failed"
+    record = run.write_stage("validate", data, status=status, error=error, started_at=started)
+    return Outcome(results, node_info, summary, record, junit or junit_path, facts_path)
+
+
+def _not_run(defs, names, got: list[CheckResult], art: Path, rc: int) -> list[CheckResult]:
+    """Checks the suite never reported (it crashed or was killed): errors, never silence."""
+    seen = {(r.node, r.id) for r in got}
+    log = (art / "pytest.log").read_text(errors="replace") if (art / "pytest.log").is_file() else ""
+    tail = " ".join(log.strip().splitlines()[-1:])[:200]
+    return [
+        CheckResult(
+            id=d.id,
+            node=n,
+            severity=d.severity,
+            status=Status.error,
+            reason=f"not run: the check suite ended early (exit {rc}) {tail}".strip(),
+            fix="see artifacts/validate/pytest.log in the run directory",
+        )
+        for n in names
+        for d in defs
+        if (n, d.id) not in seen
+    ]
+
+
+def _failing(r: CheckResult) -> bool:
+    return r.severity is Severity.error and r.status in (Status.failed, Status.error)
+
+
+def _nodes(tgts: list[Target], gathered: dict, results: list[CheckResult]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for t in tgts:
+        node = t.expect.node
+        mine = [r for r in results if r.node == node]
+        counts = Counter(r.status.value for r in mine)
+        ev = gathered.get(node, {})
+        out[node] = {
+            "address": t.expect.address,
+            "target": t.hostspec,
+            "reachable": bool(ev.get("reachable")),
+            "error": ev.get("error", "") or ("" if ev else "no answer"),
+            "gather_seconds": ev.get("seconds"),
+            "counts": dict(counts),
+            "status": "failed"
+            if any(_failing(r) for r in mine) or not ev.get("reachable")
+            else "passed",
+        }
+    return out
+
+
+def _summary(results: list[CheckResult], seconds: float) -> dict[str, Any]:
+    counts = Counter(r.status.value for r in results)
+    failing = [r for r in results if _failing(r)]
+    return {
+        "total": len(results),
+        "passed": counts.get("pass", 0),
+        "failed": counts.get("fail", 0),
+        "errors": counts.get("error", 0),
+        "skipped": counts.get("skip", 0),
+        "error_failures": len(failing),
+        "failing": sorted({f"{r.node}:{r.id}" for r in failing}),
+        "ok": not failing,
+        "wall_seconds": round(seconds, 3),
+    }
