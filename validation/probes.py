@@ -145,7 +145,7 @@ PROBES: dict[str, Probe] = {
                 " ip -o -4 addr show 2>/dev/null | sed 's/^/addr /';"
                 " ip route show default 2>/dev/null | sed 's/^/route /';"
                 # /proc/net/route answers where `ip` is not installed (seen on the H200 machine).
-                " while read -r dev dst rest; do [ \"$dst\" = 00000000 ] &&"
+                ' while read -r dev dst rest; do [ "$dst" = 00000000 ] &&'
                 ' echo "route default dev $dev"; done < /proc/net/route 2>/dev/null; true'
             ),
         ),

@@ -168,10 +168,20 @@ def pod_templates(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(role, r.get("template") or {}) for role, r in replicas.items()]
 
 
+def kubernetes_validate_available() -> bool:
+    """kubernetes-validate is a dev extra (its schemas weigh ~100 MB); without it the pod
+    templates go unchecked and the record says so."""
+    import importlib.util
+
+    return importlib.util.find_spec("kubernetes_validate") is not None
+
+
 def validate(text: str, *, k8s_version: str = K8S_VERSION) -> list[str]:
-    """Problems found in one manifest (empty when it is valid). Works offline."""
+    """Problems found in one manifest (empty when it is valid). Works offline.
+
+    The envelope is always checked; pod templates only where kubernetes-validate is installed.
+    """
     import jsonschema
-    import kubernetes_validate
     import yaml
 
     try:
@@ -185,6 +195,10 @@ def validate(text: str, *, k8s_version: str = K8S_VERSION) -> list[str]:
         f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
         for e in jsonschema.Draft202012Validator(SCHEMAS[doc["kind"]]).iter_errors(doc)
     ]
+    if not kubernetes_validate_available():
+        return problems
+    import kubernetes_validate
+
     for role, template in pod_templates(doc):
         wrapped = {
             "apiVersion": "v1",
@@ -195,7 +209,7 @@ def validate(text: str, *, k8s_version: str = K8S_VERSION) -> list[str]:
         try:
             kubernetes_validate.validate(wrapped, k8s_version, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.caused_by.path)
+            where = "/".join(str(p) for p in exc.absolute_path)
             problems.append(f"{role} pod template {where}: {exc.message}")
     return problems
 
@@ -231,6 +245,7 @@ def write_manifests(
             path.write_text(text)
             files.append({"kind": kind, "nodes": n, "path": str(path), "valid": True})
     return {
+        "pod_templates_validated": kubernetes_validate_available(),
         "image": image,
         "namespace": namespace,
         "kubernetes_schema_version": K8S_VERSION,

@@ -200,7 +200,8 @@ def build_launch(
             cmd = launch.local_horovodrun(point.procs_per_node, args)
         else:
             cmd = launch.local_torchrun(point.procs_per_node, args)
-        env = {"PYTHONPATH": str(REPO_ROOT)}
+        path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {"PYTHONPATH": path}
         if engine.device == "cpu":
             # One core per rank at every scale (torchrun sets it only for >1 process), so the
             # 1-rank baseline is not a 2-thread run and CPU "weak scaling" means something.

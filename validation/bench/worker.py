@@ -27,7 +27,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="validation.bench.worker", description=__doc__)
     p.add_argument("--backend", choices=["torch", "horovod"], default="torch")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--tasks", default="allreduce,resnet", help="comma list: allreduce,resnet")
+    p.add_argument("--tasks", default="allreduce,resnet", help="comma list: allreduce,resnet,naive")
     p.add_argument("--quick", action="store_true", help="small sizes, few steps")
     p.add_argument("--min-bytes", type=int, default=8)
     p.add_argument("--max-bytes", type=int, help="default 1 GiB on GPUs, 64 MiB on CPUs")
@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
         if "resnet" in tasks:
             out["resnet"] = resnet.train(comm, train_config(args, comm.device.type))
+        if "naive" in tasks:
+            out["naive"] = resnet.train(comm, train_config(args, comm.device.type).naive())
     finally:
         comm.close()
     return out if comm.rank == 0 else {}

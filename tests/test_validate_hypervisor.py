@@ -1,0 +1,126 @@
+"""Hypervisor checks over a recorded discovery, with expectations from spec + placement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rackcert.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
+from rackcert.placement import place
+from rackcert.results import Status
+from rackcert.runs import RunDir
+from rackcert.spec_loader import load_spec
+from validation.hypervisor import discovery_record, hypervisor_results, mmio_size_gb
+
+SPEC = Path(__file__).parent.parent / "inventories" / "r750xa-4node.yaml"
+
+
+def test_mmio_rule_from_design():
+    assert mmio_size_gb([80]) == 256
+    assert mmio_size_gb([80, 80]) == 512
+    assert mmio_size_gb([40, 40]) == 256
+    assert mmio_size_gb([141]) == 512
+    assert mmio_size_gb([80], override=128) == 128
+
+
+def good_inventory(spec) -> Inventory:
+    """What a correct provision would have left: built from the same placement."""
+    placements = place(spec)
+    hosts, vms = [], []
+    for h in spec.hosts:
+        prof = spec.profile(h.profile)
+        devs = [
+            PciDevice(
+                id=g.pci,
+                vendor_id=0x10DE,
+                device_id=0x20B5,
+                passthru_enabled=True,
+                passthru_active=True,
+            )
+            for g in prof.gpus
+        ]
+        devs += [
+            PciDevice(
+                id=n.pci,
+                vendor_id=0x15B3,
+                device_id=0x101D,
+                passthru_enabled=True,
+                passthru_active=True,
+            )
+            for n in prof.nics
+        ]
+        hosts.append(ObservedHost(name=h.name, moid=h.name, ats_enabled=True, pci_devices=devs))
+    for p in placements:
+        prof = spec.host_profile(p.host)
+        mem = [g.memory_gb for g in prof.gpus if g.pci in p.gpus]
+        extra = {
+            "pciPassthru.use64bitMMIO": "TRUE",
+            "pciPassthru.64bitMMIOSizeGB": str(mmio_size_gb(mem)),
+            "numa.nodeAffinity": str(p.numa),
+        }
+        if len(p.gpus) > 1:
+            extra |= {"pciPassthru.allowP2P": "true", "pciPassthru.RelaxACSforP2P": "true"}
+        devices = [PassthroughDevice(backing="fixed", id=g) for g in p.gpus]
+        devices.append(PassthroughDevice(backing="fixed", id=p.nic))
+        vms.append(
+            ObservedVm(
+                name=p.vm,
+                moid=p.vm,
+                host=p.host,
+                firmware="efi",
+                memory_reservation_locked=True,
+                extra_config=extra,
+                passthrough=devices,
+            )
+        )
+    return Inventory(hosts=hosts, vms=vms)
+
+
+def test_correct_rack_passes_everything():
+    spec = load_spec(SPEC).spec
+    results = hypervisor_results(spec, good_inventory(spec))
+    assert results and all(r.status in (Status.passed, Status.skipped) for r in results), [
+        r for r in results if r.status not in (Status.passed, Status.skipped)
+    ]
+    ids = {r.id for r in results}
+    assert {"hv.host.ats", "hv.vm.mmio", "hv.vm.p2p", "hv.vm.numa", "hv.vm.devices"} <= ids
+
+
+def test_each_drift_fails_exactly_its_check():
+    spec = load_spec(SPEC).spec
+    inv = good_inventory(spec)
+    inv.host("esx02").ats_enabled = False
+    pair = inv.vm("s1-pair")
+    pair.extra_config["pciPassthru.64bitMMIOSizeGB"] = "128"
+    del pair.extra_config["pciPassthru.allowP2P"]
+    inv.vm("mn-node3").memory_reservation_locked = False
+    inv.vm("mn-node4").extra_config["numa.nodeAffinity"] = "1"
+    inv.vms = [v for v in inv.vms if v.name != "s3-pair-b"]
+    failing = {(r.node, r.id) for r in hypervisor_results(spec, inv) if r.status is Status.failed}
+    assert failing == {
+        ("esx02", "hv.host.ats"),
+        ("s1-pair", "hv.vm.mmio"),
+        ("s1-pair", "hv.vm.p2p"),
+        ("mn-node3", "hv.vm.reservation"),
+        ("mn-node4", "hv.vm.numa"),
+        ("s3-pair-b", "hv.vm.present"),
+    }
+    mmio = next(
+        r for r in hypervisor_results(spec, inv) if r.id == "hv.vm.mmio" and r.node == "s1-pair"
+    )
+    assert "64bitMMIOSizeGB=512" in mmio.expected and mmio.fix
+
+
+def test_discovery_read_from_provision_record_else_plan(tmp_path):
+    loaded = load_spec(SPEC)
+    spec = loaded.spec
+    run = RunDir.create(tmp_path, spec.metadata.name, loaded.sha256, loaded.text)
+    assert discovery_record(spec.metadata.name, run, tmp_path) is None
+    inv = good_inventory(spec)
+    run.write_stage("plan", {"observed": inv.model_dump(mode="json"), "actions": []})
+    got, source = discovery_record(spec.metadata.name, run, tmp_path)
+    assert source.endswith("plan.json") and got.vm("mn-node1") is not None
+    later = RunDir.create(tmp_path, spec.metadata.name, loaded.sha256, loaded.text)
+    inv.host("esx01").ats_enabled = False
+    later.write_stage("provision", {"observed_after": inv.model_dump(mode="json")})
+    got, source = discovery_record(spec.metadata.name, None, tmp_path)
+    assert source.endswith("provision.json") and got.host("esx01").ats_enabled is False
