@@ -1,0 +1,119 @@
+"""Fixtures: the vcsim rack twin, built once per session, one process per test.
+
+    def test_x(rack_twin):
+        lab = rack_twin()                                  # twin of inventories/r750xa-4node.yaml
+        lab = rack_twin("inventories/lab.yaml", vms=[...], faults={"fail": [...]})
+        main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
+        with lab.connect() as si: ...                      # a separate pyVmomi session
+
+Each call starts its own twin on a free loopback port (the OS picks it), with
+its own password file and self-signed certificate under the test's tmp_path,
+so xdist workers never collide. `tls` picks how the spec trusts it: "ca"
+(tls.ca_file, the default), "thumbprint" (SHA-256 pinning) or "insecure"
+(tls.verify: false). The Go build is cached under ~/.cache/rackcert/vcsim,
+keyed by the sources' hash, and guarded by a file lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rackcert.lab import twin
+from rackcert.paths import REPO_ROOT
+from rackcert.spec import Spec
+from rackcert.spec_loader import load_spec
+
+
+@dataclass
+class TwinLab:
+    """A running twin and a spec file whose vcenter block points at it."""
+
+    twin: twin.Twin
+    spec_path: Path
+    spec: Spec
+    runs_dir: Path
+
+    def connect(self) -> Any:
+        from provision.session import connect
+
+        return connect(self.spec)
+
+    def with_vcenter(self, name: str, **changes: Any) -> Path:
+        """Another spec file for the same twin with vcenter keys changed (tls: {...} merges)."""
+        data = yaml.safe_load(self.spec_path.read_text())
+        tls = changes.pop("tls", None)
+        data["vcenter"].update(changes)
+        if tls is not None:
+            data["vcenter"]["tls"] = tls
+        path = self.spec_path.with_name(name)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+
+class TwinFactory:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.running: list[twin.Twin] = []
+
+    def __call__(
+        self,
+        spec: str | Path = "inventories/r750xa-4node.yaml",
+        *,
+        vms: list[dict[str, Any]] | None = None,
+        faults: dict[str, Any] | None = None,
+        tls: str = "ca",
+        hosts: int | None = None,
+    ) -> TwinLab:
+        workdir = self.base / f"twin{len(self.running)}"
+        files = twin.TwinFiles.in_dir(workdir)
+        source = Path(spec) if Path(spec).is_absolute() else REPO_ROOT / spec
+        loaded = load_spec(source).spec
+        if hosts is None:
+            desc = twin.description_from_spec(loaded, files, port=0, vms=vms, faults=faults)
+        else:
+            desc = twin.synthetic_description(hosts, loaded, files)
+        desc["tls"] = True
+        started = twin.start(desc, files)
+        self.running.append(started)
+        data = yaml.safe_load(source.read_text())
+        vcenter = data["vcenter"]
+        vcenter.update(
+            host="127.0.0.1",
+            port=started.port,
+            protocol="https",
+            password_file=str(files.password_file),
+        )
+        vcenter.pop("password_env", None)
+        vcenter["tls"] = {
+            "ca": {"verify": True, "ca_file": str(files.cert_file)},
+            "thumbprint": {"verify": True, "thumbprint": started.thumbprint},
+            "insecure": {"verify": False},
+        }[tls]
+        spec_path = workdir / source.name
+        spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return TwinLab(started, spec_path, load_spec(spec_path).spec, workdir / "runs")
+
+    def stop_all(self) -> None:
+        for running in self.running:
+            running.stop()
+
+
+@pytest.fixture(scope="session")
+def vcsim_binary() -> Path:
+    """The twin binary, built once (and cached across sessions)."""
+    return twin.build()
+
+
+@pytest.fixture
+def rack_twin(tmp_path: Path, vcsim_binary: Path) -> Iterator[TwinFactory]:
+    factory = TwinFactory(tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
