@@ -44,7 +44,9 @@ from rackcert.report.software import (
     find_topo,
     nodes_of,
     nvlink_pairs_from_topo,
+    versions_from_checks,
     versions_from_facts,
+    versions_from_packages,
 )
 from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Severity, Status, Verdict
 from rackcert.runs import STAGES, RunDir, read_json, utc_now
@@ -264,12 +266,18 @@ def _facts(run: RunDir) -> dict[str, Any]:
 
 
 def _software(
-    facts: dict[str, Any], records: dict[str, dict[str, Any]]
+    facts: dict[str, Any], records: dict[str, dict[str, Any]], checks: list[CheckResult]
 ) -> dict[str, dict[str, str]]:
-    """Versions per node: facts.json first, then validate's nodes section, then bench's env."""
+    """Versions per node: facts.json, then what checks observed, validate's nodes, bench's env."""
     out: dict[str, dict[str, str]] = {}
     for node, node_facts in facts.items():
         out.setdefault(str(node), {}).update(versions_from_facts(node_facts))
+    for node, seen in versions_from_checks(checks).items():
+        for key, value in seen.items():
+            out.setdefault(node, {}).setdefault(key, value)
+    for node, node_facts in facts.items():
+        for key, value in versions_from_packages(node_facts).items():
+            out.setdefault(str(node), {}).setdefault(key, value)
     for node, info in nodes_of(_data(records, "validate").get("nodes") or {}).items():
         for key, value in versions_from_facts(info).items():
             out.setdefault(str(node), {}).setdefault(key, value)
@@ -280,7 +288,10 @@ def _software(
             for key, value in versions_from_facts(info).items():
                 out.setdefault(str(node), {}).setdefault(key, value)
         if not per_node:
-            shared = versions_from_facts(env)
+            # torch's own CUDA build is not the node's CUDA: keep it apart from the matrix's cuda.
+            shared = versions_from_facts({k: v for k, v in env.items() if k != "cuda"})
+            if env.get("cuda"):
+                shared["torch_cuda"] = str(env["cuda"])
             if shared:
                 out["bench environment"] = shared
     return {node: dict(sorted(v.items())) for node, v in sorted(out.items()) if v}
@@ -379,14 +390,19 @@ def _configure(records: dict[str, dict[str, Any]]) -> list[ConfigureHost]:
     for host, info in (hosts_part or data).items():
         if not isinstance(info, dict):
             continue
-        msgs = info.get("messages") or info.get("errors") or info.get("failures_detail") or []
+        msgs = info.get("messages") or info.get("errors") or info.get("failures") or []
         if isinstance(msgs, str):
             msgs = [msgs]
+        if isinstance(msgs, list):  # configure's TaskProblem dicts: {task, role, message}
+            msgs = [
+                f"{m.get('task', '?')}: {m.get('message', '')}" if isinstance(m, dict) else m
+                for m in msgs
+            ]
         out[host] = ConfigureHost(
             host=str(host),
             ok=_int(info.get("ok")),
             changed=_int(info.get("changed")),
-            failed=_int(info.get("failed", info.get("failures"))),
+            failed=_int(info.get("failed")),
             unreachable=_int(info.get("unreachable", info.get("dark"))),
             messages=[str(m) for m in msgs if isinstance(m, (str, int, float))][:20]
             if isinstance(msgs, list)
@@ -503,8 +519,8 @@ def assemble(
     inv, source = _inventory(records)
     hardware, settings = _hardware(inv, source)
     facts = _facts(run)
-    software = _software(facts, records)
     checks = _checks(records)
+    software = _software(facts, records, checks)
     hardware.nvlink_pairs = _nvlink(facts, checks)
     wanted = reference or spec_reference(run)
     ref = matrix_mod.find_reference(wanted, matrix_dir) if wanted else None

@@ -163,8 +163,10 @@ def _figures(r: RunRecord) -> dict[str, tuple[float, float | None, bool]]:
         out["allreduce peak busbw GB/s"] = (peak, None, True)
         out[f"allreduce busbw GB/s at {largest.size_bytes} B"] = (largest.busbw_gbps, None, True)
     for key, value in _numbers(r.bench.storage or {}, "storage "):
-        lower_better = any(w in key for w in ("latency", "_ms", "_us", "seconds"))
-        out[key] = (value, None, not lower_better)
+        if "latency" in key:
+            out[key] = (value, None, False)
+        elif any(w in key for w in ("throughput", "iops", "mb_s", "mib_s", "gb_s")):
+            out[key] = (value, None, True)
     return out
 
 

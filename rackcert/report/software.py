@@ -71,14 +71,31 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
-def _walk(obj: Any, depth: int = 0):
+# Big fact tables that hold no version of interest but many misleading keys.
+_SKIP = {
+    "sysctl",
+    "mounts",
+    "kernel_modules",
+    "release_meta",
+    "deb_packages",
+    "rpm_packages",
+    "packages",
+    "debpackages",
+    "rpmpackages",
+    "nics",
+    "fact_errors",
+}
+
+
+def _walk(obj: Any, depth: int = 0, skip: bool = True):
     """(depth, normalised leaf key, value) for every key of nested dicts."""
     if depth > 6 or not isinstance(obj, dict):
         return
     for key, value in obj.items():
-        yield depth, _norm(str(key)), value
-        if isinstance(value, dict):
-            yield from _walk(value, depth + 1)
+        norm = _norm(str(key))
+        yield depth, norm, value
+        if isinstance(value, dict) and not (skip and norm in _SKIP):
+            yield from _walk(value, depth + 1, skip)
 
 
 def versions_from_facts(facts: Any) -> dict[str, str]:
@@ -97,7 +114,7 @@ def versions_from_facts(facts: Any) -> dict[str, str]:
             if text and (name not in found or (depth, rank) < found[name][:2]):
                 found[name] = (depth, rank, text)
     out = {name: v[2] for name, v in found.items()}
-    for name, value in _from_packages(facts).items():
+    for name, value in _from_gpus(facts).items():
         out.setdefault(name, value)
     distro = _os_text(facts, out.get("os", ""))
     if distro:
@@ -107,9 +124,33 @@ def versions_from_facts(facts: Any) -> dict[str, str]:
     return out
 
 
-def _from_packages(facts: dict[str, Any]) -> dict[str, str]:
+def _from_gpus(facts: dict[str, Any]) -> dict[str, str]:
+    """validate's `gpus` fact: a list of nvidia-smi rows (name, driver_version, vbios_version)."""
+    gpus = facts.get("gpus")
+    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, dict) for g in gpus):
+        return {}
+    out = {"gpu_count": str(len(gpus))}
+    for name, field in (
+        ("gpu_model", "name"),
+        ("nvidia_driver", "driver_version"),
+        ("gpu_vbios", "vbios_version"),
+    ):
+        values = sorted({str(g[field]) for g in gpus if g.get(field)})
+        if values:
+            out[name] = "; ".join(values)
+    return out
+
+
+_CUDA_PKG = re.compile(r"^cuda-(?:toolkit|runtime|libraries)-\d+-\d+$")
+
+
+def versions_from_packages(facts: Any) -> dict[str, str]:
+    """Versions from installed-package facts (deb/rpm): the last resort, package versions are
+    spelled their own way (5.4-OFED.5.4.3.1.0.1)."""
     out: dict[str, str] = {}
-    for _depth, key, value in _walk(facts):
+    if not isinstance(facts, dict):
+        return out
+    for _depth, key, value in _walk(facts, skip=False):
         if key not in ("packages", "debpackages", "deb_packages", "rpmpackages") or not isinstance(
             value, dict
         ):
@@ -119,13 +160,16 @@ def _from_packages(facts: dict[str, Any]) -> dict[str, str]:
                 text = _scalar(value.get(pkg))
                 if text:
                     out.setdefault(name, text)
+        cuda = sorted(k for k in value if _CUDA_PKG.match(str(k)))
+        if cuda:
+            out.setdefault("cuda", ".".join(cuda[-1].split("-")[-2:]))
     return out
 
 
 def _os_text(facts: dict[str, Any], fallback: str) -> str:
     """pyinfra's LinuxDistribution is {name, major, minor, ...}: make it 'Ubuntu 20.04'."""
     for _depth, key, value in _walk(facts):
-        if key in ("linuxdistribution", "linux_distribution") and isinstance(value, dict):
+        if key in ("os", "linuxdistribution", "linux_distribution") and isinstance(value, dict):
             name = value.get("name") or ""
             major, minor = value.get("major"), value.get("minor")
             if name:
@@ -195,3 +239,30 @@ def find_topo(facts: Any) -> str | None:
         if isinstance(value, str) and ("topo" in key or "topology" in key) and "GPU0" in value:
             return value
     return None
+
+
+# Checks whose `observed` is a version the report can show when no fact carried it.
+CHECK_VERSIONS = {
+    "gpu.driver": "nvidia_driver",
+    "gpu.cuda.toolkit": "cuda",
+    "gpu.cuda.driver": "cuda_driver",
+    "ofed.version": "ofed",
+    "os.release": "os",
+    "container.toolkit": "container_toolkit",
+    "gpu.model": "gpu_model",
+    "nic.firmware": "nic_firmware",
+}
+
+
+def versions_from_checks(results: list[Any]) -> dict[str, dict[str, str]]:
+    """{node: {component: observed}} from checks that observed a version (pass or fail)."""
+    out: dict[str, dict[str, str]] = {}
+    for r in results:
+        name = CHECK_VERSIONS.get(r.id)
+        text = (r.observed or "").strip()
+        if not name or r.status.value not in ("pass", "fail") or not text:
+            continue
+        if name != "gpu_model" and not re.search(r"\d", text):
+            continue  # "not installed" and the like: no version was seen
+        out.setdefault(r.node, {})[name] = text[:_MAX_LEN]
+    return out

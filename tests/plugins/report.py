@@ -113,34 +113,68 @@ def inventory() -> dict[str, Any]:
 
 
 def facts(driver: str, drivers: dict[str, str] | None = None) -> dict[str, Any]:
+    """facts.json as validation/facts.py writes it: pyinfra facts per node."""
     out = {}
     for node in NODES:
+        drv = (drivers or {}).get(node, driver)
         out[node] = {
-            "os": {"LinuxDistribution": {"name": "Ubuntu", "major": 20, "minor": 4}},
-            "kernel": "5.4.0-135-generic",
-            "nvidia": {
-                "driver_version": (drivers or {}).get(node, driver),
-                "cuda_version": "11.4",
-                "gpu_name": "NVIDIA A100 80GB PCIe",
-                "topology": TOPO,
+            "hostname": node,
+            "os": {
+                "name": "Ubuntu",
+                "major": 20,
+                "minor": 4,
+                "release_meta": {"ID": "ubuntu", "VERSION_ID": "20.04"},
             },
-            "ofed_info": "MLNX_OFED_LINUX-5.4-3.1.0.0:",
-            "nic": {"driver": "mlx5_core", "firmware_version": "22.31.1014"},
-            "packages": {"nvidia-container-toolkit": ["1.14.3-1"]},
+            "kernel": "5.4.0-135-generic",
+            "arch": "x86_64",
+            "kernel_modules": {"nvidia_peermem": {"size": 16384}},
+            "sysctl": {"kernel.version": "#152-Ubuntu SMP", "net.core.rmem_max": 268435456},
+            "mounts": {"/mnt/data": {"device": "powerscale:/ifs/data/imagenet", "type": "nfs"}},
+            "deb_packages": {
+                "nvidia-container-toolkit": ["1.14.3-1"],
+                "cuda-toolkit-11-4": ["11.4.4-1"],
+                "mlnx-ofed-kernel-utils": ["5.4-OFED.5.4.3.1.0.1"],
+            },
+            "rpm_packages": {},
+            "nics": {
+                "ens3f0np0": {
+                    "mtu": "9000",
+                    "mac": "b8:ce:f6:00:00:01",
+                    "state": "up",
+                    "speed_mbps": "100000",
+                    "driver": "mlx5_core",
+                    "pci": "0000:0b:00.0",
+                }
+            },
+            "gpus": [
+                {
+                    "index": "0",
+                    "pci.bus_id": "00000000:0B:00.0",
+                    "name": "NVIDIA A100 80GB PCIe",
+                    "uuid": f"GPU-{node}-0",
+                    "serial": "1322021000001",
+                    "vbios_version": "92.00.45.00.05",
+                    "driver_version": drv,
+                    "memory.total": "81920",
+                }
+            ],
         }
-    return {"nodes": out}
+    return {"collector": "pyinfra", "seconds": 1.7, "nodes": out}
 
 
 def checks(driver: str, fail: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Results per node; `fail` maps 'check.id@node' to the observed value that fails it."""
     fail = fail or {}
     catalogue = [
-        ("gpu.count", "1", "1", "Give the VM its GPU in the spec and re-run provision"),
-        ("gpu.driver.version", driver, "470.82.01", "Install the pinned driver: rerun configure"),
-        ("gpu.persistence", "Enabled", "Enabled", "nvidia-smi -pm 1 (role nvidia_driver)"),
-        ("gpu.pcie.link", "Gen4 x16", "Gen4 x16", "Reseat the GPU or check the BIOS slot"),
+        ("node.reachable", "ssh ok", "reachable", "Check the VM is up and the SSH key works"),
+        ("gpu.count", "1 GPU(s)", "1 GPU(s)", "Check the VM's passthrough devices"),
+        ("gpu.model", "NVIDIA A100 80GB PCIe", "NVIDIA A100 PCIe 80GB", "Correct the profile"),
+        ("gpu.driver", driver, "470.82.01", "Install the pinned driver (rackcert configure)"),
+        ("gpu.cuda.toolkit", "11.4", "11.4", "Install CUDA 11.4 (rackcert configure)"),
+        ("gpu.persistence", "GPU0=Enabled", "Enabled", "nvidia-smi -pm 1 (role nvidia_driver)"),
+        ("gpu.pcie.link", "GPU0=Gen4 x16", "Gen4 x16", "Reseat the GPU or check the BIOS slot"),
         ("ofed.version", "5.4-3.1.0.0", "5.4-3.1.0.0", "Install MLNX_OFED (role ofed)"),
-        ("nic.ats", "ATS_ENABLED=True", "ATS_ENABLED=True", "mlxconfig set ATS_ENABLED=1"),
+        ("nic.ats", "ATS_ENABLED=True(1)", "ATS_ENABLED=True", "mlxconfig set ATS_ENABLED=1"),
         ("storage.mount", "/mnt/data nfs vers=3", "/mnt/data nfs vers=3", "Rerun configure"),
         ("net.mtu", "9000", "9000", "Set MTU 9000 (role network)"),
     ]
@@ -174,7 +208,7 @@ def checks(driver: str, fail: dict[str, str] | None = None) -> list[dict[str, An
     )
     out.append(
         {
-            "id": "clock.sync",
+            "id": "time.sync",
             "node": "mn-node4",
             "severity": "warning",
             "status": "skip",
@@ -265,7 +299,26 @@ def write_run(
     if "configure" in stages:
         run.write_stage(
             "configure",
-            {n: {"ok": 42, "changed": 0, "failed": 0, "unreachable": 0} for n in NODES},
+            {
+                "check": False,
+                "rc": 0,
+                "totals": {"ok": 168, "changed": 0, "failed": 0},
+                "hosts": {
+                    n: {
+                        "name": n,
+                        "ok": 42,
+                        "changed": 0,
+                        "failed": 0,
+                        "skipped": 3,
+                        "unreachable": False,
+                        "tasks_done": 45,
+                        "changed_tasks": [],
+                        "failures": [],
+                        "status": "ok",
+                    }
+                    for n in NODES
+                },
+            },
         )
     if "validate" in stages:
         doc = facts(driver, drivers)
@@ -274,7 +327,7 @@ def write_run(
         from rackcert.runs import atomic_write_json
 
         atomic_write_json(run.path / "facts.json", doc)
-        results = checks((drivers or {}).get(NODES[0], driver), fail)
+        results = checks(driver, fail)
         failed = [r for r in results if r["status"] == "fail" and r["severity"] == "error"]
         run.write_stage(
             "validate",
@@ -302,12 +355,16 @@ def write_run(
         run.write_stage(
             "bench",
             {
+                "mode": "ssh",
                 "environment": {
-                    "gpu": "NVIDIA A100 80GB PCIe",
-                    "driver": drivers.get(NODES[0], driver) if drivers else driver,
-                    "cuda": "11.4",
-                    "nccl": "2.11.4",
+                    "hostname": NODES[0],
+                    "python": "3.8.10",
                     "torch": "1.12.0",
+                    "cuda": "11.3",
+                    "nccl": "2.10.3",
+                    "gpu": "NVIDIA A100 80GB PCIe",
+                    "gpu_count": 1,
+                    "driver": (drivers or {}).get(NODES[0], driver),
                     "horovod": "0.28.1",
                 },
                 "allreduce": allreduce(),
@@ -317,7 +374,31 @@ def write_run(
                     "read_mib_s": 2310.5,
                     "latency_ms": {"p50": 1.9, "p99": 7.4},
                 },
-                "verdict": {"passed": passed, "reasons": reasons},
+                "verdict": {
+                    "passed": passed,
+                    "reasons": [r for r in reasons if "<" in r],
+                    "checks": [
+                        {
+                            "id": "resnet50.scaling_efficiency",
+                            "status": "pass",
+                            "observed": f"{res['points'][-1]['efficiency']:.3f} at 4 nodes",
+                            "expected": ">= 0.9",
+                        },
+                        {
+                            "id": "resnet50.images_per_gpu",
+                            "status": "pass" if passed else "fail",
+                            "observed": f"{per_gpu:.0f}",
+                            "expected": ">= 2500",
+                            "reason": "" if passed else reasons[1],
+                        },
+                        {
+                            "id": "allreduce.busbw_fraction",
+                            "status": "pass",
+                            "observed": "0.896",
+                            "expected": ">= 0.7",
+                        },
+                    ],
+                },
             },
         )
     time.sleep(0.001)  # distinct run timestamps
@@ -334,3 +415,28 @@ def report_runs(tmp_path: Path):
 
     make.root = root  # type: ignore[attr-defined]
     return make
+
+
+@pytest.fixture(scope="session")
+def built_pair(tmp_path_factory):
+    """Two runs of one rack with reports built (A: json, html, pdf; B: json, html).
+
+    A is the certified baseline, B is after an upgrade (driver 470.103.01) with ResNet50 10%
+    slower. Read-only: tests that change files copy the run directory first."""
+    from rackcert.report.build import build_report
+
+    root = tmp_path_factory.mktemp("report-pair") / "runs"
+    run_a = write_run(root)
+    run_b = write_run(root, driver="470.103.01", resnet_scale=0.9)
+    build_report(run_a)
+    build_report(run_b, formats=("json", "html"))  # one PDF is enough: rendering costs ~5 s
+    return root, run_a, run_b
+
+
+def copy_run(run: RunDir, dest_root: Path) -> RunDir:
+    """A byte-identical copy of a run directory (for tests that tamper with it)."""
+    import shutil
+
+    target = dest_root / run.path.parent.name / run.path.name
+    shutil.copytree(run.path, target)
+    return RunDir.open(target)

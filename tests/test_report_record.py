@@ -1,0 +1,143 @@
+"""run.json: assembled from stage files, schema-checked, verdict combined from recorded verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from rackcert.report.assemble import assemble
+from rackcert.report.record import json_schema
+from rackcert.runs import RunDir
+from tests.plugins.report import TABLE2
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "run.schema.json"
+
+
+def test_checked_in_schema_is_current():
+    assert json.loads(SCHEMA.read_text()) == json_schema(), (
+        "schemas/run.schema.json is stale: regenerate it with"
+        " `rackcert report schema > schemas/run.schema.json`"
+    )
+
+
+def test_run_json_validates_against_published_schema(built_pair):
+    _root, run_a, _run_b = built_pair
+    doc = json.loads((run_a.path / "run.json").read_text())
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(doc, schema)
+    assert doc["schema"] == "rackcert/run" and doc["version"] == 1
+    broken = dict(doc, verdict={"verdict": "MAYBE", "reasons": []})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_full_run_record_has_every_part(built_pair):
+    _root, run_a, _ = built_pair
+    doc = json.loads((run_a.path / "run.json").read_text())
+    assert doc["verdict"]["verdict"] == "PASS"
+    assert doc["missing_stages"] == []
+    assert doc["run"]["rack"] == "r750xa-4node" and doc["run"]["spec_intact"] is True
+    hosts = {h["name"]: h for h in doc["hardware"]["hosts"]}
+    assert sorted(hosts) == ["esx01", "esx02", "esx03", "esx04"]
+    assert len(hosts["esx01"]["gpus"]) == 4 and hosts["esx01"]["gpus"][0]["passthru_active"]
+    assert hosts["esx01"]["nics"][0]["model"] == "MT2892 Family [ConnectX-6 Dx]"
+    assert doc["software"]["mn-node2"]["nvidia_driver"] == "470.82.01"
+    assert doc["software"]["mn-node2"]["ofed"] == "5.4-3.1.0.0"  # from the check, not the package
+    assert doc["software"]["mn-node2"]["os"] == "Ubuntu 20.04"
+    assert doc["settings"]["mn-node1"]["pciPassthru.64bitMMIOSizeGB"] == "256"
+    assert doc["settings"]["esx01"]["ats_enabled"] == "true"
+    assert doc["check_counts"]["total"] == 46 and doc["check_counts"]["skipped"] == 1
+    figures = {p["nodes"]: p["images_per_sec"] for p in doc["bench"]["resnet50"]["points"]}
+    assert figures == {n: round(v, 2) for n, v in TABLE2.items()}
+    assert [r["nodes"] for r in doc["bench"]["reference_resnet50"]] == [1, 2, 4]
+    assert len(doc["bench"]["allreduce"]["points"]) == 28
+    assert doc["configure"][0]["ok"] == 42
+
+
+def test_partial_run_is_incomplete_and_says_what_is_missing(report_runs):
+    run = report_runs(stages=("plan", "validate"))
+    rec = assemble(run)
+    assert rec.verdict.verdict == "INCOMPLETE"
+    assert rec.missing_stages == ["provision", "configure", "bench"]
+    assert "stage bench not recorded" in rec.verdict.reasons
+    assert rec.bench.resnet50 is None and rec.hardware.hosts  # plan's discovery is used
+
+
+def test_run_with_only_meta_is_incomplete(report_runs):
+    run = report_runs(stages=())
+    rec = assemble(run)
+    assert rec.verdict.verdict == "INCOMPLETE"
+    assert set(rec.verdict.reasons) >= {"stage validate not recorded", "stage bench not recorded"}
+    assert rec.hardware.hosts == [] and rec.checks == []
+    assert all(r.status == "unknown" for r in rec.matrix.rows)
+
+
+def test_failed_check_fails_the_run_with_its_reason(report_runs):
+    run = report_runs(fail={"storage.mount@mn-node3": "not mounted"})
+    rec = assemble(run)
+    assert rec.verdict.verdict == "FAIL"
+    assert "check storage.mount on mn-node3: saw not mounted, expected /mnt/data nfs vers=3" in (
+        rec.verdict.reasons
+    )
+
+
+def test_bench_verdict_is_taken_as_recorded_not_rejudged(report_runs):
+    # Figures far below the spec's 2500 img/s per GPU, but bench recorded a pass: the report
+    # shows bench's verdict, it does not re-judge figures.
+    passed = assemble(report_runs(resnet_scale=0.5, bench_passed=True))
+    assert passed.verdict.verdict == "PASS"
+    failed = assemble(report_runs(bench_passed=False))
+    assert failed.verdict.verdict == "FAIL"
+    assert any(r.startswith("bench: ResNet50") for r in failed.verdict.reasons)
+
+
+def test_unreadable_stage_and_foreign_spec_are_reported_not_crashed(report_runs):
+    run = report_runs()
+    (run.path / "configure.json").write_text("{ not json")
+    bench = json.loads((run.path / "bench.json").read_text())
+    bench["spec_sha256"] = "0" * 64
+    bench["data"]["resnet50"] = {"points": "nonsense"}
+    (run.path / "bench.json").write_text(json.dumps(bench))
+    rec = assemble(run)
+    stages = {s.stage: s for s in rec.stages}
+    assert stages["configure"].status == "unreadable"
+    assert stages["bench"].spec_sha256_matches is False
+    assert rec.verdict.verdict == "INCOMPLETE"
+    reasons = " | ".join(rec.verdict.reasons)
+    assert "stage configure is unreadable" in reasons
+    assert "bench was recorded for a different spec" in reasons
+    assert "unreadable bench resnet50" in reasons
+
+
+def test_ansible_stats_shape_and_failed_stage_status(report_runs):
+    run = report_runs(stages=("validate", "bench"))
+    run.write_stage(
+        "configure",
+        {
+            "ok": {"mn-node1": 40},
+            "changed": {"mn-node1": 2},
+            "failures": {"mn-node1": 1},
+            "dark": {"mn-node2": 1},
+        },
+        status="failed",
+        error="mn-node1: task nvidia_driver : install failed",
+    )
+    rec = assemble(RunDir.open(run.path))
+    by_host = {c.host: c for c in rec.configure}
+    assert by_host["mn-node1"].failed == 1 and by_host["mn-node1"].changed == 2
+    assert by_host["mn-node2"].unreachable == 1
+    assert rec.verdict.verdict == "FAIL"
+    assert "stage configure failed: mn-node1: task nvidia_driver : install failed" in (
+        rec.verdict.reasons
+    )
+
+
+def test_nvlink_pairs_from_guest_topology(report_runs):
+    topo = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV12\t0-31\nGPU1\tNV12\t X \t0-31\n"
+    run = report_runs(extra_facts={"mn-node1": {"nvidia_topology": topo}})
+    pairs = assemble(run).hardware.nvlink_pairs
+    assert [(p.node, p.gpus, p.link) for p in pairs] == [("mn-node1", ["GPU0", "GPU1"], "NV12")]
