@@ -9,6 +9,7 @@ verify becomes one line and exit code 2 (`SessionError`), never a traceback.
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import warnings
 from collections.abc import Iterator
@@ -56,9 +57,44 @@ def ssl_context(vc: VCenter) -> ssl.SSLContext | None:
             return ssl.create_default_context(cafile=str(path))
         except (OSError, ssl.SSLError) as exc:
             raise SessionError(f"{_where(vc)}: cannot load tls.ca_file {path}: {exc}") from None
-    # Pinning (tls.thumbprint) or the system trust store: pyVmomi falls back to
-    # comparing the fingerprint when the chain does not verify (SoapAdapter._Connect).
+    if tls.thumbprint:
+        return pinned_context(vc)
     return ssl.create_default_context()
+
+
+def pinned_context(vc: VCenter) -> ssl.SSLContext:
+    """A context that trusts exactly the certificate whose SHA-256 the spec pins.
+
+    The server's certificate is fetched once without verification and compared
+    with tls.thumbprint; on a match it becomes the only trust anchor (partial
+    chains allowed, host name not checked: the pin replaces both). Every later
+    connection, including pyVmomi's version negotiation, is verified against it,
+    so a different certificate is refused there too.
+    """
+    import hashlib
+
+    probe = ssl.create_default_context()
+    probe.check_hostname = False
+    probe.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((vc.host, vc.port), timeout=15) as raw,
+            probe.wrap_socket(raw, server_hostname=vc.host) as tls_sock,
+        ):
+            der = tls_sock.getpeercert(binary_form=True)
+    except OSError as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise SessionError(f"cannot reach {_where(vc)}: {reason}") from None
+    actual = _colons(hashlib.sha256(der).hexdigest())
+    if actual != vc.tls.thumbprint:
+        raise SessionError(
+            f"{_where(vc)}: certificate fingerprint {actual} does not match the pinned"
+            f" tls.thumbprint {vc.tls.thumbprint}; refusing to connect"
+        )
+    ctx = ssl.create_default_context(cadata=ssl.DER_cert_to_PEM_cert(der))
+    ctx.check_hostname = False
+    ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return ctx
 
 
 def _thumbprint(vc: VCenter) -> str | None:
