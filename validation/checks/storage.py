@@ -32,7 +32,10 @@ def mount(view: NodeView) -> Outcome:
     m = mounts[-1]  # the last one mounted there is the one processes see
     observed = f"{m.source}:{m.root} on {m.mount_point} ({m.fstype}) {','.join(sorted(m.options))}"
     if want.fstype == "none":
-        if m.root.rstrip("/") != want.source.rstrip("/"):
+        # mountinfo's root is relative to the source filesystem: /tmp on a tmpfs shows
+        # /x/export for /tmp/x/export, so the export must end with it.
+        root, export = m.root.rstrip("/"), want.source.rstrip("/")
+        if not root or not (export == root or export.endswith(root)):
             return failed(observed, expected, f"bind mount of {m.root}, not {want.source}")
     else:
         if not m.fstype.startswith("nfs"):
