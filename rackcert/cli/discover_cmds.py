@@ -19,11 +19,17 @@ import typer
 
 from rackcert.cli.common import console, err_console
 from rackcert.cli.spec_cmds import spec_app
-from rackcert.errors import InputError, SpecError
+from rackcert.errors import InputError, RackcertError, SpecError
 from rackcert.observed import Inventory
 from rackcert.spec import VCenter
 
 DEFAULT_PASSWORD_ENV = "RACKCERT_VCENTER_PASSWORD"
+
+
+class DriftFound(RackcertError):
+    """The rack's hardware differs from the spec in use (exit 1: the rack, not the input)."""
+
+    exit_code = 1
 
 
 def _endpoint(
@@ -299,10 +305,10 @@ def discover_cmd(
     for d in drifts:
         console.print(d.line(), soft_wrap=True)
     if drifts:
-        console.print(
-            f"[bold red]drift:[/] {len(drifts)} difference(s) in hardware between {diff} and"
-            f" vCenter {endpoint.host}",
-            soft_wrap=True,
+        # A RackcertError, not typer.Exit: main() drops the exit code of typer.Exit raised
+        # inside a command (click returns it from app() under standalone_mode=False).
+        raise DriftFound(
+            f"drift: {len(drifts)} difference(s) in hardware between {diff} and"
+            f" vCenter {endpoint.host}"
         )
-        raise typer.Exit(1)
     console.print(f"[green]no drift:[/] the hardware of {diff} is what vCenter reports")
