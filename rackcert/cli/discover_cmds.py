@@ -266,6 +266,8 @@ def discover_cmd(
     from rackcert.discover.yaml_writer import render
     from rackcert.spec_loader import load_spec, parse_spec
 
+    if nodes and from_spec is None:
+        raise InputError("--nodes needs --from SPEC: the VMs' addresses and SSH key come from it")
     source = load_spec(from_spec).spec if from_spec else None
     endpoint = _endpoint(
         source, vcenter, port, protocol, user, password_env, password_file,
