@@ -158,6 +158,22 @@ def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None
     return links
 
 
+def _say_read(endpoint, inventory: Inventory, inventory_file: Path | None) -> None:
+    """One line on stderr: what was read and what it cost (never part of the draft)."""
+    gpus = sum(1 for h in inventory.hosts for d in h.pci_devices if d.vendor_id == 0x10DE)
+    if inventory_file:
+        where = f"inventory {inventory_file}"
+    else:
+        seconds = getattr(inventory, "seconds", None)
+        cost = f" in {inventory.round_trips} round trips" + (f", {seconds} s" if seconds else "")
+        where = f"vCenter {endpoint.host}:{endpoint.port}{cost}"
+    err_console.print(
+        f"read {where}: {len(inventory.hosts)} hosts, {len(inventory.vms)} VMs,"
+        f" {gpus} NVIDIA PCI functions",
+        soft_wrap=True,
+    )
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -277,7 +293,9 @@ def discover_cmd(
     rack = rack or "new-rack"
     catalog = load_catalog(list(catalog_files or []))
     existing = load_spec(diff).spec if diff else None
+    _vcenter_model(endpoint)  # a bad --port or --protocol is an input error before any work
     inventory = _read_inventory(inventory_file) if inventory_file else _live_inventory(endpoint)
+    _say_read(endpoint, inventory, inventory_file)
     if not inventory.hosts:
         raise InputError(f"vCenter {endpoint.host} reports no ESXi hosts; nothing to draft")
     hardware = inventory_hardware(inventory, catalog, _cluster_hosts(inventory, endpoint.cluster))
@@ -296,7 +314,8 @@ def discover_cmd(
         err_console.print(
             f"wrote {output}: {len(found.hosts)} hosts, {len(found.hardware_profiles)} hardware"
             f" profile(s), {len(found.vms)} VMs; review the placeholders, then"
-            f" `rackcert spec check {output}`"
+            f" `rackcert spec check {output}`",
+            soft_wrap=True,
         )
     elif existing is None:
         typer.echo(text, nl=False)
