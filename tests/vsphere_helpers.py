@@ -63,7 +63,7 @@ def read_vms(lab: Any) -> dict[str, Any]:
                         d.backing.systemId,
                     )
                     for d in vm.config.hardware.device
-                    if isinstance(d, vim.vm.device.VirtualPCIPassthrough)
+                    if isinstance(d.backing, vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo)
                 ],
             }
         view.DestroyView()

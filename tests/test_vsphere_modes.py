@@ -1,0 +1,68 @@
+"""Less common paths: vGPU VMs, a slow vCenter, provision without --yes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from rackcert.paths import REPO_ROOT
+from tests.vsphere_helpers import cli, error_line, plan_json, read_hosts, read_vms
+
+
+def _vgpu_spec(tmp_path: Path) -> Path:
+    data = yaml.safe_load((REPO_ROOT / "inventories" / "lab.yaml").read_text())
+    data["vm_templates"][0].update(gpu_mode="vgpu", vgpu_profile="grid_a100d-40c")
+    path = tmp_path / "lab-vgpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_vgpu_vms_get_vmiop_backings_and_no_passthrough(rack_twin, tmp_path, capsys):
+    lab = rack_twin(_vgpu_spec(tmp_path))
+    actions = plan_json(lab, capsys)["actions"]
+    assert "host.passthrough" not in [a["kind"] for a in actions]
+    create = next(a for a in actions if a["target"] == "lab-node1")
+    extra = create["params"]["desired"]["extra_config"]
+    assert "pciPassthru.64bitMMIOSizeGB" not in extra
+    assert extra["pciPassthru0.cfg.enable_uvm"] == "0"
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 0, err
+
+    from pyVmomi import vim
+
+    with lab.connect() as si:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(
+            content.rootFolder, [vim.VirtualMachine], True
+        )
+        vm = next(v for v in view.view if v.name == "lab-node1")
+        backings = [
+            d.backing.vgpu
+            for d in vm.config.hardware.device
+            if isinstance(d, vim.vm.device.VirtualPCIPassthrough)
+        ]
+    assert backings == ["grid_a100d-40c", "grid_a100d-40c"]
+    assert read_vms(lab)["lab-node1"]["extra"]["pciPassthru.allowP2P"] == "true"
+    assert plan_json(lab, capsys)["actions"] == []
+
+
+def test_slow_vcenter_still_completes(rack_twin, capsys):
+    lab = rack_twin(
+        "inventories/lab.yaml",
+        faults={"slow": [{"method": "RebootHost_Task", "ms": 400}]},
+    )
+    before = read_hosts(lab)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 0, err
+    after = read_hosts(lab)
+    assert all(after[h]["boot"] > before[h]["boot"] for h in after)
+
+
+def test_provision_without_yes_and_without_a_terminal_changes_nothing(rack_twin, capsys):
+    lab = rack_twin("inventories/lab.yaml")
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path))
+    assert code == 2
+    assert "pass --yes" in error_line(err)
+    assert all(h["ats"] is False for h in read_hosts(lab).values())
+    assert read_vms(lab) == {}
