@@ -94,7 +94,7 @@ def parse(text: str, source: str = MANIFEST_NAME) -> dict[str, str]:
         body = line[1:] if escaped else line
         digest, sep, name = body.partition("  ")
         if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise RecordError(f"{source}:{number}: not a '<sha256>  <path>' line")
+            raise RecordError(f"{source}:{number}: not a sha256sum line (digest, two spaces, path)")
         out[_unescape(name) if escaped else name] = digest
     return out
 

@@ -440,3 +440,53 @@ def copy_run(run: RunDir, dest_root: Path) -> RunDir:
     target = dest_root / run.path.parent.name / run.path.name
     shutil.copytree(run.path, target)
     return RunDir.open(target)
+
+
+def start_serve(root: Path, *extra: str):
+    """`rackcert serve --port 0` on `root` as a real process; returns (process, base URL)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rackcert.cli",
+            "serve",
+            "--runs-dir",
+            str(root),
+            "--port",
+            "0",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 90
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            break
+        lines.append(line)
+        match = re.search(r"(http://[\d.]+:\d+/)", line)
+        if match:
+            return proc, match.group(1)
+    proc.kill()
+    proc.wait()
+    raise AssertionError(f"rackcert serve did not start: {''.join(lines)}")
+
+
+def stop(proc) -> None:
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

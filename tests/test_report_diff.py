@@ -1,0 +1,94 @@
+"""`rackcert report diff`: versions, settings, flipped checks, figures beyond spread; exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from rackcert.cli import main
+from rackcert.report.assemble import assemble
+from rackcert.report.diff import diff_records
+
+
+def test_driver_upgrade_and_10_percent_slower_resnet_is_a_regression(built_pair, capsys):
+    _root, run_a, run_b = built_pair
+    rc = main(["report", "diff", str(run_a.path), str(run_b.path)])
+    captured = capsys.readouterr()
+    assert rc == 1
+    out = captured.out
+    assert "versions changed" in out
+    assert "mn-node2 nvidia_driver: 470.82.01 -> 470.103.01" in out
+    assert "worse resnet50 images/s at 4 nodes: 10,675.09 -> 9,607.58 (-10.0%" in out
+    assert "REGRESSION" in out
+    assert "regressions from r750xa-4node/" in captured.err
+
+
+def test_diff_json_names_each_change(built_pair, capsys):
+    _root, run_a, run_b = built_pair
+    assert main(["report", "diff", str(run_a.path), str(run_b.path), "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["regressed"] is True and d["verdict"] == {"before": "PASS", "after": "FAIL"}
+    drivers = {
+        (c["scope"], c["before"], c["after"]) for c in d["versions"] if c["key"] == "nvidia_driver"
+    }
+    assert ("mn-node1", "470.82.01", "470.103.01") in drivers
+    moved = {m["figure"]: m for m in d["figures"] if m["moved"]}
+    assert set(moved) == {f"resnet50 images/s at {n} nodes" for n in (1, 2, 4)}
+    assert all(m["worse"] for m in moved.values())
+    # efficiency and allreduce did not move: not reported as moved
+    assert not any(m["figure"].startswith("allreduce") and m["moved"] for m in d["figures"])
+    assert any(r.startswith("resnet50 images/s at 4 nodes") for r in d["regressions"])
+    assert "verdict PASS -> FAIL" in d["regressions"]
+
+
+def test_same_figures_within_spread_are_not_a_regression(report_runs):
+    a = assemble(report_runs())
+    b = assemble(report_runs(resnet_scale=0.99))  # -1%: inside 2 x 0.6% spread and the 2% floor
+    d = diff_records(a, b)
+    assert not d.regressed, d.regressions
+    assert all(not m.moved for m in d.figures)
+    assert d.versions == [] and d.checks == []
+
+
+def test_flipped_check_and_setting_change(report_runs):
+    run_a = report_runs()
+    run_b = report_runs(fail={"nic.ats@mn-node2": "ATS_ENABLED=False(0)"})
+    provision = json.loads((run_b.path / "provision.json").read_text())
+    vm = provision["data"]["observed_after"]["vms"][1]
+    vm["extra_config"]["pciPassthru.64bitMMIOSizeGB"] = "128"
+    (run_b.path / "provision.json").write_text(json.dumps(provision))
+    d = diff_records(assemble(run_a), assemble(run_b))
+    flips = [(f.node, f.check, f.before, f.after, f.kind) for f in d.checks]
+    assert flips == [("mn-node2", "nic.ats", "pass", "fail", "regressed")]
+    assert [(c.scope, c.key, c.before, c.after) for c in d.settings] == [
+        ("mn-node2", "pciPassthru.64bitMMIOSizeGB", "256", "128")
+    ]
+    assert "check nic.ats on mn-node2: pass -> fail" in d.regressions
+
+
+def test_fixed_check_and_faster_run_exit_zero(report_runs):
+    broken = report_runs(fail={"net.mtu@mn-node1": "1500"}, resnet_scale=0.95)
+    fixed = report_runs()
+    cmd = [
+        sys.executable,
+        "-m",
+        "rackcert.cli",
+        "report",
+        "diff",
+        str(broken.path),
+        str(fixed.path),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fixed     mn-node1 net.mtu: fail -> pass" in done.stdout
+    assert "better resnet50 images/s at 4 nodes" in done.stdout
+    assert "no regression" in done.stdout
+
+
+def test_matrix_row_that_stops_matching_is_a_regression(report_runs):
+    d = diff_records(assemble(report_runs()), assemble(report_runs(driver="535.54.03")))
+    assert [(c.key, c.before, c.after) for c in d.matrix] == [
+        ("nvidia_driver", "matches", "differs")
+    ]
+    assert "certified matrix nvidia_driver: matches -> differs" in d.regressions
