@@ -54,6 +54,7 @@ class AllreduceResult(BaseModel):
     points: list[AllreducePoint] = Field(default_factory=list)
     line_rate_gbps: float | None = Field(None, description="Gb/s of the link, from the spec")
     busbw_fraction: float | None = Field(None, description="busbw at the largest sizes / line rate")
+    note: str | None = Field(None, description="Caveat for reading the figures, e.g. world size 1")
 
 
 class ScalingPoint(BaseModel):

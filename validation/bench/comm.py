@@ -109,7 +109,10 @@ class TorchComm(Comm):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [self.device.index] if self.device.type == "cuda" else None
-        return DDP(model, device_ids=ids, gradient_as_bucket_view=True), optimizer
+        # broadcast_buffers=False: no per-step broadcast of BatchNorm statistics (Horovod does
+        # not sync them either); they only matter for evaluation, which a benchmark never does.
+        ddp = DDP(model, device_ids=ids, gradient_as_bucket_view=True, broadcast_buffers=False)
+        return ddp, optimizer
 
     def close(self) -> None:
         import torch.distributed as dist

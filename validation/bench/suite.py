@@ -33,6 +33,11 @@ from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
 BACKENDS = ("auto", "nccl", "gloo", "horovod")
+WORLD1_NOTE = (
+    "world size 1: the sweep proves the engine path and the reduced values; an in-place"
+    " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
+    " latency, algbw is not a bandwidth and busbw is 0 by definition"
+)
 
 
 @dataclass
@@ -303,6 +308,7 @@ def allreduce_result(
         points=[AllreducePoint(**p) for p in points],
         line_rate_gbps=line_rate,
         busbw_fraction=busbw_fraction(points, line_rate) if raw["world_size"] > 1 else None,
+        note=WORLD1_NOTE if raw["world_size"] == 1 else None,
     )
 
 
