@@ -163,6 +163,8 @@ def test_unreachable_vm_is_one_error_naming_it_and_writes_nothing(tmp_path, ssh_
     assert not out.exists()
 
 
-def test_nodes_needs_a_spec_with_the_vms(tmp_path):
-    proc = rackcert("spec", "discover", "--vcenter", "127.0.0.1", "--nodes")
-    assert proc.returncode == 2 and "--nodes needs --from SPEC" in proc.stderr
+def test_nodes_needs_a_spec_with_the_vms(capsys):
+    from rackcert.cli import main
+
+    assert main(["spec", "discover", "--vcenter", "127.0.0.1", "--nodes"]) == 2
+    assert "--nodes needs --from SPEC" in capsys.readouterr().err

@@ -40,9 +40,10 @@ def test_round_trip_reproduces_the_hardware(tmp_path, hosts):
         again = discover(started, files, "-o", str(tmp_path / "again.yaml"), "--name", "new-rack")
         assert again.returncode == 0, again.stderr
     assert (tmp_path / "again.yaml").read_bytes() == first  # stable: byte-identical
-    check = rackcert("spec", "check", str(out))
-    assert check.returncode == 0, check.stderr
-    found = load_spec(out).spec
+    if hosts == 4:  # the command a user runs; the other sizes check through the loader
+        check = rackcert("spec", "check", str(out))
+        assert check.returncode == 0, check.stderr
+    found = parse_spec(out.read_text(), str(out)).spec
     assert hardware_drift(original, found) == []
     assert [p.model_dump() for p in found.hardware_profiles] == [
         p.model_dump() for p in original.hardware_profiles
@@ -88,17 +89,9 @@ def test_one_gpu_removed_shows_in_diff_with_exit_1(tmp_path):
 
     spec_path = tmp_path / "in-use.yaml"
     spec_path.write_text(yaml.safe_dump(in_use, sort_keys=False))
+    draft_path = tmp_path / "draft.yaml"
     with running_twin(spec_of(edited(in_use, pull_gpu)), tmp_path / "twin") as (started, files):
-        proc = discover(started, files, "--diff", str(spec_path))
-        clean = rackcert(
-            "spec",
-            "discover",
-            *twin_args(started, files, USER),
-            "--diff",
-            str(tmp_path / "in-use.yaml"),
-            "-o",
-            str(tmp_path / "draft.yaml"),
-        )
+        proc = discover(started, files, "--diff", str(spec_path), "-o", str(draft_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = " ".join(proc.stdout.split())
     assert "error: drift: 2 difference(s) in hardware" in " ".join(proc.stderr.split())
@@ -106,10 +99,10 @@ def test_one_gpu_removed_shows_in_diff_with_exit_1(tmp_path):
     assert "esx03: GPU changed: 0000:b1:00.0: nvlink_peer 0000:ca:00.0 -> None" in out
     assert "esx01" not in out and "esx04" not in out
     # --diff with -o still writes the draft, which has the short host as its own profile.
-    assert clean.returncode == 1
-    draft = parse_spec((tmp_path / "draft.yaml").read_text(), "draft").spec
+    draft = parse_spec(draft_path.read_text(), "draft").spec
     assert len(draft.hardware_profiles) == 2
     assert [len(p.gpus) for p in draft.hardware_profiles] == [4, 3]
+    assert [h.profile for h in draft.hosts][2] == draft.hardware_profiles[1].name
 
 
 def test_wrong_password_is_one_line_exit_2_and_writes_nothing(tmp_path):
