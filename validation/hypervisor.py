@@ -31,10 +31,17 @@ class HvCheck:
     scope: str  # "host" or "vm"
     func: Callable[..., Outcome]
     fix: str
+    summary: str
     severity: Severity = Severity.error
 
 
 HV_CHECKS: list[HvCheck] = []
+# Results that are not one check function: the host or VM is missing, or nothing recorded.
+HV_EXTRA_IDS = ("hv.host.present", "hv.vm.present", "hv.discovery")
+
+
+def hv_ids() -> list[str]:
+    return [c.id for c in HV_CHECKS] + list(HV_EXTRA_IDS)
 
 
 def hv_check(check_id: str, scope: str, severity: Severity = Severity.error):
@@ -43,7 +50,8 @@ def hv_check(check_id: str, scope: str, severity: Severity = Severity.error):
     def register(func: Callable[..., Outcome]) -> Callable[..., Outcome]:
         doc = (func.__doc__ or "").splitlines()
         fix = next((ln.strip()[4:].strip() for ln in doc if ln.strip().startswith("Fix:")), "")
-        HV_CHECKS.append(HvCheck(check_id, scope, func, fix, severity))
+        summary = doc[0].strip() if doc else check_id
+        HV_CHECKS.append(HvCheck(check_id, scope, func, fix, summary, severity))
         return func
 
     return register
@@ -279,7 +287,8 @@ def hypervisor_results(
     hosts = [h for h in spec.hosts if not nodes or any(p.host == h.name for p in placements)]
     out: list[CheckResult] = []
     for host in hosts:
-        observed = inventory.host(host.name)
+        # vCenter names a host by the address it was added with (as the planner matches it).
+        observed = inventory.host(host.address) or inventory.host(host.name)
         if observed is None:
             out.append(_missing("hv.host.present", host.name, "host not in vCenter's inventory"))
             continue

@@ -86,7 +86,8 @@ def _ssh_peers(expect: NodeExpect) -> str:
         target = shlex.quote(f"{expect.user}@{peer.address}")
         name = shlex.quote(peer.name)
         lines.append(
-            f"( out=$(ssh -n -o BatchMode=yes -o ConnectTimeout=5"
+            f"( out=$(ssh -n -T -o BatchMode=yes -o ConnectTimeout=5 -o ControlMaster=no"
+            " -o GSSAPIAuthentication=no -o UpdateHostKeys=no"
             " -o StrictHostKeyChecking=accept-new"
             f" -o LogLevel=ERROR -p {peer.port} {target} true 2>&1); "
             f'echo "peer {name} rc=$? $(printf %s "$out" | tr "\\n" " " | cut -c1-200)" ) &'

@@ -26,10 +26,10 @@ from rackcert.errors import InputError
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, atomic_write_bytes_checked, utc_now
 from rackcert.spec_loader import LoadedSpec
-from validation.checks import select
+from validation.checks import matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
-from validation.hypervisor import discovery_record, hypervisor_results
+from validation.hypervisor import discovery_record, hv_ids, hypervisor_results
 from validation.junit import write_junit
 
 SUITE = Path(__file__).resolve().parent / "suite" / "test_checks.py"
@@ -192,8 +192,11 @@ def validate(
     a failing or unreachable node (only for bad input)."""
     started, t0 = utc_now(), time.monotonic()
     spec = loaded.spec
-    defs = select(checks)
-    hv_selected = not checks or any(p == "hv" or p.startswith("hv.") for p in checks)
+    patterns = list(checks or [])
+    hv_patterns = [p for p in patterns if any(matches(i, p) for i in hv_ids())]
+    guest_patterns = [p for p in patterns if p not in hv_patterns]
+    defs = select(guest_patterns) if guest_patterns or not patterns else []
+    hv_selected = not patterns or bool(hv_patterns)
     tgts = targets(loaded, run, nodes=nodes, local=local, ssh_config=ssh_config)
     tool_path = tool_path or os.environ.get(TOOL_PATH_ENV) or None
     art = run.artifacts("validate")
@@ -211,7 +214,7 @@ def validate(
                 _suite_cmd(job_path, art), stdout=log, stderr=subprocess.STDOUT, env=env
             )
     facts_path = run.path / "facts.json"
-    if facts:
+    if facts and defs:
         with (art / "facts.log").open("wb") as log:
             procs["facts"] = subprocess.Popen(
                 [sys.executable, "-m", "validation.facts", str(job_path), str(facts_path)],
@@ -240,6 +243,8 @@ def validate(
             inventory, hv_source = found
             names = [t.expect.node for t in tgts] if nodes else None
             hv_results = hypervisor_results(spec, inventory, names)
+        if hv_patterns:
+            hv_results = [r for r in hv_results if any(matches(r.id, p) for p in hv_patterns)]
 
     names = [t.expect.node for t in tgts]
     gathered: dict[str, dict[str, Any]] = {}
@@ -273,7 +278,7 @@ def validate(
     order = {d.id: i for i, d in enumerate(defs)}
     guest.sort(key=lambda r: (names.index(r.node) if r.node in names else 99, order.get(r.id, 99)))
     results = guest + hv_results
-    node_info = _nodes(tgts, gathered, results)
+    node_info = _nodes(tgts, gathered, results, guest_run=bool(defs))
     summary = _summary(results, time.monotonic() - t0)
     data = {
         "results": [r.model_dump(mode="json") for r in results],
@@ -318,23 +323,25 @@ def _failing(r: CheckResult) -> bool:
     return r.severity is Severity.error and r.status in (Status.failed, Status.error)
 
 
-def _nodes(tgts: list[Target], gathered: dict, results: list[CheckResult]) -> dict[str, Any]:
+def _nodes(
+    tgts: list[Target], gathered: dict, results: list[CheckResult], *, guest_run: bool
+) -> dict[str, Any]:
+    """Per node: reachable (None when no guest check ran), counts, passed/failed."""
     out: dict[str, Any] = {}
     for t in tgts:
         node = t.expect.node
         mine = [r for r in results if r.node == node]
-        counts = Counter(r.status.value for r in mine)
         ev = gathered.get(node, {})
+        reachable = bool(ev.get("reachable")) if guest_run else None
+        bad = any(_failing(r) for r in mine) or reachable is False
         out[node] = {
             "address": t.expect.address,
             "target": t.hostspec,
-            "reachable": bool(ev.get("reachable")),
-            "error": ev.get("error", "") or ("" if ev else "no answer"),
+            "reachable": reachable,
+            "error": ev.get("error", "") or ("no answer" if guest_run and not ev else ""),
             "gather_seconds": ev.get("seconds"),
-            "counts": dict(counts),
-            "status": "failed"
-            if any(_failing(r) for r in mine) or not ev.get("reachable")
-            else "passed",
+            "counts": dict(Counter(r.status.value for r in mine)),
+            "status": "failed" if bad else "passed",
         }
     return out
 

@@ -69,7 +69,7 @@ def validate_cmd(
     from validation.checks import select
 
     if list_checks:
-        _print_checks(select(check))
+        _print_checks(select(None))
         return
     from validation.runner import validate
 
@@ -100,10 +100,12 @@ def validate_cmd(
 
 
 def _print_checks(defs) -> None:
+    from validation.hypervisor import HV_CHECKS
+
     table = Table()
     for col in ("id", "severity", "expects", "fix"):
         table.add_column(col)
-    for d in defs:
+    for d in [*defs, *HV_CHECKS]:
         table.add_row(d.id, d.severity.value, d.summary, d.fix)
     console.print(table)
 

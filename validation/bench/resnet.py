@@ -87,6 +87,8 @@ def _build(cfg: TrainConfig, comm: Any) -> tuple[Any, Any, Any, Any, Any]:
     # .item() every step, which drains the kernel launch queue).
     opt_kw = {"fused": True} if (cuda and cfg.fused_optimizer) else {}
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **opt_kw)
+    if opt_kw.get("fused"):
+        seed_momentum(optimizer)
     model, optimizer = comm.wrap(model, optimizer)
     gen = torch.Generator(device=comm.device).manual_seed(1000 + comm.rank)
     shape = (cfg.batch, 3, cfg.image_size, cfg.image_size)
@@ -94,6 +96,24 @@ def _build(cfg: TrainConfig, comm: Any) -> tuple[Any, Any, Any, Any, Any]:
     target = torch.randint(0, 1000, (cfg.batch,), device=comm.device, generator=gen)
     scaler = torch.amp.GradScaler("cuda") if (cuda and cfg.precision == "fp16") else None
     return model, optimizer, scaler, data, target
+
+
+def seed_momentum(optimizer: Any) -> None:
+    """Give every parameter a zero momentum buffer before the first step.
+
+    Why: fused SGD makes its first-step buffers with `torch.empty_like` and lets the fused
+    kernel fill them; when GradScaler finds inf gradients on that step (it usually does:
+    the scale starts at 65536) the kernel skips everything, the buffers stay uninitialised
+    and the next step turns the weights into NaN (seen on an H200, torch 2.11). A zero
+    buffer gives exactly the unfused first step (buf = grad, dampening 0).
+    """
+    import torch
+
+    for group in optimizer.param_groups:
+        if not group.get("momentum"):
+            continue
+        for p in group["params"]:
+            optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
 
 
 def _amp(cfg: TrainConfig, device_type: str) -> Any:

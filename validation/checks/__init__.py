@@ -112,7 +112,8 @@ def load_all() -> dict[str, CheckDef]:
     return REGISTRY
 
 
-def _matches(check_id: str, pattern: str) -> bool:
+def matches(check_id: str, pattern: str) -> bool:
+    """`gpu.driver` matches `gpu.driver`, `gpu`, `gpu.*` and `gpu.d*`."""
     stem = pattern.rstrip(".*")
     return (
         fnmatch.fnmatchcase(check_id, pattern)
@@ -126,14 +127,14 @@ def select(patterns: list[str] | None) -> list[CheckDef]:
     checks = list(load_all().values())
     if not patterns:
         return checks
-    unknown = [p for p in patterns if not any(_matches(c.id, p) for c in checks)]
+    unknown = [p for p in patterns if not any(matches(c.id, p) for c in checks)]
     if unknown:
         from rackcert.errors import InputError
 
         raise InputError(
             f"unknown check id {', '.join(unknown)}; known: {', '.join(c.id for c in checks)}"
         )
-    return [c for c in checks if any(_matches(c.id, p) for p in patterns)]
+    return [c for c in checks if any(matches(c.id, p) for p in patterns)]
 
 
 def result(defn: CheckDef, node: str, outcome: Outcome) -> CheckResult:

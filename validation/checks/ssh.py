@@ -10,6 +10,10 @@ from validation.checks import NodeView, Outcome, check, failed, passed, skipped
 def peers(view: NodeView) -> Outcome:
     """`ssh -o BatchMode=yes` from this node to every other VM of the spec succeeds.
 
+    A first contact records the peer's host key in the node's known_hosts (accept-new),
+    as the first MPI launch would. The mesh is n x (n-1) connections: the one part of
+    validate that grows faster than the number of nodes.
+
     Fix: distribute the nodes' public keys to each other's authorized_keys (role ssh_trust).
     """
     want = view.expect.peers
