@@ -71,9 +71,8 @@ def _powered_on(host: ObservedHost, inventory: Inventory) -> list[dict[str, str]
 
 def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) -> dict[str, str]:
     """PCI id -> VM that needs it in passthrough, for one spec host."""
-    profile = spec.host_profile(host_name)
     templates = {v.name: spec.template(v.template) for v in spec.vms}
-    ports = nic_ports(placements, templates, profile, host_name)
+    ports = nic_ports(placements, templates, host_name)
     out: dict[str, str] = {}
     for p in placements:
         if p.host != host_name:
@@ -288,7 +287,7 @@ def plan(spec: Spec, inventory: Inventory) -> list[Action]:
     templates = {v.name: spec.template(v.template) for v in spec.vms}
     ports: dict[str, str] = {}
     for spec_host in spec.hosts:
-        ports |= nic_ports(placements, templates, spec.host_profile(spec_host.name), spec_host.name)
+        ports |= nic_ports(placements, templates, spec_host.name)
     by_vm = {p.vm: p for p in placements}
     for vm_spec in spec.vms:
         placement = by_vm[vm_spec.name]

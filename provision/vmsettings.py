@@ -48,27 +48,20 @@ class DeviceWant:
 
 
 def nic_ports(
-    placements: list[VmPlacement],
-    templates: dict[str, VmTemplate],
-    profile: HardwareProfile,
-    host: str,
+    placements: list[VmPlacement], templates: dict[str, VmTemplate], host: str
 ) -> dict[str, str]:
-    """VM name -> NIC port (PCI function) for NIC-passthrough VMs of one host, in spec order.
+    """VM name -> the NIC PCI function it gets in passthrough, for one host.
 
-    A dual-port ConnectX-6 gives port .0 to the first such VM and .1 to the
-    second; a third shares port .0 (only one of them can run at a time).
+    It is exactly `VmPlacement.nic`, the spine's answer, so that provision and
+    validation's hypervisor checks agree on it. VMs of one host that share a NIC
+    function can be configured but run one at a time (vSphere refuses to power
+    on a second VM holding the same passthrough device).
     """
-    ports: dict[str, str] = {}
-    used: dict[str, int] = {}
-    for p in placements:
-        tmpl = templates[p.vm]
-        if p.host != host or tmpl.nic is not NicMode.passthrough or not p.nic:
-            continue
-        nic = next(n for n in profile.nics if n.pci == p.nic)
-        index = used.get(nic.pci, 0)
-        used[nic.pci] = index + 1
-        ports[p.vm] = nic.pci[:-1] + str(index % nic.ports)
-    return ports
+    return {
+        p.vm: p.nic
+        for p in placements
+        if p.host == host and p.nic and templates[p.vm].nic is NicMode.passthrough
+    }
 
 
 def wanted_devices(

@@ -53,8 +53,8 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
     assert set(vms) == {v.name for v in lab.spec.vms}
     expect = {
         "mn-node1": ["0000:17:00.0", "0000:4b:00.0"],
-        "s1-pair": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"],
-        "s3-pair-a": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"],
+        "s1-pair": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"],
+        "s3-pair-a": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"],
     }
     for name, vm in vms.items():
         assert vm["firmware"] == "efi", name
@@ -173,4 +173,4 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
     assert code == 0, err
     vm = read_vms(lab)["s1-pair"]
     assert vm["firmware"] == "efi"
-    assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"]
+    assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"]
