@@ -19,11 +19,16 @@ from typer.core import TyperGroup
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
 from rackcert.errors import InputError, RackcertError, RecordError
 from rackcert.runs import RunDir, list_runs
+from rackcert.secrets import REDACTOR
 
 
 def say(text: str) -> None:
-    """Print without wrapping: paths and digests stay on one line for people and scripts."""
-    console.print(text, soft_wrap=True)
+    """Print without wrapping (paths and digests stay on one line), secrets masked."""
+    console.print(REDACTOR.scrub(text), soft_wrap=True)
+
+
+def emit_json(obj: object) -> None:
+    print_json(REDACTOR.scrub(obj))
 
 
 class _DefaultBuild(TyperGroup):
@@ -65,13 +70,16 @@ RunArg = Annotated[
 
 def resolve_run(arg: str, runs_root: Path | None) -> RunDir:
     """A run directory from a path, a path under the runs root, or a rack's latest run."""
+    from rackcert.report.build import learn_secrets
+
     root = runs_root or default_runs_root()
-    for candidate in (Path(arg), root / arg):
-        if (candidate / "meta.json").is_file():
-            return RunDir.open(candidate)
-    runs = list_runs(root, arg)
-    if runs:
-        return RunDir.open(runs[-1].path)
+    found = next((c for c in (Path(arg), root / arg) if (c / "meta.json").is_file()), None)
+    if found is None and (runs := list_runs(root, arg)):
+        found = runs[-1].path
+    if found is not None:
+        run = RunDir.open(found)
+        learn_secrets(run)  # whatever this command prints about the run gets masked
+        return run
     raise InputError(
         f"{arg}: not a run directory and no runs of a rack named so under {root}"
         " (give runs/<rack>/<timestamp> or a rack name)"
@@ -108,7 +116,7 @@ def build_cmd(
     outcome = build_report(target, formats=formats, reference=reference, matrix_dir=matrix_dir)
     record = outcome.record
     if as_json:
-        print_json(
+        emit_json(
             {
                 "run": str(target.path),
                 "verdict": outcome.verdict,
@@ -151,7 +159,7 @@ def verify_cmd(
     target = resolve_run(run, runs_dir)
     result = verify(target.path)
     if as_json:
-        print_json(
+        emit_json(
             {
                 "run": str(target.path),
                 "ok": result.ok,
@@ -201,7 +209,7 @@ def diff_cmd(
     a, b = resolve_run(run_a, runs_dir), resolve_run(run_b, runs_dir)
     d = diff_records(assemble(a), assemble(b), tolerance=tolerance)
     if as_json:
-        print_json(d.to_json())
+        emit_json(d.to_json())
     else:
         _print_diff(d)
     if d.regressed:

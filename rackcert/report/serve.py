@@ -51,8 +51,11 @@ def manifest_state(run_path: Path) -> str:
 
 def runs_listing(root: Path) -> list[dict[str, Any]]:
     """Runs newest first, with verdict, stage statuses, report links and manifest state."""
+    from rackcert.report.build import learn_secrets
+
     out = []
     for r in reversed(list_runs(root)):
+        learn_secrets(RunDir(r.path))  # pages about this run get its secrets masked
         rel = r.path.relative_to(root).as_posix()
         base = "/runs/" + quote(rel) + "/"
         files = {
@@ -177,6 +180,9 @@ class Handler(BaseHTTPRequestHandler):
         run_path = (root / parts[0] / parts[1]).resolve()
         if not run_path.is_relative_to(root.resolve()) or not (run_path / "meta.json").is_file():
             return self._send(HTTPStatus.NOT_FOUND, b"no such run", "text/plain", head)
+        from rackcert.report.build import learn_secrets
+
+        learn_secrets(RunDir(run_path))
         prefix = f"/runs/{quote(parts[0])}/{quote(parts[1])}/"
         if len(parts) == 2:
             return self._send(

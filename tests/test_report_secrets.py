@@ -1,0 +1,114 @@
+"""Secrets never reach the report: a seeded password and key line are in no produced file.
+
+The run's records are made to carry the vCenter password and a line of the SSH key (as a
+careless fact or task message might), then the real CLI builds every format, verifies, diffs
+and serves it. Every byte that comes out is searched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+
+from tests.plugins.report import start_serve, stop, write_run
+
+KEY_LINE = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+
+
+def _plant(run, secret: str) -> None:
+    """Put the secrets where stage records could plausibly carry them."""
+    facts = json.loads((run.path / "facts.json").read_text())
+    facts["nodes"]["mn-node1"]["kernel"] = f"5.4.0-135-generic PASSWORD={secret}"
+    facts["nodes"]["mn-node2"]["os"]["name"] = f"Ubuntu {KEY_LINE}"
+    (run.path / "facts.json").write_text(json.dumps(facts))
+    validate = json.loads((run.path / "validate.json").read_text())
+    result = validate["data"]["results"][0]
+    result.update(status="fail", observed=f"login with {secret} refused", reason=KEY_LINE)
+    (run.path / "validate.json").write_text(json.dumps(validate))
+    bench = json.loads((run.path / "bench.json").read_text())
+    bench["data"]["environment"]["platform"] = f"Linux {secret}"
+    bench["data"]["storage"]["path"] = f"/mnt/{secret}"
+    (run.path / "bench.json").write_text(json.dumps(bench))
+    configure = json.loads((run.path / "configure.json").read_text())
+    configure["data"]["hosts"]["mn-node3"]["failures"] = [
+        {"task": "ssh_trust", "role": "ssh_trust", "message": f"key {KEY_LINE} pass {secret}"}
+    ]
+    (run.path / "configure.json").write_text(json.dumps(configure))
+
+
+def test_seeded_secrets_appear_in_no_output(tmp_path):
+    secret = f"Vc-{uuid.uuid4().hex[:12]}-pw!"
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n" + KEY_LINE + "\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    (home / ".ssh" / "rackcert_ed25519").write_text(key)
+    root = tmp_path / "runs"
+    run_a, run_b = write_run(root), write_run(root, resnet_scale=0.9)
+    _plant(run_a, secret)
+    _plant(run_b, secret)
+    env = {**os.environ, "RACKCERT_VCENTER_PASSWORD": secret, "HOME": str(home), "COLUMNS": "200"}
+    cli = [sys.executable, "-m", "rackcert.cli"]
+    outputs: list[str] = []
+    for args in (
+        ["report", str(run_a.path), "--format", "json,html,pdf"],
+        ["report", str(run_b.path), "--format", "json,html", "--json"],
+        ["report", "verify", str(run_a.path)],
+        ["report", "diff", str(run_a.path), str(run_b.path)],
+        ["report", "diff", str(run_a.path), str(run_b.path), "--json"],
+        ["runs", "list", "--runs-dir", str(root), "--json"],
+    ):
+        done = subprocess.run(cli + args, capture_output=True, text=True, env=env, timeout=300)
+        assert "Traceback" not in done.stderr, done.stderr
+        outputs += [done.stdout, done.stderr]
+    assert "********" in (run_a.path / "run.json").read_text()  # it was there, and masked
+
+    produced = [
+        run_a.path / n
+        for n in ("run.json", "report.html", "report.pdf", "report.json", "MANIFEST.sha256")
+    ]
+    produced += [run_b.path / n for n in ("run.json", "report.html", "report.json")]
+    pdf_text = subprocess.run(
+        ["pdftotext", str(run_a.path / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Checks by node" in pdf_text
+    outputs.append(pdf_text)
+
+    os.environ["RACKCERT_VCENTER_PASSWORD"] = secret  # the server process inherits it
+    old_home = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    try:
+        proc, base = start_serve(root)
+    finally:
+        if old_home is not None:
+            os.environ["HOME"] = old_home
+        del os.environ["RACKCERT_VCENTER_PASSWORD"]
+    try:
+        listing = json.loads(urllib.request.urlopen(base + "api/runs", timeout=60).read())
+        pages = [base, base + "api/runs"]
+        for item in listing:
+            pages += [
+                base + item["report"].lstrip("/"),
+                base + item["files"].lstrip("/"),
+                base + item["files"].lstrip("/") + "facts.json",
+                base + item["files"].lstrip("/") + "live",
+            ]
+        for url in pages:
+            outputs.append(urllib.request.urlopen(url, timeout=120).read().decode())
+    finally:
+        stop(proc)
+
+    for path in produced:
+        data = path.read_bytes()
+        for needle in (secret, KEY_LINE):
+            assert needle.encode() not in data, f"{needle[:8]}... in {path.name}"
+    for text in outputs:
+        assert secret not in text and KEY_LINE not in text
