@@ -14,6 +14,7 @@ from rackcert.discover.drift import hardware_drift
 from rackcert.spec_loader import load_spec, parse_spec
 from tests.discover_helpers import (
     LAB,
+    R750,
     edited,
     rack_data,
     rackcert,
@@ -153,3 +154,21 @@ def test_unreachable_vcenter_and_missing_options_are_clear_errors(tmp_path, caps
     assert code == 2 and "cannot read the inventory" in err
     code, err = run("--vcenter", "x", "--port", "70000", "--inventory", str(tmp_path))
     assert code == 2
+
+
+def test_from_spec_with_a_pinned_thumbprint(rack_twin, tmp_path, capsys):
+    """--from alone reaches vCenter (the shared twin fixture's spec) and keeps the pin."""
+    from rackcert.cli import main
+
+    lab = rack_twin(tls="thumbprint")
+    out = tmp_path / "pinned.yaml"
+    code = main(
+        ["spec", "discover", "--from", str(lab.spec_path), "-o", str(out), "--diff", str(R750)]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "no drift" in captured.out
+    found = load_spec(out).spec
+    assert found.vcenter.tls.thumbprint == lab.spec.vcenter.tls.thumbprint
+    assert found.vcenter.password_file == lab.spec.vcenter.password_file
+    assert found.metadata.name == "r750xa-4node"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -130,7 +131,7 @@ def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None
     if source is None:
         raise InputError("--nodes needs --from SPEC: the VMs' addresses and SSH key come from it")
     ssh = source.guest.ssh
-    by_vc_name = {h.name: hw for h, hw in zip(inventory.hosts, hardware, strict=True)}
+    by_vc_name = {hw.vc_name: hw for hw in hardware}
     targets, plan = [], {}
     for vm in source.vms:
         seen = inventory.vm(vm.name)
@@ -147,6 +148,11 @@ def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None
         raise InputError(
             "--nodes: no VM of the spec is in vCenter with two or more GPU passthrough devices"
         )
+    err_console.print(
+        f"--nodes: asking {len(targets)} VM(s) for `nvidia-smi topo -m`:"
+        f" {', '.join(t.vm for t in targets)}",
+        soft_wrap=True,
+    )
     answers = probe(targets, known_hosts=known_hosts)
     links = []
     for name, (hw, pcis) in plan.items():
@@ -156,6 +162,21 @@ def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None
             map_to_host(matrix, pcis, parse_bus_ids(answer.bus_ids), vm=name, host=hw.name)
         )
     return links
+
+
+def _rack_name(name: str | None, source, output: Path | None) -> str:
+    """--name as given (checked), else the --from spec's, else the output file's stem."""
+    from rackcert.discover.hardware import spec_name
+
+    if name is not None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", name):
+            raise InputError(
+                f"--name {name!r}: a rack name is letters, digits, '.', '_' or '-' (63 at most)"
+            )
+        return name
+    if source is not None:
+        return source.metadata.name
+    return spec_name(output.stem) if output else "new-rack"
 
 
 def _say_read(endpoint, inventory: Inventory, inventory_file: Path | None) -> None:
@@ -289,8 +310,7 @@ def discover_cmd(
         source, vcenter, port, protocol, user, password_env, password_file,
         datacenter, cluster, ca_file, thumbprint, insecure,
     )  # fmt: skip
-    rack = name or (source.metadata.name if source else None) or (output.stem if output else None)
-    rack = rack or "new-rack"
+    rack = _rack_name(name, source, output)
     catalog = load_catalog(list(catalog_files or []))
     existing = load_spec(diff).spec if diff else None
     _vcenter_model(endpoint)  # a bad --port or --protocol is an input error before any work

@@ -70,6 +70,7 @@ class HostHardware:
     server: ServerModel | None = None
     pair_source: str = "none"  # "catalog", "nodes" or "none"
     notes: list[str] = field(default_factory=list)
+    vc_name: str = ""  # the name vCenter knows the host by (ObservedVm.host refers to it)
 
     def profile_key(self) -> tuple:
         """Hosts with equal keys share one hardware profile."""
@@ -215,6 +216,7 @@ def host_hardware(host: ObservedHost, catalog: Catalog, name: str | None = None)
         nics=nics,
         server=catalog.server(host.vendor, host.model),
         notes=notes,
+        vc_name=host.name,
     )
     apply_catalog_pairs(hw)
     return hw
