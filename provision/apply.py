@@ -226,6 +226,13 @@ def apply(
 ) -> ApplyResult:
     """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action."""
     result = ApplyResult()
+    current: list[Action] = []
+    outer = on_event
+
+    def on_event(event: str, action: Action | None, detail: str) -> None:  # noqa: F811
+        if event == "start" and action is not None:
+            current[:] = [action]
+        outer(event, action, detail)
 
     def done(action: Action, note: str) -> None:
         result.done.append(action.to_dict() | {"result": note or "done"})
@@ -274,7 +281,8 @@ def apply(
         msg = getattr(exc, "msg", None)
         if msg is None:
             raise
-        raise ApplyError(f"vCenter refused a change: {msg}") from None
+        where = f"{current[0].target}: {current[0].kind}" if current else "provision"
+        raise ApplyError(f"{where} refused by vCenter: {msg}") from None
     return result
 
 

@@ -66,3 +66,16 @@ def test_provision_without_yes_and_without_a_terminal_changes_nothing(rack_twin,
     assert "pass --yes" in error_line(err)
     assert all(h["ats"] is False for h in read_hosts(lab).values())
     assert read_vms(lab) == {}
+
+
+def test_spec_device_missing_on_host_is_one_line_and_recorded(rack_twin, capsys):
+    lab = rack_twin("inventories/lab.yaml")
+    text = lab.spec_path.read_text().replace("0000:31:00.0", "0000:32:00.0")
+    moved = lab.spec_path.with_name("moved-gpu.yaml")
+    moved.write_text(text)
+    code, _, err = cli(lab, capsys, "plan", str(moved))
+    assert code == 2
+    line = error_line(err)
+    assert "has no PCI device 0000:32:00.0" in line and "lab-esx01.lab.internal" in line
+    record = next(lab.runs_dir.glob("lab/*/plan.json")).read_text()
+    assert '"status": "failed"' in record and "0000:32:00.0" in record
