@@ -70,6 +70,7 @@ def targets(
     nodes: list[str] | None = None,
     local: bool = False,
     ssh_config: Path | None = None,
+    need_key: bool = True,
 ) -> list[Target]:
     """Who to validate and how to reach them; an unknown --node is an input error."""
     spec = loaded.spec
@@ -89,7 +90,7 @@ def targets(
     chosen: list[NodeExpect] = [expects[n] for n in (nodes or list(expects))]
     key = spec.guest.ssh.key_file
     key_path = str(Path(key).expanduser()) if key else None
-    if key_path and not Path(key_path).is_file():
+    if need_key and key_path and not Path(key_path).is_file():
         raise InputError(f"guest.ssh.key_file {key} does not exist; create it or fix the spec")
     config = str(ssh_config or _ssh_config(run))
     return [
@@ -197,7 +198,9 @@ def validate(
     guest_patterns = [p for p in patterns if p not in hv_patterns]
     defs = select(guest_patterns) if guest_patterns or not patterns else []
     hv_selected = not patterns or bool(hv_patterns)
-    tgts = targets(loaded, run, nodes=nodes, local=local, ssh_config=ssh_config)
+    tgts = targets(
+        loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
+    )
     tool_path = tool_path or os.environ.get(TOOL_PATH_ENV) or None
     art = run.artifacts("validate")
     events = art / "events.jsonl"

@@ -1,0 +1,142 @@
+"""`rackcert validate --local` on this machine, the CLI's errors, its records and JUnit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+H200_SPEC = ROOT / "inventories" / "h200-local.yaml"
+
+
+def rackcert(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def record(runs: Path) -> dict:
+    return json.loads(sorted(runs.glob("*/*/validate.json"))[-1].read_text())
+
+
+def test_local_with_fake_h200_passes_the_gpu_checks(tmp_path, fake_gpu_tools):
+    """The fake built from the H200's real output satisfies the H200 spec's GPU checks."""
+    tools = fake_gpu_tools({"h200-node1": {}})
+    runs = tmp_path / "runs"
+    done = rackcert(
+        "validate",
+        str(H200_SPEC),
+        "--local",
+        "--runs-dir",
+        str(runs),
+        "--check",
+        "gpu",
+        "--tool-path",
+        tools,
+        "--no-facts",
+    )
+    assert "Traceback" not in done.stderr
+    rec = record(runs)
+    by = {r["id"]: r for r in rec["data"]["results"]}
+    for cid in (
+        "gpu.count",
+        "gpu.model",
+        "gpu.driver",
+        "gpu.cuda.driver",
+        "gpu.persistence",
+        "gpu.ecc.mode",
+        "gpu.ecc.errors",
+        "gpu.pcie.link",
+    ):
+        assert by[cid]["status"] == "pass", by[cid]
+    assert by["gpu.nvlink.active"]["status"] == "skip"
+    assert rec["stage"] == "validate" and rec["data"]["local"] is True
+
+
+def test_local_wrong_driver_via_env_tool_path_fails_and_exits_1(tmp_path, fake_gpu_tools):
+    tools = fake_gpu_tools(
+        {"h200-node1": {"driver": "535.54.03", "fields": {"persistence_mode": "Disabled"}}}
+    )
+    runs, junit = tmp_path / "runs", tmp_path / "out" / "junit.xml"
+    done = rackcert(
+        "validate",
+        str(H200_SPEC),
+        "--local",
+        "--runs-dir",
+        str(runs),
+        "--check",
+        "gpu",
+        "--junit",
+        str(junit),
+        "--no-facts",
+        env={"RACKCERT_TOOL_PATH": tools},
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip().splitlines()[-1].startswith("error: validate failed: 2 error-severity")
+    )
+    assert "h200-node1:gpu.driver" in done.stderr and "h200-node1:gpu.persistence" in done.stderr
+    assert "fix: install the pinned driver" in done.stdout
+    rec = record(runs)
+    assert rec["status"] == "failed" and rec["data"]["tool_path"] == tools
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert cases["gpu.driver"].find("failure") is not None
+    assert cases["gpu.model"].find("failure") is None
+
+
+def test_local_without_gpu_tools_fails_gpu_checks_with_reason_not_crash(tmp_path):
+    runs = tmp_path / "runs"
+    done = rackcert(
+        "validate",
+        str(H200_SPEC),
+        "--local",
+        "--runs-dir",
+        str(runs),
+        "--tool-path",
+        str(tmp_path / "empty"),
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
+    data = record(runs)["data"]
+    by = {r["id"]: r for r in data["results"]}
+    assert by["node.reachable"]["status"] == "pass"
+    if by["gpu.count"]["status"] != "pass":  # a machine with a real GPU passes; this one fails
+        assert by["gpu.count"]["reason"] == "nvidia-smi not found"
+    assert by["ofed.version"]["status"] == "skip"  # the H200 spec pins no OFED
+    assert data["facts"] == "facts.json"
+    facts = json.loads((sorted(runs.glob("*/*/facts.json"))[-1]).read_text())
+    node = facts["nodes"]["h200-node1"]
+    assert node["kernel"] and "hostname" in node and isinstance(node["gpus"], list)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    done = rackcert("validate", str(H200_SPEC), "--node", "nope", "--runs-dir", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.startswith("error: unknown node nope")
+    done = rackcert("validate", str(H200_SPEC), "--check", "gpu.nope", "--runs-dir", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.startswith("error: unknown check id gpu.nope")
+    done = rackcert(
+        "validate",
+        str(ROOT / "inventories" / "r750xa-4node.yaml"),
+        "--runs-dir",
+        str(tmp_path),
+        env={"HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2 and "guest.ssh.key_file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_list_shows_every_check_with_fix():
+    done = rackcert("validate", str(H200_SPEC), "--list")
+    assert done.returncode == 0
+    for cid in ("gpu.nvlink.active", "storage.mount", "ssh.peers", "hv.vm.mmio", "hv.host.ats"):
+        assert cid in done.stdout
