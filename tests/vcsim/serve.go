@@ -130,4 +130,3 @@ func loadOrCreateCert(certFile, keyFile string) (tls.Certificate, error) {
 	}
 	return tls.X509KeyPair(certPem, keyPem)
 }
-
