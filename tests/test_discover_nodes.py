@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rackcert.spec_loader import load_spec
@@ -168,3 +169,16 @@ def test_nodes_needs_a_spec_with_the_vms(capsys):
 
     assert main(["spec", "discover", "--vcenter", "127.0.0.1", "--nodes"]) == 2
     assert "--nodes needs --from SPEC" in capsys.readouterr().err
+
+
+def test_probe_names_a_vm_without_nvidia_smi(ssh_hosts):
+    from rackcert.discover.nodes import Target, probe
+    from rackcert.errors import InputError
+
+    (bare,) = ssh_hosts(["bare"])
+    target = Target("bare", bare.address, bare.port, "root", bare.key_file)
+    with pytest.raises(InputError) as info:
+        probe([target], known_hosts=bare.known_hosts)
+    message = str(info.value)
+    assert message.startswith(f"--nodes: VM bare (root@{bare.address}:22): nvidia-smi topo -m")
+    assert "nvidia-smi not found (rc 127)" in message
