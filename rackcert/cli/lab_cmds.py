@@ -74,7 +74,16 @@ def parse_faults(fail: list[str], slow: list[str], drop: list[str]) -> dict[str,
     return faults
 
 
-@lab_app.command("up")
+UP_HELP = (
+    "Start the vcsim twin of the spec's rack in the background (and its VMs as SSH test hosts)."
+    "\n\nLoopback only, TLS with a self-signed certificate written where the spec's"
+    " tls.ca_file points, a random password written to its password_file (0600) unless one"
+    " exists. --fail, --slow and --drop inject faults (COUNT -1: every call). Builds the twin"
+    " (Go, GOPATH mode) the first time."
+)
+
+
+@lab_app.command("up", help=UP_HELP)
 def up(
     spec_path: LabSpecArg = None,
     port: Annotated[int | None, typer.Option(help="Listen port (default: the spec's)")] = None,

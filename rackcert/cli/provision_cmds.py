@@ -41,7 +41,22 @@ def _actions_table(actions: list[Any], title: str) -> Table:
     return table
 
 
-@app.command("plan")
+PLAN_HELP = (
+    "Show what provision would change: ATS, passthrough, reboots, VMs, each with its reason."
+    "\n\nReads vCenter (the spec's vcenter block) in one PropertyCollector call, diffs it with"
+    " the spec and records plan.json {observed, actions}. Changes nothing. Exit 0 also when the"
+    " plan is empty (the rack is provisioned)."
+)
+PROVISION_HELP = (
+    "Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs."
+    "\n\nAsks before changing anything unless --yes. Hosts with powered-on VMs, and powered-on"
+    " VMs, are left alone (and reported, exit 1) unless --power-cycle. A failed vCenter task"
+    " stops the run with the task's message; provision.json records what was done, and a"
+    " re-run finishes the job. Exit 0 when the rack matches the spec afterwards."
+)
+
+
+@app.command("plan", help=PLAN_HELP)
 def plan_cmd(
     spec_path: SpecArg,
     as_json: JsonOpt = False,
@@ -87,7 +102,7 @@ def plan_cmd(
     console.print(f"{len(actions)} action(s); recorded {path}")
 
 
-@app.command("provision")
+@app.command("provision", help=PROVISION_HELP)
 def provision_cmd(
     spec_path: SpecArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking")] = False,
