@@ -97,7 +97,9 @@ def _host_actions(
             Action(
                 "host.ats",
                 host.name,
-                f"VMkernel.Boot.atsSupport {host.ats_enabled} -> true",
+                "VMkernel.Boot.atsSupport "
+                + ("unset" if host.ats_enabled is None else "false")
+                + " -> true",
                 "ATS lets the GPUs and the ConnectX-6 do P2P (GPUDirect) without the IOMMU"
                 " in the way (Dell design, step 1); takes effect at the next boot",
                 host=host.name,
@@ -145,7 +147,7 @@ def _host_actions(
                 "host.reboot",
                 host.name,
                 "maintenance mode, reboot, exit maintenance mode",
-                f"{why} take(s) effect only after a reboot",
+                f"{why}: in effect only after a reboot",
                 host=host.name,
             )
         )
@@ -199,9 +201,9 @@ def _vm_action(
         return Action(
             "vm.create",
             vm_spec.name,
-            f"create VM {where}: {tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, "
-            f"{len(devices)} passthrough device(s), {_fmt_extra(extra)}",
-            f"VM {vm_spec.name} of template {tmpl.name} does not exist",
+            f"create: {tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, passthrough "
+            f"{', '.join(d.id or d.vgpu or '?' for d in devices) or 'none'}; {_fmt_extra(extra)}",
+            f"VM {vm_spec.name} of template {tmpl.name} does not exist; placement puts it {where}",
             host=host.name,
             params={"desired": desired, "host_moid": host.moid},
         )
