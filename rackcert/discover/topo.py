@@ -6,14 +6,16 @@ joined by a bridge, and PIX/PXB/PHB/NODE/SYS for a plain PCIe path.
 
 Mapping guest GPUs back to host PCI addresses: inside the VM a GPU has a guest PCI
 address (e.g. 0000:13:00.0) that has nothing to do with its host address
-(0000:17:00.0). ESXi gives a VM's passthrough devices guest PCI slots in the order the
-devices appear in the VM's configuration (device key order), so the n-th GPU by
-guest bus id is the VM's n-th GPU passthrough device. nvidia-smi numbers GPUs by
-ascending PCI bus id (its default enumeration order), so GPU<i> of the matrix is the
-i-th GPU passthrough device, ordered by device key. When the guest also answers
-`nvidia-smi --query-gpu=index,pci.bus_id`, the indices are re-sorted by bus id first,
-so the rule holds even with CUDA_DEVICE_ORDER or driver quirks. A VM whose GPU count
-differs from its GPU passthrough count cannot be mapped and is reported as such.
+(0000:17:00.0). rackcert relies on ESXi giving a VM's passthrough devices guest PCI
+slots in the order they appear in the VM's configuration (pciPassthru0, 1, ...: device
+key order), so the n-th GPU by guest bus id is the VM's n-th GPU passthrough device,
+ordered by device key. nvidia-smi numbers GPUs by ascending PCI bus id (its default
+enumeration), so GPU<i> of the matrix is the i-th device; when the guest also answers
+`nvidia-smi --query-gpu=index,pci.bus_id`, indices are re-sorted by bus id first, so the
+rule holds whatever order the driver numbers them in. For the 2-GPU VMs of an NVLink
+layout the order cannot change the answer (a pair is a pair either way); it matters for
+VMs with more GPUs. A VM whose GPU count differs from its GPU passthrough count cannot
+be mapped and is an error naming the VM.
 
 Example:
     matrix = parse_topo(text)                  # TopoMatrix(gpus=['GPU0', 'GPU1'], ...)
