@@ -153,7 +153,12 @@ def test_unreachable_vcenter_and_missing_options_are_clear_errors(tmp_path, caps
     code, err = run("--vcenter", "x", "--inventory", str(tmp_path / "nope.json"))
     assert code == 2 and "cannot read the inventory" in err
     code, err = run("--vcenter", "x", "--port", "70000", "--inventory", str(tmp_path))
-    assert code == 2
+    assert code == 2 and "vCenter options: port" in err
+    spec = tmp_path / "in-use.yaml"
+    spec.write_text(R750.read_text())
+    code, err = run("--from", str(spec), "-o", str(spec))
+    assert code == 2 and "would overwrite" in err
+    assert spec.read_text() == R750.read_text()
 
 
 def test_from_spec_with_a_pinned_thumbprint(rack_twin, tmp_path, capsys):

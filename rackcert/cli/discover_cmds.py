@@ -303,6 +303,12 @@ def discover_cmd(
     from rackcert.discover.yaml_writer import render
     from rackcert.spec_loader import load_spec, parse_spec
 
+    for given, flag in ((from_spec, "--from"), (diff, "--diff")):
+        if output and given and output.resolve() == given.resolve():
+            raise InputError(
+                f"-o {output} is the {flag} spec: the draft would overwrite its edits"
+                " (VM addresses, guest stack); write elsewhere and compare"
+            )
     if nodes and from_spec is None:
         raise InputError("--nodes needs --from SPEC: the VMs' addresses and SSH key come from it")
     source = load_spec(from_spec).spec if from_spec else None
