@@ -8,25 +8,32 @@ the traceback).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import typer
 
-from rackcert.cli import bench_cmds as _bench_cmds  # noqa: E402,F401
-from rackcert.cli import discover_cmds as _discover_cmds  # noqa: E402,F401
-from rackcert.cli import lab_cmds as _lab_cmds  # noqa: E402,F401
-from rackcert.cli import provision_cmds as _provision_cmds  # noqa: E402,F401
-from rackcert.cli import report_cmds as _report_cmds  # noqa: E402,F401
-from rackcert.cli import runs_cmds as _runs_cmds  # noqa: E402,F401
-
-# Command modules register on `app` when imported; keep them in pipeline order.
-from rackcert.cli import spec_cmds as _spec_cmds  # noqa: E402,F401
-from rackcert.cli import validate_cmds as _validate_cmds  # noqa: E402,F401
 from rackcert.cli.common import app, err_console
 from rackcert.errors import RackcertError
 
 __all__ = ["app", "main"]
+
+# Command modules register on `app` when imported, in the order --help lists them.
+COMMAND_MODULES = (
+    "spec_cmds",
+    "discover_cmds",
+    "lab_cmds",
+    "provision_cmds",
+    "configure_cmds",
+    "validate_cmds",
+    "bench_cmds",
+    "report_cmds",
+    "bootstrap_cmds",
+    "runs_cmds",
+)
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"rackcert.cli.{_name}")
 
 
 def main(argv: list[str] | None = None) -> int:
