@@ -182,3 +182,37 @@ def test_probe_names_a_vm_without_nvidia_smi(ssh_hosts):
     message = str(info.value)
     assert message.startswith(f"--nodes: VM bare (root@{bare.address}:22): nvidia-smi topo -m")
     assert "nvidia-smi not found (rc 127)" in message
+
+
+def test_nodes_after_rackcert_provision(rack_twin, ssh_hosts, tmp_path, capsys):
+    """The VMs and their passthrough devices as `rackcert provision` made them on the twin."""
+    from rackcert.cli import main
+    from tests.spec_helpers import LAB, example_data
+
+    node1, node2 = ssh_hosts(["node1", "node2"])
+    for host, fake in ((node1, "nvidia-smi-nvlink-pair"), (node2, "nvidia-smi-pcie-pair")):
+        target = host.path("/usr/local/bin/nvidia-smi")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FAKES / fake, target)
+        target.chmod(0o755)
+    data = example_data(LAB)
+    data["vms"][0]["address"], data["vms"][1]["address"] = node1.address, node2.address
+    data["guest"]["ssh"]["key_file"] = str(node1.key_file)
+    source = tmp_path / "lab-ssh.yaml"
+    source.write_text(yaml.safe_dump(data, sort_keys=False))
+    lab = rack_twin(source)
+    runs = tmp_path / "runs"
+    assert main(["provision", str(lab.spec_path), "--yes", "--runs-dir", str(runs)]) == 0
+    record = sorted(runs.rglob("provision.json"))[-1]
+    out = tmp_path / "nodes.yaml"
+    args = ["spec", "discover", "--from", str(lab.spec_path)]
+    nodes = ["--nodes", "--known-hosts", str(node1.known_hosts)]
+    assert main([*args, *nodes, "-o", str(out)]) == 0, capsys.readouterr().err
+    found = load_spec(out).spec
+    first, second = (found.host_profile(h).gpus for h in ("lab-esx01", "lab-esx02"))
+    assert [g.nvlink_peer for g in first] == ["0000:31:00.0", "0000:17:00.0"]  # NV12: proven
+    assert [g.nvlink_peer for g in second] == [None, None]  # SYS: the pair is not bridged
+    capsys.readouterr()
+    # The recorded inventory (provision.json) drafts the same hardware as the live twin.
+    assert main([*args, "--inventory", str(record), "--diff", str(source)]) == 0
+    assert "no drift" in capsys.readouterr().out

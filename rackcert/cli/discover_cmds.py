@@ -27,6 +27,9 @@ from rackcert.spec import VCenter
 DEFAULT_PASSWORD_ENV = "RACKCERT_VCENTER_PASSWORD"
 
 
+_RECORD_KEYS = ("data", "observed_after", "inventory", "observed", "observed_before")
+
+
 class DriftFound(RackcertError):
     """The rack's hardware differs from the spec in use (exit 1: the rack, not the input)."""
 
@@ -93,9 +96,14 @@ def _read_inventory(path: Path) -> Inventory:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read the inventory: {exc}") from None
-    for key in ("inventory", "observed", "data"):
-        if isinstance(data, dict) and "hosts" not in data and isinstance(data.get(key), dict):
-            data = data[key]
+    # provision.json keeps it as data.observed_after (and data.observed_before).
+    for _ in range(3):
+        if not isinstance(data, dict) or "hosts" in data:
+            break
+        key = next((k for k in _RECORD_KEYS if isinstance(data.get(k), dict)), None)
+        if key is None:
+            break
+        data = data[key]
     try:
         return Inventory.model_validate(data)
     except ValueError as exc:
@@ -323,7 +331,8 @@ def discover_cmd(
     inventory = _read_inventory(inventory_file) if inventory_file else _live_inventory(endpoint)
     _say_read(endpoint, inventory, inventory_file)
     if not inventory.hosts:
-        raise InputError(f"vCenter {endpoint.host} reports no ESXi hosts; nothing to draft")
+        where = f"inventory {inventory_file}" if inventory_file else f"vCenter {endpoint.host}"
+        raise InputError(f"{where} reports no ESXi hosts; nothing to draft")
     hardware = inventory_hardware(inventory, catalog, _cluster_hosts(inventory, endpoint.cluster))
     sources = {}
     if nodes:
