@@ -116,3 +116,13 @@ def test_script_markers_roundtrip_and_missing_tool(tmp_path):
     assert "ID=" in got["os_release"].text and got["os_release"].ok
     assert got["ofed"].missing == "ofed_info" and got["ofed"].why() == "ofed_info not found"
     assert got["hostname"].rc == 0 and got["hostname"].text
+
+
+def test_pyinfra_facts_process_real_h200_output():
+    """rackcert's own pyinfra facts on the H200's output (pyinfra's KernelModules fails there)."""
+    from validation.facts import LoadedModules, NvidiaGpus
+
+    mods = LoadedModules().process(fx("proc-modules").splitlines())
+    assert mods["nvidia"]["used"] == "-" and mods["nvidia_uvm"]["state"] == "Live"
+    (gpu,) = NvidiaGpus().process(fx("nvidia-smi-query-gpu").splitlines())
+    assert gpu["name"] == "NVIDIA H200"

@@ -9,8 +9,8 @@ out of the CLI's process):
 
     python -m validation.facts JOB.json OUT.json
 
-Two facts are rackcert's own, in pyinfra's shape (a command, a pure
-`process`, `requires_command`): `NvidiaGpus` and `NetInterfaces`.
+Three facts are rackcert's own, in pyinfra's shape (a command, a pure
+`process`, `requires_command`): `NvidiaGpus`, `NetInterfaces`, `LoadedModules`.
 """
 
 from __future__ import annotations
@@ -79,6 +79,29 @@ class NetInterfaces(FactBase):
         return out
 
 
+class LoadedModules(FactBase):
+    """Kernel modules from /proc/modules: name -> size, use count, state.
+
+    pyinfra's own server.KernelModules parses the use count as an int and fails on the
+    H200 machine's kernel, which prints '-' there (module unloading not built in).
+    """
+
+    def command(self) -> str:
+        return "cat /proc/modules"
+
+    @staticmethod
+    def default() -> dict[str, dict[str, str]]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, dict[str, str]]:
+        out = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) >= 5:
+                out[parts[0]] = {"size": parts[1], "used": parts[2], "state": parts[4]}
+        return out
+
+
 def _fact_classes() -> dict[str, type[FactBase]]:
     from pyinfra.facts import deb, rpm, server
 
@@ -87,7 +110,7 @@ def _fact_classes() -> dict[str, type[FactBase]]:
         "os": server.LinuxDistribution,
         "kernel": server.KernelVersion,
         "arch": server.Arch,
-        "kernel_modules": server.KernelModules,
+        "kernel_modules": LoadedModules,
         "sysctl": server.Sysctl,
         "mounts": server.Mounts,
         "deb_packages": deb.DebPackages,

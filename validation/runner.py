@@ -26,7 +26,7 @@ from rackcert.errors import InputError
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, atomic_write_bytes_checked, utc_now
 from rackcert.spec_loader import LoadedSpec
-from validation.checks import matches, select
+from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
 from validation.hypervisor import discovery_record, hv_ids, hypervisor_results
@@ -181,6 +181,7 @@ def validate(
     runs_root: Path,
     nodes: list[str] | None = None,
     checks: list[str] | None = None,
+    skip: list[str] | None = None,
     local: bool = False,
     tool_path: str | None = None,
     junit: Path | None = None,
@@ -198,6 +199,13 @@ def validate(
     guest_patterns = [p for p in patterns if p not in hv_patterns]
     defs = select(guest_patterns) if guest_patterns or not patterns else []
     hv_selected = not patterns or bool(hv_patterns)
+    skip = list(skip or [])
+    if skip:
+        known = [*load_all(), *hv_ids()]
+        unknown = [p for p in skip if not any(matches(i, p) for i in known)]
+        if unknown:
+            raise InputError(f"--skip {', '.join(unknown)}: no such check id")
+        defs = [d for d in defs if not any(matches(d.id, p) for p in skip)]
     tgts = targets(
         loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
     )
@@ -248,6 +256,7 @@ def validate(
             hv_results = hypervisor_results(spec, inventory, names)
         if hv_patterns:
             hv_results = [r for r in hv_results if any(matches(r.id, p) for p in hv_patterns)]
+        hv_results = [r for r in hv_results if not any(matches(r.id, p) for p in skip)]
 
     names = [t.expect.node for t in tgts]
     gathered: dict[str, dict[str, Any]] = {}
@@ -288,6 +297,7 @@ def validate(
         "nodes": node_info,
         "summary": summary,
         "checks": [d.id for d in defs],
+        "skipped_by_request": skip,
         "local": local,
         "hypervisor_source": hv_source,
         "facts": str(facts_path.name) if facts and facts_path.is_file() else None,

@@ -32,6 +32,10 @@ def validate_cmd(
         list[str] | None,
         typer.Option("--check", "-c", help="Only checks with this id or prefix: gpu.driver, gpu"),
     ] = None,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option("--skip", help="Leave out checks with this id or prefix (repeatable)"),
+    ] = None,
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Also write JUnit XML here (for CI)")
     ] = None,
@@ -82,6 +86,7 @@ def validate_cmd(
         runs_root=root,
         nodes=node,
         checks=check,
+        skip=skip,
         local=local,
         tool_path=tool_path,
         junit=junit,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
@@ -108,7 +109,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
     """Nearest-rank percentile of an ascending list (q in 0..100)."""
     if not sorted_values:
         return 0.0
-    rank = max(1, min(len(sorted_values), round(q / 100 * len(sorted_values) + 0.5)))
+    rank = max(1, min(len(sorted_values), math.ceil(q / 100 * len(sorted_values))))
     return sorted_values[rank - 1]
 
 

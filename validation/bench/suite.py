@@ -156,7 +156,12 @@ def plan_points(spec: Spec, opts: BenchOptions, gpu_count: int) -> list[Point]:
 
 
 def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
-    """The bench nodes: the named VMs, or every VM with the first VM's template."""
+    """The bench nodes: the named VMs, or the first VM's template's VMs, one per ESXi host.
+
+    Multi-node scaling means across hosts (the seed's Scenario 2: one 1-GPU VM on each of
+    four hosts); two VMs sharing a host would share its PCIe and NIC. Hosts come from
+    rackcert.placement, the same answer the provision planner uses.
+    """
     if not spec.vms:
         raise InputError("the spec has no vms: nothing to bench across nodes (try --local)")
     if names:
@@ -165,8 +170,17 @@ def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
         if missing:
             raise InputError(f"--vms {missing[0]}: no such VM in the spec")
         return [known[n] for n in names]
+    from rackcert.placement import place
+
+    host_of = {p.vm: p.host for p in place(spec)}
     first = spec.vms[0].template
-    return [v for v in spec.vms if v.template == first]
+    chosen: list[Vm] = []
+    seen: set[str] = set()
+    for vm in spec.vms:
+        if vm.template == first and host_of[vm.name] not in seen:
+            seen.add(host_of[vm.name])
+            chosen.append(vm)
+    return chosen
 
 
 def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[launch.Node]:
