@@ -109,7 +109,8 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
 
     vc = spec.vcenter
     password = resolve_secret(vc.password_env, vc.password_file, f"{_where(vc)} password")
-    try:
+
+    def login() -> Any:
         return SmartConnect(
             protocol=vc.protocol,
             host=vc.host,
@@ -120,6 +121,9 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
             thumbprint=_thumbprint(vc) if vc.tls.verify else None,
             httpConnectionTimeout=timeout,
         )
+
+    try:
+        return _with_retries(login)
     except vim.fault.InvalidLogin:
         raise SessionError(
             f"{_where(vc)}: login refused for user {vc.user!r}: wrong user name or password"
@@ -141,6 +145,22 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
         raise SessionError(f"cannot reach {_where(vc)}: {reason}") from None
     except vim.fault.VimFault as exc:
         raise SessionError(f"{_where(vc)}: login failed: {exc.msg}") from None
+
+
+def _with_retries(call: Any, attempts: int = 3) -> Any:
+    """Retry a dropped or reset connection (transient) with backoff; anything else is final."""
+    import http.client
+    import time
+
+    transient = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+    for attempt in range(attempts):
+        try:
+            return call()
+        except transient:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _colons(hexdigest: str) -> str:

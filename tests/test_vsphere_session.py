@@ -120,3 +120,9 @@ def test_spec_without_password_source_fails_cleanly(tmp_path):
     with pytest.raises(Exception) as info, connect(spec):
         pass
     assert "no password_env or password_file" in str(info.value)
+
+
+def test_login_survives_one_dropped_connection(rack_twin):
+    lab = rack_twin(LAB, faults={"drop": [{"method": "Login", "count": 1}]})
+    with connect(lab.spec) as si:
+        assert len(discover(si).hosts) == 2
