@@ -79,3 +79,48 @@ def test_spec_device_missing_on_host_is_one_line_and_recorded(rack_twin, capsys)
     assert "has no PCI device 0000:32:00.0" in line and "lab-esx01.lab.internal" in line
     record = next(lab.runs_dir.glob("lab/*/plan.json")).read_text()
     assert '"status": "failed"' in record and "0000:32:00.0" in record
+
+
+def test_twin_refuses_like_esxi_under_powered_on_vms(rack_twin):
+    """The twin itself enforces the rules apply relies on (not only rackcert's planner)."""
+    from pyVmomi import vim
+
+    from provision.apply import ApplyError, wait_task
+
+    running = {
+        "name": "busy",
+        "host": "lab-esx01.lab.internal",
+        "power_on": True,
+        "cpus": 2,
+        "memory_mb": 2048,
+    }
+    lab = rack_twin("inventories/lab.yaml", vms=[running])
+    with lab.connect() as si:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
+        host = next(h for h in view.view if h.name == "lab-esx01.lab.internal")
+        vm = host.vm[0]
+        for task, words in (
+            (host.EnterMaintenanceMode_Task(timeout=0), "power them off or migrate them"),
+            (host.RebootHost_Task(force=True), "cannot be rebooted"),
+        ):
+            try:
+                wait_task(task, "step")
+            except ApplyError as exc:
+                assert words in str(exc)
+            else:
+                raise AssertionError("the twin allowed it")
+        spec = vim.vm.ConfigSpec(firmware="efi")
+        try:
+            wait_task(vm.ReconfigVM_Task(spec=spec), "reconfigure")
+        except ApplyError as exc:
+            assert "powered on" in str(exc)
+        else:
+            raise AssertionError("firmware changed on a running VM")
+        other = next(h for h in view.view if h.name == "lab-esx02.lab.internal")
+        try:
+            wait_task(other.RebootHost_Task(force=False), "reboot")
+        except ApplyError as exc:
+            assert "not in maintenance mode" in str(exc)
+        else:
+            raise AssertionError("rebooted outside maintenance mode")
