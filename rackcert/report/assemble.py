@@ -525,6 +525,11 @@ def assemble(
     wanted = reference or spec_reference(run)
     ref = matrix_mod.find_reference(wanted, matrix_dir) if wanted else None
     bench = _bench(records, ref)
+    comparison = matrix_mod.compare(ref, hardware, software, wanted=wanted)
+    gpu_row = next((r for r in comparison.rows if r.component == "gpu_model"), None)
+    if gpu_row is not None and gpu_row.status != "matches":
+        # Published figures of other GPUs are no context for these: leave them out.
+        bench.reference_resnet50 = []
     return RunRecord(
         generated_at=utc_now(),
         generator=f"rackcert {_version()}",
@@ -535,7 +540,7 @@ def assemble(
         hardware=hardware,
         software=software,
         settings=settings,
-        matrix=matrix_mod.compare(ref, hardware, software, wanted=wanted),
+        matrix=comparison,
         configure=_configure(records),
         checks=checks,
         check_counts=_counts(checks),

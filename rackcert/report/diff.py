@@ -154,8 +154,9 @@ def _figures(r: RunRecord) -> dict[str, tuple[float, float | None, bool]]:
     out: dict[str, tuple[float, float | None, bool]] = {}
     if r.bench.resnet50:
         for p in r.bench.resnet50.points:
-            out[f"resnet50 images/s at {p.nodes} nodes"] = (p.images_per_sec, p.spread, True)
-            out[f"resnet50 scaling efficiency at {p.nodes} nodes"] = (p.efficiency, None, True)
+            where = f"{p.nodes} nodes" if p.gpus == p.nodes else f"{p.nodes} nodes/{p.gpus} GPUs"
+            out[f"resnet50 images/s at {where}"] = (p.images_per_sec, p.spread, True)
+            out[f"resnet50 scaling efficiency at {where}"] = (p.efficiency, None, True)
     ar = r.bench.allreduce
     if ar and ar.points:
         peak = max(p.busbw_gbps for p in ar.points)

@@ -60,8 +60,21 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
             )
         return rows
     if isinstance(obj, list):
-        return [(prefix.rstrip("."), ", ".join(str(v) for v in obj))]
-    return [(prefix.rstrip("."), str(obj))]
+        if any(isinstance(v, (dict, list)) for v in obj):
+            return [(prefix.rstrip("."), f"{len(obj)} entries (see run.json)")]
+        return [(prefix.rstrip("."), ", ".join(_cell(v) for v in obj))]
+    return [(prefix.rstrip("."), _cell(obj))]
+
+
+def _cell(value: Any) -> str:
+    """Numbers people can read: 638.9, 341,508,096; everything else as text."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1e5 else f"{value:.4g}"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 1e5 else str(value)
+    return str(value)
 
 
 def _software_columns(software: dict[str, dict[str, str]]) -> list[str]:
@@ -101,10 +114,13 @@ def _scaling_rows(record: RunRecord) -> list[dict[str, Any]]:
     res = record.bench.resnet50
     if res is None:
         return []
+    from rackcert.report.plots import scaling_axis
+
+    by_gpus = scaling_axis(res) == "gpus"
     ref = {r.nodes: r.images_per_sec for r in record.bench.reference_resnet50}
     rows = []
-    for p in sorted(res.points, key=lambda p: p.nodes):
-        reference = ref.get(p.nodes)
+    for p in sorted(res.points, key=lambda p: (p.nodes, p.gpus)):
+        reference = ref.get(p.gpus if by_gpus else p.nodes)  # the seed: one GPU per node
         rows.append(
             {
                 "point": p,

@@ -48,12 +48,24 @@ def _svg(fig) -> str:
     return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
+def scaling_axis(result: ScalingResult) -> str:
+    """'nodes' when each point has its own node count (the seed's multi-node table), else 'gpus'
+    (a one-machine run scales over GPUs of one node)."""
+    counts = [p.nodes for p in result.points]
+    return "nodes" if len(set(counts)) == len(counts) else "gpus"
+
+
 def scaling_svg(result: ScalingResult, reference: list[ReferenceFigure] | None = None) -> str:
-    """Speedup vs nodes: measured, linear, and the reference's published figures if any."""
+    """Speedup vs nodes (or GPUs): measured, linear, and the reference's published figures.
+
+    The reference figures are per node with one GPU each (the seed's Table 2), so they sit at
+    the same x whichever axis is used.
+    """
     plt = _pyplot()
-    points = sorted(result.points, key=lambda p: p.nodes)
+    axis = scaling_axis(result)
+    points = sorted(result.points, key=lambda p: (p.nodes, p.gpus))
     fig, ax = plt.subplots(figsize=(6.2, 3.8))
-    nodes = [p.nodes for p in points]
+    nodes = [p.nodes if axis == "nodes" else p.gpus for p in points]
     top = max(nodes + [r.nodes for r in reference or []] + [1])
     ax.plot([1, top], [1, top], ls="--", color=_GREY, lw=1.2, label="linear")
     if reference:
@@ -80,7 +92,7 @@ def scaling_svg(result: ScalingResult, reference: list[ReferenceFigure] | None =
             color=_BLUE,
         )
     ax.set_xticks(sorted(set(nodes + [r.nodes for r in reference or []])))
-    ax.set_xlabel("nodes")
+    ax.set_xlabel("nodes" if axis == "nodes" else "GPUs")
     ax.set_ylabel("speedup (x)")
     ax.set_title(f"{result.model} weak-scaling speedup vs linear", fontsize=10)
     ax.grid(alpha=0.3)
@@ -114,7 +126,20 @@ def allreduce_svg(result: AllreduceResult) -> str:
             zorder=5,
             label="wrong result",
         )
-    if result.line_rate_gbps:
+    peak = max((p.busbw_gbps for p in points), default=0.0)
+    if result.line_rate_gbps and peak < 0.05 * result.line_rate_gbps / 8:
+        # Far below the link (a CPU or loopback run): a ceiling line would flatten the curve.
+        ax.text(
+            0.99,
+            0.02,
+            f"line rate {result.line_rate_gbps:g} Gb/s off scale",
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color=_ORANGE,
+        )
+    elif result.line_rate_gbps:
         rate = result.line_rate_gbps / 8
         ax.axhline(
             rate,
