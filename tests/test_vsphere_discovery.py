@@ -71,3 +71,12 @@ def test_mmio_window_rule():
     assert mmio_size_gb([40]) == 128
     assert mmio_size_gb([80, 80], override=1024) == 1024
     assert mmio_size_gb([]) == 0
+
+
+def test_discovery_benchmark_runs_and_naive_walk_grows(tmp_path, vcsim_binary):
+    from benchmarks.discovery import measure
+
+    small = measure(1, tmp_path)
+    larger = measure(3, tmp_path)
+    assert small["rackcert_round_trips"] == larger["rackcert_round_trips"] == 5
+    assert larger["naive_round_trips"] > small["naive_round_trips"] > 5
