@@ -294,7 +294,32 @@ def _software(
                 shared["torch_cuda"] = str(env["cuda"])
             if shared:
                 out["bench environment"] = shared
-    return {node: dict(sorted(v.items())) for node, v in sorted(out.items()) if v}
+    return {node: _plausible(v) for node, v in sorted(out.items()) if _plausible(v)}
+
+
+_VERSIONED = {
+    "nvidia_driver",
+    "cuda",
+    "cuda_driver",
+    "ofed",
+    "container_toolkit",
+    "nic_firmware",
+    "kernel",
+    "bios_version",
+    "nccl",
+    "torch",
+    "horovod",
+    "torch_cuda",
+}
+
+
+def _plausible(versions: dict[str, str]) -> dict[str, str]:
+    """Drop 'versions' with no digit in them ('nvidia-smi not found'): nothing was seen."""
+    return {
+        k: v
+        for k, v in sorted(versions.items())
+        if k not in _VERSIONED or any(ch.isdigit() for ch in v)
+    }
 
 
 def _nvlink(facts: dict[str, Any], checks: list[CheckResult]) -> list[NvlinkPair]:
