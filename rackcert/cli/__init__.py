@@ -39,7 +39,8 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click returns typer.Exit's code instead of exiting.
+        code = app(args=argv, standalone_mode=False)
     except RackcertError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, highlight=False)
         return exc.exit_code
@@ -54,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("RACKCERT_DEBUG"):
             raise
-        import click
-
-        if isinstance(exc, click.ClickException):
+        # Usage errors (typer vendors its own click, so match by shape, not by class).
+        if callable(getattr(exc, "show", None)) and isinstance(
+            getattr(exc, "exit_code", None), int
+        ):
             exc.show()
             return exc.exit_code
         name = type(exc).__name__
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             highlight=False,
         )
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
