@@ -88,8 +88,8 @@ def pinned_context(vc: VCenter) -> ssl.SSLContext:
     actual = _colons(hashlib.sha256(der).hexdigest())
     if actual != vc.tls.thumbprint:
         raise SessionError(
-            f"{_where(vc)}: certificate fingerprint {actual} does not match the pinned"
-            f" tls.thumbprint {vc.tls.thumbprint}; refusing to connect"
+            f"{_where(vc)}: certificate SHA-256 {_plain(actual)} does not match the pinned"
+            f" tls.thumbprint {_plain(vc.tls.thumbprint)}; refusing to connect"
         )
     ctx = ssl.create_default_context(cadata=ssl.DER_cert_to_PEM_cert(der))
     ctx.check_hostname = False
@@ -130,8 +130,8 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
         ) from None
     except ThumbprintMismatchException as exc:
         raise SessionError(
-            f"{_where(vc)}: certificate fingerprint {_colons(exc.actual)} does not match the"
-            f" pinned tls.thumbprint {vc.tls.thumbprint}; refusing to connect"
+            f"{_where(vc)}: certificate SHA-256 {_plain(exc.actual)} does not match the"
+            f" pinned tls.thumbprint {_plain(vc.tls.thumbprint or '')}; refusing to connect"
         ) from None
     except ssl.SSLCertVerificationError as exc:
         raise SessionError(
@@ -161,6 +161,12 @@ def _with_retries(call: Any, attempts: int = 3) -> Any:
                 raise
             time.sleep(0.2 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+def _plain(fingerprint: str) -> str:
+    """A fingerprint as 64 hex digits, no colons: the spec accepts this form too, and a
+    terminal renderer cannot mistake `:ab:`-like pieces for emoji codes."""
+    return fingerprint.replace(":", "").upper()
 
 
 def _colons(hexdigest: str) -> str:

@@ -117,14 +117,16 @@ def up(
         started = twin.start(desc, files, detach=True)
         console.print(
             f"[green]twin up[/]: {started.url} (pid {started.pid}), CA {files.cert_file},"
-            f" password in {files.password_file}, SHA-256 {started.thumbprint}"
+            f" password in {files.password_file}, SHA-256 {started.thumbprint}",
+            emoji=False,
         )
     if ssh_hosts and spec.vms:
         from rackcert.lab import sshhosts
 
         hosts = sshhosts.start_lab_hosts(spec)
         console.print(
-            "[green]SSH hosts up[/]: " + ", ".join(f"{h.name} {h.address}" for h in hosts)
+            "[green]SSH hosts up[/]: " + ", ".join(f"{h.name} {h.address}" for h in hosts),
+            emoji=False,
         )
 
 

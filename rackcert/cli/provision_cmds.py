@@ -12,7 +12,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from rackcert.cli.common import (
     JsonOpt,
@@ -36,8 +38,11 @@ def _actions_table(actions: list[Any], title: str) -> Table:
     for col in ("#", "target", "action", "change", "reason"):
         table.add_column(col, overflow="fold")
     for i, a in enumerate(actions, 1):
-        note = f" [yellow]({a.blocked})[/]" if a.blocked else ""
-        table.add_row(str(i), a.target, a.kind, a.change + note, a.reason)
+        # Text cells: no markup or emoji parsing of data (":ab:" in a PCI id or fingerprint).
+        change = Text(a.change)
+        if a.blocked:
+            change.append(f" ({a.blocked})", style="yellow")
+        table.add_row(str(i), Text(a.target), Text(a.kind), change, Text(a.reason))
     return table
 
 
@@ -211,7 +216,7 @@ def _say(as_json: bool, data: dict[str, Any], path: Any, text: str) -> None:
             }
         )
     else:
-        console.print(f"{text} (recorded {path})")
+        console.print(f"{text} (recorded {escape(str(path))})", emoji=False)
 
 
 class _Progress:
@@ -246,5 +251,9 @@ class _Progress:
         elif kind in ("done", "skipped") and action is not None:
             self.progress.advance(self.task)
             if not self.quiet:
-                mark = "[green]done[/]" if kind == "done" else f"[yellow]skipped[/] ({detail})"
-                self.progress.console.print(f"{mark} {action.target}: {action.change}")
+                mark = (
+                    "[green]done[/]" if kind == "done" else f"[yellow]skipped[/] ({escape(detail)})"
+                )
+                self.progress.console.print(
+                    f"{mark} {escape(action.target)}: {escape(action.change)}", emoji=False
+                )
