@@ -60,7 +60,6 @@ def test_seeded_secrets_appear_in_no_output(tmp_path):
         ["report", str(run_b.path), "--format", "json,html", "--json"],
         ["report", "verify", str(run_a.path)],
         ["report", "diff", str(run_a.path), str(run_b.path)],
-        ["report", "diff", str(run_a.path), str(run_b.path), "--json"],
         ["runs", "list", "--runs-dir", str(root), "--json"],
     ):
         done = subprocess.run(cli + args, capture_output=True, text=True, env=env, timeout=300)
