@@ -66,3 +66,13 @@ def test_every_command_has_help():
         leaves = [[name, s] for s in sub.commands] if hasattr(sub, "commands") else [[name]]
         for leaf in leaves:
             assert main([*leaf, "--help"]) == 0, leaf
+
+
+@app.command("zz-test-markup", hidden=True)
+def _markup() -> None:
+    raise RackcertError("thumbprint AB:AB:CD:cd [bold]x[/bold] differs")
+
+
+def test_error_text_prints_verbatim(capsys):
+    assert main(["zz-test-markup"]) == 1
+    assert "thumbprint AB:AB:CD:cd [bold]x[/bold] differs" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import os
 import sys
 
 import typer
+from rich.markup import escape
 
 from rackcert.cli.common import app, err_console
 from rackcert.errors import RackcertError
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
         code = app(args=argv, standalone_mode=False)
     except RackcertError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         name = type(exc).__name__
         err_console.print(
-            f"[bold red]internal error:[/] {name}: {' '.join(str(exc).split())}"
+            f"[bold red]internal error:[/] {name}: {escape(' '.join(str(exc).split()))}"
             " (set RACKCERT_DEBUG=1 for the traceback)",
             soft_wrap=True,
             highlight=False,

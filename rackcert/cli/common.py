@@ -25,8 +25,9 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed.
+console = Console(highlight=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Rack spec (YAML), e.g. inventories/lab.yaml", show_default=False)
