@@ -70,7 +70,10 @@ def _envelope(api: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "required": ["name"],
                 "properties": {
                     "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"},
-                    "namespace": {"type": "string"},
+                    "namespace": {
+                        "type": "string",
+                        "pattern": r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+                    },
                     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                 },
             },

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -174,10 +175,19 @@ def parse_result(text: str) -> dict[str, Any] | None:
     return None
 
 
+_EXC_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.+)$")
+
+
 def _last_error_line(text: str) -> str:
+    """The line that says why: the last Python exception a rank printed, else the last
+    line naming an error (torchrun's own "worker FAILED" summary names no cause)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines):
-        if any(w in ln for w in ("Error", "error:", "FAILED", "Exception", "denied", "refused")):
+        match = _EXC_RE.search(ln)
+        if match and "ChildFailedError" not in match.group(1):
+            return f"{match.group(1)}: {match.group(2)}"[:300]
+    for ln in reversed(lines):
+        if any(w in ln for w in ("Error", "error:", "FAILED", "denied", "refused")):
             return ln[:300]
     return lines[-1][:300] if lines else "no output"
 

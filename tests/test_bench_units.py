@@ -1,0 +1,272 @@
+"""Bench arithmetic and planning, without launching anything: nccl-tests' definitions,
+weak-scaling speedup/efficiency, verdict thresholds, launch command lines, CLI input errors."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from pathlib import Path
+
+import pytest
+
+from rackcert.errors import InputError
+from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult, Status
+from rackcert.spec import Certification
+from rackcert.spec_loader import load_spec
+from validation.bench import allreduce, launch, resnet, storage, verdict, worker
+from validation.bench.suite import BenchOptions, Engine, choose_engine, plan_points
+
+LAB = Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml"
+R750 = Path(__file__).resolve().parents[1] / "inventories" / "r750xa-4node.yaml"
+
+
+def test_sweep_doubles_from_8_bytes_to_1_gib() -> None:
+    sizes = allreduce.sweep_sizes()
+    assert sizes[0] == 8 and sizes[-1] == 1 << 30 and len(sizes) == 28
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
+    with pytest.raises(ValueError):
+        allreduce.sweep_sizes(64, 8)
+
+
+@pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75), (16, 1.875)])
+def test_busbw_factor_is_nccl_tests_2_n_minus_1_over_n(n: int, factor: float) -> None:
+    assert allreduce.busbw_factor(n) == pytest.approx(factor)
+    assert allreduce.busbw_gbps(10.0, n) == pytest.approx(10.0 * factor)
+
+
+def test_algbw_is_bytes_over_time_in_gb_per_s() -> None:
+    # 1 GiB in 10 ms: 107.37 GB/s (nccl-tests divides by 1e9, not 2**30)
+    assert allreduce.algbw_gbps(1 << 30, 0.010) == pytest.approx(107.3741824)
+    assert allreduce.algbw_gbps(8, 0.0) == 0.0
+
+
+def test_expected_sum_matches_the_fill_pattern() -> None:
+    n = 3
+    for i in range(20):
+        want = sum((r + 1) + (i % allreduce.PATTERN) for r in range(n))
+        assert allreduce.expected_sum(i, n) == want
+
+
+def test_busbw_fraction_uses_the_largest_sizes_and_bits() -> None:
+    pts = [
+        {"size_bytes": 1 << k, "busbw_gbps": float(k)} for k in range(10, 20)
+    ]  # largest three: 17, 18, 19 GB/s -> mean 18 GB/s = 144 Gb/s
+    assert allreduce.busbw_fraction(pts, 100.0) == pytest.approx(1.44)
+    assert allreduce.busbw_fraction(pts, None) is None
+
+
+def test_scaling_speedup_and_efficiency_against_n_times_baseline() -> None:
+    # The seed's table: 2757 / 5392 / 10675 images/s on 1 / 2 / 4 nodes.
+    rows = [
+        {"nodes": 4, "gpus": 4, "images_per_sec": 10675.0},
+        {"nodes": 1, "gpus": 1, "images_per_sec": 2757.0},
+        {"nodes": 2, "gpus": 2, "images_per_sec": 5392.0},
+    ]
+    out = resnet.scaling(rows)
+    assert [r["gpus"] for r in out] == [1, 2, 4]
+    assert out[1]["speedup"] == pytest.approx(5392 / 2757)
+    assert out[2]["efficiency"] == pytest.approx(10675 / (4 * 2757))
+    assert 0.96 < out[2]["efficiency"] < 0.97
+
+
+def test_spread_is_1_96_sigma() -> None:
+    assert resnet.spread([10.0, 12.0]) == pytest.approx(1.96 * math.sqrt(2.0))
+    assert resnet.spread([5.0]) == 0.0
+
+
+def test_naive_config_is_eager_fp32_nchw() -> None:
+    cfg = resnet.TrainConfig.for_device("cuda").naive()
+    assert (cfg.precision, cfg.channels_last, cfg.compile, cfg.cudnn_benchmark) == (
+        "fp32",
+        False,
+        False,
+        False,
+    )
+    fast = resnet.TrainConfig.for_device("cuda")
+    assert fast.precision == "fp16" and fast.channels_last and fast.compile
+
+
+def test_seeded_fused_sgd_matches_unfused_when_the_first_step_overflows() -> None:
+    """Fused SGD + GradScaler skipping step 1 must not leave garbage momentum (NaN on H200)."""
+    import torch
+
+    def trajectory(fused: bool) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 4)
+        kw = {"fused": True} if fused else {"foreach": True}
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, **kw)
+        if fused:
+            resnet.seed_momentum(opt)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127)  # step 1 overflows
+        gen = torch.Generator().manual_seed(1)
+        for _ in range(4):
+            opt.zero_grad()
+            loss = model(torch.randn(2, 8, generator=gen)).pow(2).sum()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        assert scaler.get_scale() < 2.0**127  # the overflow happened and was skipped
+        return [p.detach().clone() for p in model.parameters()]
+
+    for a, b in zip(trajectory(True), trajectory(False), strict=True):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b)
+
+
+def test_percentile_nearest_rank() -> None:
+    values = sorted(float(i) for i in range(1, 101))
+    assert storage.percentile(values, 50) == 50.0
+    assert storage.percentile(values, 99) == 99.0
+    assert storage.percentile(values, 100) == 100.0
+    assert storage.percentile([], 50) == 0.0
+
+
+def _ar(world: int, fraction: float | None, correct: bool = True) -> AllreduceResult:
+    pt = AllreducePoint(
+        size_bytes=8, count=2, time_us=1.0, algbw_gbps=1.0, busbw_gbps=1.0, correct=correct
+    )
+    return AllreduceResult(
+        backend="gloo",
+        device="cpu",
+        world_size=world,
+        points=[pt],
+        line_rate_gbps=100.0,
+        busbw_fraction=fraction,
+    )
+
+
+def _sc(per_gpu: list[float]) -> ScalingResult:
+    base = per_gpu[0]
+    pts = [
+        ScalingPoint(
+            nodes=2**i,
+            gpus=2**i,
+            images_per_sec=v * 2**i,
+            images_per_sec_per_gpu=v,
+            speedup=v * 2**i / base,
+            efficiency=v / base,
+        )
+        for i, v in enumerate(per_gpu)
+    ]
+    return ScalingResult(
+        batch_per_gpu=256, precision="fp16", channels_last=True, device="cuda", points=pts
+    )
+
+
+def test_verdict_fails_on_each_threshold_and_says_which() -> None:
+    cert = Certification(
+        scaling_efficiency_min=0.9,
+        allreduce_busbw_fraction_min=0.7,
+        resnet50_images_per_gpu_min=2500,
+    )
+    good = verdict.judge(cert, _ar(4, 0.8), _sc([2757, 2696, 2669]), [], None, judge_link=True)
+    assert good.passed, good.reasons
+    slow = verdict.judge(cert, _ar(4, 0.5), _sc([2757, 2000]), [], None, judge_link=True)
+    assert not slow.passed
+    ids = {r.split(":")[0] for r in slow.reasons}
+    assert ids == {
+        "allreduce.busbw_fraction",
+        "resnet50.scaling_efficiency",
+        "resnet50.images_per_gpu",
+    }
+    wrong = verdict.judge(cert, _ar(2, 0.9, correct=False), None, [], None, judge_link=True)
+    assert [c.id for c in wrong.checks if c.status is Status.failed] == ["allreduce.correct"]
+    nan = verdict.judge(
+        cert, None, None, [{"world_size": 1, "loss_finite": False}], None, judge_link=True
+    )
+    assert not nan.passed and nan.reasons[0].startswith("resnet50.loss_finite")
+
+
+def test_verdict_skips_what_cannot_be_judged_without_passing_it() -> None:
+    cert = Certification()
+    v = verdict.judge(cert, _ar(1, None), _sc([100.0]), [], None, judge_link=False)
+    by_id = {c.id: c for c in v.checks}
+    assert by_id["allreduce.busbw_fraction"].status is Status.skipped
+    assert "world size 1" in by_id["allreduce.busbw_fraction"].observed
+    assert by_id["resnet50.scaling_efficiency"].status is Status.skipped
+    local = verdict.judge(cert, _ar(2, 0.01), None, [], None, judge_link=False)
+    assert {c.id: c for c in local.checks}["allreduce.busbw_fraction"].status is Status.skipped
+
+
+def test_engine_choice() -> None:
+    assert choose_engine("gloo", True) == Engine("torch", "cpu", "gloo")
+    assert choose_engine("nccl", True) == Engine("torch", "cuda", "nccl")
+    with pytest.raises(InputError, match="needs GPUs"):
+        choose_engine("nccl", False)
+    with pytest.raises(InputError, match="choose one of"):
+        choose_engine("mpi", False)
+
+
+def test_plan_local_and_multi_node_points() -> None:
+    lab = load_spec(LAB).spec
+    assert [p.gpus for p in plan_points(lab, BenchOptions(local=True), 8)] == [1, 2, 4, 8]
+    assert [p.gpus for p in plan_points(lab, BenchOptions(local=True), 6)] == [1, 2, 4, 6]
+    assert [p.gpus for p in plan_points(lab, BenchOptions(local=True), 0)] == [1, 2]
+    with pytest.raises(InputError, match="has 1 GPU"):
+        plan_points(lab, BenchOptions(local=True, gpus=[1, 2]), 1)
+    r750 = load_spec(R750).spec
+    pts = plan_points(r750, BenchOptions(), 0)
+    assert [(p.nodes, p.gpus) for p in pts] == [(1, 1), (2, 2), (4, 4)]
+    assert [v.name for v in pts[-1].vms] == ["mn-node1", "mn-node2", "mn-node3", "mn-node4"]
+    with pytest.raises(InputError, match="offers 4 node"):
+        plan_points(r750, BenchOptions(nodes=[8]), 0)
+
+
+def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
+    nodes = [
+        launch.Node("a", "10.0.0.1", 2222, "root", "/k", ("-o", "X=1")),
+        launch.Node("b", "10.0.0.2", 22, "ubuntu"),
+    ]
+    cmds = launch.ssh_torchrun(
+        nodes, 2, ["--quick"], remote_python="/py", remote_dir="/src", rdzv_id="rid"
+    )
+    assert len(cmds) == 2
+    assert cmds[0][:9] == [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-p",
+        "2222",
+        "-i",
+        "/k",
+        "-o",
+        "IdentitiesOnly=yes",
+    ]
+    assert "root@10.0.0.1" in cmds[0] and "ubuntu@10.0.0.2" in cmds[1]
+    for cmd in cmds:
+        remote = shlex.split(cmd[-1])
+        assert remote[:3] == ["cd", "/src", "&&"]
+        tail = remote[remote.index("/py") :]
+        assert tail[:3] == ["/py", "-m", "torch.distributed.run"]
+        assert tail[tail.index("--rdzv-backend") + 1] == "c10d"
+        assert tail[tail.index("--rdzv-endpoint") + 1] == "10.0.0.1:29400"
+        assert tail[tail.index("--rdzv-id") + 1] == "rid"
+        assert tail[tail.index("--nnodes") + 1] == "2"
+        assert "PYTHONPATH=/src" in remote
+
+
+def test_horovodrun_command_lists_every_host_with_its_slots() -> None:
+    nodes = [launch.Node("a", "10.0.0.1"), launch.Node("b", "10.0.0.2")]
+    cmd = launch.ssh_horovodrun(nodes, 4, [], remote_python="/py")
+    assert cmd[cmd.index("-np") + 1] == "8"
+    assert cmd[cmd.index("-H") + 1] == "10.0.0.1:4,10.0.0.2:4"
+    assert cmd[-5:] == ["/py", "-m", "validation.bench.worker", "--backend", "horovod"]
+    assert "--gloo" in cmd
+
+
+def test_result_line_is_found_behind_an_engine_prefix() -> None:
+    text = 'noise\n[1,0]<stdout>:RACKCERT_RESULT {"a": 1}\nmore\n'
+    assert launch.parse_result(text) == {"a": 1}
+    assert launch.parse_result("nothing") is None
+    assert launch.MARKER == worker.MARKER == storage.MARKER
+
+
+def test_cli_rejects_bad_options_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from rackcert.cli import main
+
+    assert main(["bench", str(LAB), "--local", "--gpus", "1,x"]) == 2
+    assert main(["bench", str(LAB), "--local", "--skip", "gpu"]) == 2
+    assert main(["bench", str(LAB), "--gpus", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--gpus '1,x'" in err and "--skip 'gpu'" in err and "use it with --local" in err
+    assert "Traceback" not in err
