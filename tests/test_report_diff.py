@@ -92,3 +92,19 @@ def test_matrix_row_that_stops_matching_is_a_regression(report_runs):
         ("nvidia_driver", "matches", "differs")
     ]
     assert "certified matrix nvidia_driver: matches -> differs" in d.regressions
+
+
+def test_last_certified_is_the_newest_pass(report_runs):
+    from rackcert.report.build import build_report
+    from rackcert.report.diff import last_certified
+
+    first = report_runs()
+    build_report(first, formats=("json",))
+    second = report_runs(bench_passed=False)
+    build_report(second, formats=("json",))
+    third = report_runs()
+    assert last_certified(report_runs.root, "r750xa-4node").path == first.path
+    build_report(third, formats=("json",))
+    assert last_certified(report_runs.root, "r750xa-4node").path == third.path
+    assert last_certified(report_runs.root, "r750xa-4node", before=third.path).path == first.path
+    assert last_certified(report_runs.root, "other-rack") is None

@@ -217,34 +217,10 @@ def diff_cmd(
 
 
 def _print_diff(d) -> None:  # type: ignore[no-untyped-def]
-    say(f"diff {d.run_a} -> {d.run_b}: verdict {d.verdict[0]} -> {d.verdict[1]}")
-    for title, changes in (
-        ("versions", d.versions),
-        ("settings", d.settings),
-        ("hardware", d.hardware),
-        ("certified matrix", d.matrix),
-    ):
-        if changes:
-            say(f"[bold]{title} changed[/]")
-            for c in changes:
-                say(f"  {c.scope} {c.key}: {c.before or '-'} -> {c.after or '-'}")
-    if d.checks:
-        say("[bold]checks flipped[/]")
-        for f in d.checks:
-            say(f"  {f.kind:9} {f.node} {f.check}: {f.before or '-'} -> {f.after or '-'}")
-    moved = [m for m in d.figures if m.moved]
-    say(f"[bold]figures[/] {len(d.figures)} compared, {len(moved)} moved beyond spread")
-    for m in moved:
-        say(
-            f"  {'worse' if m.worse else 'better'} {m.figure}: {m.before:,.2f} -> {m.after:,.2f}"
-            f" ({m.change:+.1%}; threshold {m.threshold:.1%}, {m.spread})"
-        )
-    if d.regressions:
-        say(f"[bold red]REGRESSION[/] ({len(d.regressions)})")
-        for r in d.regressions:
-            say(f"  - {r}")
-    else:
-        say("[green]no regression[/]")
+    from rackcert.report.diff import format_diff
+
+    for line in format_diff(d):
+        say(line)
 
 
 @report_app.command("schema")

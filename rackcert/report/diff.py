@@ -15,10 +15,12 @@ two spreads added and `min_change` (2%) of a; a figure with no recorded spread
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rackcert.report.record import RunRecord
 from rackcert.results import Severity, Status
+from rackcert.runs import RunDir, list_runs
 
 _BAD = {Status.failed, Status.error}
 _RANK = {"PASS": 2, "INCOMPLETE": 1, "FAIL": 0}
@@ -247,3 +249,47 @@ def _regressions(d: Diff) -> list[str]:
         if c.before == "matches" and c.after != "matches":
             out.append(f"certified matrix {c.key}: matches -> {c.after}")
     return out
+
+
+def format_diff(d: Diff) -> list[str]:
+    """The diff as plain lines (rich markup for the headings), for the CLI and `validate`."""
+    lines = [f"diff {d.run_a} -> {d.run_b}: verdict {d.verdict[0]} -> {d.verdict[1]}"]
+    for title, changes in (
+        ("versions", d.versions),
+        ("settings", d.settings),
+        ("hardware", d.hardware),
+        ("certified matrix", d.matrix),
+    ):
+        if changes:
+            lines.append(f"[bold]{title} changed[/]")
+            lines += [
+                f"  {c.scope} {c.key}: {c.before or '-'} -> {c.after or '-'}" for c in changes
+            ]
+    if d.checks:
+        lines.append("[bold]checks flipped[/]")
+        lines += [
+            f"  {f.kind:9} {f.node} {f.check}: {f.before or '-'} -> {f.after or '-'}"
+            for f in d.checks
+        ]
+    moved = [m for m in d.figures if m.moved]
+    lines.append(f"[bold]figures[/] {len(d.figures)} compared, {len(moved)} moved beyond spread")
+    lines += [
+        f"  {'worse' if m.worse else 'better'} {m.figure}: {m.before:,.2f} -> {m.after:,.2f}"
+        f" ({m.change:+.1%}; threshold {m.threshold:.1%}, {m.spread})"
+        for m in moved
+    ]
+    if d.regressions:
+        lines.append(f"[bold red]REGRESSION[/] ({len(d.regressions)})")
+        lines += [f"  - {r}" for r in d.regressions]
+    else:
+        lines.append("[green]no regression[/]")
+    return lines
+
+
+def last_certified(root: Path, rack: str, *, before: Path | None = None) -> RunDir | None:
+    """The newest run of `rack` whose report verdict is PASS (older than `before` if given):
+    what `rackcert validate` compares an after-upgrade run with."""
+    runs = [r for r in list_runs(root, rack) if r.verdict == "PASS"]
+    if before is not None:
+        runs = [r for r in runs if r.path.name < Path(before).name]
+    return RunDir.open(runs[-1].path) if runs else None
