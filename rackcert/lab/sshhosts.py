@@ -9,11 +9,13 @@ machine plays several hosts:
   `.1` and is the hosts' default gateway, so the root namespace reaches every
   host and the hosts reach each other (SSH between peers, rendezvous for
   torch.distributed). The MTU of each host's `eth0` is its own.
-- files: /etc, /usr, /var, /root, /opt, /home, /srv and /mnt are overlays whose
-  upper layer is a tmpfs private to the host, so `apt install`, `/root/.ssh`,
-  `/etc/hosts`, mounts and dpkg's database are per host and vanish with it; the
-  machine itself is never changed by a playbook. Everything else (/tmp, /work,
-  /run, the rackcert checkout and its .venv) is shared, read-write. `shared`
+- files: /etc, /usr, /var, /opt, /home, /srv and /mnt are overlays whose upper
+  layer is a tmpfs private to the host, and /root is a fresh home (Debian's
+  default dot files only), so `apt install`, `/root/.ssh`, `/etc/hosts`, mounts
+  and dpkg's database are per host and vanish with it; the machine itself is
+  never changed by a playbook, and its own dot files (pyenv shims...) do not leak
+  in. Everything else (/tmp, /work, /run, the rackcert checkout and its .venv) is
+  shared, read-write. `shared`
   paths stay shared even below an overlaid directory (the lab's NFS stand-in).
 - name: `unshare --uts`, so `hostname` answers the host's own name; /etc/hosts
   lists every host of the set.
@@ -66,7 +68,11 @@ NETNS_PREFIX = "rackcert-"
 LAB_OWNER = "lab"
 # Private mount point: each host mounts its own tmpfs here, visible only inside it.
 PRIVATE_MNT = Path("/run/rackcert-sshhosts/private")
-OVERLAID = ("etc", "usr", "var", "root", "opt", "home", "srv", "mnt")
+# What sshd reads and writes (config, host key, pid, log): outside every overlay and
+# outside /root, which each host replaces by a fresh home.
+RUNTIME_ROOT = Path("/run/rackcert-sshhosts/hosts")
+SWITCH_MTU = 9216
+OVERLAID = ("etc", "usr", "var", "opt", "home", "srv", "mnt")
 _ALIAS_TAG = "rackcert-sshhosts owner="
 # Owner: "lab", or a pid optionally tagged (`1234x2`) so one process can own separate sets.
 _OWNER_RE = re.compile(r"^rackcert-(?P<owner>lab|[0-9]+(?:x[0-9a-z]+)?)-(?P<name>.+)$")
@@ -128,6 +134,7 @@ class TestHost:
     subnet: str = ""
     bridge: str = ""
     state_dir: Path = field(default_factory=Path)
+    runtime_dir: Path = field(default_factory=Path)
     known_hosts: Path = field(default_factory=Path)
     _proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
@@ -226,13 +233,14 @@ class TestHost:
             "subnet": self.subnet,
             "bridge": self.bridge,
             "state_dir": str(self.state_dir),
+            "runtime_dir": str(self.runtime_dir),
             "known_hosts": str(self.known_hosts),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestHost:
         kwargs = dict(data)
-        for key in ("key_file", "state_dir", "known_hosts"):
+        for key in ("key_file", "state_dir", "runtime_dir", "known_hosts"):
             kwargs[key] = Path(kwargs[key])
         return cls(**kwargs)
 
@@ -264,7 +272,10 @@ def _create_bridge(subnet: str, owner: str) -> str:
     net = _net(subnet)
     name = bridge_name(subnet)
     proc = subprocess.run(
-        ["ip", "link", "add", name, "type", "bridge"], capture_output=True, text=True, check=False
+        ["ip", "link", "add", name, "mtu", str(SWITCH_MTU), "type", "bridge"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         if "exists" in proc.stderr:
@@ -365,6 +376,9 @@ def _setup_script(name: str, host_dir: Path, shared: Sequence[Path]) -> str:
         p = shlex.quote(str(path))
         lines += [f"mkdir -p {p}", f"mount --move {mnt}/shared{i} {p}"]
     lines += [
+        f"mkdir -p {mnt}/root && mount --bind {mnt}/root /root && chmod 0700 /root",
+        "cp /usr/share/base-files/dot.bashrc /root/.bashrc 2>/dev/null || true",
+        "cp /usr/share/base-files/dot.profile /root/.profile 2>/dev/null || true",
         f"hostname {shlex.quote(name)}",
         f"echo {shlex.quote(name)} > /etc/hostname",
         f"cat {shlex.quote(str(host_dir / 'hosts'))} > /etc/hosts",
@@ -455,7 +469,9 @@ def start_hosts(
     hosts: list[TestHost] = []
     try:
         for name in names:
-            _prepare_host_dir(state_dir / name, key_file, addrs, names, port)
+            _prepare_host_dir(
+                state_dir / name, _runtime_dir(owner, name), key_file, addrs, names, port
+            )
         known_hosts.write_text(
             "".join(
                 f"{_known_host_name(a, port)} {_host_pub(state_dir / n)}\n"
@@ -487,19 +503,31 @@ def _host_pub(host_dir: Path) -> str:
     return " ".join((host_dir / "ssh_host_ed25519_key.pub").read_text().split()[:2])
 
 
+def _runtime_dir(owner: str, name: str) -> Path:
+    return RUNTIME_ROOT / f"{NETNS_PREFIX}{owner}-{name}"
+
+
 def _prepare_host_dir(
-    host_dir: Path, key_file: Path, addrs: list[str], names: Sequence[str], port: int
+    host_dir: Path,
+    rt: Path,
+    key_file: Path,
+    addrs: list[str],
+    names: Sequence[str],
+    port: int,
 ) -> None:
+    """Host key kept in host_dir (stable across restarts); sshd's files written to rt."""
     host_dir.mkdir(parents=True, exist_ok=True)
     hk = host_dir / "ssh_host_ed25519_key"
     if not hk.is_file():
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host_dir.name, "-f", str(hk)])
-    (host_dir / "authorized_keys").write_text(_pub(key_file) + "\n")
-    (host_dir / "hosts").write_text(_hosts_file(list(zip(names, addrs, strict=True))))
+    shutil.rmtree(rt, ignore_errors=True)
+    rt.mkdir(parents=True, mode=0o700)
+    shutil.copy2(hk, rt / hk.name)
+    (rt / hk.name).chmod(0o600)
+    (rt / "authorized_keys").write_text(_pub(key_file) + "\n")
+    (rt / "hosts").write_text(_hosts_file(list(zip(names, addrs, strict=True))))
     idx = list(names).index(host_dir.name)
-    (host_dir / "sshd_config").write_text(_sshd_config(host_dir, addrs[idx], port))
-    with contextlib.suppress(FileNotFoundError):
-        (host_dir / "sshd.log").unlink()
+    (rt / "sshd_config").write_text(_sshd_config(rt, addrs[idx], port))
 
 
 def _start_one(
@@ -523,7 +551,12 @@ def _start_one(
     _run(["ip", "netns", "add", netns])
     if _link_exists(veth):
         _run(["ip", "link", "del", veth], check=False)
-    _run(["ip", "link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", peer])
+    # The "switch" side takes jumbo frames (9216) whatever the host's own MTU, as a
+    # data-centre switch does; otherwise a host set to MTU 9000 could not talk at all.
+    _run(
+        ["ip", "link", "add", veth, "mtu", str(max(SWITCH_MTU, mtu)), "type", "veth"]
+        + ["peer", "name", peer, "mtu", str(mtu)]
+    )
     _run(["ip", "link", "set", peer, "netns", netns])
     _run(["ip", "link", "set", veth, "master", bridge, "up"])
     for cmd in (
@@ -544,11 +577,12 @@ def _start_one(
         subnet=str(net),
         bridge=bridge,
         state_dir=state_dir / name,
+        runtime_dir=_runtime_dir(owner, name),
     )
 
 
 def _launch(host: TestHost, shared: Sequence[Path]) -> None:
-    script = _setup_script(host.name, host.state_dir, shared)
+    script = _setup_script(host.name, host.runtime_dir, shared)
     log = open(host.state_dir / "launch.log", "wb")  # noqa: SIM115 - owned by the child
     try:
         host._proc = subprocess.Popen(
@@ -569,10 +603,10 @@ def _wait_ready(host: TestHost, deadline: float) -> None:
     while time.monotonic() < deadline:
         if not host.alive():
             break
-        if host.reachable(timeout=0.5) and (host.state_dir / "sshd.pid").is_file():
+        if host.reachable(timeout=0.5) and (host.runtime_dir / "sshd.pid").is_file():
             return
         time.sleep(0.05)
-    why = _tail(host.state_dir / "launch.log") or _tail(host.state_dir / "sshd.log")
+    why = _tail(host.state_dir / "launch.log") or _tail(host.runtime_dir / "sshd.log")
     state = "exited" if not host.alive() else "did not answer in time"
     raise SshHostError(f"test host {host.name} ({host.address}:{host.port}): sshd {state}: {why}")
 
@@ -603,6 +637,8 @@ def stop_hosts(hosts: Sequence[TestHost], *, delete_bridge: bool = True) -> None
     for host in hosts:
         host.kill()
         destroy_netns(host.netns)
+        if host.runtime_dir != Path():
+            shutil.rmtree(host.runtime_dir, ignore_errors=True)
         if host._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 host._proc.wait(timeout=5)
@@ -630,6 +666,7 @@ def stop_owner(owner: str, *, bridges: bool = True) -> int:
         m = _OWNER_RE.match(netns)
         if m and m["owner"] == owner:
             destroy_netns(netns)
+            shutil.rmtree(RUNTIME_ROOT / netns, ignore_errors=True)
             count += 1
     for link in _bridges() if bridges else []:
         if _bridge_alias(link) == f"{_ALIAS_TAG}{owner}":

@@ -1,0 +1,133 @@
+"""`rackcert configure SPEC`: the guest stack on every VM, through Ansible (playbooks/site.yml)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rackcert.cli.common import (
+    JsonOpt,
+    RunOpt,
+    RunsRootOpt,
+    SpecArg,
+    app,
+    console,
+    default_runs_root,
+    load,
+    open_or_create_run,
+    print_json,
+)
+from rackcert.errors import InputError, RackcertError
+
+ROLES = (
+    "ofed",
+    "mlx_ats",
+    "nvidia_driver",
+    "cuda",
+    "container_toolkit",
+    "nvidia_peermem",
+    "network",
+    "ssh_trust",
+    "storage_nfs",
+    "dl_runtime",
+)
+TAGS = (*ROLES, "vendor")
+
+
+def _split(values: list[str]) -> list[str]:
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    unknown = [v for v in out if v not in TAGS]
+    if unknown:
+        raise InputError(f"unknown tag(s) {', '.join(unknown)}: choose from {', '.join(TAGS)}")
+    return out
+
+
+@app.command("configure")
+def configure_cmd(
+    spec_path: SpecArg,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Ansible check mode: print what would change, change nothing"),
+    ] = False,
+    tags: Annotated[
+        list[str],
+        typer.Option(
+            "--tags", help=f"Only these roles (repeat or comma-separate): {', '.join(TAGS)}"
+        ),
+    ] = [],  # noqa: B006 - typer reads the default
+    skip_tags: Annotated[list[str], typer.Option("--skip-tags", help="All roles but these")] = [],  # noqa: B006
+    limit: Annotated[
+        str | None, typer.Option("--limit", help="Only these VMs (an Ansible host pattern)")
+    ] = None,
+    become_password_env: Annotated[
+        str | None,
+        typer.Option(
+            "--become-password-env",
+            help="Environment variable holding the sudo password (kept in memory, never recorded)",
+        ),
+    ] = None,
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    run: RunOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Install and configure the guest stack on the spec's VMs with Ansible (playbooks/site.yml).
+
+    OFED, ATS, the NVIDIA driver, CUDA and the container toolkit come from the spec's package sources; then GPUDirect RDMA, MTU, SSH trust between the nodes, the data mount and the DL runtime.
+
+    Shows progress per host and task, then a per-host summary; records configure.json and Ansible's artifacts in the run directory. A host that fails or is unreachable fails alone: the others finish, and the exit code is 1.
+    """  # noqa: E501 - typer rewraps; one line per paragraph reads best in --help
+    from rackcert.configure.progress import LiveProgress, summary_table
+    from rackcert.configure.runner import configure
+
+    loaded = load(spec_path)
+    tag_list, skip_list = _split(tags), _split(skip_tags)
+    password = None
+    if become_password_env:
+        from rackcert.secrets import REDACTOR
+
+        password = os.environ.get(become_password_env)
+        if password is None:
+            raise InputError(
+                f"--become-password-env: environment variable {become_password_env} is not set"
+            )
+        REDACTOR.add(password)
+    run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    names = [vm.name for vm in loaded.spec.vms]
+    if not as_json:
+        mode = " (check mode: nothing is changed)" if check else ""
+        console.print(
+            f"configure {loaded.spec.metadata.name}: {len(names)} VMs{mode}, run {run_dir.path}"
+        )
+    with LiveProgress(console if not as_json else _quiet_console(), names) as progress:
+        result = configure(
+            loaded,
+            run_dir,
+            check=check,
+            tags=tag_list,
+            skip_tags=skip_list,
+            limit=limit,
+            become_password=password,
+            on_event=progress,
+        )
+    if as_json:
+        print_json(run_dir.read_stage("configure") or {})
+    else:
+        console.print(summary_table(result.hosts, check=check))
+        t = result.totals
+        console.print(
+            f"{t['hosts']} hosts: {t['ok']} ok, {t['failed']} failed,"
+            f" {t['unreachable']} unreachable; {t['changed']} changes"
+            f"{' would be made' if check else ''}."
+            f" Record: {Path(result.record)}"
+        )
+    if not result.ok:
+        raise RackcertError(f"configure failed: {result.error} (record: {result.record})")
+
+
+def _quiet_console():  # noqa: ANN202 - a rich Console that prints nowhere
+    from rich.console import Console
+
+    return Console(file=open(os.devnull, "w"), force_terminal=False)  # noqa: SIM115

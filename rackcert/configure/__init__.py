@@ -1,0 +1,1 @@
+"""Configure stage: the guest OS layer through Ansible (inventory, runner, record, display)."""

@@ -1,0 +1,54 @@
+"""Fixtures for the configure tests: a rack spec whose VMs are real SSH test hosts.
+
+    loaded = spec_for_hosts(hosts, tmp_path, sources=fake_vendor_repo.sources)
+
+starts from inventories/lab.yaml (the lab's real shape) and points its VMs at the
+given hosts (names, addresses, ports, client key) and its bind export at a
+directory the hosts share.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rackcert.lab.sshhosts import TestHost
+from rackcert.spec_loader import LoadedSpec, load_spec
+
+LAB_SPEC = Path(__file__).resolve().parents[2] / "inventories" / "lab.yaml"
+
+
+def spec_for_hosts(
+    hosts: list[TestHost],
+    directory: Path,
+    *,
+    sources: dict[str, dict[str, str]] | None = None,
+    export: Path | None = None,
+    guest: dict[str, Any] | None = None,
+) -> LoadedSpec:
+    """Write and load a spec like lab.yaml whose VMs are `hosts`."""
+    data = yaml.safe_load(LAB_SPEC.read_text())
+    template = data["vms"][0]["template"]
+    esx = [h["name"] for h in data["hosts"]]
+    data["vms"] = [
+        {
+            "name": h.name,
+            "template": template,
+            "host": esx[i % len(esx)],
+            "address": h.address,
+            "ssh_port": h.port,
+        }
+        for i, h in enumerate(hosts)
+    ]
+    data["guest"]["ssh"]["key_file"] = str(hosts[0].key_file)
+    if sources:
+        data["guest"]["sources"] = sources
+    data["guest"].update(guest or {})
+    if export is not None:
+        data["storage"]["nfs"]["export"] = str(export)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_spec(path)

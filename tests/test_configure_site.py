@@ -1,0 +1,142 @@
+"""site.yml for real: two SSH test hosts, FAKE vendor packages from a local apt repo.
+
+One first run and one second run are shared by the assertions of this module
+(each Ansible run costs a minute on two cores); every assertion reads real state
+on the hosts or the real record, and each could fail on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rackcert.configure.runner import configure
+from rackcert.runs import RunDir
+from tests.plugins.configure import spec_for_hosts
+
+SECRET = "s3cr3t-Seeded-Become-7781"
+ENV_SECRET = "env-Only-Secret-4417"
+
+
+@pytest.fixture(scope="module")
+def site(ssh_hosts_module, fake_vendor_repo, tmp_path_factory):
+    work = tmp_path_factory.mktemp("site")
+    export = work / "export"
+    hosts = ssh_hosts_module(["node1", "node2"], shared=[export])
+    loaded = spec_for_hosts(hosts, work, sources=fake_vendor_repo.sources, export=export)
+    runs = work / "runs"
+    # A secret only the environment holds: ansible-runner copies the environment into
+    # its `command` artifact, and REDACTOR has never heard of this value.
+    os.environ["RACKCERT_TEST_UNRELATED_PASSWORD"] = ENV_SECRET
+    try:
+        run1 = RunDir.create(runs, "lab", loaded.sha256, loaded.text)
+        first = configure(loaded, run1, become_password=SECRET)
+        # The second run goes through the CLI, as an operator would run it.
+        env = dict(os.environ, RC_TEST_BECOME=SECRET)
+        cli = subprocess.run(
+            [sys.executable, "-m", "rackcert.cli", "configure", str(loaded.path)]
+            + ["--runs-dir", str(runs), "--become-password-env", "RC_TEST_BECOME"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+    finally:
+        os.environ.pop("RACKCERT_TEST_UNRELATED_PASSWORD", None)
+    run2 = [p for p in (runs / "lab").iterdir() if p != run1.path][0]
+    return {"hosts": hosts, "first": first, "cli": cli, "run1": run1.path, "run2": run2}
+
+
+def test_first_run_configures_every_host(site):
+    first = site["first"]
+    assert first.ok, first.error
+    assert [h.name for h in first.hosts] == ["node1", "node2"]
+    for h in first.hosts:
+        assert h.failed == 0 and not h.unreachable
+        assert h.changed > 5, h.changed_tasks
+
+
+def test_second_run_changes_nothing_and_prints_summary(site):
+    cli = site["cli"]
+    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
+    assert "per-host result" in cli.stdout
+    assert "2 hosts: 2 ok, 0 failed, 0 unreachable; 0 changes" in cli.stdout
+    record = json.loads((site["run2"] / "configure.json").read_text())
+    assert record["status"] == "ok"
+    assert {n: h["changed"] for n, h in record["data"]["hosts"].items()} == {"node1": 0, "node2": 0}
+
+
+def _version(host, package: str) -> str:
+    out = host.exec(["dpkg-query", "-W", "-f=${Version}", package])
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_vendor_packages_installed_at_the_pinned_versions(site):
+    for host in site["hosts"]:
+        # The newer decoys in the repo were not taken: the pin from the spec was.
+        assert _version(host, "rackcert-fake-cuda-drivers-470") == "470.82.01-1"
+        assert _version(host, "rackcert-fake-mlnx-ofed-all") == "5.4-3.1.0.0-1"
+        assert _version(host, "rackcert-fake-nvidia-container-toolkit") == "1.14.3-1"
+        assert _version(host, "rackcert-fake-cuda-toolkit-11-4") == "11.4.4-1"
+        assert "cuda-11.4/bin" in host.path("/etc/profile.d/rackcert-cuda.sh").read_text()
+        assert (
+            host.path("/etc/modules-load.d/nvidia-peermem.conf")
+            .read_text()
+            .strip()
+            .endswith("nvidia_peermem")
+        )
+    # ...and the machine itself is untouched (the hosts' /usr and /var are their own).
+    assert (
+        subprocess.run(
+            ["dpkg", "-s", "rackcert-fake-cuda-drivers-470"], capture_output=True
+        ).returncode
+        != 0
+    )
+
+
+def test_jumbo_frames_ssh_trust_and_shared_mount(site):
+    h1, h2 = site["hosts"]
+    for h in (h1, h2):
+        assert h.path("/sys/class/net/eth0/mtu").read_text().strip() == "9000"
+    # Keyless SSH between the nodes, by name and by address, with the cluster key.
+    hop = h1.ssh(
+        f"ssh -o BatchMode=yes node2 hostname && ssh -o BatchMode=yes {h1.address} hostname"
+    )
+    assert hop.returncode == 0, hop.stderr
+    assert hop.stdout.split() == ["node2", "node1"]
+    keys = {h.path("/root/.ssh/id_rackcert_cluster.pub").read_text() for h in (h1, h2)}
+    assert len(keys) == 1
+    # The bind-mounted "export" is one directory seen by both nodes.
+    wrote = h1.ssh("echo from-node1 > /mnt/rackcert-data/probe && findmnt -n /mnt/rackcert-data")
+    assert wrote.returncode == 0, wrote.stderr
+    assert h2.ssh("cat /mnt/rackcert-data/probe").stdout == "from-node1\n"
+    assert "/mnt/rackcert-data none bind" in h2.path("/etc/fstab").read_text()
+
+
+def test_dl_runtime_environment_runs(site):
+    for h in site["hosts"]:
+        out = h.ssh("/opt/rackcert/dl-venv/bin/python -c 'import sys; print(sys.prefix)'")
+        assert out.stdout.strip() == "/opt/rackcert/dl-venv", out.stderr
+
+
+def test_record_and_artifacts_hold_no_secret(site):
+    record = json.loads((site["run1"] / "configure.json").read_text())
+    assert record["stage"] == "configure"
+    for host in record["data"]["hosts"].values():
+        assert set(host) >= {"ok", "changed", "failed", "unreachable", "failures", "status"}
+    events = list((site["run1"] / "artifacts/configure/ansible").glob("*/job_events/*.json"))
+    assert len(events) > 50
+    # The cluster's private key went from node1 to node2 through Ansible, under no_log.
+    key = site["hosts"][0].path("/root/.ssh/id_rackcert_cluster").read_text().splitlines()[2]
+    for run in (site["run1"], site["run2"]):
+        for path in run.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert SECRET.encode() not in data, path
+                assert ENV_SECRET.encode() not in data, path
+                assert key.encode() not in data, path
