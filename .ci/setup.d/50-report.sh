@@ -13,13 +13,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "==> apt: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   # Another setup step may hold the dpkg lock for a moment: wait for it instead of failing.
-  for _ in $(seq 1 60); do
+  for attempt in 1 2 3 4 5; do
     if apt-get update -qq -o DPkg::Lock::Timeout=120 \
       && apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=120 \
         "${missing[@]}" >/dev/null; then
       break
     fi
-    sleep 5
+    echo "50-report: apt attempt $attempt failed; retrying" >&2
+    sleep 10
   done
 fi
 for bin in pdftoppm chromium chromedriver; do

@@ -522,6 +522,15 @@ def combine_verdict(
     return RunVerdict(verdict="PASS", reasons=reasons)
 
 
+def _same_gpu_as_reference(bench: Bench, ref: matrix_mod.Reference | None) -> bool:
+    """The benchmark ran on the reference's GPU model (as bench's environment recorded it)."""
+    gpu = bench.environment.get("gpu")
+    if ref is None or not isinstance(gpu, str) or not gpu:
+        return False
+    rule = next((r for r in ref.components if r.component == "gpu_model"), None)
+    return rule is None or rule.holds(gpu)
+
+
 def spec_reference(run: RunDir) -> str | None:
     """certification.reference of the spec stored in the run (read without re-validating it)."""
     path = run.path / "spec.yaml"
@@ -551,9 +560,8 @@ def assemble(
     ref = matrix_mod.find_reference(wanted, matrix_dir) if wanted else None
     bench = _bench(records, ref)
     comparison = matrix_mod.compare(ref, hardware, software, wanted=wanted)
-    gpu_row = next((r for r in comparison.rows if r.component == "gpu_model"), None)
-    if gpu_row is not None and gpu_row.status != "matches":
-        # Published figures of other GPUs are no context for these: leave them out.
+    if not _same_gpu_as_reference(bench, ref):
+        # Published figures of other GPUs (or of GPUs vs a CPU run) are no context: leave out.
         bench.reference_resnet50 = []
     return RunRecord(
         generated_at=utc_now(),
