@@ -40,9 +40,12 @@ class NvidiaGpus(FactBase):
         return []
 
     def process(self, output: list[str]) -> list[dict[str, str | None]]:
-        from validation.parsers import gpu_query_csv
+        from validation.parsers import ParseError, gpu_query_csv
 
-        return gpu_query_csv("\n".join(output))
+        try:
+            return gpu_query_csv("\n".join(output))
+        except ParseError:  # the driver does not answer: gpu.* checks say why
+            return []
 
 
 class NetInterfaces(FactBase):
@@ -87,7 +90,7 @@ class LoadedModules(FactBase):
     """
 
     def command(self) -> str:
-        return "cat /proc/modules"
+        return "cat /proc/modules 2>/dev/null || true"
 
     @staticmethod
     def default() -> dict[str, dict[str, str]]:
@@ -160,7 +163,9 @@ def collect(targets: list[dict[str, Any]], known_hosts: str) -> dict[str, Any]:
     }
     for key, cls in _fact_classes().items():
         try:
-            values = get_facts(state, cls)
+            # A fact whose command fails on one node (no /proc/modules, a broken driver)
+            # must not take that node out of the remaining facts: keep its default.
+            values = get_facts(state, cls, apply_failed_hosts=False)
         except Exception as exc:  # noqa: BLE001 - one bad fact must not lose the others
             for h in inventory:
                 if h.connected:

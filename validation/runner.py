@@ -354,8 +354,36 @@ def _nodes(
             "error": ev.get("error", "") or ("no answer" if guest_run and not ev else ""),
             "gather_seconds": ev.get("seconds"),
             "counts": dict(Counter(r.status.value for r in mine)),
+            "versions": _versions(mine),
             "status": "failed" if bad else "passed",
         }
+    return out
+
+
+# What the checks observed, as versions the report's software matrix reads per node.
+_VERSION_OF = {
+    "gpu.driver": "nvidia_driver",
+    "gpu.cuda.toolkit": "cuda",
+    "gpu.cuda.driver": "cuda_driver",
+    "gpu.model": "gpu_model",
+    "ofed.version": "ofed",
+    "container.toolkit": "container_toolkit",
+    "os.release": "os",
+}
+
+
+def _versions(results: list[CheckResult]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for r in results:
+        key = _VERSION_OF.get(r.id)
+        if key and r.observed and r.status in (Status.passed, Status.failed):
+            out[key] = r.observed
+        if r.id == "gpu.count" and r.observed[:1].isdigit():
+            out["gpu_count"] = r.observed.split()[0]
+        if r.id == "node.reachable" and r.status is Status.passed:
+            parts = r.observed.split()
+            if len(parts) > 1:
+                out["kernel"] = parts[1]
     return out
 
 

@@ -29,6 +29,10 @@ class Comm:
         """Every rank's list of floats (all the same length), indexed by rank."""
         raise NotImplementedError
 
+    def allgather_object(self, obj: Any) -> list[Any]:
+        """Every rank's picklable object, indexed by rank (small things only: host names)."""
+        raise NotImplementedError
+
     def barrier(self) -> None:
         raise NotImplementedError
 
@@ -97,6 +101,13 @@ class TorchComm(Comm):
         dist.all_gather(out, mine)
         return [t.cpu().tolist() for t in out]
 
+    def allgather_object(self, obj: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
     def barrier(self) -> None:
         import torch.distributed as dist
 
@@ -144,6 +155,9 @@ class HorovodComm(Comm):
         mine = torch.tensor([values], dtype=torch.float64)
         out = self._hvd.allgather(mine, name=f"rackcert.gather.{self._count}")
         return out.tolist()
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        return list(self._hvd.allgather_object(obj))
 
     def barrier(self) -> None:
         self._hvd.barrier() if hasattr(self._hvd, "barrier") else self.allgather_floats([0.0])

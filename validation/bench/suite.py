@@ -432,6 +432,7 @@ def run_bench(
                     "log": str(log),
                     "commands": job.commands,
                     "wall_s": raw.get("wall_s"),
+                    "ranks": raw.get("ranks"),
                     "resnet": raw.get("resnet"),
                     "naive": raw.get("naive"),
                 }

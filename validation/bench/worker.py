@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from dataclasses import replace
 from typing import Any
@@ -92,6 +93,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "device": comm.device.type,
     }
     try:
+        where = {"host": socket.gethostname(), "local_rank": comm.local_rank}
+        out["ranks"] = [{"rank": i, **w} for i, w in enumerate(comm.allgather_object(where))]
         if comm.rank == 0:
             out["environment"] = environment.collect()
         if "allreduce" in tasks:
