@@ -108,3 +108,11 @@ def test_last_certified_is_the_newest_pass(report_runs):
     assert last_certified(report_runs.root, "r750xa-4node").path == third.path
     assert last_certified(report_runs.root, "r750xa-4node", before=third.path).path == first.path
     assert last_certified(report_runs.root, "other-rack") is None
+
+
+def test_diff_against_a_partial_run_does_not_crash(report_runs):
+    full, partial = report_runs(), report_runs(stages=("plan",))
+    d = diff_records(assemble(full), assemble(partial))
+    assert d.verdict == ("PASS", "INCOMPLETE") and "verdict PASS -> INCOMPLETE" in d.regressions
+    gone = {f.kind for f in d.checks}
+    assert gone == {"gone"} and d.figures == []
