@@ -174,6 +174,104 @@ def _progress(console, nodes: list[str], total: int):
     return progress, tasks
 
 
+def _selection(checks: list[str] | None, skip: list[str] | None):
+    """(guest CheckDefs, hypervisor patterns, run hypervisor?) from --check and --skip."""
+    patterns = list(checks or [])
+    hv_patterns = [p for p in patterns if any(matches(i, p) for i in hv_ids())]
+    guest_patterns = [p for p in patterns if p not in hv_patterns]
+    defs = select(guest_patterns) if guest_patterns or not patterns else []
+    if skip:
+        known = [*load_all(), *hv_ids()]
+        unknown = [p for p in skip if not any(matches(i, p) for i in known)]
+        if unknown:
+            raise InputError(f"--skip {', '.join(unknown)}: no such check id")
+        defs = [d for d in defs if not any(matches(d.id, p) for p in skip)]
+    return defs, hv_patterns, not patterns or bool(hv_patterns)
+
+
+def _hypervisor(
+    loaded: LoadedSpec,
+    run: RunDir,
+    runs_root: Path,
+    nodes: list[str] | None,
+    patterns: list[str],
+    skip: list[str],
+) -> tuple[list[CheckResult], str | None]:
+    """Hypervisor checks over the newest recorded discovery, and where it was read from."""
+    spec = loaded.spec
+    found = discovery_record(spec.metadata.name, run, runs_root)
+    if found is None:
+        missing = CheckResult(
+            id="hv.discovery",
+            node=spec.metadata.name,
+            severity=Severity.warning,
+            status=Status.skipped,
+            reason="no provision.json or plan.json recorded for this rack: run"
+            " `rackcert plan` or `rackcert provision` first",
+        )
+        return [missing], None
+    inventory, source = found
+    results = hypervisor_results(spec, inventory, nodes)
+    if patterns:
+        results = [r for r in results if any(matches(r.id, p) for p in patterns)]
+    return [r for r in results if not any(matches(r.id, p) for p in skip)], source
+
+
+def _start(art: Path, job_path: Path, facts_path: Path | None, with_suite: bool):
+    """Start the check suite and the facts collector side by side."""
+    env = _child_env()
+    procs: dict[str, subprocess.Popen] = {}
+    if with_suite:
+        with (art / "pytest.log").open("wb") as log:
+            procs["suite"] = subprocess.Popen(
+                _suite_cmd(job_path, art), stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+    if facts_path is not None:
+        with (art / "facts.log").open("wb") as log:
+            procs["facts"] = subprocess.Popen(
+                [sys.executable, "-m", "validation.facts", str(job_path), str(facts_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+    return procs
+
+
+def _follow(procs, events: Path, names: list[str], total: int, console, deadline_s: float):
+    """Show progress from the suite's events until it ends (or is killed at the deadline)."""
+    gathered: dict[str, dict[str, Any]] = {}
+    results: list[CheckResult] = []
+    follow = _Follow(events)
+    progress, tasks = _progress(console, names, total)
+    suite = procs.get("suite")
+    end = time.monotonic() + deadline_s
+    with progress:
+        while True:
+            done = suite is None or suite.poll() is not None
+            for ev in follow.read():
+                if ev.get("event") == "gathered":
+                    gathered[ev["node"]] = ev
+                    state = "checking" if ev["reachable"] else "[red]unreachable[/]"
+                    progress.update(tasks[ev["node"]], description=f"{ev['node']}: {state}")
+                elif ev.get("event") == "result":
+                    res = CheckResult.model_validate(ev["result"])
+                    results.append(res)
+                    progress.advance(tasks[res.node])
+            if done:
+                break
+            if time.monotonic() > end:
+                suite.kill()
+            time.sleep(0.05)
+    rc = suite.wait() if suite else 0
+    if "facts" in procs:
+        try:
+            procs["facts"].wait(timeout=max(1.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            procs["facts"].kill()
+            procs["facts"].wait()
+    return gathered, results, rc
+
+
 def validate(
     loaded: LoadedSpec,
     run: RunDir,
@@ -189,26 +287,17 @@ def validate(
     facts: bool = True,
     hypervisor: bool | None = None,
     console=None,
+    deadline_s: float = 900.0,
 ) -> Outcome:
     """Validate the spec's nodes, record validate.json + JUnit (+ facts.json); never raises for
     a failing or unreachable node (only for bad input)."""
     started, t0 = utc_now(), time.monotonic()
-    spec = loaded.spec
-    patterns = list(checks or [])
-    hv_patterns = [p for p in patterns if any(matches(i, p) for i in hv_ids())]
-    guest_patterns = [p for p in patterns if p not in hv_patterns]
-    defs = select(guest_patterns) if guest_patterns or not patterns else []
-    hv_selected = not patterns or bool(hv_patterns)
     skip = list(skip or [])
-    if skip:
-        known = [*load_all(), *hv_ids()]
-        unknown = [p for p in skip if not any(matches(i, p) for i in known)]
-        if unknown:
-            raise InputError(f"--skip {', '.join(unknown)}: no such check id")
-        defs = [d for d in defs if not any(matches(d.id, p) for p in skip)]
+    defs, hv_patterns, hv_selected = _selection(checks, skip)
     tgts = targets(
         loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
     )
+    names = [t.expect.node for t in tgts]
     tool_path = tool_path or os.environ.get(TOOL_PATH_ENV) or None
     art = run.artifacts("validate")
     events = art / "events.jsonl"
@@ -216,76 +305,15 @@ def validate(
     job = Job(targets=tgts, checks=[d.id for d in defs], tool_path=tool_path, events=str(events))
     job_path = art / "job.json"
     atomic_write_bytes_checked(job_path, job.model_dump_json(indent=2).encode())
-
-    env = _child_env()
-    procs: dict[str, subprocess.Popen] = {}
-    if defs:
-        with (art / "pytest.log").open("wb") as log:
-            procs["suite"] = subprocess.Popen(
-                _suite_cmd(job_path, art), stdout=log, stderr=subprocess.STDOUT, env=env
-            )
     facts_path = run.path / "facts.json"
-    if facts and defs:
-        with (art / "facts.log").open("wb") as log:
-            procs["facts"] = subprocess.Popen(
-                [sys.executable, "-m", "validation.facts", str(job_path), str(facts_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
+    procs = _start(art, job_path, facts_path if facts and defs else None, bool(defs))
 
-    # Hypervisor checks run here while the guests answer.
-    hv_results: list[CheckResult] = []
-    hv_source = None
+    hv_results, hv_source = [], None  # hypervisor checks run here while the guests answer
     if hypervisor if hypervisor is not None else (hv_selected and not local):
-        found = discovery_record(spec.metadata.name, run, runs_root)
-        if found is None:
-            hv_results.append(
-                CheckResult(
-                    id="hv.discovery",
-                    node=spec.metadata.name,
-                    severity=Severity.warning,
-                    status=Status.skipped,
-                    reason="no provision.json or plan.json recorded for this rack: run"
-                    " `rackcert plan` or `rackcert provision` first",
-                )
-            )
-        else:
-            inventory, hv_source = found
-            names = [t.expect.node for t in tgts] if nodes else None
-            hv_results = hypervisor_results(spec, inventory, names)
-        if hv_patterns:
-            hv_results = [r for r in hv_results if any(matches(r.id, p) for p in hv_patterns)]
-        hv_results = [r for r in hv_results if not any(matches(r.id, p) for p in skip)]
+        scope = names if nodes else None
+        hv_results, hv_source = _hypervisor(loaded, run, runs_root, scope, hv_patterns, skip)
 
-    names = [t.expect.node for t in tgts]
-    gathered: dict[str, dict[str, Any]] = {}
-    guest: list[CheckResult] = []
-    follow = _Follow(events)
-    progress, tasks = _progress(console, names, len(defs))
-    with progress:
-        while True:
-            done = "suite" not in procs or procs["suite"].poll() is not None
-            for ev in follow.read():
-                if ev.get("event") == "gathered":
-                    gathered[ev["node"]] = ev
-                    state = "checking" if ev["reachable"] else "[red]unreachable[/]"
-                    progress.update(tasks[ev["node"]], description=f"{ev['node']}: {state}")
-                elif ev.get("event") == "result":
-                    res = CheckResult.model_validate(ev["result"])
-                    guest.append(res)
-                    progress.advance(tasks[res.node])
-            if done:
-                break
-            time.sleep(0.05)
-    suite_rc = procs["suite"].wait() if "suite" in procs else 0
-    if "facts" in procs:
-        try:
-            procs["facts"].wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            procs["facts"].kill()
-            procs["facts"].wait()
-
+    gathered, guest, suite_rc = _follow(procs, events, names, len(defs), console, deadline_s)
     guest += _not_run(defs, names, guest, art, suite_rc)
     order = {d.id: i for i, d in enumerate(defs)}
     guest.sort(key=lambda r: (names.index(r.node) if r.node in names else 99, order.get(r.id, 99)))
