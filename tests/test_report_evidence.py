@@ -57,6 +57,13 @@ def test_h200_evidence_reads_cleanly(h200_run):
     assert rec.bench.reference_resnet50 == []
 
 
+def test_h200_record_validates_against_the_schema(h200_run):
+    import jsonschema
+
+    schema = json.loads((REPO / "schemas" / "run.schema.json").read_text())
+    jsonschema.validate(assemble(h200_run, reference=REF).to_json(), schema)
+
+
 def test_h200_evidence_renders(h200_run):
     rec = assemble(h200_run, reference=REF)
     html = render_html(rec)

@@ -153,3 +153,17 @@ def test_failed_warning_check_does_not_fail_the_run(report_runs):
     rec = assemble(run)
     assert rec.check_counts.failed == 1
     assert rec.verdict.verdict == "PASS"
+
+
+def test_cli_import_stays_light():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rackcert.cli, rackcert.cli.report_cmds;"
+        "heavy = [m for m in ('matplotlib', 'weasyprint', 'selenium')"
+        " if m in sys.modules];"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
