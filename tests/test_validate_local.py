@@ -140,3 +140,44 @@ def test_list_shows_every_check_with_fix():
     assert done.returncode == 0
     for cid in ("gpu.nvlink.active", "storage.mount", "ssh.peers", "hv.vm.mmio", "hv.host.ats"):
         assert cid in done.stdout
+
+
+def test_rdma_vm_with_fake_ofed_tools(tmp_path, fake_gpu_tools):
+    """A passthrough-NIC VM of the Dell design: OFED pinned, RDMA ports, ATS, peermem."""
+    spec = ROOT / "inventories" / "r750xa-4node.yaml"
+    a100 = {"name": "NVIDIA A100 80GB PCIe", "driver": "470.82.01", "cuda": "11.4"}
+    tools = fake_gpu_tools({"mn-node1": {**a100, "ofed": {"ATS": "False(0)"}}})
+    runs = tmp_path / "runs"
+    done = rackcert(
+        "validate",
+        str(spec),
+        "--local",
+        "--node",
+        "mn-node1",
+        "--runs-dir",
+        str(runs),
+        "--tool-path",
+        tools,
+        "--no-facts",
+        "--check",
+        "ofed",
+        "--check",
+        "rdma",
+        "--check",
+        "nic",
+        "--check",
+        "gpu.driver",
+        "--check",
+        "gpu.peermem",
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    by = {r["id"]: r for r in record(runs)["data"]["results"]}
+    assert (
+        by["ofed.version"]["status"] == "pass" and by["ofed.version"]["observed"] == "5.4-3.1.0.0"
+    )
+    assert by["rdma.ports"]["status"] == "pass" and "ens1f0np0 Up" in by["rdma.ports"]["observed"]
+    assert by["nic.ats"]["status"] == "fail" and "mlx_ats" in by["nic.ats"]["fix"]
+    assert by["gpu.driver"]["status"] == "pass"
+    # No InfiniBand in this machine's /sys and no nvidia_peermem module: said, not crashed.
+    assert by["rdma.speed"]["status"] == "fail" and by["rdma.speed"]["observed"] == "no RDMA ports"
+    assert by["gpu.peermem"]["status"] == "fail"

@@ -5,7 +5,9 @@
         # rackcert validate ... --tool-path {path}   ({node} expands per node)
 
 Each node gets `<tmp>/<node>/nvidia-smi`, a link to tests/fakes/fake-nvidia-smi
-(built from real H200 output), plus that node's fake-nvidia-smi.json.
+(built from real H200 output), plus that node's fake-nvidia-smi.json; a config
+with an "ofed" dict also links ofed_info, ibdev2netdev and mlxconfig to
+tests/fakes/fake-ofed-tools, with the dict as its knobs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 FAKE_SMI = Path(__file__).resolve().parent.parent / "fakes" / "fake-nvidia-smi"
+FAKE_OFED = Path(__file__).resolve().parent.parent / "fakes" / "fake-ofed-tools"
 H200_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
 
 
@@ -30,7 +33,14 @@ def fake_gpu_tools(tmp_path: Path) -> Callable[[dict[str, dict]], str]:
             link = d / "nvidia-smi"
             if not link.exists():
                 link.symlink_to(FAKE_SMI)
+            ofed = cfg.pop("ofed", None)
             (d / "fake-nvidia-smi.json").write_text(json.dumps(cfg))
+            if ofed is not None:  # {"PORT_STATE": "Down", ...}: the OFED fakes too
+                for tool in ("ofed_info", "ibdev2netdev", "mlxconfig"):
+                    if not (d / tool).exists():
+                        (d / tool).symlink_to(FAKE_OFED)
+                env = "".join(f"{k}='{v}'\n" for k, v in ofed.items())
+                (d / "fake-ofed.env").write_text(env)
         return str(root / "{node}")
 
     return make
