@@ -65,5 +65,5 @@ HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
   HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_CPU_OPERATIONS=GLOO \
   HOROVOD_GPU_OPERATIONS= MAKEFLAGS="-j$(nproc)" \
   "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps "$src"
-"$PY" -c "import horovod.torch as hvd; print('horovod', hvd.__version__ if hasattr(hvd, '__version__') else '')"
+"$PY" -c "import horovod, horovod.torch; print('horovod', horovod.__version__, 'imports')"
 echo "horovod $VERSION built in $(( $(date +%s) - start )) s"

@@ -46,7 +46,7 @@ class Node:
     ssh_options: tuple[str, ...] = ()
 
     def ssh_argv(self) -> list[str]:
-        argv = ["ssh", "-o", "BatchMode=yes", "-p", str(self.port)]
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-p", str(self.port)]
         if self.key_file:
             argv += ["-i", os.path.expanduser(self.key_file), "-o", "IdentitiesOnly=yes"]
         return [*argv, *self.ssh_options, f"{self.user}@{self.address}"]
@@ -113,6 +113,7 @@ def ssh_torchrun(
     rdzv_port: int = 29400,
     rdzv_id: str | None = None,
     env: dict[str, str] | None = None,
+    join_timeout_s: int = 300,
 ) -> list[list[str]]:
     """One `ssh node torchrun ...` per node, all joining the c10d rendezvous on nodes[0]."""
     rdzv_id = rdzv_id or f"rackcert-{uuid.uuid4().hex[:12]}"
@@ -132,13 +133,17 @@ def ssh_torchrun(
         f"{nodes[0].address}:{rdzv_port}",
         "--rdzv-id",
         rdzv_id,
+        "--rdzv-conf",
+        f"join_timeout={join_timeout_s}",
         "--max-restarts",
         "0",
         *WORKER,
         *worker_args,
     ]
     remote = f"cd {shlex.quote(remote_dir)} && exec env {exports} {shlex.join(torchrun)}"
-    return [[*node.ssh_argv(), remote] for node in nodes]
+    # -tt: the remote torchrun hangs on a pty, so stopping the local ssh client (a node
+    # failed, the launch timed out) hangs it up instead of leaving ranks behind.
+    return [[*node.ssh_argv()[:1], "-tt", *node.ssh_argv()[1:], remote] for node in nodes]
 
 
 def ssh_horovodrun(
@@ -178,13 +183,17 @@ def parse_result(text: str) -> dict[str, Any] | None:
 _EXC_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.+)$")
 
 
+# Exceptions the engines raise to say that a rank failed; the rank's own error says why.
+_ENGINE_SUMMARIES = ("ChildFailedError", "Horovod detected that one or more processes exited")
+
+
 def _last_error_line(text: str) -> str:
     """The line that says why: the last Python exception a rank printed, else the last
     line naming an error (torchrun's own "worker FAILED" summary names no cause)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines):
         match = _EXC_RE.search(ln)
-        if match and "ChildFailedError" not in match.group(1):
+        if match and not any(w in ln for w in _ENGINE_SUMMARIES):
             return f"{match.group(1)}: {match.group(2)}"[:300]
     for ln in reversed(lines):
         if any(w in ln for w in ("Error", "error:", "FAILED", "denied", "refused")):
@@ -208,6 +217,7 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
         handle = open(out_path, "wb")  # noqa: SIM115 - closed below, after the wait
         proc = subprocess.Popen(
             argv,
+            stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
             env=env,
@@ -218,7 +228,7 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
         procs.append((proc, out_path))
     failed: tuple[int, int] | None = None
     deadline = started + timeout_s
-    while any(p.poll() is None for p, _ in procs):
+    while [p.poll() for p, _ in procs].count(None):  # poll every one: sets returncode
         if time.monotonic() > deadline:
             failed = failed or (-1, 124)
             break

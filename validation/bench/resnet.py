@@ -141,7 +141,7 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
         model = torch.compile(model)
 
     def step() -> Any:
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)  # Horovod's optimizer takes no set_to_none
         with _amp(cfg, comm.device.type):
             loss = F.cross_entropy(model(data), target)
         if scaler is not None:

@@ -1,0 +1,104 @@
+"""Multi-node launch for real: torchrun started over SSH on two test hosts (sshd in their
+own network namespaces), one c10d rendezvous, a Gloo allreduce across the two, and the
+storage benchmark run on both nodes at once. Needs root (the ssh_hosts fixture)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _remote_python(tmp_path: Path) -> str:
+    """This interpreter, as the test hosts can run it.
+
+    The test hosts give each host a fresh /root, so where .venv's interpreter is installed
+    under /root (pyenv, on the development machine) it is not there inside them; then the
+    system python3 (same minor version, same ABI) runs with .venv's site-packages. On a
+    fresh Debian CI machine .venv is made from /usr/bin/python3 and used as it is.
+    """
+    if not Path(sys.base_prefix).resolve().is_relative_to("/root"):
+        return sys.executable
+    site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"PYTHONPATH={site / 'site-packages'}${{PYTHONPATH:+:$PYTHONPATH}}"
+        ' exec /usr/bin/python3 "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) -> None:
+    h1, h2 = ssh_hosts(2)
+    spec = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    spec["metadata"]["name"] = "lab-ssh"
+    spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
+    spec["vms"][1].update(address=h2.address, ssh_port=h2.port)
+    spec["guest"]["ssh"] = {"user": h1.user, "key_file": str(h1.key_file)}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    data_dir = tmp_path / "data"  # /tmp is shared with the test hosts
+    data_dir.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "bench", str(spec_path), "--nodes", "2",
+         "--gpus-per-node", "1", "--backend", "gloo", "--quick", "--skip", "resnet",
+         "--max-bytes", "4096", "--known-hosts", str(h1.known_hosts),
+         "--storage-dir", str(data_dir), "--synthetic-data",
+         "--runs-dir", str(tmp_path / "runs"), "--json", "--timeout", "300",
+         "--remote-python", _remote_python(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["mode"] == "ssh"
+    ar = data["allreduce"]
+    assert ar["world_size"] == 2 and ar["backend"] == "gloo"
+    assert all(p["correct"] for p in ar["points"]) and len(ar["points"]) == 10
+    assert ar["busbw_fraction"] is not None  # judged against the spec's 100 Gb/s link
+    (launch,) = data["launches"]
+    assert {r["host"] for r in launch["ranks"]} == {"node1", "node2"}
+    commands = launch["commands"]
+    assert [c[0] for c in commands] == ["ssh", "ssh"]
+    assert f"root@{h1.address}" in commands[0] and f"root@{h2.address}" in commands[1]
+    assert all(f"{h1.address}:29400" in c[-1] for c in commands)
+    storage = data["storage"]
+    assert [n["node"] for n in storage["nodes"]] == ["lab-node1", "lab-node2"]
+    assert all(n["reads"] > 0 and n["errors"] == 0 for n in storage["nodes"])
+    checks = {c["id"]: c["status"] for c in data["verdict"]["checks"]}
+    assert checks["allreduce.correct"] == "pass" and checks["storage.read"] == "pass"
+    assert checks["allreduce.busbw_fraction"] == "pass"  # the lab's threshold is tiny
+
+
+def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_path: Path) -> None:
+    h1, h2 = ssh_hosts(2)
+    h2.kill()
+    spec = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
+    spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
+    spec["vms"][1].update(address=h2.address, ssh_port=h2.port)
+    spec["guest"]["ssh"] = {"user": h1.user, "key_file": str(h1.key_file)}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "bench", str(spec_path), "--nodes", "2",
+         "--gpus-per-node", "1", "--backend", "gloo", "--quick", "--skip", "resnet,storage",
+         "--max-bytes", "64", "--known-hosts", str(h1.known_hosts),
+         "--runs-dir", str(tmp_path / "runs"), "--timeout", "120",
+         "--remote-python", _remote_python(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 1
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "bench launch" in err and ("refused" in err or "exit 255" in err), err
+    (record,) = (tmp_path / "runs").glob("lab/*/bench.json")
+    assert json.loads(record.read_text())["status"] == "failed"
