@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -228,7 +227,3 @@ def reference_figures(ref: Reference | None) -> dict[int, float]:
     if ref is None:
         return {}
     return dict(sorted(ref.reference_results.get("resnet50_images_per_sec", {}).items()))
-
-
-def reference_summary(ref: Reference) -> dict[str, Any]:
-    return {"id": ref.id, "title": ref.title, "components": len(ref.components)}

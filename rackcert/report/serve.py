@@ -96,7 +96,7 @@ thead th {{ background: #f3f5f7; }}
 code {{ font-family: "DejaVu Sans Mono", monospace; }}
 </style></head><body>
 <h1>rackcert runs</h1>
-<p class="muted">{count} runs under <code>{root}</code>, newest first. Reports are built from
+<p class="muted">{count} run(s) under <code>{root}</code>, newest first. Reports are built from
 recorded evidence; the manifest column says whether a run directory still matches its
 MANIFEST.sha256.</p>
 <table id="runs"><thead><tr><th>rack</th><th>run</th><th>verdict</th><th>stages</th>
