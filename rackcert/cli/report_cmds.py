@@ -255,7 +255,7 @@ def serve_cmd(
             " infrastructure; anyone who can reach this address can read them"
         )
     say(
-        f"serving {len(list_runs(root))} runs from {root} on"
+        f"serving {len(list_runs(root))} run(s) from {root} on"
         f" http://{bound_host}:{bound_port}/ (Ctrl-C stops)"
     )
     console.file.flush()
