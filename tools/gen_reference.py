@@ -7,6 +7,7 @@ fails when a checked-in copy is stale. Run: .venv/bin/python tools/gen_reference
 from __future__ import annotations
 
 import sys
+import types
 import typing
 from pathlib import Path
 
@@ -20,10 +21,20 @@ CHECKS_DOC = ROOT / "docs" / "checks.md"
 
 
 def _type_name(annotation: object) -> str:
-    text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
-    if text:
-        return text
-    return str(annotation).replace("typing.", "").replace("rackcert.spec.", "")
+    """A short, stable type name: Annotated metadata (with its addresses) left out."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is not None:
+        inner = ", ".join(_type_name(a) for a in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def _nested(annotation: object) -> list[type[BaseModel]]:
@@ -68,7 +79,7 @@ def spec_reference() -> str:
             lines += [doc[0], ""]
         lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
         for name, field in model.model_fields.items():
-            kind = _type_name(field.annotation).replace("|", "or")
+            kind = _type_name(field.annotation)
             desc = (field.description or "").replace("|", "/")
             lines.append(f"| `{name}` | {kind} | {_default(field)} | {desc} |")
             for sub in _nested(field.annotation):
