@@ -167,3 +167,19 @@ def test_cli_import_stays_light():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_after_upgrade_run_uses_the_discovery_validate_referenced(report_runs):
+    bootstrap = report_runs()
+    later = report_runs(stages=("validate", "bench"))
+    validate = json.loads((later.path / "validate.json").read_text())
+    validate["data"]["hypervisor_source"] = str(bootstrap.path / "provision.json")
+    (later.path / "validate.json").write_text(json.dumps(validate))
+    rec = assemble(later)
+    assert rec.verdict.verdict == "PASS"  # plan/provision/configure are not required
+    assert len(rec.hardware.hosts) == 4
+    assert rec.hardware.source.startswith(f"run {bootstrap.path.name}/provision.json, referenced")
+    assert {r.component: r.status for r in rec.matrix.rows}["esxi_version"] == "matches"
+    validate["data"]["hypervisor_source"] = "/nonexistent/provision.json"
+    (later.path / "validate.json").write_text(json.dumps(validate))
+    assert assemble(later).hardware.hosts == []

@@ -149,6 +149,39 @@ def _inventory(records: dict[str, dict[str, Any]]) -> tuple[Inventory | None, st
     return None, ""
 
 
+def _referenced_inventory(
+    run: RunDir, records: dict[str, dict[str, Any]]
+) -> tuple[Inventory | None, str]:
+    """The discovery validate used from an earlier run of the rack (data.hypervisor_source).
+
+    An after-upgrade `rackcert validate` records no discovery of its own; it names the
+    provision.json / plan.json it read. That file is evidence too, but outside this run
+    directory (and its manifest): the source says so.
+    """
+    src = _data(records, "validate").get("hypervisor_source")
+    if not isinstance(src, str) or not src:
+        return None, ""
+    path = Path(src)
+    candidates = [
+        path,
+        run.path.parents[1] / path.parent.parent.name / path.parent.name / path.name,
+    ]
+    for cand in candidates:
+        if cand.is_file() and (cand.parent / "meta.json").is_file() and cand.parent != run.path:
+            try:
+                rec = read_json(cand)
+                if rec.get("rack") != run.meta.get("rack"):
+                    continue
+                data = rec.get("data") or {}
+                raw = data.get("observed_after") or data.get("observed")
+                inv = Inventory.model_validate(raw)
+            except (RecordError, ValidationError, AttributeError):
+                continue
+            where = f"{cand.parent.name}/{cand.name}"
+            return inv, f"run {where}, referenced by validate.json (outside this run's manifest)"
+    return None, ""
+
+
 def _base_class(class_id: int) -> int:
     return class_id >> 16 if class_id > 0xFFFF else class_id >> 8
 
@@ -551,6 +584,8 @@ def assemble(
     records, unreadable = _read_stages(run)
     stages = _stage_records(records, unreadable, info.spec_sha256)
     inv, source = _inventory(records)
+    if inv is None:
+        inv, source = _referenced_inventory(run, records)
     hardware, settings = _hardware(inv, source)
     facts = _facts(run)
     checks = _checks(records)
