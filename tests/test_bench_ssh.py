@@ -50,7 +50,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     proc = subprocess.run(
         [sys.executable, "-m", "rackcert.cli", "bench", str(spec_path), "--nodes", "2",
          "--gpus-per-node", "1", "--backend", "gloo", "--quick", "--skip", "resnet",
-         "--max-bytes", "4096", "--known-hosts", str(h1.known_hosts),
+         "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts),
          "--storage-dir", str(data_dir), "--synthetic-data",
          "--runs-dir", str(tmp_path / "runs"), "--json", "--timeout", "300",
          "--remote-python", _remote_python(tmp_path)],
@@ -62,7 +62,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     assert data["mode"] == "ssh"
     ar = data["allreduce"]
     assert ar["world_size"] == 2 and ar["backend"] == "gloo"
-    assert all(p["correct"] for p in ar["points"]) and len(ar["points"]) == 10
+    assert all(p["correct"] for p in ar["points"]) and len(ar["points"]) == 18
     assert ar["busbw_fraction"] is not None  # judged against the spec's 100 Gb/s link
     (launch,) = data["launches"]
     assert {r["host"] for r in launch["ranks"]} == {"node1", "node2"}
@@ -75,7 +75,8 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     assert all(n["reads"] > 0 and n["errors"] == 0 for n in storage["nodes"])
     checks = {c["id"]: c["status"] for c in data["verdict"]["checks"]}
     assert checks["allreduce.correct"] == "pass" and checks["storage.read"] == "pass"
-    assert checks["allreduce.busbw_fraction"] == "pass"  # the lab's threshold is tiny
+    # the lab asks 1e-4 of 100 Gb/s (1.25 MB/s) at the largest sizes: 256 KiB..1 MiB here
+    assert checks["allreduce.busbw_fraction"] == "pass", data["verdict"]
 
 
 def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_path: Path) -> None:

@@ -69,7 +69,8 @@ def bench(
     vms: Annotated[
         str | None,
         typer.Option(
-            "--vms", help="Bench nodes by VM name (default: VMs of the first VM's template)"
+            "--vms",
+            help="Bench nodes by VM name (default: the first VM's template, one VM per host)",
         ),
     ] = None,
     gpus_per_node: Annotated[
@@ -104,7 +105,9 @@ def bench(
     model: Annotated[
         str | None, typer.Option("--model", help="torchvision model (resnet50)")
     ] = None,
-    image_size: Annotated[int | None, typer.Option("--image-size", min=16)] = None,
+    image_size: Annotated[
+        int | None, typer.Option("--image-size", min=16, help="Synthetic image side (224)")
+    ] = None,
     precision: Annotated[str | None, typer.Option("--precision", help="fp16, bf16 or fp32")] = None,
     max_bytes: Annotated[
         int | None, typer.Option("--max-bytes", min=8, help="Largest allreduce")

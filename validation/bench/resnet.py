@@ -51,11 +51,10 @@ class TrainConfig:
             intervals=3,
             steps_per_interval=2,
         )
-        return (
-            replace(base, batch=4, image_size=32, intervals=2, steps_per_interval=1)
-            if quick
-            else base
+        quick_cpu = replace(
+            base, batch=4, image_size=32, warmup_steps=2, intervals=2, steps_per_interval=1
         )
+        return quick_cpu if quick else base
 
     def naive(self) -> TrainConfig:
         """The loop people write first: eager fp32, NCHW, no cudnn autotuning."""

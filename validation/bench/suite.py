@@ -438,6 +438,8 @@ def run_bench(
                 }
             )
             data["environment"] = raw.get("environment", {})
+            if engine.device == "auto":  # nodes chose: the worker says what it ran on
+                engine = Engine(engine.worker_backend, raw["device"], raw["backend"])
             if "resnet" in raw:
                 measured.append((point, raw["resnet"]))
                 data["resnet50"] = scaling_result(measured, engine).model_dump()

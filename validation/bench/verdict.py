@@ -53,8 +53,8 @@ def allreduce_busbw(
             None,
             observed,
             expected,
-            "local run: the ranks talk over this machine's GPU interconnect, not the spec's"
-            " network link (give --line-rate-gbps to judge it)",
+            "local run: the ranks talk inside this machine (GPU interconnect or loopback),"
+            " not over the spec's network link (give --line-rate-gbps to judge it)",
         )
     return _check(
         "allreduce.busbw_fraction",
