@@ -1,0 +1,133 @@
+"""Inventory from the spec, event reading, and the CLI's one-line input errors (no Ansible run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from rackcert.configure.events import EventCollector, task_message
+from rackcert.configure.inventory import build_inventory, write_inventory
+from rackcert.spec import PackageSource
+from rackcert.spec_loader import load_spec
+
+LAB = Path("inventories/lab.yaml")
+
+
+def test_lab_inventory_hosts_groups_and_role_vars(tmp_path):
+    spec = load_spec(LAB).spec
+    inv = build_inventory(spec)
+    children = inv["all"]["children"]
+    nodes = children["rackcert_nodes"]["hosts"]
+    assert list(nodes) == ["lab-node1", "lab-node2"]
+    n1 = nodes["lab-node1"]
+    assert (n1["ansible_host"], n1["ansible_port"], n1["ansible_user"]) == (
+        "10.77.0.11",
+        22,
+        "root",
+    )
+    assert n1["ansible_ssh_private_key_file"].endswith(".cache/rackcert/lab/id_ed25519")
+    assert not n1["ansible_ssh_private_key_file"].startswith("~")
+    assert n1["rackcert_gpus_expected"] == 2
+    assert list(children["rackcert_head"]["hosts"]) == ["lab-node1"]
+    assert list(children["rackcert_workers"]["hosts"]) == ["lab-node2"]
+    assert set(children["rackcert_gpu_nodes"]["hosts"]) == {"lab-node1", "lab-node2"}
+    assert "template_lab_2gpu" in children
+    v = inv["all"]["vars"]
+    assert v["nvidia_driver_version"] == "470.82.01"
+    assert v["ofed_version"] == "5.4-3.1.0.0"
+    assert v["container_toolkit_runtime"] == "none"
+    assert v["network_mtu"] == 9000
+    assert (v["storage_nfs_fstype"], v["storage_nfs_options"]) == ("none", ["bind"])
+    path = write_inventory(inv, tmp_path)
+    assert yaml.safe_load(path.read_text()) == inv
+
+
+def test_sources_become_role_vars():
+    spec = load_spec(Path("inventories/r750xa-4node.yaml")).spec
+    spec.guest.sources = {
+        "ofed": PackageSource(path="/mnt/ofed/DEBS"),
+        "dl_runtime": PackageSource(path="/srv/wh"),
+    }
+    v = build_inventory(spec)["all"]["vars"]
+    assert v["ofed_local_path"] == "/mnt/ofed/DEBS"
+    assert v["nvidia_driver_local_path"] == ""
+    assert v["dl_runtime_wheelhouse"] == "/srv/wh"
+
+
+def _ev(kind: str, **data):
+    return {"event": kind, "event_data": data}
+
+
+def test_collector_reads_failures_unreachable_and_recap():
+    c = EventCollector()
+    c.handle(_ev("playbook_on_task_start", task="Set the MTU", role="network"))
+    c.handle(
+        _ev("runner_on_ok", host="a", task="Set the MTU", role="network", res={"changed": True})
+    )
+    c.handle(
+        _ev(
+            "runner_on_failed",
+            host="b",
+            task="Install",
+            role="vendor_package",
+            res={"msg": "non-zero return code", "stderr": "x\nE: Unable to locate package foo"},
+        )
+    )
+    c.handle(
+        _ev("runner_on_unreachable", host="c", task="Gather", res={"msg": "Connection refused"})
+    )
+    c.handle(
+        _ev(
+            "playbook_on_stats",
+            ok={"a": 5, "b": 2},
+            changed={"a": 1},
+            failures={"b": 1},
+            dark={"c": 1},
+        )
+    )
+    assert c.hosts["a"].status == "changed" and c.hosts["a"].changed_tasks == [
+        "network : Set the MTU"
+    ]
+    assert c.hosts["b"].status == "failed"
+    assert c.hosts["b"].failures[0].message == (
+        "non-zero return code | E: Unable to locate package foo"
+    )
+    assert c.hosts["c"].status == "unreachable"
+    assert c.totals() == {"hosts": 3, "ok": 1, "changed": 1, "failed": 1, "unreachable": 1}
+
+
+def test_task_message_names_failed_loop_items_and_keeps_censorship():
+    res = {
+        "msg": "One or more items failed",
+        "results": [
+            {"item": "node1", "failed": False},
+            {"item": "node2", "failed": True, "msg": "rc 255", "stderr": "Connection timed out"},
+        ],
+    }
+    assert task_message(res) == "node2: rc 255 | Connection timed out"
+    assert "no_log" in task_message({"censored": "hidden: no_log: true was specified"})
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "configure", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_rejects_unknown_tag_and_missing_password_env_in_one_line(tmp_path):
+    bad_tag = _cli(str(LAB), "--tags", "network,gpu_magic", "--runs-dir", str(tmp_path))
+    assert bad_tag.returncode == 2
+    assert "unknown tag(s) gpu_magic" in bad_tag.stderr
+    assert "Traceback" not in bad_tag.stderr + bad_tag.stdout
+    no_env = _cli(
+        str(LAB), "--become-password-env", "RC_NOT_SET_ANYWHERE", "--runs-dir", str(tmp_path)
+    )
+    assert no_env.returncode == 2
+    assert "RC_NOT_SET_ANYWHERE is not set" in no_env.stderr
+    assert not list(tmp_path.rglob("configure.json"))

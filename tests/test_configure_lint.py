@@ -1,0 +1,49 @@
+"""The playbooks pass Ansible's own syntax check and ansible-lint's production profile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rackcert.paths import playbooks_dir
+
+BIN = Path(sys.executable).parent
+
+
+def _env() -> dict[str, str]:
+    return dict(
+        os.environ,
+        ANSIBLE_ROLES_PATH=str(playbooks_dir() / "roles"),
+        ANSIBLE_HOME=os.environ.get("TMPDIR", "/tmp") + f"/rackcert-lint-{os.getpid()}",
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+
+
+def test_site_yml_syntax_check():
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
+        cwd=playbooks_dir(),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "playbook: site.yml" in proc.stdout
+
+
+def test_ansible_lint_production_profile():
+    proc = subprocess.run(
+        [str(BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor"]
+        + ["-f", "pep8"],
+        cwd=playbooks_dir(),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "Profile 'production' was required, and it passed" in out
