@@ -93,7 +93,7 @@ class VCenter(Strict):
 class Gpu(Strict):
     pci: PciAddress
     model: str = Field(min_length=1, description="e.g. 'NVIDIA A100 PCIe 80GB'")
-    memory_gb: int = Field(gt=0, le=1024)
+    memory_gb: int = Field(gt=0, le=1024, description="GPU memory; sizes the VM's 64-bit MMIO")
     numa: int = Field(0, ge=0, le=15, description="NUMA node the GPU hangs off")
     nvlink_peer: PciAddress | None = Field(
         None, description="PCI address of the GPU joined to this one by an NVLink bridge"
@@ -103,7 +103,7 @@ class Gpu(Strict):
 class Nic(Strict):
     pci: PciAddress
     model: str = Field(min_length=1, description="e.g. 'Mellanox ConnectX-6 Dx'")
-    ports: int = Field(1, ge=1, le=8)
+    ports: int = Field(1, ge=1, le=8, description="Ports (PCI functions) of the card")
     speed_gbps: int = Field(gt=0, le=3200, description="Line rate of one port")
     numa: int = Field(0, ge=0, le=15)
 
@@ -120,7 +120,7 @@ class HardwareProfile(Strict):
 class Host(Strict):
     name: Name
     address: str = Field(min_length=1, description="ESXi management address as vCenter knows it")
-    profile: Name
+    profile: Name = Field(description="Name of a hardware_profiles entry")
     esxi_version: str = Field("7.0.3", description="Expected ESXi version, e.g. 7.0.3")
 
 
@@ -143,13 +143,22 @@ class GpuMode(StrEnum):
 
 class VmTemplate(Strict):
     name: Name
-    vcpus: int = Field(ge=1, le=768)
-    memory_gb: int = Field(ge=1, le=24576)
-    gpus: int = Field(0, ge=0, le=16)
-    nvlink: NvlinkPolicy = NvlinkPolicy.preferred
-    nic: NicMode = NicMode.vmxnet3
+    vcpus: int = Field(ge=1, le=768, description="Virtual CPUs (the seed: 32)")
+    memory_gb: int = Field(
+        ge=1, le=24576, description="Memory, fully reserved (memoryReservationLockedToMax)"
+    )
+    gpus: int = Field(0, ge=0, le=16, description="GPUs per VM")
+    nvlink: NvlinkPolicy = Field(
+        NvlinkPolicy.preferred,
+        description="required: a bridged pair or fail; preferred: a pair when one is free; none",
+    )
+    nic: NicMode = Field(
+        NicMode.vmxnet3, description="Data NIC: passthrough (the NUMA-local port), sriov, vmxnet3"
+    )
     numa_affinity: bool = Field(True, description="Pin the VM to the NUMA node of its GPUs")
-    gpu_mode: GpuMode = GpuMode.passthrough
+    gpu_mode: GpuMode = Field(
+        GpuMode.passthrough, description="passthrough (DirectPath I/O) or vgpu (NVIDIA vGPU)"
+    )
     vgpu_profile: str | None = Field(None, description="vGPU profile, e.g. grid_a100-40c")
     mmio_size_gb: int | None = Field(
         None, ge=1, description="Override pciPassthru.64bitMMIOSizeGB (default from GPU memory)"
@@ -160,7 +169,7 @@ class VmTemplate(Strict):
 
 class Vm(Strict):
     name: Name
-    template: Name
+    template: Name = Field(description="Name of a vm_templates entry")
     host: str = Field("auto", description="Host name, or 'auto' for placement by the planner")
     address: str = Field(min_length=1, description="Guest address rackcert reaches over SSH")
     ssh_port: int = Field(22, ge=1, le=65535)
@@ -189,12 +198,12 @@ class GuestSsh(Strict):
 class Guest(Strict):
     os: str = Field("ubuntu-22.04", description="ubuntu-20.04, ubuntu-22.04, rhel-8, rhel-9")
     nvidia_driver: str | None = Field(None, description="Pinned version (470.82.01) or branch")
-    cuda: str | None = None
-    ofed: str | None = None
-    container_toolkit: str | None = None
+    cuda: str | None = Field(None, description="CUDA toolkit version, e.g. 11.4")
+    ofed: str | None = Field(None, description="MLNX_OFED / DOCA-OFED version, e.g. 5.4-3.1.0.0")
+    container_toolkit: str | None = Field(None, description="nvidia-container-toolkit version")
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
-    horovod: bool = False
+    horovod: bool = Field(False, description="Install Horovod in the DL runtime")
     sources: dict[str, PackageSource] = Field(
         default_factory=dict,
         description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime)",
@@ -226,16 +235,22 @@ class Roce(Strict):
 
 
 class Network(Strict):
-    mtu: int = Field(9000, ge=576, le=9216)
+    mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
     interface: str | None = Field(None, description="Guest data interface; default: the route's")
     roce: Roce = Field(default_factory=Roce)
 
 
 class Certification(Strict):
     reference: str | None = Field(None, description="Certified-matrix entry to compare against")
-    scaling_efficiency_min: float = Field(0.9, gt=0, le=1.5)
-    allreduce_busbw_fraction_min: float = Field(0.7, gt=0, le=1.5)
-    resnet50_images_per_gpu_min: float = Field(0, ge=0)
+    scaling_efficiency_min: float = Field(
+        0.9, gt=0, le=1.5, description="ResNet50 weak-scaling efficiency vs N x 1 node, at least"
+    )
+    allreduce_busbw_fraction_min: float = Field(
+        0.7, gt=0, le=1.5, description="Allreduce busbw at the largest sizes / line rate, at least"
+    )
+    resnet50_images_per_gpu_min: float = Field(
+        0, ge=0, description="ResNet50 images/s per GPU, at least (0: not judged)"
+    )
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
     )
