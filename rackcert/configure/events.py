@@ -155,6 +155,8 @@ class EventCollector:
             h.skipped += 1
         elif kind == "runner_on_unreachable":
             h.unreachable = True
+            if res.get("censored"):  # no_log hides the result, not the fact of the outage
+                res = {"msg": "lost the connection during a no_log task (its output is hidden)"}
             h.failures.append(
                 TaskProblem(
                     str(data.get("task", "")),

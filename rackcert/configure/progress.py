@@ -97,12 +97,14 @@ def summary_table(hosts: list[HostResult], *, check: bool) -> Table:
     """Per-host result: counts, status and the first failure (or, in check mode, the changes)."""
     title = "configure --check: what would change" if check else "configure: per-host result"
     table = Table(title=title, title_justify="left")
-    for col in ("host", "status", "ok", "changed", "failed", "unreachable", "detail"):
-        table.add_column(col, overflow="fold")
+    for col in ("host", "status", "ok", "changed", "failed", "unreachable"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=1)
     for h in hosts:
         if h.failures:
             f = h.failures[0]
             detail = f"{(f.role + ' : ') if f.role else ''}{f.task}: {f.message}"
+            detail = detail if len(detail) <= 240 else detail[:237] + "..."
         elif check and h.changed_tasks:
             detail = "would change: " + "; ".join(h.changed_tasks)
         else:
