@@ -61,6 +61,13 @@ def validate_cmd(
     list_checks: Annotated[
         bool, typer.Option("--list", help="List the check ids with what each expects, and exit")
     ] = False,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare/--no-compare",
+            help="After the checks, diff with the rack's last certified (PASS) run",
+        ),
+    ] = True,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
 ) -> None:
@@ -95,6 +102,12 @@ def validate_cmd(
         console=err_console if err_console.is_terminal else None,
     )
     _print_outcome(outcome)
+    regressions = _compare_with_certified(root, run_dir) if compare else []
+    if outcome.ok and regressions:
+        raise RackcertError(
+            f"validate: {len(regressions)} regression(s) since the last certified run:"
+            f" {regressions[0]}; record {outcome.record}"
+        )
     if not outcome.ok:
         failing = outcome.summary["failing"]
         more = f" (+{len(failing) - 5} more)" if len(failing) > 5 else ""
@@ -102,6 +115,29 @@ def validate_cmd(
             f"validate failed: {len(failing)} error-severity check(s) failed:"
             f" {', '.join(failing[:5])}{more}; record {outcome.record}"
         )
+
+
+def _compare_with_certified(root: Path, run_dir) -> list[str]:  # noqa: ANN001 - RunDir
+    """The after-upgrade view: what changed since the last certified run of this rack.
+
+    A validate-only run has no benchmark figures, so only versions, settings, hardware
+    and checks are compared; a missing bench is not a regression.
+    """
+    from rackcert.report.assemble import assemble
+    from rackcert.report.diff import diff_records, format_diff, last_certified
+
+    certified = last_certified(root, run_dir.meta["rack"], before=run_dir.path)
+    if certified is None:
+        console.print("no certified (PASS) run of this rack yet: nothing to compare with")
+        return []
+    d = diff_records(assemble(certified), assemble(run_dir))
+    if "bench" not in run_dir.stages():
+        d.figures = []
+        d.regressions = [r for r in d.regressions if not r.startswith("verdict ")]
+    console.print(f"compared with the last certified run {certified.path}", soft_wrap=True)
+    for line in format_diff(d):
+        console.print(line, soft_wrap=True)
+    return d.regressions
 
 
 def _print_checks(defs) -> None:
