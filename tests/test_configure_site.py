@@ -1,8 +1,9 @@
 """site.yml for real: two SSH test hosts, FAKE vendor packages from a local apt repo.
 
-One first run and one second run are shared by the assertions of this module
-(each Ansible run costs a minute on two cores); every assertion reads real state
-on the hosts or the real record, and each could fail on its own.
+One first run and one second run (each costs a minute or more on two cores) are
+checked by one test, section by section: pytest-xdist spreads the tests of a
+module over its workers, and a module fixture would then run Ansible once per
+worker. Every check reads real state on the hosts or the real record.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from rackcert.configure.runner import configure
 from rackcert.runs import RunDir
 from tests.plugins.configure import spec_for_hosts
@@ -22,11 +21,9 @@ SECRET = "s3cr3t-Seeded-Become-7781"
 ENV_SECRET = "env-Only-Secret-4417"
 
 
-@pytest.fixture(scope="module")
-def site(ssh_hosts_module, fake_vendor_repo, tmp_path_factory):
-    work = tmp_path_factory.mktemp("site")
+def _site(ssh_hosts, fake_vendor_repo, work):
     export = work / "export"
-    hosts = ssh_hosts_module(["node1", "node2"], shared=[export])
+    hosts = ssh_hosts(["node1", "node2"], shared=[export])
     loaded = spec_for_hosts(hosts, work, sources=fake_vendor_repo.sources, export=export)
     runs = work / "runs"
     # A secret only the environment holds: ansible-runner copies the environment into
@@ -51,7 +48,17 @@ def site(ssh_hosts_module, fake_vendor_repo, tmp_path_factory):
     return {"hosts": hosts, "first": first, "cli": cli, "run1": run1.path, "run2": run2}
 
 
-def test_first_run_configures_every_host(site):
+def test_site_configures_two_hosts_then_changes_nothing(ssh_hosts, fake_vendor_repo, tmp_path):
+    site = _site(ssh_hosts, fake_vendor_repo, tmp_path)
+    _first_run_configures_every_host(site)
+    _second_run_changes_nothing_and_prints_summary(site)
+    _vendor_packages_installed_at_the_pinned_versions(site)
+    _jumbo_frames_ssh_trust_and_shared_mount(site)
+    _dl_runtime_environment_runs(site)
+    _record_and_artifacts_hold_no_secret(site)
+
+
+def _first_run_configures_every_host(site):
     first = site["first"]
     assert first.ok, first.error
     assert [h.name for h in first.hosts] == ["node1", "node2"]
@@ -60,11 +67,11 @@ def test_first_run_configures_every_host(site):
         assert h.changed > 5, h.changed_tasks
 
 
-def test_second_run_changes_nothing_and_prints_summary(site):
+def _second_run_changes_nothing_and_prints_summary(site):
     cli = site["cli"]
     assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
     assert "per-host result" in cli.stdout
-    assert "2 hosts: 2 ok, 0 failed, 0 unreachable; 0 changes" in cli.stdout
+    assert "2 hosts: 2 ok, 0 failed, 0 unreachable; 0 changes" in " ".join(cli.stdout.split())
     record = json.loads((site["run2"] / "configure.json").read_text())
     assert record["status"] == "ok"
     assert {n: h["changed"] for n, h in record["data"]["hosts"].items()} == {"node1": 0, "node2": 0}
@@ -76,7 +83,7 @@ def _version(host, package: str) -> str:
     return out.stdout
 
 
-def test_vendor_packages_installed_at_the_pinned_versions(site):
+def _vendor_packages_installed_at_the_pinned_versions(site):
     for host in site["hosts"]:
         # The newer decoys in the repo were not taken: the pin from the spec was.
         assert _version(host, "rackcert-fake-cuda-drivers-470") == "470.82.01-1"
@@ -99,7 +106,7 @@ def test_vendor_packages_installed_at_the_pinned_versions(site):
     )
 
 
-def test_jumbo_frames_ssh_trust_and_shared_mount(site):
+def _jumbo_frames_ssh_trust_and_shared_mount(site):
     h1, h2 = site["hosts"]
     for h in (h1, h2):
         assert h.path("/sys/class/net/eth0/mtu").read_text().strip() == "9000"
@@ -118,13 +125,13 @@ def test_jumbo_frames_ssh_trust_and_shared_mount(site):
     assert "/mnt/rackcert-data none bind" in h2.path("/etc/fstab").read_text()
 
 
-def test_dl_runtime_environment_runs(site):
+def _dl_runtime_environment_runs(site):
     for h in site["hosts"]:
         out = h.ssh("/opt/rackcert/dl-venv/bin/python -c 'import sys; print(sys.prefix)'")
         assert out.stdout.strip() == "/opt/rackcert/dl-venv", out.stderr
 
 
-def test_record_and_artifacts_hold_no_secret(site):
+def _record_and_artifacts_hold_no_secret(site):
     record = json.loads((site["run1"] / "configure.json").read_text())
     assert record["stage"] == "configure"
     for host in record["data"]["hosts"].values():

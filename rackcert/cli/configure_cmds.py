@@ -121,7 +121,8 @@ def configure_cmd(
             f"{t['hosts']} hosts: {t['ok']} ok, {t['failed']} failed,"
             f" {t['unreachable']} unreachable; {t['changed']} changes"
             f"{' would be made' if check else ''}."
-            f" Record: {Path(result.record)}"
+            f" Record: {Path(result.record)}",
+            soft_wrap=True,
         )
     if not result.ok:
         raise RackcertError(f"configure failed: {result.error} (record: {result.record})")
