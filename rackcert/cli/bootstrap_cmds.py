@@ -46,7 +46,13 @@ def _judging(name: str, fn, stage_started: dict[str, str]):  # noqa: ANN001, ANN
 
 
 def build_stages(
-    spec_path: Path, *, yes: bool, power_cycle: bool, quick: bool, local_bench: bool
+    spec_path: Path,
+    *,
+    yes: bool,
+    power_cycle: bool,
+    quick: bool,
+    local_bench: bool,
+    backend: str = "auto",
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each calling the command of the same name."""
     from rackcert.cli.bench_cmds import bench
@@ -69,7 +75,7 @@ def build_stages(
         validate_cmd(spec_path, run=run.path)
 
     def bench_stage(run: RunDir) -> None:
-        bench(spec_path, quick=quick, local=local_bench, run=run.path)
+        bench(spec_path, quick=quick, local=local_bench, backend=backend, run=run.path)
 
     def report(run: RunDir) -> None:
         from rackcert.report.build import build_report
@@ -126,6 +132,12 @@ def bootstrap_cmd(
     local_bench: Annotated[
         bool, typer.Option("--local-bench", help="Benchmark this machine instead of the VMs")
     ] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="Bench engine: auto (Horovod if it imports), nccl, gloo, horovod"
+        ),
+    ] = "auto",
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     loaded = load(spec_path)
@@ -142,7 +154,12 @@ def bootstrap_cmd(
         )
     console.print(f"bootstrap {loaded.spec.metadata.name}: run {run.path}")
     stages, report = build_stages(
-        spec_path, yes=yes, power_cycle=power_cycle, quick=quick, local_bench=local_bench
+        spec_path,
+        yes=yes,
+        power_cycle=power_cycle,
+        quick=quick,
+        local_bench=local_bench,
+        backend=backend,
     )
     _finish(run_pipeline(stages, run, resume=resume is not None, final=report, console=console))
 
@@ -169,7 +186,9 @@ def demo_cmd(
     down(spec_path)
     up(spec_path)
     try:
-        bootstrap_cmd(spec_path, yes=True, quick=True, runs_dir=runs_dir)
+        # torch.distributed over SSH: horovodrun needs one interface name on every host, and
+        # the lab's hosts (eth0) and this machine (a bridge) have none in common.
+        bootstrap_cmd(spec_path, yes=True, quick=True, backend="gloo", runs_dir=runs_dir)
     finally:
         if not keep_lab:
             down(spec_path)

@@ -54,6 +54,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -372,13 +373,16 @@ def _setup_script(name: str, host_dir: Path, shared: Sequence[Path]) -> str:
             f"mkdir -p {up} {wk}",
             f"mount -t overlay overlay -o lowerdir=/{d},upperdir={up},workdir={wk} /{d}",
         ]
-    for i, path in enumerate(shared):
-        p = shlex.quote(str(path))
-        lines += [f"mkdir -p {p}", f"mount --move {mnt}/shared{i} {p}"]
+    # The fresh home first, so shared paths below /root (a Python under ~/.pyenv) stay visible.
     lines += [
         f"mkdir -p {mnt}/root && mount --bind {mnt}/root /root && chmod 0700 /root",
         "cp /usr/share/base-files/dot.bashrc /root/.bashrc 2>/dev/null || true",
         "cp /usr/share/base-files/dot.profile /root/.profile 2>/dev/null || true",
+    ]
+    for i, path in enumerate(shared):
+        p = shlex.quote(str(path))
+        lines += [f"mkdir -p {p}", f"mount --move {mnt}/shared{i} {p}"]
+    lines += [
         f"hostname {shlex.quote(name)}",
         f"echo {shlex.quote(name)} > /etc/hostname",
         f"cat {shlex.quote(str(host_dir / 'hosts'))} > /etc/hosts",
@@ -457,6 +461,11 @@ def start_hosts(
     state_dir.mkdir(parents=True, exist_ok=True)
     PRIVATE_MNT.mkdir(parents=True, exist_ok=True)
     shared_paths = [Path(p).expanduser().resolve() for p in shared]
+    # A VM has its Python installed; a test host shares this machine's. When that lives
+    # under /root (pyenv), the fresh home would hide it: keep it shared.
+    python_home = Path(sys.base_prefix).resolve()
+    if python_home.is_relative_to("/root") and python_home not in shared_paths:
+        shared_paths.append(python_home)
     for p in shared_paths:
         p.mkdir(parents=True, exist_ok=True)
     bridge = bridge_name(subnet)
