@@ -131,3 +131,32 @@ def test_cli_rejects_unknown_tag_and_missing_password_env_in_one_line(tmp_path):
     assert no_env.returncode == 2
     assert "RC_NOT_SET_ANYWHERE is not set" in no_env.stderr
     assert not list(tmp_path.rglob("configure.json"))
+
+
+def test_live_board_and_summary_render_hosts_tasks_and_failures():
+    from rich.console import Console
+
+    from rackcert.configure.progress import board, summary_table
+
+    c = EventCollector()
+    c.handle(_ev("playbook_on_task_start", task="Set the MTU", role="network"))
+    c.handle(_ev("runner_on_start", host="a", task="Set the MTU", role="network"))
+    c.handle(
+        _ev("runner_on_ok", host="a", task="Set the MTU", role="network", res={"changed": True})
+    )
+    c.handle(_ev("runner_on_unreachable", host="b", task="Set the MTU", role="network", res={}))
+    console = Console(record=True, width=160)
+    console.print(board(c, ["a", "b", "c"]))
+    live = console.export_text()
+    assert "task 1" in live and "network : Set the MTU" in live
+    assert [
+        ln.split()[1] for ln in live.splitlines() if ln.split()[:1] in (["a"], ["b"], ["c"])
+    ] == [
+        "changed",
+        "unreachable",
+        "waiting",
+    ]
+    console.print(summary_table(list(c.hosts.values()), check=True))
+    text = console.export_text()
+    assert "would change: network : Set the MTU" in text
+    assert "unreachable:" in text

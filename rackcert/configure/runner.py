@@ -218,6 +218,24 @@ def configure(
             )
             rc = int(runner.rc if runner.rc is not None else 1)
             status = "ok" if runner.status == "successful" and rc == 0 else "failed"
+        except KeyboardInterrupt:
+            # Record what was seen so far, then let the CLI say "interrupted".
+            _write_record(
+                run,
+                collector,
+                started,
+                check,
+                tags,
+                skip_tags,
+                limit,
+                playbook,
+                130,
+                artifacts,
+                inventory,
+                ident,
+                "interrupted by the operator",
+            )
+            raise
         finally:
             _drop_environment(artifacts)
             _scrub_artifacts(artifacts)
@@ -229,6 +247,51 @@ def configure(
     error = _failure_line(collector, rc, _stdout_tail(artifacts / "ansible"))
     if error:
         status = "failed"
+    hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
+    record = _write_record(
+        run,
+        collector,
+        started,
+        check,
+        tags,
+        skip_tags,
+        limit,
+        playbook,
+        rc,
+        artifacts,
+        inventory,
+        ident,
+        error,
+    )
+    return ConfigureResult(
+        status=status,
+        rc=rc,
+        check=check,
+        hosts=hosts,
+        totals=collector.totals(),
+        artifacts=artifacts,
+        record=record,
+        error=error,
+        warnings=collector.warnings,
+    )
+
+
+def _write_record(
+    run: RunDir,
+    collector: EventCollector,
+    started: str,
+    check: bool,
+    tags: Sequence[str],
+    skip_tags: Sequence[str],
+    limit: str | None,
+    playbook: Path,
+    rc: int,
+    artifacts: Path,
+    inventory: Path,
+    ident: str,
+    error: str | None,
+) -> Path:
+    """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
     data = {
         "check": check,
@@ -244,18 +307,8 @@ def configure(
         "ansible_ident": ident,
         "warnings": collector.warnings,
     }
-    record = run.write_stage("configure", data, status=status, error=error, started_at=started)
-    return ConfigureResult(
-        status=status,
-        rc=rc,
-        check=check,
-        hosts=hosts,
-        totals=collector.totals(),
-        artifacts=artifacts,
-        record=record,
-        error=error,
-        warnings=collector.warnings,
-    )
+    status = "failed" if error or rc != 0 else "ok"
+    return run.write_stage("configure", data, status=status, error=error, started_at=started)
 
 
 def _path_with_ansible() -> str:
