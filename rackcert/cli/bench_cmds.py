@@ -196,6 +196,10 @@ def bench(
         timeout_s=timeout,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    recorded = rundir.path / "artifacts" / "validate" / "known_hosts"
+    if opts.known_hosts is None and recorded.is_file():
+        # The nodes' host keys validate recorded in this run: trust exactly those.
+        opts.known_hosts = recorded
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
     data = run_bench(loaded.spec, rundir, opts, say)
     if as_json:
