@@ -12,7 +12,7 @@ import sys
 
 from rackcert.configure.runner import configure
 from rackcert.runs import RunDir
-from tests.plugins.configure import spec_for_hosts
+from tests.plugins.configure import air_gap, spec_for_hosts
 
 FAKE_OS = 'NAME="Plan 9 from Rack Space"\nID=rackcertplan9\nVERSION_ID="4"\n'
 
@@ -50,6 +50,7 @@ def test_check_mode_changes_nothing_and_unknown_distro_fails_alone(
     ssh_hosts, fake_vendor_repo, tmp_path
 ):
     good, odd = ssh_hosts(["good", "odd"])
+    air_gap([good, odd])
     release = odd.path("/etc/os-release")
     release.unlink()
     release.write_text(FAKE_OS)

@@ -15,7 +15,7 @@ import sys
 
 from rackcert.configure.runner import configure
 from rackcert.runs import RunDir
-from tests.plugins.configure import spec_for_hosts
+from tests.plugins.configure import air_gap, spec_for_hosts
 
 SECRET = "s3cr3t-Seeded-Become-7781"
 ENV_SECRET = "env-Only-Secret-4417"
@@ -24,6 +24,7 @@ ENV_SECRET = "env-Only-Secret-4417"
 def _site(ssh_hosts, fake_vendor_repo, work):
     export = work / "export"
     hosts = ssh_hosts(["node1", "node2"], shared=[export])
+    air_gap(hosts)
     loaded = spec_for_hosts(hosts, work, sources=fake_vendor_repo.sources, export=export)
     runs = work / "runs"
     # A secret only the environment holds: ansible-runner copies the environment into

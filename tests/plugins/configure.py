@@ -52,3 +52,15 @@ def spec_for_hosts(
     path = directory / "spec.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return load_spec(path)
+
+
+def air_gap(hosts: list[TestHost]) -> None:
+    """Drop the distribution's package lists on the hosts (their own /var overlay only).
+
+    The nodes can reach no mirror anyway (their network is the test bridge); with the
+    lists gone, apt's cache holds just the vendor source, as on an air-gapped site,
+    and rebuilding it after the source is added takes a moment instead of ~10 s.
+    """
+    for h in hosts:
+        out = h.exec(["sh", "-c", "rm -f /var/lib/apt/lists/*_dists_* /var/cache/apt/*.bin"])
+        assert out.returncode == 0, out.stderr
