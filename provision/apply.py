@@ -13,6 +13,7 @@ record keeps what was done and a re-run plans only what is left.
 from __future__ import annotations
 
 import http.client
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from rackcert.errors import RackcertError
 
 ATS_OPTION = "VMkernel.Boot.atsSupport"
 Event = Callable[[str, Action | None, str], None]
-_DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError)
+# A vCenter that goes away mid-TLS-stream raises SSLEOFError (an ssl.SSLError), not ConnectionError.
+_DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError, ssl.SSLError)
 
 
 class ApplyError(RackcertError):

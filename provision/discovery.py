@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import ssl
 import time
 from typing import Any
 
@@ -56,6 +57,7 @@ VM_PROPERTIES = [
 ]
 _TRANSIENT = (
     ConnectionError,
+    ssl.SSLError,  # a vCenter gone mid-TLS-stream: SSLEOFError
     http.client.RemoteDisconnected,
     http.client.IncompleteRead,
     TimeoutError,

@@ -82,7 +82,8 @@ def check(spec_path: SpecArg, as_json: JsonOpt = False) -> None:
     console.print(
         f"[green]OK[/] {spec_path}: {totals['hosts']} hosts, {totals['gpus']} GPUs,"
         f" {totals['nvlink_pairs']} NVLink pairs, {totals['vms']} VMs using {totals['vm_gpus']}"
-        f" GPUs (templates by nvlink policy: {dict(modes)})"
+        f" GPUs (templates by nvlink policy: {dict(modes)})",
+        soft_wrap=True,
     )
 
 
