@@ -89,7 +89,8 @@ class RunDir:
     @classmethod
     def create(cls, root: Path, rack: str, spec_sha256: str, spec_text: str) -> RunDir:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        path = Path(root) / rack / stamp
+        # Absolute, so tools that change directory (ansible-runner, torchrun) find the run.
+        path = Path(root).resolve() / rack / stamp
         try:
             path.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
@@ -109,7 +110,7 @@ class RunDir:
 
     @classmethod
     def open(cls, path: Path | str) -> RunDir:
-        path = Path(path)
+        path = Path(path).resolve()
         if not (path / "meta.json").is_file():
             raise RecordError(f"{path}: not a rackcert run directory (no meta.json)")
         return cls(path)

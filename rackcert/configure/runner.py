@@ -245,6 +245,11 @@ def configure(
                     if leftover.name in ("passwords", "ssh_key"):
                         leftover.unlink()
     error = _failure_line(collector, rc, _stdout_tail(artifacts / "ansible"))
+    if not error and not collector.hosts and loaded.spec.vms:
+        # Ansible succeeds on an empty host list; for rackcert that configured nothing.
+        warned = "; ".join(collector.warnings[:1])
+        count = len(loaded.spec.vms)
+        error = f"Ansible ran on no host of the spec's {count} VMs ({warned or 'check --limit'})"
     if error:
         status = "failed"
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
