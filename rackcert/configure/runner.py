@@ -196,6 +196,14 @@ def configure(
     if become_password:
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*?$"] = become_password
+
+    def record(rc: int, error: str | None) -> Path:
+        """configure.json from what the collector saw: on success, failure or interruption."""
+        return _write_record(
+            run, collector, started, check, tags, skip_tags, limit, playbook, rc,
+            artifacts, inventory, ident, error,
+        )  # fmt: skip
+
     rc, status = 1, "failed"
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
         try:
@@ -220,21 +228,7 @@ def configure(
             status = "ok" if runner.status == "successful" and rc == 0 else "failed"
         except KeyboardInterrupt:
             # Record what was seen so far, then let the CLI say "interrupted".
-            _write_record(
-                run,
-                collector,
-                started,
-                check,
-                tags,
-                skip_tags,
-                limit,
-                playbook,
-                130,
-                artifacts,
-                inventory,
-                ident,
-                "interrupted by the operator",
-            )
+            record(130, "interrupted by the operator")
             raise
         finally:
             _drop_environment(artifacts)
@@ -253,21 +247,7 @@ def configure(
     if error:
         status = "failed"
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
-    record = _write_record(
-        run,
-        collector,
-        started,
-        check,
-        tags,
-        skip_tags,
-        limit,
-        playbook,
-        rc,
-        artifacts,
-        inventory,
-        ident,
-        error,
-    )
+    record_path = record(rc, error)
     return ConfigureResult(
         status=status,
         rc=rc,
@@ -275,7 +255,7 @@ def configure(
         hosts=hosts,
         totals=collector.totals(),
         artifacts=artifacts,
-        record=record,
+        record=record_path,
         error=error,
         warnings=collector.warnings,
     )
