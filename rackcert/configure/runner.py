@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.configure.events import EventCollector, HostResult
-from rackcert.configure.inventory import build_inventory, write_inventory
+from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
 from rackcert.paths import playbooks_dir
 from rackcert.runs import RunDir, utc_now
@@ -192,6 +193,11 @@ def configure(
         return True  # keep the event in the artifacts
 
     cmdline = ["--check"] if check else []
+    if extravars:
+        # Written by rackcert, every string `!unsafe`: extra vars are data, never templates.
+        extra_file = artifacts / "inventory" / "extra_vars.yml"
+        extra_file.write_text(dump_unsafe_yaml(extravars))
+        cmdline += ["--extra-vars", shlex.quote(f"@{extra_file}")]
     passwords = {}
     if become_password:
         cmdline.append("--ask-become-pass")
@@ -214,7 +220,6 @@ def configure(
                 playbook=str(playbook),
                 inventory=str(inventory),
                 envvars=_envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32))),
-                extravars=extravars or {},
                 passwords=passwords,
                 cmdline=" ".join(cmdline) or None,
                 tags=",".join(tags) or None,
