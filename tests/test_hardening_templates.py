@@ -133,3 +133,22 @@ def test_ssh_destination_after_double_dash(tmp_path):
     assert argv[argv.index("--") + 1].startswith("-oProxyCommand")
     subprocess.run(argv, capture_output=True, timeout=30, check=False)
     assert not marker.exists()
+
+
+def test_configure_extra_vars_are_never_templated(tmp_path):
+    """The real ansible-runner run: extra vars rackcert passes reach the play as data."""
+    from rackcert.configure.runner import configure
+    from rackcert.runs import RunDir
+
+    marker = tmp_path / "pwned-extra"
+    hostile = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+    loaded = load_spec(LAB)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- hosts: rackcert_nodes\n  gather_facts: false\n  connection: local\n  tasks:\n"
+        '    - ansible.builtin.debug:\n        msg: "extra={{ probe }}"\n'
+    )
+    run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    result = configure(loaded, run, playbook=playbook, extravars={"probe": hostile})
+    assert result.ok, result
+    assert not marker.exists(), "an extra var ran a command on the controller"
