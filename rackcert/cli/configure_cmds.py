@@ -20,6 +20,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import SETTINGS, show_table
 from rackcert.errors import InputError, RackcertError
 
 ROLES = (
@@ -111,11 +112,12 @@ def configure_cmd(
             limit=limit,
             become_password=password,
             on_event=progress,
+            verbosity=SETTINGS.verbosity,
         )
     if as_json:
         print_json(run_dir.read_stage("configure") or {})
     else:
-        console.print(summary_table(result.hosts, check=check))
+        show_table(console, summary_table(result.hosts, check=check))
         t = result.totals
         console.print(
             f"{t['hosts']} hosts: {t['ok']} ok, {t['failed']} failed,"

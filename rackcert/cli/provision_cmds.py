@@ -29,6 +29,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
 from rackcert.runs import utc_now
 
@@ -103,7 +104,7 @@ def plan_cmd(
     if not actions:
         console.print(f"[green]nothing to do[/]: the rack matches {spec_path} (recorded {path})")
         return
-    console.print(_actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
+    show_table(console, _actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
     console.print(f"{len(actions)} action(s); recorded {path}")
 
 
@@ -161,7 +162,9 @@ def provision_cmd(
             _say(as_json, data, path, "[green]nothing to do[/]: the rack matches the spec")
             return
         if not as_json:
-            console.print(_actions_table(actions, f"provision rack {loaded.spec.metadata.name}"))
+            show_table(
+                console, _actions_table(actions, f"provision rack {loaded.spec.metadata.name}")
+            )
         if not yes:
             if not sys.stdin.isatty():
                 raise InputError("provision changes the rack: pass --yes to apply without asking")

@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
+from rackcert.cli.output import show_table
 from rackcert.runs import list_runs
 
 runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
@@ -43,4 +44,4 @@ def list_cmd(
     for r in runs:
         stages = " ".join(f"{s}:{st}" for s, st in r.statuses.items()) or "-"
         table.add_row(r.rack, r.created_at, stages, r.verdict or "-", str(r.path))
-    console.print(table)
+    show_table(console, table)

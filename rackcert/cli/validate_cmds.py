@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from rackcert.cli.common import (
+    JsonOpt,
     RunOpt,
     RunsRootOpt,
     SpecArg,
@@ -18,7 +19,9 @@ from rackcert.cli.common import (
     err_console,
     load,
     open_or_create_run,
+    print_json,
 )
+from rackcert.cli.output import show_table
 from rackcert.errors import RackcertError
 
 
@@ -70,6 +73,7 @@ def validate_cmd(
     ] = True,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check every VM of the spec (GPUs, driver, CUDA, NVLink, OFED, RDMA, mounts, MTU, SSH
     trust, clock) and the hypervisor settings provision recorded, all nodes in parallel.
@@ -101,8 +105,20 @@ def validate_cmd(
         facts=not no_facts,
         console=err_console if err_console.is_terminal else None,
     )
-    _print_outcome(outcome)
-    regressions = _compare_with_certified(root, run_dir) if compare else []
+    if as_json:
+        # CI reads the record itself; the diff with the certified run goes in beside it.
+        with console.capture():
+            regressions = _compare_with_certified(root, run_dir) if compare else []
+        print_json(
+            {
+                "run": str(run_dir.path),
+                "regressions": regressions,
+                **(run_dir.read_stage("validate") or {}),
+            }
+        )
+    else:
+        _print_outcome(outcome)
+        regressions = _compare_with_certified(root, run_dir) if compare else []
     if outcome.ok and regressions:
         raise RackcertError(
             f"validate: {len(regressions)} regression(s) since the last certified run:"
@@ -148,7 +164,7 @@ def _print_checks(defs) -> None:
         table.add_column(col)
     for d in [*defs, *HV_CHECKS]:
         table.add_row(d.id, d.severity.value, d.summary, d.fix)
-    console.print(table)
+    show_table(console, table)
 
 
 def _print_outcome(outcome) -> None:
@@ -170,7 +186,7 @@ def _print_outcome(outcome) -> None:
         status = "[red]FAILED[/]" if bad else "[green]passed[/]"
         note = info.get("error", "") if info.get("status") is not None else "hypervisor"
         table.add_row(name, status, *(str(counts[s]) for s in counts), note[:60])
-    console.print(table)
+    show_table(console, table)
     for r in outcome.results:
         if r.status.value in ("fail", "error"):
             sev = "red" if r.severity.value == "error" else "yellow"

@@ -156,6 +156,7 @@ def configure(
     extravars: dict[str, Any] | None = None,
     on_event: EventHook | None = None,
     playbook: Path | None = None,
+    verbosity: int = 0,
 ) -> ConfigureResult:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return the result.
 
@@ -168,6 +169,7 @@ def configure(
         become_password: sudo password, held in memory only.
         extravars: extra variables (tests use them to point vendor roles at a local repo).
         on_event: called as on_event(event, collector) after each event is counted.
+        verbosity: Ansible's -v count (`rackcert -vv configure` passes 2).
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -225,6 +227,7 @@ def configure(
                 tags=",".join(tags) or None,
                 skip_tags=",".join(skip_tags) or None,
                 limit=limit,
+                verbosity=verbosity or None,
                 event_handler=handler,
                 quiet=True,
                 settings={"suppress_ansible_output": True, "job_timeout": 3600},
