@@ -12,7 +12,6 @@ from rackcert.cli.common import (
     JsonOpt,
     RunOpt,
     RunsRootOpt,
-    SpecArg,
     app,
     console,
     default_runs_root,
@@ -22,12 +21,18 @@ from rackcert.cli.common import (
     print_json,
 )
 from rackcert.cli.output import show_table
-from rackcert.errors import RackcertError
+from rackcert.errors import InputError, RackcertError
 
 
 @app.command("validate")
 def validate_cmd(
-    spec_path: SpecArg,
+    spec_path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Rack spec (YAML), e.g. inventories/lab.yaml (not needed with --list)",
+            show_default=False,
+        ),
+    ] = None,
     node: Annotated[
         list[str] | None, typer.Option("--node", "-n", help="Only this VM (repeatable)")
     ] = None,
@@ -88,6 +93,8 @@ def validate_cmd(
         return
     from validation.runner import validate
 
+    if spec_path is None:
+        raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
     loaded = load(spec_path)
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
