@@ -137,7 +137,7 @@ class _Unsafe(str):
 
 
 class _InventoryDumper(yaml.SafeDumper):
-    """Writes every string value with Ansible's `!unsafe` tag.
+    """Writes every string value that could hold a template with Ansible's `!unsafe` tag.
 
     Why: Ansible templates the strings of an inventory file on the controller (`ansible_host`
     as soon as it connects, role variables when a task reads them), so a spec value such as
@@ -153,9 +153,12 @@ _InventoryDumper.add_representer(
 
 
 def mark_unsafe(value: Any) -> Any:
-    """`value` with every string inside it (not mapping keys) marked `!unsafe` for Ansible."""
+    """`value` with every string inside it (not mapping keys) that holds "{" marked `!unsafe`."""
     if isinstance(value, str):
-        return _Unsafe(value)
+        # Only a string with "{" can hold a Jinja template ({{ }}, {% %}, {# #}); the others
+        # stay plain because ansible-core 2.19 re-resolves an `!unsafe` scalar's type:
+        # `!unsafe '11.4'` arrives as a float and `!unsafe ''` as None, which breaks the roles.
+        return _Unsafe(value) if "{" in value else value
     if isinstance(value, list | tuple):
         return [mark_unsafe(item) for item in value]
     if isinstance(value, dict):
@@ -164,7 +167,7 @@ def mark_unsafe(value: Any) -> Any:
 
 
 def dump_unsafe_yaml(data: Any) -> str:
-    """YAML text of `data` for Ansible, every string value tagged `!unsafe`."""
+    """YAML text of `data` for Ansible: no string value in it is ever templated."""
     return yaml.dump(
         mark_unsafe(data), Dumper=_InventoryDumper, sort_keys=False, default_flow_style=False
     )
@@ -173,8 +176,8 @@ def dump_unsafe_yaml(data: Any) -> str:
 def write_inventory(inventory: dict[str, Any], directory: Path) -> Path:
     """Write the inventory as `hosts.yml` under `directory`; returns the file.
 
-    Every value comes from the spec, so every string is written `!unsafe` (see
-    `_InventoryDumper`): a spec value is data to Ansible, never code.
+    Every value comes from the spec, so any string that could be a template is written
+    `!unsafe` (see `mark_unsafe`): a spec value is data to Ansible, never code.
     """
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "hosts.yml"
