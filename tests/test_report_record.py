@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from rackcert.report.assemble import assemble
+from rackcert.report.html import render_html
 from rackcert.report.record import json_schema
 from rackcert.runs import RunDir
 from tests.plugins.report import TABLE2
@@ -92,7 +93,7 @@ def test_bench_verdict_is_taken_as_recorded_not_rejudged(report_runs):
     assert passed.verdict.verdict == "PASS"
     failed = assemble(report_runs(bench_passed=False))
     assert failed.verdict.verdict == "FAIL"
-    assert any(r.startswith("bench: ResNet50") for r in failed.verdict.reasons)
+    assert any(r.startswith("bench: resnet50.images_per_gpu") for r in failed.verdict.reasons)
 
 
 def test_unreadable_stage_and_foreign_spec_are_reported_not_crashed(report_runs):
@@ -183,3 +184,31 @@ def test_after_upgrade_run_uses_the_discovery_validate_referenced(report_runs):
     validate["data"]["hypervisor_source"] = "/nonexistent/provision.json"
     (later.path / "validate.json").write_text(json.dumps(validate))
     assert assemble(later).hardware.hosts == []
+
+
+def test_incomplete_bench_makes_the_run_incomplete_and_says_what_was_not_judged(report_runs):
+    run = report_runs()
+    rec = json.loads((run.path / "bench.json").read_text())
+    data = rec["data"]
+    data.pop("allreduce")  # as `rackcert bench --skip allreduce` records it
+    from rackcert.spec_loader import load_spec
+    from validation.bench.verdict import rejudge
+
+    spec = load_spec(run.path / "spec.yaml").spec
+    data["verdict"] = rejudge(spec, data).model_dump(mode="json")
+    run.write_stage("bench", data)
+    out = assemble(run)
+    assert out.verdict.verdict == "INCOMPLETE"
+    assert "bench: allreduce.busbw_fraction (required) not judged: allreduce not run" in (
+        out.verdict.reasons
+    )
+    assert "bench allreduce.correct: allreduce not run" in out.verdict.not_judged
+    html = render_html(out)
+    assert 'id="not-judged"' in html and "allreduce.correct: allreduce not run" in html
+
+
+def test_pass_lists_what_passed_next_to_what_was_not_judged(report_runs):
+    rec = assemble(report_runs())
+    assert rec.verdict.verdict == "PASS"
+    assert any(r.startswith("bench: resnet50.images_per_gpu passed: ") for r in rec.verdict.reasons)
+    assert rec.verdict.not_judged == []

@@ -156,7 +156,8 @@ def bench(
 
     Allreduce sweep (8 B .. 1 GiB; algbw, busbw as nccl-tests), ResNet50 synthetic
     weak scaling (images/s per GPU and total, speedup, efficiency), storage random reads,
-    Kubeflow PyTorchJob/MPIJob manifests. Exit 1 when the verdict fails.
+    Kubeflow PyTorchJob/MPIJob manifests. Exit 0 only on PASS: 1 when the verdict is FAIL
+    or INCOMPLETE (a check certification.required names, or every check, was not judged).
     """
     from validation.bench.suite import BenchOptions, run_bench
 
@@ -247,6 +248,11 @@ def _show(data: dict[str, Any], path: Path) -> None:
         )
     v = data["verdict"]
     for c in v["checks"]:
-        console.print(f"  {c['status']:>4}  {c['id']}: {c['observed']} {c['reason']}".rstrip())
-    word = "[green]PASS[/]" if v["passed"] else "[red]FAIL[/]"
-    console.print(f"verdict: {word}; bench.json in {path}")
+        status = "not judged" if c["status"] == "skip" else c["status"]
+        need = " (required)" if c.get("required") else ""
+        line = f"  {status:>10}  {c['id']}{need}: {c['observed']} {c['reason']}"
+        console.print(line.rstrip(), soft_wrap=True)
+    colour = {"PASS": "green", "FAIL": "red"}.get(v["verdict"], "yellow")
+    console.print(f"verdict: [{colour}]{v['verdict']}[/]; bench.json in {path}", soft_wrap=True)
+    if v["verdict"] == "INCOMPLETE":
+        console.print("  not judged: " + "; ".join(v["not_judged"]), soft_wrap=True)

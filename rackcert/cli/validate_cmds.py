@@ -153,15 +153,21 @@ def _print_checks(defs) -> None:
 
 def _print_outcome(outcome) -> None:
     table = Table(title="validate", title_justify="left")
-    for col in ("node", "status", "pass", "fail", "error", "skip", "note"):
+    for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
         table.add_column(col)
     rows = dict(outcome.nodes)
     for r in outcome.results:  # hypervisor-only nodes (ESXi hosts)
         rows.setdefault(r.node, {"status": None, "counts": {}, "error": ""})
     for name, info in rows.items():
         mine = [r for r in outcome.results if r.node == name]
+        fatal = [r for r in mine if r.severity.value == "error"]
         counts = {
-            s: sum(r.status.value == s for r in mine) for s in ("pass", "fail", "error", "skip")
+            "pass": sum(r.status.value == "pass" for r in mine),
+            "fail": sum(r.status.value == "fail" for r in fatal),
+            "error": sum(r.status.value == "error" for r in fatal),
+            "warn": sum(r.status.value in ("fail", "error") for r in mine)
+            - len([r for r in fatal if r.status.value in ("fail", "error")]),
+            "skip": sum(r.status.value == "skip" for r in mine),
         }
         failing = any(
             r.severity.value == "error" and r.status.value in ("fail", "error") for r in mine
@@ -173,9 +179,11 @@ def _print_outcome(outcome) -> None:
     console.print(table)
     for r in outcome.results:
         if r.status.value in ("fail", "error"):
-            sev = "red" if r.severity.value == "error" else "yellow"
+            # A failing check of severity warning (or info) does not fail the run: WARN.
+            fatal = r.severity.value == "error"
+            word = f"[red]{r.status.value.upper()}[/]" if fatal else "[yellow]WARN[/]"
             console.print(
-                f"[{sev}]{r.status.value.upper()}[/] {r.node} {r.id}: {r.reason or 'failed'}"
+                f"{word} {r.node} {r.id}: {r.reason or 'failed'}"
                 f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"
                 + (f"\n    fix: {r.fix}" if r.fix else ""),
                 soft_wrap=True,
@@ -184,7 +192,8 @@ def _print_outcome(outcome) -> None:
     verdict = "[green]OK[/]" if s["ok"] else "[red]FAILED[/]"
     console.print(
         f"{verdict} {s['passed']} passed, {s['failed']} failed, {s['errors']} errors,"
-        f" {s['skipped']} skipped in {s['wall_seconds']:.1f}s; record {outcome.record};"
+        f" {s['warnings']} warnings, {s['skipped']} skipped in {s['wall_seconds']:.1f}s;"
+        f" record {outcome.record};"
         f" JUnit {outcome.junit}",
         soft_wrap=True,
     )

@@ -538,21 +538,34 @@ def combine_verdict(
         fail.append(f"... and {len(failing) - 10} more failing checks")
     if by_stage["validate"].present and not checks:
         incomplete.append("validate recorded no check results")
+    not_judged: list[str] = []
     if by_stage["bench"].present:
-        if bench.verdict is None:
+        v = bench.verdict
+        if v is None:
             incomplete.append("bench recorded no verdict")
-        elif not bench.verdict.passed:
-            fail.extend(f"bench: {r}" for r in bench.verdict.reasons or ["verdict: not passed"])
+        else:
+            not_judged = [f"bench {line}" for line in v.not_judged]
+            if v.verdict == "FAIL":
+                fail.extend(f"bench: {r}" for r in v.reasons or ["verdict FAIL"])
+            elif v.verdict == "INCOMPLETE":
+                required = [c for c in v.checks if c.required and c.status is Status.skipped]
+                incomplete.extend(
+                    f"bench: {c.id} (required) not judged: {c.reason or 'not measured'}"
+                    for c in required
+                )
+                if not required:
+                    incomplete.append("bench: nothing was judged")
     for problem in bench.problems:
         incomplete.append(f"unreadable {problem}")
     if fail:
-        return RunVerdict(verdict="FAIL", reasons=fail + incomplete)
+        return RunVerdict(verdict="FAIL", reasons=fail + incomplete, not_judged=not_judged)
     if incomplete:
-        return RunVerdict(verdict="INCOMPLETE", reasons=incomplete)
+        return RunVerdict(verdict="INCOMPLETE", reasons=incomplete, not_judged=not_judged)
     reasons = ["validate: all checks of severity error passed"]
     if bench.verdict is not None:
-        reasons += [f"bench: {r}" for r in bench.verdict.reasons] or ["bench: verdict passed"]
-    return RunVerdict(verdict="PASS", reasons=reasons)
+        judged = [c for c in bench.verdict.checks if c.status is Status.passed]
+        reasons += [f"bench: {c.id} passed: {c.observed} ({c.expected})" for c in judged]
+    return RunVerdict(verdict="PASS", reasons=reasons, not_judged=not_judged)
 
 
 def _same_gpu_as_reference(bench: Bench, ref: matrix_mod.Reference | None) -> bool:

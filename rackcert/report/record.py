@@ -12,11 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict
+from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 
 RECORD_SCHEMA = "rackcert/run"
 RECORD_VERSION = 1
-VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
 MatrixStatus = Literal["matches", "differs", "unknown"]
 
 
@@ -165,6 +164,9 @@ class Bench(Model):
 class RunVerdict(Model):
     verdict: VerdictWord
     reasons: list[str] = Field(default_factory=list)
+    not_judged: list[str] = Field(
+        default_factory=list, description="What was not judged, and why (never counted as a pass)"
+    )
 
 
 class RunRecord(Model):

@@ -396,6 +396,7 @@ def run_bench(
             "horovod_available": _horovod_imports(),
         },
         "quick": opts.quick,
+        "judge_link": not opts.local or opts.line_rate_gbps is not None,
         "thresholds": spec.certification.model_dump(),
         "launches": [],
     }
@@ -473,7 +474,8 @@ def run_bench(
         sc_model,
         [r for _p, r in measured],
         data.get("storage"),
-        judge_link=not opts.local or opts.line_rate_gbps is not None,
+        judge_link=data["judge_link"],
+        required=spec.required_checks(),
     )
     data["verdict"] = judged.model_dump()
     record("ok")
