@@ -58,6 +58,8 @@ class CheckResult(BaseModel):
 
 
 class AllreducePoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     size_bytes: int
     count: int
     time_us: float
@@ -68,6 +70,8 @@ class AllreducePoint(BaseModel):
 
 
 class AllreduceResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     backend: str
     device: str
     world_size: int
@@ -79,6 +83,8 @@ class AllreduceResult(BaseModel):
 
 
 class ScalingPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     nodes: int
     gpus: int
     images_per_sec: float = Field(description="Total images/s across all GPUs")
@@ -89,6 +95,8 @@ class ScalingPoint(BaseModel):
 
 
 class ScalingResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     model: str = "resnet50"
     batch_per_gpu: int
     precision: str

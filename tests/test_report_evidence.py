@@ -41,7 +41,7 @@ def test_h200_evidence_reads_cleanly(h200_run):
     validate = json.loads((h200_run.path / "validate.json").read_text())["data"]
     bench = json.loads((h200_run.path / "bench.json").read_text())["data"]
     assert rec.check_counts.total == validate["summary"]["total"]
-    assert rec.bench.problems == []
+    assert all(s.status != "unreadable" for s in rec.stages)
     assert rec.bench.resnet50 is not None and rec.bench.allreduce is not None
     assert rec.bench.verdict is not None and rec.bench.verdict.passed == bench["verdict"]["passed"]
     # the verdict is exactly what the stages recorded, combined

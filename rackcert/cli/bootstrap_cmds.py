@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from rackcert.cli.common import RunsRootOpt, SpecArg, app, console, default_runs_root, load
-from rackcert.errors import InputError, RackcertError
+from rackcert.errors import RackcertError
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
 from rackcert.runs import RunDir
 
@@ -142,12 +142,7 @@ def bootstrap_cmd(
 ) -> None:
     loaded = load(spec_path)
     if resume is not None:
-        run = RunDir.open(resume)
-        if run.meta.get("spec_sha256") != loaded.sha256:
-            raise InputError(
-                f"--resume {resume}: that run was made from another version of the spec"
-                " (sha256 differs); start a new run instead"
-            )
+        run = RunDir.open(resume, spec_sha256=loaded.sha256)
     else:
         run = RunDir.create(
             runs_dir or default_runs_root(), loaded.spec.metadata.name, loaded.sha256, loaded.text

@@ -158,7 +158,6 @@ class Bench(Model):
     reference_resnet50: list[ReferenceFigure] = Field(
         default_factory=list, description="Published figures of the chosen reference, for context"
     )
-    problems: list[str] = Field(default_factory=list, description="Parts that could not be read")
 
 
 class RunVerdict(Model):

@@ -291,7 +291,8 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
         finally:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
-        return {**result, "note": note, "nodes": [result]}
+        total = result["throughput_mb_s"]
+        return {"note": note, "path": result["path"], "throughput_mb_s": total, "nodes": [result]}
     nodes = nodes_of(spec, points[-1].vms, opts)
     py = opts.remote_python or sys.executable
     rdir = opts.remote_dir or str(REPO_ROOT)
