@@ -155,6 +155,15 @@ class ValidateData(Model):
     )
     facts: str | None = Field(None, description="facts.json, when pyinfra's snapshot was taken")
     tool_path: str | None = None
+    compared_with: str | None = Field(
+        None, description="The rack's last certified (PASS) run this one was compared with"
+    )
+    changes: list[str] = Field(
+        default_factory=list, description="What changed since that run, one line each"
+    )
+    regressions: list[str] = Field(
+        default_factory=list, description="Changes for the worse: any one fails validate"
+    )
 
 
 # -- bench --------------------------------------------------------------------------------------

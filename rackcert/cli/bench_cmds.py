@@ -159,7 +159,8 @@ def bench(
     Kubeflow PyTorchJob/MPIJob manifests. Exit 0 only on PASS: 1 when the verdict is FAIL
     or INCOMPLETE (a check certification.required names, or every check, was not judged).
     """
-    from validation.bench.suite import BenchOptions, run_bench
+    import validation.bench
+    from validation.bench.suite import BenchOptions
 
     skipped = set(_names(skip) or [])
     unknown = skipped - set(_SKIPPABLE)
@@ -197,12 +198,9 @@ def bench(
         timeout_s=timeout,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
-    recorded = rundir.path / "artifacts" / "validate" / "known_hosts"
-    if opts.known_hosts is None and recorded.is_file():
-        # The nodes' host keys validate recorded in this run: trust exactly those.
-        opts.known_hosts = recorded
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
-    data = run_bench(loaded.spec, rundir, opts, say)
+    record = validation.bench.run(loaded, rundir, opts, progress=say)
+    data = record.data.model_dump(mode="json")
     if as_json:
         print_json({"run": str(rundir.path), **data})
     else:
