@@ -103,7 +103,7 @@ def configure_cmd(
             f"configure {loaded.spec.metadata.name}: {len(names)} VMs{mode}, run {run_dir.path}"
         )
     with LiveProgress(console if not as_json else _quiet_console(), names) as progress:
-        result = configure(
+        result = configure(  # the runner's result: the summary table reads its HostResults
             loaded,
             run_dir,
             check=check,
