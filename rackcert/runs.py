@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -71,12 +72,46 @@ def atomic_write_json(path: Path, obj: Any) -> None:
         ) from None
 
 
-def read_json(path: Path) -> Any:
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # far above any stage record; a bigger file is not one
+
+
+def read_capped(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
+    """A record file's text, only from a regular file of at most `limit` bytes.
+
+    A run directory is not trusted: a FIFO planted as meta.json would hang the
+    reader, a device or a huge file would fill memory.
+    """
     try:
-        return json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise RecordError(f"{path}: no such record") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{path}: unreadable record: not a regular file")
+        if info.st_size > limit:
+            raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: unreadable record: not UTF-8") from None
+
+
+def read_json(path: Path) -> Any:
+    text = read_capped(path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise RecordError(f"{path}: unreadable record: {exc}") from None
 
 
