@@ -213,10 +213,51 @@ class RunSummary:
     stages: list[str]
     statuses: dict[str, str]
     verdict: str | None
+    problem: str | None = None  # why the run cannot be read; the other fields are then guesses
 
 
-def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSummary]:
-    """Runs under `root`, oldest first; unreadable directories are skipped."""
+def _text(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def summarize(run_path: Path) -> RunSummary:
+    """One run's summary; a run whose records are malformed is returned with `problem` set.
+
+    A run directory is not trusted input: meta.json may be a list, a stage record
+    a number. Such a run is shown as unreadable instead of hiding every other run.
+    """
+    run = RunDir(run_path)
+    unreadable = RunSummary(run_path.parent.name, run_path, "", [], {}, None, "unreadable")
+    try:
+        meta = run.meta
+        if not isinstance(meta, dict):
+            raise RecordError(f"{run_path / 'meta.json'}: not a JSON object")
+        statuses: dict[str, str] = {}
+        records: dict[str, dict[str, Any]] = {}
+        for stage in run.stages():
+            record = run.read_stage(stage)
+            if not isinstance(record, dict):
+                raise RecordError(f"{run_path / (stage + '.json')}: not a JSON object")
+            records[stage] = record
+            statuses[stage] = _text(record.get("status"), "?")
+    except RecordError as exc:
+        return RunSummary(**{**unreadable.__dict__, "problem": f"unreadable: {exc}"})
+    data = records.get("report", {}).get("data")
+    verdict = data.get("verdict") if isinstance(data, dict) else None
+    return RunSummary(
+        rack=_text(meta.get("rack"), run_path.parent.name),
+        path=run_path,
+        created_at=_text(meta.get("created_at")),
+        stages=list(statuses),
+        statuses=statuses,
+        verdict=verdict if isinstance(verdict, str) else None,
+    )
+
+
+def list_runs(
+    root: Path = DEFAULT_ROOT, rack: str | None = None, *, include_unreadable: bool = False
+) -> list[RunSummary]:
+    """Runs under `root`, oldest first; unreadable runs only when `include_unreadable`."""
     root = Path(root)
     out: list[RunSummary] = []
     if not root.is_dir():
@@ -225,22 +266,7 @@ def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSum
         if rack and rack_dir.name != rack:
             continue
         for run_path in sorted(p for p in rack_dir.iterdir() if (p / "meta.json").is_file()):
-            try:
-                run = RunDir(run_path)
-                meta = run.meta
-                statuses = {s: (run.read_stage(s) or {}).get("status", "?") for s in run.stages()}
-            except RecordError:
-                continue
-            report = run.read_stage("report") or {}
-            verdict = (report.get("data") or {}).get("verdict")
-            out.append(
-                RunSummary(
-                    rack=meta.get("rack", rack_dir.name),
-                    path=run_path,
-                    created_at=meta.get("created_at", ""),
-                    stages=list(statuses),
-                    statuses=statuses,
-                    verdict=verdict if isinstance(verdict, str) else None,
-                )
-            )
+            summary = summarize(run_path)
+            if summary.problem is None or include_unreadable:
+                out.append(summary)
     return out

@@ -32,6 +32,12 @@ class Redactor:
         if secret and len(secret) >= MIN_SECRET_LEN:
             self._secrets.add(secret)
 
+    def copy(self) -> Redactor:
+        """A redactor that knows what this one knows; what it learns stays its own (per run)."""
+        other = Redactor()
+        other._secrets = set(self._secrets)
+        return other
+
     def forms(self, secret: str) -> set[str]:
         """The secret as it appears in plain text, JSON text and HTML text or attributes."""
         return {

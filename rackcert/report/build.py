@@ -95,10 +95,11 @@ def build_report(
 ) -> Outcome:
     """Write the report files, the report stage record and the manifest into `run`."""
     started = utc_now()
-    learn_secrets(run)
+    redactor = REDACTOR.copy()  # this run's secrets mask this run's files only
+    learn_secrets(run, redactor)
     outcome = Outcome(record=assemble(run, reference=reference, matrix_dir=matrix_dir))
     try:
-        _write_files(run, outcome, formats)
+        _write_files(run, outcome, formats, redactor)
     except RackcertError as exc:
         _finish(run, outcome, started, status="partial", error=str(exc))
         raise
@@ -106,15 +107,17 @@ def build_report(
     return outcome
 
 
-def _write_files(run: RunDir, outcome: Outcome, formats: tuple[str, ...]) -> None:
+def _write_files(
+    run: RunDir, outcome: Outcome, formats: tuple[str, ...], redactor: Redactor
+) -> None:
     record = outcome.record
     if "json" in formats:
-        atomic_write_json(run.path / FILE_NAMES["json"], record.to_json())
+        atomic_write_json(run.path / FILE_NAMES["json"], redactor.scrub(record.to_json()))
         outcome.files.append(FILE_NAMES["json"])
     if "html" in formats or "pdf" in formats:
         from rackcert.report.html import render_html
 
-        html = render_html(record)
+        html = render_html(record, redactor)
         if "html" in formats:
             _write(run.path / FILE_NAMES["html"], html.encode())
             outcome.files.append(FILE_NAMES["html"])
