@@ -14,7 +14,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from rackcert.results import VerdictCheckId
 
@@ -152,12 +159,38 @@ class VCenter(Strict):
     protocol: Literal["https", "http"] = Field(
         "https", description="http only for a local simulator; never for a real vCenter"
     )
+    allow_plain_http: bool = Field(
+        False,
+        description="Let protocol: http reach a host that is not loopback (the password"
+        " then crosses the network in clear). Off: such a spec is refused.",
+    )
     user: str = Field(min_length=1)
     password_env: str | None = Field(None, description="Environment variable holding the password")
     password_file: str | None = Field(None, description="File holding the password (one line)")
     datacenter: str | None = None
     cluster: str | None = None
     tls: TLS = Field(default_factory=TLS)
+
+    @model_validator(mode="after")
+    def _plain_http_stays_local(self) -> VCenter:
+        """The login sends the password: over http it may only travel the loopback."""
+        if self.protocol == "http" and not self.allow_plain_http and not _is_loopback(self.host):
+            raise ValueError(
+                f"protocol: http to {self.host}, which is not loopback, would send the vCenter"
+                " password in clear; use https, or set allow_plain_http: true on purpose"
+            )
+        return self
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Gpu(Strict):

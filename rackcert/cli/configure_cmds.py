@@ -87,14 +87,14 @@ def configure_cmd(
     tag_list, skip_list = _split(tags), _split(skip_tags)
     password = None
     if become_password_env:
-        from rackcert.secrets import REDACTOR
+        from rackcert.secrets import REDACTOR, check_secret
 
         password = os.environ.get(become_password_env)
         if password is None:
             raise InputError(
                 f"--become-password-env: environment variable {become_password_env} is not set"
             )
-        REDACTOR.add(password)
+        REDACTOR.add(check_secret(password, "--become-password-env"))
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     names = [vm.name for vm in loaded.spec.vms]
     if not as_json:
