@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host
 from provision.planner import HOST_KINDS, Action
 from rackcert.errors import RackcertError
 
@@ -30,6 +31,13 @@ _DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError, ssl.SSLErr
 
 class ApplyError(RackcertError):
     """A vCenter task failed or the connection dropped; what was done is recorded."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long provision waits for what a real rack can take long for (seconds)."""
+
+    reboot: float = REBOOT_TIMEOUT_S
 
 
 @dataclass
@@ -82,7 +90,9 @@ def _power(si: Any, vms: list[dict[str, str]], on: bool, on_event: Event) -> Non
             wait_task(vm.PowerOffVM_Task(), f"power off VM {ref['name']}", on_event)
 
 
-def _prepare_host(si: Any, name: str, actions: list[Action], on_event: Event, done: Any) -> None:
+def _prepare_host(
+    si: Any, name: str, actions: list[Action], on_event: Event, done: Any, timeouts: Timeouts
+) -> None:
     """One host: maintenance mode, ATS, passthrough, reboot, exit maintenance mode."""
     from pyVmomi import vim
 
@@ -101,19 +111,26 @@ def _prepare_host(si: Any, name: str, actions: list[Action], on_event: Event, do
             ]
             host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
         elif action.kind == "host.reboot":
-            wait_task(host.RebootHost_Task(force=False), f"{name}: reboot", on_event)
-            _wait_connected(host, name)
+            boot = _reboot(host, name, action, on_event, timeouts)
+            done(action, f"booted {boot.isoformat()}")
+            continue
         done(action, "")
     wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
 
 
-def _wait_connected(host: Any, name: str, timeout: float = 1800) -> None:
-    """After a reboot vCenter shows the host notResponding until it is back."""
-    deadline = time.monotonic() + timeout
-    while host.runtime.connectionState != "connected":
-        if time.monotonic() > deadline:
-            raise ApplyError(f"{name}: not reconnected {timeout:.0f} s after the reboot")
-        time.sleep(2)
+def _reboot(host: Any, name: str, action: Action, on_event: Event, timeouts: Timeouts) -> Any:
+    """Reboot and wait for a later boot time (provision/hostboot.py says why)."""
+    try:
+        return reboot_host(
+            host,
+            name,
+            lambda task, what: wait_task(task, what, on_event),
+            expect_active=list(action.params.get("passthrough") or []),
+            timeout=timeouts.reboot,
+            progress=lambda detail: on_event("progress", None, detail),
+        )
+    except RebootError as exc:
+        raise ApplyError(str(exc)) from None
 
 
 def _signed16(value: int) -> int:
@@ -225,9 +242,11 @@ def apply(
     power_cycle: bool = False,
     on_event: Event = _quiet,
     on_done: Callable[[ApplyResult], None] | None = None,
+    timeouts: Timeouts | None = None,
 ) -> ApplyResult:
     """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action."""
     result = ApplyResult()
+    timeouts = timeouts or Timeouts()
     current: list[Action] = []
     outer = on_event
 
@@ -266,7 +285,7 @@ def apply(
             if running:
                 _power(si, running, on=False, on_event=on_event)
                 restart += running
-            _prepare_host(si, name, host_actions, on_event, done)
+            _prepare_host(si, name, host_actions, on_event, done, timeouts)
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue

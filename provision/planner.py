@@ -149,6 +149,7 @@ def _host_actions(
                 "maintenance mode, reboot, exit maintenance mode",
                 f"{why}: in effect only after a reboot",
                 host=host.name,
+                params={"passthrough": waiting},
             )
         )
     for action in actions:

@@ -119,6 +119,14 @@ def provision_cmd(
             " then power them on again",
         ),
     ] = False,
+    reboot_timeout: Annotated[
+        float,
+        typer.Option(
+            "--reboot-timeout",
+            help="Seconds to wait for a rebooted host to be back (later boot time, connected)",
+            min=1,
+        ),
+    ] = 1800.0,
     as_json: JsonOpt = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
@@ -130,7 +138,7 @@ def provision_cmd(
     run with the task's message; provision.json records what was done, and a re-run
     finishes the job. Exit 0 when the rack matches the spec afterwards.
     """
-    from provision.apply import ApplyError, ApplyResult, apply
+    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
     from provision.discovery import discover
     from provision.planner import plan
     from provision.session import connect
@@ -181,6 +189,7 @@ def provision_cmd(
                     power_cycle=power_cycle,
                     on_event=bar.event,
                     on_done=progress_record,
+                    timeouts=Timeouts(reboot=reboot_timeout),
                 )
                 data["done"], data["skipped"] = result.done, result.skipped
             except ApplyError as exc:

@@ -15,6 +15,7 @@ type Description struct {
 	Hosts        []HostDesc `json:"hosts"`
 	VMs          []VMDesc   `json:"vms"`
 	Faults       Faults     `json:"faults"`
+	Reboot       RebootDesc `json:"reboot"` // how long a host reboot takes (reboot.go)
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.

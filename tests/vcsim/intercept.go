@@ -71,6 +71,12 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d, ok := i.slow[method.Name]; ok {
 		time.Sleep(d)
 	}
+	// Property reads (pyVmomi's Fetch, the PropertyCollector) are answered from vCenter's
+	// inventory cache; methods that need the host itself fault while it reboots.
+	if host := availability.unavailable(method.This, method.Body); host != "" && method.Name != "Fetch" {
+		writeHostFault(w, host)
+		return
+	}
 	if _, err := r.Cookie("vmware_soap_session"); err == nil {
 		if task := i.handle(method); task != nil {
 			writeTaskResponse(w, method.Name, *task)
@@ -192,7 +198,7 @@ func rebootTask(hs *simulator.HostSystem, force bool) types.ManagedObjectReferen
 			fmt.Sprintf("host %s is not in maintenance mode: enter it before rebooting", hs.Name))
 	}
 	task := simulator.CreateTask(hs, "rebootHost", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
-		simulator.Map.WithLock(hs, func() { reboot(hs) })
+		startReboot(hs)
 		return nil, nil
 	})
 	return task.Run()

@@ -31,6 +31,7 @@ type Rack struct {
 // BuildRack creates datacenter, cluster, hosts (with the description's PCI
 // devices), one shared datastore and any pre-existing VMs.
 func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
+	rebootTiming = desc.Reboot
 	model := simulator.VPX()
 	model.Datacenter = 0
 	model.Portgroup = 0
@@ -209,9 +210,11 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		pts.Self = types.ManagedObjectReference{
 			Type: "HostPciPassthruSystem", Value: "pciPassthruSystem-" + hs.Self.Value,
 		}
-		pts.PciPassthruInfo = passthru
+		pts.PciPassthruInfo = snapshotPassthru(passthru)
 		ptsRef := simulator.Map.Put(pts).Reference()
 		hs.ConfigManager.PciPassthruSystem = &ptsRef
+		availability.own(ptsRef, hs)
+		availability.own(ref, hs)
 	})
 }
 
@@ -299,7 +302,7 @@ type PciPassthruSystem struct {
 }
 
 func (p *PciPassthruSystem) find(id string) *types.HostPciPassthruInfo {
-	for _, info := range p.PciPassthruInfo {
+	for _, info := range p.host.Config.PciPassthruInfo {
 		if i := info.GetHostPciPassthruInfo(); i.Id == id {
 			return i
 		}
@@ -332,6 +335,7 @@ func (p *PciPassthruSystem) UpdatePassthruConfig(req *types.UpdatePassthruConfig
 	if changed {
 		simulator.Map.WithLock(p.host, func() { p.host.Summary.RebootRequired = true })
 	}
+	p.PciPassthruInfo = snapshotPassthru(p.host.Config.PciPassthruInfo)
 	body.Res = new(types.UpdatePassthruConfigResponse)
 	return body
 }
