@@ -38,6 +38,7 @@ class Timeouts:
     """How long provision waits for what a real rack can take long for (seconds)."""
 
     reboot: float = REBOOT_TIMEOUT_S
+    maintenance: float = 600.0
 
 
 @dataclass
@@ -97,8 +98,10 @@ def _prepare_host(
     from pyVmomi import vim
 
     host = _host(si, actions[0].params["host_moid"])
-    if not host.runtime.inMaintenanceMode:
-        wait_task(host.EnterMaintenanceMode_Task(timeout=0), f"{name}: enter maintenance mode")
+    operators = bool(host.runtime.inMaintenanceMode)
+    if not operators:
+        _enter_maintenance(host, name, on_event, timeouts)
+    keep = "; host left in maintenance mode: it was in it before provision (the operator's)"
     for action in actions:
         on_event("start", action, "")
         if action.kind == "host.ats":
@@ -112,10 +115,25 @@ def _prepare_host(
             host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
         elif action.kind == "host.reboot":
             boot = _reboot(host, name, action, on_event, timeouts)
-            done(action, f"booted {boot.isoformat()}")
+            done(action, f"booted {boot.isoformat()}" + (keep if operators else ""))
             continue
-        done(action, "")
-    wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+        done(action, keep[2:] if operators else "")
+    if not operators:
+        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+
+
+def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts) -> None:
+    """Maintenance mode, bounded: vCenter waits for VMs that cannot move until `timeout`.
+
+    The plan only gets here with no powered-on workload VM on the host (or with
+    them powered off by --power-cycle); a VM powered on since the plan would
+    make vCenter wait forever with timeout=0. evacuatePoweredOffVms is false:
+    powered-off VMs holding the host's passthrough devices stay registered
+    there (on a cluster without DRS, true would never succeed).
+    """
+    limit = int(timeouts.maintenance)
+    task = host.EnterMaintenanceMode_Task(timeout=limit, evacuatePoweredOffVms=False)
+    wait_task(task, f"{name}: enter maintenance mode", on_event, timeout=limit + 60)
 
 
 def _reboot(host: Any, name: str, action: Action, on_event: Event, timeouts: Timeouts) -> Any:

@@ -54,6 +54,7 @@ VM_PROPERTIES = [
     "config.memoryReservationLockedToMax",
     "config.memoryAllocation",
     "config.extraConfig",
+    "config.managedBy",
 ]
 _TRANSIENT = (
     ConnectionError,
@@ -252,6 +253,7 @@ def _vm(moid: str, props: dict[str, Any]) -> ObservedVm:
         hardware_version=props.get("config.version", "") or "",
         extra_config=extra,
         passthrough=devices,
+        managed_by=getattr(props.get("config.managedBy"), "extensionKey", "") or "",
     )
 
 

@@ -27,6 +27,7 @@ Progress = Callable[[str], None]
 # What a rebooting host or a restarting vCenter proxy gives a client.
 _DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError, ssl.SSLError)
 REBOOT_TIMEOUT_S = 1800.0
+VCENTER_GRACE_S = 20.0
 
 
 class RebootError(RackcertError):
@@ -63,6 +64,7 @@ def wait_rebooted(
     started = time.monotonic()
     seen = "reboot accepted"
     delay = poll
+    lost_since: float | None = None
     while True:
         try:
             boot, connection, power = _runtime(host)
@@ -73,7 +75,14 @@ def wait_rebooted(
         except vmodl.MethodFault as exc:
             seen = f"unreachable ({type(exc).__name__})"
         except _DROPPED as exc:
+            # A host's reboot does not take vCenter away: a short drop is tolerated,
+            # vCenter unreachable for VCENTER_GRACE_S is the caller's error.
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since > VCENTER_GRACE_S:
+                raise
             seen = f"vCenter connection dropped ({type(exc).__name__})"
+        else:
+            lost_since = None
         waited = time.monotonic() - started
         if waited > timeout:
             raise RebootError(

@@ -65,8 +65,32 @@ def _find_host(spec_host: Any, inventory: Inventory) -> ObservedHost:
 
 
 def _powered_on(host: ObservedHost, inventory: Inventory) -> list[dict[str, str]]:
-    vms = [v for v in inventory.vms if v.host == host.name and v.power_state == "poweredOn"]
+    """The host's powered-on workload VMs (agent VMs an extension manages are not workload)."""
+    vms = [
+        v
+        for v in inventory.vms
+        if v.host == host.name and v.power_state == "poweredOn" and not v.managed_by
+    ]
     return [{"name": v.name, "moid": v.moid} for v in sorted(vms, key=lambda v: v.name)]
+
+
+def left_alone(inventory: Inventory) -> list[dict[str, str]]:
+    """VMs that an extension manages (vCLS: com.vmware.vim.eam), which rackcert never touches.
+
+    vCenter 7.0.3 runs up to three vCLS agent VMs per cluster and powers them on
+    again when they are powered off; maintenance mode takes care of them. They
+    are never counted as workload, powered off or waited for.
+    """
+    return [
+        {
+            "name": v.name,
+            "host": v.host or "",
+            "managed_by": v.managed_by,
+            "reason": f"managed by vCenter extension {v.managed_by}: left alone",
+        }
+        for v in inventory.vms
+        if v.managed_by
+    ]
 
 
 def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) -> dict[str, str]:

@@ -88,6 +88,11 @@ class ObservedVm(Observed):
     hardware_version: str = ""
     extra_config: dict[str, str] = Field(default_factory=dict)
     passthrough: list[PassthroughDevice] = Field(default_factory=list)
+    managed_by: str = Field(
+        "",
+        description="config.managedBy.extensionKey: a VM an extension runs (vCLS agents:"
+        " com.vmware.vim.eam), never workload",
+    )
 
 
 class Inventory(Observed):

@@ -75,7 +75,7 @@ def plan_cmd(
     plan is empty (the rack is provisioned).
     """
     from provision.discovery import discover
-    from provision.planner import plan
+    from provision.planner import left_alone, plan
     from provision.session import connect
 
     loaded = load(spec_path)
@@ -84,6 +84,7 @@ def plan_cmd(
         inventory = discover(si)
     record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     observed = inventory.model_dump(mode="json")
+    agents = left_alone(inventory)
     try:
         actions = plan(loaded.spec, inventory)
     except RackcertError as exc:
@@ -95,11 +96,19 @@ def plan_cmd(
             started_at=started,
         )
         raise
-    data = {"observed": observed, "actions": [a.to_dict() for a in actions]}
+    data = {"observed": observed, "actions": [a.to_dict() for a in actions], "left_alone": agents}
     path = record.write_stage("plan", data, started_at=started)
     if as_json:
         print_json(data | {"record": str(path)})
         return
+    if agents:
+        console.print(
+            f"left alone: {len(agents)} VM(s) vCenter extensions manage"
+            f" ({', '.join(sorted({a['managed_by'] for a in agents}))}):"
+            f" {', '.join(a['name'] for a in agents)}",
+            markup=False,
+            emoji=False,
+        )
     if not actions:
         console.print(f"[green]nothing to do[/]: the rack matches {spec_path} (recorded {path})")
         return
@@ -127,6 +136,14 @@ def provision_cmd(
             min=1,
         ),
     ] = 1800.0,
+    maintenance_timeout: Annotated[
+        float,
+        typer.Option(
+            "--maintenance-timeout",
+            help="Seconds vCenter may take to put a host in maintenance mode before it gives up",
+            min=1,
+        ),
+    ] = 600.0,
     as_json: JsonOpt = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
@@ -189,7 +206,7 @@ def provision_cmd(
                     power_cycle=power_cycle,
                     on_event=bar.event,
                     on_done=progress_record,
-                    timeouts=Timeouts(reboot=reboot_timeout),
+                    timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
                 )
                 data["done"], data["skipped"] = result.done, result.skipped
             except ApplyError as exc:

@@ -16,6 +16,8 @@ type Description struct {
 	VMs          []VMDesc   `json:"vms"`
 	Faults       Faults     `json:"faults"`
 	Reboot       RebootDesc `json:"reboot"` // how long a host reboot takes (reboot.go)
+	// AgentVMs is the number of vCLS agent VMs (agents.go); nil: vCenter's own rule.
+	AgentVMs *int `json:"agent_vms"`
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.

@@ -135,12 +135,14 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		ref := rebootTask(hs, req.Force)
 		return &ref
 	case *types.EnterMaintenanceMode_Task:
-		hs := obj.(*simulator.HostSystem)
-		if n := poweredOnVMs(hs); n > 0 {
-			msg := fmt.Sprintf("host %s has %d powered-on VM(s): power them off or migrate them before"+
-				" entering maintenance mode", hs.Name, n)
-			ref := failedTask(hs, method.Name, &types.InvalidState{}, msg)
-			return &ref
+		ref := enterMaintenance(obj.(*simulator.HostSystem), req)
+		return &ref
+	case *types.ExitMaintenanceMode_Task:
+		ref := exitMaintenance(obj.(*simulator.HostSystem))
+		return &ref
+	case *types.PowerOffVM_Task:
+		if vm := obj.(*simulator.VirtualMachine); isAgent(vm) {
+			restartAgentLater(vm)
 		}
 	case *types.ReconfigVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
@@ -189,13 +191,13 @@ func poweredOnVMs(hs *simulator.HostSystem) int {
 // rebootTask reboots a host the way ESXi allows: in maintenance mode (unless
 // forced) and never under powered-on VMs.
 func rebootTask(hs *simulator.HostSystem, force bool) types.ManagedObjectReference {
-	if n := poweredOnVMs(hs); n > 0 {
-		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
-			fmt.Sprintf("host %s has %d powered-on VM(s) and cannot be rebooted", hs.Name, n))
-	}
 	if !force && !hs.Runtime.InMaintenanceMode {
 		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
 			fmt.Sprintf("host %s is not in maintenance mode: enter it before rebooting", hs.Name))
+	}
+	if n := poweredOnVMs(hs); n > 0 {
+		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
+			fmt.Sprintf("host %s has %d powered-on VM(s) and cannot be rebooted", hs.Name, n))
 	}
 	task := simulator.CreateTask(hs, "rebootHost", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
 		startReboot(hs)

@@ -94,6 +94,17 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 	if err != nil {
 		return nil, err
 	}
+	agents := -1
+	if desc.AgentVMs != nil {
+		agents = *desc.AgentVMs
+	}
+	var hosts []*simulator.HostSystem
+	for _, hd := range desc.Hosts {
+		hosts = append(hosts, rack.Hosts[hd.Name])
+	}
+	if err := createAgents(ctx, c, folders, pool, clusterName, hosts, agents); err != nil {
+		return nil, fmt.Errorf("creating the vCLS agent VMs: %v", err)
+	}
 	for _, vd := range desc.VMs {
 		if err := createVM(ctx, c, folders, pool, rack, vd); err != nil {
 			return nil, fmt.Errorf("creating VM %s: %v", vd.Name, err)
