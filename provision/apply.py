@@ -105,8 +105,7 @@ def _prepare_host(
     for action in actions:
         on_event("start", action, "")
         if action.kind == "host.ats":
-            option = vim.option.OptionValue(key=ATS_OPTION, value=True)
-            host.configManager.advancedOption.UpdateOptions(changedValue=[option])
+            _set_ats(host, name, action.params.get("option_type") or "bool")
         elif action.kind == "host.passthrough":
             configs = [
                 vim.host.PciPassthruConfig(id=pci, passthruEnabled=True)
@@ -120,6 +119,23 @@ def _prepare_host(
         done(action, keep[2:] if operators else "")
     if not operators:
         wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+
+
+def _set_ats(host: Any, name: str, option_type: str) -> None:
+    """VMkernel.Boot.atsSupport = on, typed as this host declares it (bool, or "TRUE")."""
+    from pyVmomi import vim
+
+    manager = host.configManager.advancedOption
+    try:
+        manager.QueryOptions(ATS_OPTION)
+    except vim.fault.InvalidName:
+        raise ApplyError(
+            f"{name}: this ESXi build has no {ATS_OPTION}: run `esxcli system settings kernel"
+            " set -s atsSupport -v TRUE` on the host, then reboot it"
+        ) from None
+    values = {"bool": True, "string": "TRUE", "int": 1, "long": 1}
+    value = values.get(option_type, True)
+    manager.UpdateOptions(changedValue=[vim.option.OptionValue(key=ATS_OPTION, value=value)])
 
 
 def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts) -> None:
@@ -293,6 +309,11 @@ def apply(
             if action.kind in HOST_KINDS:
                 hosts.setdefault(action.host, []).append(action)
         for name, host_actions in hosts.items():
+            for action in [a for a in host_actions if a.blocked]:
+                skip(action, action.blocked or "")
+            host_actions = [a for a in host_actions if not a.blocked]
+            if not host_actions:
+                continue
             running = host_actions[0].params.get("powered_on_vms") or []
             if running and not power_cycle:
                 skipped_hosts.add(name)

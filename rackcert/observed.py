@@ -51,6 +51,11 @@ class ObservedHost(Observed):
     ats_enabled: bool | None = Field(
         None, description="ATS setting as configured (VMkernel.Boot.atsSupport); None: not seen"
     )
+    ats_option_type: str | None = Field(
+        None,
+        description="Declared type of VMkernel.Boot.atsSupport on this host (bool, string, ...);"
+        " empty: the ESXi build has no such option; None: not read",
+    )
     numa_nodes: int = 0
     memory_mb: int = 0
     pci_devices: list[PciDevice] = Field(default_factory=list)

@@ -83,7 +83,10 @@ def read_hosts(lab: Any) -> dict[str, Any]:
         content = si.RetrieveContent()
         view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
         for host in view.view:
-            ats = host.configManager.advancedOption.QueryOptions("VMkernel.Boot.atsSupport")
+            try:
+                ats = host.configManager.advancedOption.QueryOptions("VMkernel.Boot.atsSupport")
+            except vim.fault.InvalidName:
+                ats = [vim.option.OptionValue(value=None)]  # a build without the option
             out[host.name] = {
                 "ats": ats[0].value,
                 "active": sorted(
