@@ -69,13 +69,16 @@ class TwinFactory:
         faults: dict[str, Any] | None = None,
         tls: str = "ca",
         hosts: int | None = None,
+        templates: list[dict[str, Any]] | None = None,
     ) -> TwinLab:
         workdir = self.base / f"twin{len(self.running)}"
         files = twin.TwinFiles.in_dir(workdir)
         source = Path(spec) if Path(spec).is_absolute() else REPO_ROOT / spec
         loaded = load_spec(source).spec
         if hosts is None:
-            desc = twin.description_from_spec(loaded, files, port=0, vms=vms, faults=faults)
+            desc = twin.description_from_spec(
+                loaded, files, port=0, vms=vms, faults=faults, templates=templates
+            )
         else:
             desc = twin.synthetic_description(hosts, loaded, files)
         desc["tls"] = True

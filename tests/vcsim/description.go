@@ -14,7 +14,11 @@ type Description struct {
 	Cluster      string     `json:"cluster"`
 	Hosts        []HostDesc `json:"hosts"`
 	VMs          []VMDesc   `json:"vms"`
-	Faults       Faults     `json:"faults"`
+	// The site's templates, datastores and port groups (template.go).
+	Templates  []TemplateDesc `json:"templates"`
+	Datastores []string       `json:"datastores"`
+	Networks   []string       `json:"networks"`
+	Faults     Faults         `json:"faults"`
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.

@@ -93,6 +93,14 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := addSiteObjects(ctx, c, rack, desc); err != nil {
+		return nil, err
+	}
+	for _, td := range desc.Templates {
+		if err := createTemplate(ctx, c, folders, pool, rack, td); err != nil {
+			return nil, fmt.Errorf("creating template %s: %v", td.Name, err)
+		}
+	}
 	for _, vd := range desc.VMs {
 		if err := createVM(ctx, c, folders, pool, rack, vd); err != nil {
 			return nil, fmt.Errorf("creating VM %s: %v", vd.Name, err)
