@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import gzip
 import ipaddress
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,8 @@ def userdata(spec: Spec, keys: Sequence[str]) -> str:
 
 def guestinfo(spec: Spec, vm: Vm, keys: Sequence[str]) -> dict[str, str]:
     """The four extraConfig keys of cloud-init's VMware datasource for one VM."""
-    meta = yaml.safe_dump(metadata(spec, vm), sort_keys=True, width=1 << 16)
+    # JSON (which is YAML too): the datasource's load_json_or_yaml tries JSON first.
+    meta = json.dumps(metadata(spec, vm), sort_keys=True, separators=(",", ":"))
     return {
         METADATA: encode(meta),
         f"{METADATA}.encoding": ENCODING,

@@ -278,6 +278,12 @@ class ManagementNet(Strict):
         le=7200,
         description="How long provision waits for a powered-on VM (Tools IP or SSH) to answer",
     )
+    wait_for: Literal["any", "ssh", "tools"] = Field(
+        "any",
+        description="What tells provision a VM is up: any (VMware Tools reports vms[].address"
+        " as guest.ipAddress, or SSH answers there), ssh (SSH must answer: configure needs it),"
+        " tools (guest.ipAddress only)",
+    )
 
 
 class Network(Strict):

@@ -75,6 +75,7 @@ def plan_cmd(
     plan is empty (the rack is provisioned).
     """
     from provision.discovery import discover
+    from provision.guestinfo import read_authorized_keys
     from provision.planner import plan
     from provision.session import connect
 
@@ -85,7 +86,7 @@ def plan_cmd(
     record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     observed = inventory.model_dump(mode="json")
     try:
-        actions = plan(loaded.spec, inventory)
+        actions = plan(loaded.spec, inventory, authorized_keys=read_authorized_keys(loaded.spec))
     except RackcertError as exc:
         record.write_stage(
             "plan",
@@ -132,6 +133,7 @@ def provision_cmd(
     """
     from provision.apply import ApplyError, ApplyResult, apply
     from provision.discovery import discover
+    from provision.guestinfo import read_authorized_keys
     from provision.planner import plan
     from provision.session import connect
 
@@ -148,7 +150,7 @@ def provision_cmd(
             "observed_after": None,
         }
         try:
-            actions = plan(loaded.spec, before)
+            actions = plan(loaded.spec, before, authorized_keys=read_authorized_keys(loaded.spec))
         except RackcertError as exc:
             record.write_stage(
                 "provision", data, status="failed", error=str(exc), started_at=started
@@ -157,6 +159,7 @@ def provision_cmd(
         data["actions"] = [a.to_dict() for a in actions]
         if not actions:
             data["observed_after"] = data["observed_before"]
+            data["vms"] = vm_states(loaded.spec, before, {})
             path = record.write_stage("provision", data, started_at=started)
             _say(as_json, data, path, "[green]nothing to do[/]: the rack matches the spec")
             return
@@ -170,6 +173,7 @@ def provision_cmd(
 
         def progress_record(result: ApplyResult) -> None:
             data["done"], data["skipped"] = result.done, result.skipped
+            data["vms"] = result.vms
             record.write_stage("provision", data, status="partial", started_at=started)
 
         error: RackcertError | None = None
@@ -186,7 +190,9 @@ def provision_cmd(
             except ApplyError as exc:
                 error = exc
         try:
-            data["observed_after"] = discover(si).model_dump(mode="json")
+            after = discover(si)
+            data["observed_after"] = after.model_dump(mode="json")
+            data["vms"] = vm_states(loaded.spec, after, data.get("vms") or {})
         except RackcertError as exc:
             error = error or exc
         if error is not None:
@@ -196,6 +202,9 @@ def provision_cmd(
             raise error
         status = "partial" if data["skipped"] else "ok"
         path = record.write_stage("provision", data, status=status, started_at=started)
+    for name, state in (data.get("vms") or {}).items():
+        if state.get("left_off") and not as_json:
+            console.print(f"[yellow]left powered off[/]: {name}: {state['left_off']}", emoji=False)
     if data["skipped"]:
         first = data["skipped"][0]
         raise RackcertError(
@@ -203,6 +212,32 @@ def provision_cmd(
             f" {first['target']}: {first['skipped']} (recorded {path})"
         )
     _say(as_json, data, path, f"[green]provisioned[/]: {len(data['done'])} action(s) done")
+
+
+def vm_states(spec: Any, inventory: Any, waits: dict[str, Any]) -> dict[str, Any]:
+    """Each spec VM after provision: power state, Tools IP, what the wait saw, why it is off."""
+    from provision.vmsettings import power_conflicts
+    from rackcert.placement import place
+
+    conflicts = power_conflicts(spec, place(spec), inventory)
+    out: dict[str, Any] = {}
+    for vm in spec.vms:
+        seen = inventory.vm(vm.name)
+        state: dict[str, Any] = {
+            "exists": seen is not None,
+            "power_state": seen.power_state if seen else None,
+            "guest_ip": seen.guest_ip if seen else "",
+            "address": vm.address,
+        }
+        state |= {k: v for k, v in waits.get(vm.name, {}).items() if k not in state}
+        if vm.name in conflicts and (seen is None or seen.power_state != "poweredOn"):
+            pci, holder = conflicts[vm.name]
+            state["left_off"] = (
+                f"shares passthrough device {pci} with {holder}, which runs"
+                " (vSphere powers on one holder of a device at a time)"
+            )
+        out[vm.name] = state
+    return out
 
 
 def _say(as_json: bool, data: dict[str, Any], path: Any, text: str) -> None:

@@ -61,6 +61,7 @@ type VMDesc struct {
 	CPUs     int32  `json:"cpus"`
 	MemoryMB int64  `json:"memory_mb"`
 	Firmware string `json:"firmware"`
+	DiskGB   int64  `json:"disk_gb"` // 0: no disk (a VM that cannot boot)
 }
 
 // Faults asks the twin to misbehave, the way a real vCenter sometimes does.

@@ -122,6 +122,7 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 	if !ok {
 		return fmt.Errorf("no host %s", vd.Host)
 	}
+	var err error
 	spec := types.VirtualMachineConfigSpec{
 		Name:     vd.Name,
 		GuestId:  "ubuntu64Guest",
@@ -129,6 +130,11 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 		MemoryMB: vd.MemoryMB,
 		Firmware: orDefault(vd.Firmware, "bios"),
 		Files:    &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+	}
+	if vd.DiskGB > 0 {
+		if spec.DeviceChange, err = diskSpec("LocalDS_0", vd.DiskGB); err != nil {
+			return err
+		}
 	}
 	host := object.NewHostSystem(c, hs.Reference())
 	task, err := folders.VmFolder.CreateVM(ctx, spec, pool, host)

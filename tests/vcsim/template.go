@@ -8,8 +8,9 @@ package main
 // exist on every host, as an admin sets them up (shared datastore; a standard
 // port group of the same name on each host, which vCenter shows as one Network).
 //
-// govmomi 0.24's CloneVM_Task is lenient where vCenter is not; TemplateVM
-// replaces it for templates (wrapping as simulator/example_extend_test.go does):
+// govmomi 0.24's CloneVM_Task is lenient where vCenter is not; cloneTask
+// replaces it for templates (the Interceptor routes CloneVM_Task of a template
+// here; the clone is built through the simulator's own API, in process):
 //   - it places the clone on the source's host and ignores spec.location.host;
 //     vCenter places it on location.host, which must belong to the compute
 //     resource of location.pool (VirtualMachineRelocateSpec);
@@ -28,17 +29,21 @@ package main
 // operation from a template to a virtual machine, this argument is required").
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io/ioutil"
+	"net"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/simulator/esx"
+	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -56,13 +61,13 @@ type TemplateDesc struct {
 	MemoryMB  int64  `json:"memory_mb"`
 }
 
-// TemplateVM is a VM marked as template whose CloneVM_Task behaves like vCenter's.
-type TemplateVM struct {
-	*simulator.VirtualMachine
-}
+// site is the in-process client the clone is built with (set by addSiteObjects).
+var site *vim25.Client
 
 // addSiteObjects creates the description's datastores and port groups on every host.
 func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Description) error {
+	site = c
+	simulator.Map.AddHandler(&guestModel{})
 	for _, name := range desc.Datastores {
 		dir, err := ioutil.TempDir("", "rackcert-vcsim-"+name+"-")
 		if err != nil {
@@ -153,41 +158,28 @@ func createTemplate(ctx context.Context, c *vim25.Client, folders *object.Datace
 	if !ok {
 		return fmt.Errorf("no host %s", td.Host)
 	}
-	ds := findDatastore(td.Datastore)
-	if ds == nil {
+	if findDatastore(td.Datastore) == nil {
 		return fmt.Errorf("no datastore %s", td.Datastore)
 	}
-	var devices object.VirtualDeviceList
-	scsi, err := devices.CreateSCSIController("pvscsi")
+	changes, err := diskSpec(td.Datastore, td.DiskGB)
 	if err != nil {
 		return err
 	}
-	devices = append(devices, scsi)
-	disk := devices.CreateDisk(scsi.(types.BaseVirtualController), ds.Reference(), "")
-	disk.CapacityInKB = td.DiskGB * 1024 * 1024
-	devices = append(devices, disk)
 	if td.Network != "" {
 		netRef := findNetwork(td.Network)
 		if netRef == nil {
 			return fmt.Errorf("no port group %s", td.Network)
 		}
-		nic, err := devices.CreateEthernetCard("vmxnet3", &types.VirtualEthernetCardNetworkBackingInfo{
+		nic, err := object.VirtualDeviceList{}.CreateEthernetCard("vmxnet3", &types.VirtualEthernetCardNetworkBackingInfo{
 			VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: td.Network},
 			Network:                        netRef,
 		})
 		if err != nil {
 			return err
 		}
-		devices = append(devices, nic)
-	}
-	changes, err := devices.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
-	if err != nil {
-		return err
-	}
-	for _, change := range changes {
-		if _, isDisk := change.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); isDisk {
-			change.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
-		}
+		changes = append(changes, &types.VirtualDeviceConfigSpec{
+			Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: nic,
+		})
 	}
 	spec := types.VirtualMachineConfigSpec{
 		Name:         td.Name,
@@ -208,23 +200,46 @@ func createTemplate(ctx context.Context, c *vim25.Client, folders *object.Datace
 		return err
 	}
 	ref := info.Result.(types.ManagedObjectReference)
-	if err := object.NewVirtualMachine(c, ref).MarkAsTemplate(ctx); err != nil {
-		return err
+	return object.NewVirtualMachine(c, ref).MarkAsTemplate(ctx)
+}
+
+// diskSpec adds a pvscsi controller and one thin disk of sizeGB on the datastore.
+func diskSpec(datastore string, sizeGB int64) ([]types.BaseVirtualDeviceConfigSpec, error) {
+	ds := findDatastore(datastore)
+	if ds == nil {
+		return nil, fmt.Errorf("no datastore %s", datastore)
 	}
-	vm := simulator.Map.Get(ref).(*simulator.VirtualMachine)
-	simulator.Map.Put(&TemplateVM{VirtualMachine: vm})
-	return nil
+	var devices object.VirtualDeviceList
+	scsi, err := devices.CreateSCSIController("pvscsi")
+	if err != nil {
+		return nil, err
+	}
+	devices = append(devices, scsi)
+	disk := devices.CreateDisk(scsi.(types.BaseVirtualController), ds.Reference(), "")
+	disk.CapacityInKB = sizeGB * 1024 * 1024
+	devices = append(devices, disk)
+	changes, err := devices.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
+	if err != nil {
+		return nil, err
+	}
+	for _, change := range changes {
+		if _, isDisk := change.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); isDisk {
+			change.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+		}
+	}
+	return changes, nil
 }
 
-// CloneVMTask clones the template the way vCenter does (see the file comment).
-func (t *TemplateVM) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
+// cloneTask clones a template the way vCenter does (see the file comment).
+func cloneTask(t *simulator.VirtualMachine, req *types.CloneVM_Task) types.ManagedObjectReference {
 	task := simulator.CreateTask(t, "cloneVm", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
-		return t.clone(ctx, req)
+		return clone(t, req)
 	})
-	return &methods.CloneVM_TaskBody{Res: &types.CloneVM_TaskResponse{Returnval: task.Run()}}
+	return task.Run()
 }
 
-func (t *TemplateVM) clone(ctx *simulator.Context, req *types.CloneVM_Task) (types.AnyType, types.BaseMethodFault) {
+func clone(t *simulator.VirtualMachine, req *types.CloneVM_Task) (types.AnyType, types.BaseMethodFault) {
+	ctx := context.Background()
 	loc := req.Spec.Location
 	if loc.Pool == nil {
 		return nil, &types.InvalidArgument{InvalidProperty: "spec.location.pool"}
@@ -249,10 +264,7 @@ func (t *TemplateVM) clone(ctx *simulator.Context, req *types.CloneVM_Task) (typ
 	if !poolHasHost(*loc.Pool, host) {
 		return nil, &types.InvalidArgument{InvalidProperty: "spec.location.host"}
 	}
-	dsName := ""
-	if p, err := parsePath(t.Config.Files.VmPathName); err == nil {
-		dsName = p
-	}
+	dsName, _ := parsePath(t.Config.Files.VmPathName)
 	if loc.Datastore != nil {
 		ds, ok := simulator.Map.Get(*loc.Datastore).(*simulator.Datastore)
 		if !ok {
@@ -264,30 +276,51 @@ func (t *TemplateVM) clone(ctx *simulator.Context, req *types.CloneVM_Task) (typ
 	if ds == nil {
 		return nil, &types.InvalidDatastore{Name: dsName}
 	}
-	config := t.copyConfig(req.Name, ds)
-	res := folder.CreateVMTask(ctx, &types.CreateVM_Task{This: folder.Self, Config: config, Pool: *loc.Pool, Host: &host})
-	if fault := taskFault(res.(*methods.CreateVM_TaskBody).Res.Returnval); fault != nil {
-		return nil, fault
+	config := copyConfig(t, req.Name, ds)
+	created, err := object.NewFolder(site, req.Folder).CreateVM(ctx, config,
+		object.NewResourcePool(site, *loc.Pool), object.NewHostSystem(site, host))
+	if err != nil {
+		return nil, asFault(err)
 	}
-	ref := simulator.Map.Get(res.(*methods.CreateVM_TaskBody).Res.Returnval).(*simulator.Task).Info.Result.(types.ManagedObjectReference)
-	clone := simulator.Map.Get(ref).(*simulator.VirtualMachine)
+	info, err := created.WaitForResult(ctx, nil)
+	if err != nil {
+		return nil, asFault(err)
+	}
+	ref := info.Result.(types.ManagedObjectReference)
+	vm := object.NewVirtualMachine(site, ref)
 	if req.Spec.Config != nil {
-		r := clone.ReconfigVMTask(ctx, &types.ReconfigVM_Task{This: ref, Spec: *req.Spec.Config})
-		if fault := taskFault(r.(*methods.ReconfigVM_TaskBody).Res.Returnval); fault != nil {
-			return nil, fault
+		if err := waitFault(vm.Reconfigure(ctx, *req.Spec.Config)); err != nil {
+			return nil, err
 		}
 	}
 	if req.Spec.PowerOn {
-		r := clone.PowerOnVMTask(ctx, &types.PowerOnVM_Task{This: ref})
-		if fault := taskFault(r.(*methods.PowerOnVM_TaskBody).Res.Returnval); fault != nil {
-			return nil, fault
+		if err := waitFault(vm.PowerOn(ctx)); err != nil {
+			return nil, err
 		}
 	}
 	return ref, nil
 }
 
+func waitFault(t *object.Task, err error) types.BaseMethodFault {
+	if err == nil {
+		err = t.Wait(context.Background())
+	}
+	if err != nil {
+		return asFault(err)
+	}
+	return nil
+}
+
+// asFault keeps a task's own fault (task.Error), else a SystemError with the text.
+func asFault(err error) types.BaseMethodFault {
+	if te, ok := err.(task.Error); ok {
+		return te.Fault()
+	}
+	return &types.SystemError{Reason: err.Error()}
+}
+
 // copyConfig is the source's whole configuration under a new name and datastore.
-func (t *TemplateVM) copyConfig(name string, ds *simulator.Datastore) types.VirtualMachineConfigSpec {
+func copyConfig(t *simulator.VirtualMachine, name string, ds *simulator.Datastore) types.VirtualMachineConfigSpec {
 	src := t.Config
 	config := types.VirtualMachineConfigSpec{
 		Name:                         name,
@@ -369,16 +402,6 @@ func hostDatastore(hs *simulator.HostSystem, name string) *simulator.Datastore {
 	return nil
 }
 
-func taskFault(ref types.ManagedObjectReference) types.BaseMethodFault {
-	task, ok := simulator.Map.Get(ref).(*simulator.Task)
-	if !ok {
-		return &types.ManagedObjectNotFound{Obj: ref}
-	}
-	if task.Info.Error != nil {
-		return task.Info.Error.Fault
-	}
-	return nil
-}
 
 // parsePath is the datastore name of "[ds] dir/file.vmx".
 func parsePath(path string) (string, error) {
@@ -387,4 +410,119 @@ func parsePath(path string) (string, error) {
 		return "", fmt.Errorf("not a datastore path: %q", path)
 	}
 	return p.Datastore, nil
+}
+
+// guestModel is the guest of every VM cloned from a template: the template's
+// cloud image, with cloud-init and open-vm-tools. At power-on cloud-init's
+// VMware datasource reads guestinfo.metadata and configures the static
+// address, and VMware Tools then reports it as guest.ipAddress and the
+// hostname as guest.hostName (GuestInfo: "Primary IP address assigned to the
+// guest operating system, if known"); at power-off Tools stops reporting. A VM
+// without cloud-init metadata, or without a NIC, never reports an address. The
+// simulator itself leaves guest.ipAddress empty for every VM. It listens to
+// the registry's updates, as the simulator's PropertyCollector does.
+type guestModel struct{}
+
+func (g *guestModel) Reference() types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "RackcertGuestModel", Value: "guest-model"}
+}
+
+func (g *guestModel) PutObject(mo.Reference)                    {}
+func (g *guestModel) RemoveObject(types.ManagedObjectReference) {}
+
+func (g *guestModel) UpdateObject(obj mo.Reference, changes []types.PropertyChange) {
+	ref := obj.Reference()
+	if ref.Type != "VirtualMachine" {
+		return
+	}
+	for _, c := range changes {
+		if c.Name != "runtime.powerState" {
+			continue
+		}
+		vm, ok := simulator.Map.Get(ref).(*simulator.VirtualMachine)
+		if !ok {
+			return
+		}
+		ip, name, running := "", "", types.VirtualMachineToolsRunningStatusGuestToolsNotRunning
+		if c.Val == types.VirtualMachinePowerStatePoweredOn {
+			if ip, name = guestIdentity(vm); ip != "" {
+				running = types.VirtualMachineToolsRunningStatusGuestToolsRunning
+			}
+		}
+		state := "notRunning"
+		if ip != "" {
+			state = "running"
+		}
+		simulator.Map.Update(vm, []types.PropertyChange{
+			{Name: "guest.ipAddress", Val: ip},
+			{Name: "guest.hostName", Val: name},
+			{Name: "guest.guestState", Val: state},
+			{Name: "guest.toolsRunningStatus", Val: string(running)},
+			{Name: "summary.guest.ipAddress", Val: ip},
+		})
+	}
+}
+
+// guestIdentity: the address and hostname in the VM's cloud-init metadata, if it has a NIC.
+func guestIdentity(vm *simulator.VirtualMachine) (string, string) {
+	hasNIC := false
+	for _, d := range vm.Config.Hardware.Device {
+		if _, ok := d.(types.BaseVirtualEthernetCard); ok {
+			hasNIC = true
+		}
+	}
+	if !hasNIC {
+		return "", ""
+	}
+	values := map[string]string{}
+	for _, opt := range vm.Config.ExtraConfig {
+		o := opt.GetOptionValue()
+		if s, ok := o.Value.(string); ok {
+			values[o.Key] = s
+		}
+	}
+	return decodeMetadata(values["guestinfo.metadata"], values["guestinfo.metadata.encoding"])
+}
+
+// decodeMetadata reads local-hostname and the first static address from
+// cloud-init metadata (JSON, which the datasource's load_json_or_yaml reads
+// first), decoded like the datasource's decode(): gzip+base64, base64, plain.
+func decodeMetadata(value, encoding string) (string, string) {
+	raw := []byte(value)
+	switch encoding {
+	case "gzip+base64", "gz+b64", "base64", "b64":
+		b, err := base64.StdEncoding.DecodeString(value)
+		if err != nil {
+			return "", ""
+		}
+		raw = b
+		if encoding == "gzip+base64" || encoding == "gz+b64" {
+			r, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				return "", ""
+			}
+			if raw, err = ioutil.ReadAll(r); err != nil {
+				return "", ""
+			}
+		}
+	}
+	var meta struct {
+		Hostname string `json:"local-hostname"`
+		Network  struct {
+			Ethernets map[string]struct {
+				Addresses []string `json:"addresses"`
+			} `json:"ethernets"`
+		} `json:"network"`
+	}
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		return "", ""
+	}
+	for _, nic := range meta.Network.Ethernets {
+		for _, cidr := range nic.Addresses {
+			if ip, _, err := net.ParseCIDR(cidr); err == nil {
+				return ip.String(), meta.Hostname
+			}
+		}
+	}
+	return "", ""
 }
