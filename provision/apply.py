@@ -204,6 +204,10 @@ def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
     vm = _vm(si, action.params["vm_moid"])
     host = _host(si, action.params["host_moid"])
     changes = _device_specs(host, action.host, action.params["add_devices"])
+    if action.params.get("disk") or action.params.get("nic"):
+        from provision.lifecycle import hardware_specs
+
+        changes += hardware_specs(vm, host, action)
     remove = set(action.params["remove_device_keys"])
     if remove:
         for dev in vm.config.hardware.device:

@@ -74,7 +74,7 @@ def _nic_backing(host: Any, name: str, host_name: str) -> Any:
     return vim.vm.device.VirtualEthernetCard.NetworkBackingInfo(deviceName=name, network=network)
 
 
-def _hardware_specs(vm: Any, host: Any, action: Action) -> list[Any]:
+def hardware_specs(vm: Any, host: Any, action: Action) -> list[Any]:
     """Disk grown and management NIC on its port group, as device changes of the clone."""
     from pyVmomi import vim
 
@@ -110,7 +110,7 @@ def customize(si: Any, action: Action, vm_moid: str, on_event: Event) -> None:
     vm = _vm(si, vm_moid)
     host = _host(si, action.params["host_moid"])
     changes = _device_specs(host, action.host, action.params["add_devices"])
-    changes += _hardware_specs(vm, host, action)
+    changes += hardware_specs(vm, host, action)
     config = vim.vm.ConfigSpec(
         numCPUs=want["num_cpus"],
         memoryMB=want["memory_mb"],

@@ -341,6 +341,16 @@ def plan(spec: Spec, inventory: Inventory, *, authorized_keys: Sequence[str] = (
     return actions + _power_actions(spec, placements, inventory, actions, created)
 
 
+def require_keys(actions: list[Action], keys: Sequence[str]) -> None:
+    """A clone whose cloud-init user-data authorizes no key could never be reached."""
+    clones = [a.target for a in actions if a.kind == "vm.clone"]
+    if clones and not keys:
+        raise PlanError(
+            f"VM {clones[0]}: no SSH public key for its cloud-init user-data (guest.ssh:"
+            " public_key_file, or key_file + '.pub'): a clone would accept no key"
+        )
+
+
 # -- cloned VMs: clone, customize, power on, wait ---------------------------------------------
 def guestinfo_summary(spec: Spec, vm_spec: Any, keys: Sequence[str]) -> str:
     """The cloud-init identity in words (the values themselves are long base64)."""
@@ -415,11 +425,6 @@ def _clone_actions(
     """Clone the template onto the planned host and datastore, then customize the clone."""
     tmpl = spec.template(vm_spec.template)
     source = _template_of(spec, tmpl, inventory, host)
-    if not keys:
-        raise PlanError(
-            f"VM {vm_spec.name}: no SSH public key for its cloud-init user-data (guest.ssh:"
-            " public_key_file, or key_file + '.pub'): a clone would accept no key"
-        )
     datastore = tmpl.datastore or source.disks[0].datastore
     profile = spec.host_profile(placement.host)
     devices = wanted_devices(tmpl, placement, nic_port)

@@ -1,6 +1,6 @@
 """End to end on real components: bootstrap the lab rack (vcsim twin + SSH test hosts).
 
-One fault is injected on the way: vCenter fails the task that creates the first
+One fault is injected on the way: vCenter fails the task that clones the first
 VM. The flow must stop at provision with the fault's own line, still write the
 report of what was done, and `--resume` must finish the job from there. Then
 the whole run is searched for the vCenter password and the SSH key material.
@@ -34,7 +34,7 @@ def _lab(tmp_path, rack_twin, ssh_hosts):
     """The lab spec pointed at a fresh twin (with a fault) and at fresh SSH hosts."""
     twin = rack_twin(
         "inventories/lab.yaml",
-        faults={"fail": [{"method": "CreateVM_Task", "count": 1, "message": INJECTED}]},
+        faults={"fail": [{"method": "CloneVM_Task", "count": 1, "message": INJECTED}]},
     )
     export = tmp_path / "export"
     export.mkdir()

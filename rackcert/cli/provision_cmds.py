@@ -76,7 +76,7 @@ def plan_cmd(
     """
     from provision.discovery import discover
     from provision.guestinfo import read_authorized_keys
-    from provision.planner import plan
+    from provision.planner import plan, require_keys
     from provision.session import connect
 
     loaded = load(spec_path)
@@ -86,7 +86,9 @@ def plan_cmd(
     record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     observed = inventory.model_dump(mode="json")
     try:
-        actions = plan(loaded.spec, inventory, authorized_keys=read_authorized_keys(loaded.spec))
+        keys = read_authorized_keys(loaded.spec)
+        actions = plan(loaded.spec, inventory, authorized_keys=keys)
+        require_keys(actions, keys)
     except RackcertError as exc:
         record.write_stage(
             "plan",
@@ -134,7 +136,7 @@ def provision_cmd(
     from provision.apply import ApplyError, ApplyResult, apply
     from provision.discovery import discover
     from provision.guestinfo import read_authorized_keys
-    from provision.planner import plan
+    from provision.planner import plan, require_keys
     from provision.session import connect
 
     loaded = load(spec_path)
@@ -150,7 +152,9 @@ def provision_cmd(
             "observed_after": None,
         }
         try:
-            actions = plan(loaded.spec, before, authorized_keys=read_authorized_keys(loaded.spec))
+            keys = read_authorized_keys(loaded.spec)
+            actions = plan(loaded.spec, before, authorized_keys=keys)
+            require_keys(actions, keys)
         except RackcertError as exc:
             record.write_stage(
                 "provision", data, status="failed", error=str(exc), started_at=started

@@ -312,6 +312,8 @@ def synthetic_description(count: int, spec: Spec, files: TwinFiles) -> dict[str,
     desc["hosts"] = [
         host_description(f"esx{i:03d}.bench.internal", profile, "7.0.3") for i in range(count)
     ]
+    for template in desc["templates"]:
+        template["host"] = desc["hosts"][0]["name"]
     desc["vms"] = [
         {"name": f"vm{i:03d}", "host": f"esx{i:03d}.bench.internal", "cpus": 8, "memory_mb": 16384}
         for i in range(count)
