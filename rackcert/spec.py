@@ -170,8 +170,11 @@ class VmTemplate(Strict):
     source: VSphereName | None = Field(
         None,
         description="vSphere VM template the VMs are cloned from (CloneVM_Task), by inventory"
-        " name; it must be marked as a template, have a disk and EFI firmware. Without it"
-        " provision can only check VMs that already exist (a VM without a disk cannot boot)",
+        " name; it must be marked as a template, have a disk, EFI firmware and cloud-init."
+        " Each clone's identity goes in through cloud-init's VMware guestinfo keys"
+        " (guestinfo.metadata, guestinfo.userdata, gzip+base64), which the guest and vCenter"
+        " users can read: only its hostname, address and the public SSH key, nothing secret."
+        " Without a source provision can only check VMs that already exist",
     )
     datastore: VSphereName | None = Field(
         None, description="Datastore of the clone's files and disk (default: the template's)"
@@ -292,7 +295,8 @@ class Network(Strict):
     roce: Roce = Field(default_factory=Roce)
     management: ManagementNet = Field(
         default_factory=ManagementNet,
-        description="Address prefix, gateway and DNS of vms[].address, for cloud-init",
+        description="Prefix, gateway and DNS of vms[].address, written to each clone's"
+        " guestinfo.metadata for cloud-init (readable by guest and vCenter users: no secrets)",
     )
 
 
