@@ -33,6 +33,8 @@ _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _THUMB_RE = re.compile(r"^([0-9A-F]{2}:){31}[0-9A-F]{2}$")
 
 Name = Annotated[str, Field(pattern=_NAME_RE, min_length=1, max_length=63)]
+# vSphere inventory names (templates, datastores, port groups) may hold spaces; at most 80 chars.
+VSphereName = Annotated[str, Field(pattern=r"^[^/\\%]+$", min_length=1, max_length=80)]
 
 
 def normalize_pci(value: str) -> str:
@@ -268,6 +270,29 @@ class VmTemplate(Strict):
     )
     hardware_version: str = Field("vmx-19", description="VM hardware version")
     guest_id: str = "ubuntu64Guest"
+    source: VSphereName | None = Field(
+        None,
+        description="vSphere VM template the VMs are cloned from (CloneVM_Task), by inventory"
+        " name; it must be marked as a template, have a disk, EFI firmware and cloud-init."
+        " Each clone's identity goes in through cloud-init's VMware guestinfo keys"
+        " (guestinfo.metadata, guestinfo.userdata, gzip+base64), which the guest and vCenter"
+        " users can read: only its hostname, address and the public SSH key, nothing secret."
+        " Without a source provision can only check VMs that already exist",
+    )
+    datastore: VSphereName | None = Field(
+        None, description="Datastore of the clone's files and disk (default: the template's)"
+    )
+    disk_gb: int | None = Field(
+        None,
+        ge=1,
+        le=62 * 1024,
+        description="Grow the template's first disk to this size (never shrinks it)",
+    )
+    network: VSphereName | None = Field(
+        None,
+        description="Port group of the VM's vmxnet3 management NIC, where vms[].address lives"
+        " (default: the template's NIC as it is); the data NIC is separate (nic)",
+    )
 
 
 class Vm(Strict):
@@ -295,6 +320,11 @@ class PackageSource(Strict):
 class GuestSsh(Strict):
     user: UserName = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
+    public_key_file: str | None = Field(
+        None,
+        description="Public key put into cloned VMs' cloud-init user-data as the user's"
+        " authorized key (default: key_file + '.pub'); public, so safe in guestinfo",
+    )
     become: bool = False
 
 
@@ -337,12 +367,42 @@ class Roce(Strict):
     dscp: int = Field(26, ge=0, le=63)
 
 
+class ManagementNet(Strict):
+    """The guests' management network, where vms[].address lives (cloud-init metadata).
+
+    It goes to each cloned VM through VMware guestinfo, which the guest and every
+    vCenter user with read access to the VM can read: addresses only, nothing secret.
+    """
+
+    prefix: int = Field(24, ge=8, le=32, description="Prefix length of vms[].address (e.g. 24)")
+    gateway: str | None = Field(None, description="Default gateway of the management network")
+    dns: list[str] = Field(default_factory=list, description="DNS servers given to the guests")
+    search: list[str] = Field(default_factory=list, description="DNS search domains")
+    boot_timeout_s: int = Field(
+        600,
+        ge=1,
+        le=7200,
+        description="How long provision waits for a powered-on VM (Tools IP or SSH) to answer",
+    )
+    wait_for: Literal["any", "ssh", "tools"] = Field(
+        "any",
+        description="What tells provision a VM is up: any (VMware Tools reports vms[].address"
+        " as guest.ipAddress, or SSH answers there), ssh (SSH must answer: configure needs it),"
+        " tools (guest.ipAddress only)",
+    )
+
+
 class Network(Strict):
     mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
     interface: InterfaceName | None = Field(
         None, description="Guest data interface; default: the route's"
     )
     roce: Roce = Field(default_factory=Roce)
+    management: ManagementNet = Field(
+        default_factory=ManagementNet,
+        description="Prefix, gateway and DNS of vms[].address, written to each clone's"
+        " guestinfo.metadata for cloud-init (readable by guest and vCenter users: no secrets)",
+    )
 
 
 class Certification(Strict):

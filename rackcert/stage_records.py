@@ -77,6 +77,11 @@ class ProvisionData(Model):
     done: list[DoneAction] = Field(default_factory=list)
     skipped: list[SkippedAction] = Field(default_factory=list)
     observed_after: Inventory | None = Field(None, description="Discovery after apply")
+    vms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each spec VM after provision: exists, power_state, guest_ip, address,"
+        " what the wait for Tools or SSH saw, and left_off (why it stays powered off)",
+    )
 
 
 # -- configure ----------------------------------------------------------------------------------
