@@ -225,6 +225,11 @@ class PackageSource(Strict):
 class GuestSsh(Strict):
     user: str = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
+    known_hosts: str | None = Field(
+        None,
+        description="known_hosts file pinning the VMs' host keys; without it each key is"
+        " enrolled on first contact into the rack's known_hosts and enforced after",
+    )
     become: bool = False
 
 

@@ -196,9 +196,11 @@ def bench(
         timeout_s=timeout,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
-    recorded = rundir.path / "artifacts" / "validate" / "known_hosts"
+    from rackcert.known_hosts import rack_file
+
+    recorded = rack_file(loaded.spec, rundir)
     if opts.known_hosts is None and recorded.is_file():
-        # The nodes' host keys validate recorded in this run: trust exactly those.
+        # The rack's host keys (pinned, or enrolled by configure/validate): trust exactly those.
         opts.known_hosts = recorded
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
     data = run_bench(loaded.spec, rundir, opts, say)

@@ -152,6 +152,13 @@ def _print_checks(defs) -> None:
 
 
 def _print_outcome(outcome) -> None:
+    for e in outcome.extra.get("host_keys", {}).get("enrolled", []):
+        console.print(
+            f"enrolled host key of {e['host']}: {e['key_type']} {e['fingerprint']}"
+            " (first contact; enforced from now on)",
+            soft_wrap=True,
+            highlight=False,
+        )
     table = Table(title="validate", title_justify="left")
     for col in ("node", "status", "pass", "fail", "error", "skip", "note"):
         table.add_column(col)
