@@ -45,7 +45,7 @@ def _site(ssh_hosts, fake_vendor_repo, work):
         )
     finally:
         os.environ.pop("RACKCERT_TEST_UNRELATED_PASSWORD", None)
-    run2 = [p for p in (runs / "lab").iterdir() if p != run1.path][0]
+    run2 = [p for p in (runs / "lab").iterdir() if p.is_dir() and p != run1.path][0]
     return {"hosts": hosts, "first": first, "cli": cli, "run1": run1.path, "run2": run2}
 
 
