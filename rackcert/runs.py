@@ -16,10 +16,15 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rackcert.errors import RecordError
+from pydantic import BaseModel, ValidationError
+
+from rackcert.errors import InputError, RecordError
 from rackcert.secrets import REDACTOR
+
+if TYPE_CHECKING:
+    from rackcert.stage_records import StageRecord
 
 SCHEMA_VERSION = 1
 STAGES = ("plan", "provision", "configure", "validate", "bench", "report")
@@ -117,9 +122,15 @@ def read_json(path: Path) -> Any:
 
 @dataclass(frozen=True)
 class RunDir:
-    """One run of one rack: the directory and what is recorded in it."""
+    """One run of one rack: the directory and what is recorded in it.
+
+    `spec_sha256` is the digest of the spec the producer that opened the run loaded; every
+    stage record it writes carries it. `open(path, spec_sha256=...)` refuses a run made from
+    another version of the spec.
+    """
 
     path: Path
+    spec_sha256: str | None = None
 
     @classmethod
     def create(cls, root: Path, rack: str, spec_sha256: str, spec_text: str) -> RunDir:
@@ -130,7 +141,7 @@ class RunDir:
             path.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise RecordError(f"cannot create run directory {path}: {exc.strerror}") from None
-        run = cls(path)
+        run = cls(path, spec_sha256)
         atomic_write_bytes_checked(path / "spec.yaml", spec_text.encode())
         run._write(
             "meta.json",
@@ -144,11 +155,18 @@ class RunDir:
         return run
 
     @classmethod
-    def open(cls, path: Path | str) -> RunDir:
+    def open(cls, path: Path | str, *, spec_sha256: str | None = None) -> RunDir:
+        """An existing run; with `spec_sha256`, only one made from that version of the spec."""
         path = Path(path).resolve()
         if not (path / "meta.json").is_file():
             raise RecordError(f"{path}: not a rackcert run directory (no meta.json)")
-        return cls(path)
+        run = cls(path, spec_sha256)
+        if spec_sha256 is not None and run.meta.get("spec_sha256") != spec_sha256:
+            raise InputError(
+                f"{path}: that run was made from another version of the spec (sha256 differs);"
+                " start a new run instead"
+            )
+        return run
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -162,30 +180,55 @@ class RunDir:
     def write_stage(
         self,
         stage: str,
-        data: dict[str, Any],
+        data: dict[str, Any] | BaseModel,
         *,
         status: str = "ok",
         error: str | None = None,
         started_at: str | None = None,
     ) -> Path:
-        """Record one stage's observations; status is ok, failed or partial."""
+        """Record one stage's observations; status is ok, failed or partial.
+
+        The record goes through the stage's model (rackcert.stage_records): a shape the
+        model does not name is refused with one line, before anything is written.
+        """
+        from rackcert.stage_records import RECORDS
+
         meta = self.meta
-        record = {
+        raw = {
             "schema_version": SCHEMA_VERSION,
             "stage": stage,
             "rack": meta["rack"],
-            "spec_sha256": meta["spec_sha256"],
+            "spec_sha256": self.spec_sha256 or meta["spec_sha256"],
             "status": status,
             "error": error,
             "started_at": started_at or utc_now(),
             "finished_at": utc_now(),
-            "data": data,
+            "data": data.model_dump(mode="json") if isinstance(data, BaseModel) else data,
         }
-        return self._write(f"{stage}.json", record)
+        try:
+            record = RECORDS[stage].model_validate(raw)
+        except ValidationError as exc:
+            raise RecordError(f"{stage}.json not written: {_first_error(exc)}") from None
+        return self._write(f"{stage}.json", record.model_dump(mode="json"))
 
     def read_stage(self, stage: str) -> dict[str, Any] | None:
         path = self.path / f"{stage}.json"
         return read_json(path) if path.is_file() else None
+
+    def read_record(self, stage: str) -> StageRecord | None:
+        """`<stage>.json` through its model; None when not recorded, RecordError when it does
+        not fit (another version of rackcert, or a hand edit)."""
+        from rackcert.stage_records import RECORDS
+
+        raw = self.read_stage(stage)
+        if raw is None:
+            return None
+        try:
+            return RECORDS[stage].model_validate(raw)
+        except ValidationError as exc:
+            raise RecordError(
+                f"{stage}.json does not fit its schema: {_first_error(exc)}"
+            ) from None
 
     def stages(self) -> list[str]:
         """Stages recorded, in pipeline order."""
@@ -196,6 +239,13 @@ class RunDir:
         path = self.path / "artifacts" / stage
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "record"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {err['msg']}{more}"
 
 
 def atomic_write_bytes_checked(path: Path, data: bytes) -> None:

@@ -9,9 +9,10 @@ wish. Cross-field rules (references, NVLink pairs, GPU ownership) live in
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -21,6 +22,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from rackcert.results import VerdictCheckId
 
 API_VERSION = "rackcert/v1"
 KIND = "Rack"
@@ -50,10 +53,77 @@ PciAddress = Annotated[
 ]
 
 
+# Jinja's statement, expression and comment openers. Every spec value reaches Ansible, which
+# templates strings from inventory files and extra vars on the controller: a spec string that
+# holds one of these would run code there (`{{ lookup('pipe', ...) }}`). No spec value needs them.
+_JINJA_MARKERS = ("{{", "{%", "{#")
+
+
+def _template_free(value: Any) -> Any:
+    """Refuse Jinja markers in a validated field: its strings, list items and mapping keys.
+
+    Runs after validation, so nested models are model instances here and check their own
+    fields (the error then names the exact field).
+    """
+    if isinstance(value, str):
+        for marker in _JINJA_MARKERS:
+            if marker in value:
+                raise ValueError(
+                    f"{marker!r} is not allowed in a spec value (Ansible would evaluate it as a"
+                    " Jinja template on the controller)"
+                )
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            _template_free(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _template_free(key)
+            _template_free(item)
+    return value
+
+
 class Strict(BaseModel):
-    """Base for every spec model: unknown keys are errors."""
+    """Base for every spec model: unknown keys are errors, and no value is a Jinja template."""
 
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_templates(cls, value: Any) -> Any:
+        return _template_free(value)
+
+
+# RFC 1123 host name labels (letters, digits, hyphen; no leading or trailing hyphen), at most
+# 253 characters in all. An address that starts with "-" would be read as an option by ssh.
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def check_host_address(value: str) -> str:
+    """A host name (RFC 1123) or an IPv4/IPv6 address, nothing a command line could misread."""
+    text = value.strip()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.rstrip(".").split(".")
+    if len(text) > 253 or not all(_HOST_LABEL_RE.match(label) for label in labels):
+        raise ValueError(f"not a host name or IP address: {value!r}")
+    return text
+
+
+HostAddress = Annotated[
+    str, AfterValidator(check_host_address), Field(description="Host name or IP address")
+]
+
+# POSIX portable user name (IEEE Std 1003.1, 3.437 and 3.282): letters, digits, ".", "_",
+# "-", not starting with "-"; 32 characters is the Linux shadow-utils limit.
+_USER_RE = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$"
+UserName = Annotated[str, Field(pattern=_USER_RE, description="POSIX user name")]
+
+# Linux interface names: at most IFNAMSIZ-1 = 15 bytes, no "/", ":" or white space
+# (net/core/dev.c dev_valid_name); a leading "-" is refused too, as ip(8) would read an option.
+_IFNAME_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$"
+InterfaceName = Annotated[str, Field(pattern=_IFNAME_RE, description="Network interface name")]
 
 
 class Metadata(Strict):
@@ -84,7 +154,7 @@ class TLS(Strict):
 
 
 class VCenter(Strict):
-    host: str = Field(min_length=1, description="vCenter (or ESXi) host name or address")
+    host: HostAddress = Field(description="vCenter (or ESXi) host name or address")
     port: int = Field(443, ge=1, le=65535)
     protocol: Literal["https", "http"] = Field(
         "https", description="http only for a local simulator; never for a real vCenter"
@@ -152,7 +222,7 @@ class HardwareProfile(Strict):
 
 class Host(Strict):
     name: Name
-    address: str = Field(min_length=1, description="ESXi management address as vCenter knows it")
+    address: HostAddress = Field(description="ESXi management address as vCenter knows it")
     profile: Name = Field(description="Name of a hardware_profiles entry")
     esxi_version: str = Field("7.0.3", description="Expected ESXi version, e.g. 7.0.3")
 
@@ -204,7 +274,7 @@ class Vm(Strict):
     name: Name
     template: Name = Field(description="Name of a vm_templates entry")
     host: str = Field("auto", description="Host name, or 'auto' for placement by the planner")
-    address: str = Field(min_length=1, description="Guest address rackcert reaches over SSH")
+    address: HostAddress = Field(description="Guest address rackcert reaches over SSH")
     ssh_port: int = Field(22, ge=1, le=65535)
     allow_split_pair: bool = Field(
         False, description="Allow this VM's GPUs to break up an NVLink pair (explicit override)"
@@ -223,7 +293,7 @@ class PackageSource(Strict):
 
 
 class GuestSsh(Strict):
-    user: str = "root"
+    user: UserName = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
     known_hosts: str | None = Field(
         None,
@@ -250,7 +320,7 @@ class Guest(Strict):
 
 
 class Nfs(Strict):
-    server: str = Field(min_length=1)
+    server: HostAddress = Field(description="NFS server host name or address")
     export: str = Field(min_length=1)
     mount_point: str = Field("/mnt/data", min_length=1)
     options: list[str] = Field(default_factory=lambda: ["vers=3", "nconnect=8", "hard"])
@@ -274,7 +344,9 @@ class Roce(Strict):
 
 class Network(Strict):
     mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
-    interface: str | None = Field(None, description="Guest data interface; default: the route's")
+    interface: InterfaceName | None = Field(
+        None, description="Guest data interface; default: the route's"
+    )
     roce: Roce = Field(default_factory=Roce)
 
 
@@ -286,11 +358,19 @@ class Certification(Strict):
     allreduce_busbw_fraction_min: float = Field(
         0.7, gt=0, le=1.5, description="Allreduce busbw at the largest sizes / line rate, at least"
     )
-    resnet50_images_per_gpu_min: float = Field(
-        0, ge=0, description="ResNet50 images/s per GPU, at least (0: not judged)"
+    resnet50_images_per_gpu_min: float | None = Field(
+        None,
+        ge=0,
+        description="ResNet50 images/s per GPU, at least (absent or 0: not judged, never a pass)",
     )
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
+    )
+    required: list[VerdictCheckId] | None = Field(
+        None,
+        description="Bench checks whose skip makes the verdict INCOMPLETE (default: what the"
+        " rack can judge: allreduce.busbw_fraction with 2+ GPUs, resnet50.scaling_efficiency"
+        " with 2+ nodes, resnet50.images_per_gpu)",
     )
 
 
@@ -320,6 +400,21 @@ class Spec(Strict):
 
     def host_profile(self, host_name: str) -> HardwareProfile:
         return self.profile(self.host(host_name).profile)
+
+    def required_checks(self) -> list[str]:
+        """certification.required, else what this rack can judge: busbw needs 2+ GPUs in its
+        VMs, scaling needs 2+ nodes, images per GPU needs one GPU."""
+        if self.certification.required is not None:
+            return list(self.certification.required)
+        if self.vms:
+            gpus = sum(self.template(v.template).gpus for v in self.vms)
+            nodes = len(self.vms)
+        else:
+            gpus = sum(len(self.host_profile(h.name).gpus) for h in self.hosts)
+            nodes = len(self.hosts)
+        out = ["allreduce.busbw_fraction"] if gpus >= 2 else []
+        out += ["resnet50.scaling_efficiency"] if nodes >= 2 else []
+        return [*out, "resnet50.images_per_gpu"]
 
     def line_rate_gbps(self) -> float | None:
         """The link a multi-node allreduce crosses: the override, else the slowest NIC port."""

@@ -20,6 +20,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import SETTINGS, show_table
 from rackcert.errors import InputError, RackcertError
 
 ROLES = (
@@ -102,7 +103,7 @@ def configure_cmd(
             f"configure {loaded.spec.metadata.name}: {len(names)} VMs{mode}, run {run_dir.path}"
         )
     with LiveProgress(console if not as_json else _quiet_console(), names) as progress:
-        result = configure(
+        result = configure(  # the runner's result: the summary table reads its HostResults
             loaded,
             run_dir,
             check=check,
@@ -111,13 +112,14 @@ def configure_cmd(
             limit=limit,
             become_password=password,
             on_event=progress,
+            verbosity=SETTINGS.verbosity,
         )
     if as_json:
         print_json(run_dir.read_stage("configure") or {})
     else:
         for e in result.enrolled:  # first contact: say which keys are trusted from now on
             console.print(f"{e.describe()} (first contact; enforced from now on)", highlight=False)
-        console.print(summary_table(result.hosts, check=check))
+        show_table(console, summary_table(result.hosts, check=check))
         t = result.totals
         console.print(
             f"{t['hosts']} hosts: {t['ok']} ok, {t['failed']} failed,"

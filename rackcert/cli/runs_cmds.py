@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
+from rackcert.cli.output import show_table
 from rackcert.runs import list_runs
 
 runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
@@ -46,7 +47,7 @@ def list_cmd(
         stages = " ".join(f"{s}:{st}" for s, st in r.statuses.items()) or "-"
         verdict = "unreadable" if r.problem else (r.verdict or "-")
         table.add_row(r.rack, r.created_at, stages, verdict, str(r.path))
-    console.print(table)
+    show_table(console, table)
     for r in runs:
         if r.problem:  # one line each, after the table: what is wrong and where
             console.print(f"[yellow]warning:[/] {escape(r.problem)}", soft_wrap=True)

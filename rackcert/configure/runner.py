@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from typing import Any
 
 from rackcert.childenv import secret_variables
 from rackcert.configure.events import EventCollector, HostResult
-from rackcert.configure.inventory import build_inventory, write_inventory
+from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
 from rackcert.known_hosts import Enrolled, enroll, is_pinned, peer_lines, rack_file, ssh_options
 from rackcert.paths import playbooks_dir
@@ -198,6 +199,7 @@ def configure(
     extravars: dict[str, Any] | None = None,
     on_event: EventHook | None = None,
     playbook: Path | None = None,
+    verbosity: int = 0,
 ) -> ConfigureResult:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return the result.
 
@@ -210,6 +212,7 @@ def configure(
         become_password: sudo password, held in memory only.
         extravars: extra variables (tests use them to point vendor roles at a local repo).
         on_event: called as on_event(event, collector) after each event is counted.
+        verbosity: Ansible's -v count (`rackcert -vv configure` passes 2).
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -236,6 +239,13 @@ def configure(
         return True  # keep the event in the artifacts
 
     cmdline = ["--check"] if check else []
+    # ssh_trust installs the host keys the controller enrolled (or the spec pinned).
+    extravars = {"ssh_trust_known_hosts": keys.peer_lines, **(extravars or {})}
+    if extravars:
+        # Written by rackcert, every string `!unsafe`: extra vars are data, never templates.
+        extra_file = artifacts / "inventory" / "extra_vars.yml"
+        extra_file.write_text(dump_unsafe_yaml(extravars))
+        cmdline += ["--extra-vars", shlex.quote(f"@{extra_file}")]
     passwords = {}
     if become_password:
         cmdline.append("--ask-become-pass")
@@ -259,12 +269,12 @@ def configure(
                 playbook=str(playbook),
                 inventory=str(inventory),
                 envvars=envvars,
-                extravars={"ssh_trust_known_hosts": keys.peer_lines, **(extravars or {})},
                 passwords=passwords,
                 cmdline=" ".join(cmdline) or None,
                 tags=",".join(tags) or None,
                 skip_tags=",".join(skip_tags) or None,
                 limit=limit,
+                verbosity=verbosity or None,
                 event_handler=handler,
                 quiet=True,
                 settings={"suppress_ansible_output": True, "job_timeout": 3600},

@@ -144,6 +144,7 @@ def _finish(
         {
             "verdict": record.verdict.verdict,
             "reasons": record.verdict.reasons,
+            "not_judged": record.verdict.not_judged,
             "files": [*outcome.files, "report.json", MANIFEST_NAME],
             "matrix": {"reference": record.matrix.reference, **record.matrix.counts},
             "checks": record.check_counts.model_dump(),
