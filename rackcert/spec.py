@@ -325,6 +325,11 @@ class GuestSsh(Strict):
         description="Public key put into cloned VMs' cloud-init user-data as the user's"
         " authorized key (default: key_file + '.pub'); public, so safe in guestinfo",
     )
+    known_hosts: str | None = Field(
+        None,
+        description="known_hosts file pinning the VMs' host keys; without it each key is"
+        " enrolled on first contact into the rack's known_hosts and enforced after",
+    )
     become: bool = False
 
 

@@ -116,6 +116,22 @@ class ConfigureTotals(Model):
     unreachable: int = 0
 
 
+class EnrolledKey(Model):
+    host: str = Field(description="known_hosts name: address, or [address]:port")
+    key_type: str
+    fingerprint: str = Field(description="SHA256:... as ssh-keygen -l prints it")
+
+
+class HostKeys(Model):
+    """The rack's known_hosts this stage trusted (rackcert.known_hosts) and what it enrolled."""
+
+    known_hosts: str
+    pinned: bool = Field(False, description="The spec's guest.ssh.known_hosts: nothing enrolled")
+    enrolled: list[EnrolledKey] = Field(
+        default_factory=list, description="Keys trusted on first contact in this stage"
+    )
+
+
 class ConfigureData(Model):
     check: bool = False
     tags: list[str] = Field(default_factory=list)
@@ -129,6 +145,7 @@ class ConfigureData(Model):
     inventory: str = Field("", description="Generated inventory, relative to the run directory")
     ansible_ident: str = ""
     warnings: list[str] = Field(default_factory=list)
+    host_keys: HostKeys | None = None
 
 
 # -- validate -----------------------------------------------------------------------------------
@@ -172,6 +189,7 @@ class ValidateData(Model):
     )
     facts: str | None = Field(None, description="facts.json, when pyinfra's snapshot was taken")
     tool_path: str | None = None
+    host_keys: HostKeys | None = None
     compared_with: str | None = Field(
         None, description="The rack's last certified (PASS) run this one was compared with"
     )
