@@ -47,6 +47,7 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     with connect(loaded.spec) as si:
         inventory = discover(si)
     observed = inventory.model_dump(mode="json")
+    data: dict[str, Any]
     try:
         actions = plan(loaded.spec, inventory)
     except RackcertError as exc:

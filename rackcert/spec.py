@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from rackcert.results import VerdictCheckId
 
-API_VERSION = "rackcert/v1"
-KIND = "Rack"
+API_VERSION: Final = "rackcert/v1"
+KIND: Final = "Rack"
 
 _PCI_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"

@@ -57,11 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("RACKCERT_DEBUG"):
             raise
         # Usage errors (typer vendors its own click, so match by shape, not by class).
-        if callable(getattr(exc, "show", None)) and isinstance(
-            getattr(exc, "exit_code", None), int
-        ):
-            exc.show()
-            return exc.exit_code
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         name = type(exc).__name__
         err_console.print(
             f"[bold red]internal error:[/] {name}: {escape(' '.join(str(exc).split()))}"

@@ -20,6 +20,7 @@ from rackcert.cli.common import (
     open_or_create_run,
 )
 from rackcert.errors import RackcertError
+from rackcert.stage_records import ValidateNode, ValidateRecord
 
 
 @app.command("validate")
@@ -136,12 +137,12 @@ def _print_checks(defs) -> None:
     console.print(table)
 
 
-def _print_outcome(record, path: Path, junit: Path) -> None:  # noqa: ANN001 - ValidateRecord
+def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
     table = Table(title="validate", title_justify="left")
     for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
         table.add_column(col)
     data = record.data
-    rows: dict[str, object] = dict(data.nodes)
+    rows: dict[str, ValidateNode | None] = dict(data.nodes)
     for r in data.results:  # hypervisor-only nodes (ESXi hosts)
         rows.setdefault(r.node, None)
     for name, info in rows.items():
@@ -163,8 +164,8 @@ def _print_outcome(record, path: Path, junit: Path) -> None:  # noqa: ANN001 - V
     for r in data.results:
         if r.status.value in ("fail", "error"):
             # A failing check of severity warning (or info) does not fail the run: WARN.
-            fatal = r.severity.value == "error"
-            word = f"[red]{r.status.value.upper()}[/]" if fatal else "[yellow]WARN[/]"
+            is_fatal = r.severity.value == "error"
+            word = f"[red]{r.status.value.upper()}[/]" if is_fatal else "[yellow]WARN[/]"
             console.print(
                 f"{word} {r.node} {r.id}: {r.reason or 'failed'}"
                 f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"

@@ -125,7 +125,9 @@ def build_inventory(spec: Spec, *, key_file: str | None = None) -> dict[str, Any
         "rackcert_workers": {"hosts": {n: {} for n in names[1:]}},
     }
     for tpl in spec.vm_templates:
-        members = {vm.name: {} for vm in spec.vms if vm.template == tpl.name}
+        members: dict[str, dict[str, Any]] = {
+            vm.name: {} for vm in spec.vms if vm.template == tpl.name
+        }
         if members:
             children[f"template_{_group_name(tpl.name)}"] = {"hosts": members}
     group_vars = _guest_vars(spec) | _storage_vars(spec) | _network_vars(spec)
