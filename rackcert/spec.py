@@ -191,6 +191,10 @@ class PackageSource(Strict):
     package: str | None = Field(None, description="Package name when it differs from the default")
 
 
+# The components whose package source configure's roles read (a closed set).
+SourceComponent = Literal["ofed", "nvidia_driver", "cuda", "container_toolkit", "dl_runtime"]
+
+
 class GuestSsh(Strict):
     user: str = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
@@ -206,9 +210,10 @@ class Guest(Strict):
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
-    sources: dict[str, PackageSource] = Field(
+    sources: dict[SourceComponent, PackageSource] = Field(
         default_factory=dict,
-        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime)",
+        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime);"
+        " any other key is an error, so a misspelt component is never silently ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
 
