@@ -40,21 +40,22 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     Changes nothing. An empty plan means the rack is provisioned.
     """
     from provision.discovery import discover
-    from provision.planner import plan
+    from provision.planner import left_alone, plan
     from provision.session import connect
 
     started = utc_now()
     with connect(loaded.spec) as si:
         inventory = discover(si)
     observed = inventory.model_dump(mode="json")
+    agents = left_alone(inventory)
     data: dict[str, Any]
     try:
         actions = plan(loaded.spec, inventory)
     except RackcertError as exc:
-        data = {"observed": observed, "actions": []}
+        data = {"observed": observed, "actions": [], "left_alone": agents}
         run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
         raise
-    data = {"observed": observed, "actions": [a.to_dict() for a in actions]}
+    data = {"observed": observed, "actions": [a.to_dict() for a in actions], "left_alone": agents}
     run.write_stage("plan", data, started_at=started)
     return _typed(run, "plan")
 
@@ -68,6 +69,7 @@ def run(
     confirm: Confirm | None = None,
     on_plan: Callable[[list[Any]], None] | None = None,
     on_event: EventHook | None = None,
+    timeouts: Any = None,
 ) -> ProvisionRecord:
     """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
 
@@ -77,11 +79,12 @@ def run(
         confirm: asked before any change when not `yes` (None: refuse to change anything).
         on_plan: shown the planned actions (the CLI prints them as a table).
         on_event: apply's progress hook.
+        timeouts: provision.apply.Timeouts (reboot, maintenance mode); None: its defaults.
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
     """
-    from provision.apply import ApplyError, ApplyResult, apply
+    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
     from provision.discovery import discover
     from provision.planner import plan
     from provision.session import connect
@@ -124,6 +127,7 @@ def run(
                 power_cycle=power_cycle,
                 on_event=on_event or (lambda _k, _a, _d: None),
                 on_done=progress_record,
+                timeouts=timeouts or Timeouts(),
             )
             _take(data, result)
         except ApplyError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -76,12 +77,46 @@ def atomic_write_json(path: Path, obj: Any) -> None:
         ) from None
 
 
-def read_json(path: Path) -> Any:
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # far above any stage record; a bigger file is not one
+
+
+def read_capped(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
+    """A record file's text, only from a regular file of at most `limit` bytes.
+
+    A run directory is not trusted: a FIFO planted as meta.json would hang the
+    reader, a device or a huge file would fill memory.
+    """
     try:
-        return json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise RecordError(f"{path}: no such record") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{path}: unreadable record: not a regular file")
+        if info.st_size > limit:
+            raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: unreadable record: not UTF-8") from None
+
+
+def read_json(path: Path) -> Any:
+    text = read_capped(path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise RecordError(f"{path}: unreadable record: {exc}") from None
 
 
@@ -228,10 +263,51 @@ class RunSummary:
     stages: list[str]
     statuses: dict[str, str]
     verdict: str | None
+    problem: str | None = None  # why the run cannot be read; the other fields are then guesses
 
 
-def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSummary]:
-    """Runs under `root`, oldest first; unreadable directories are skipped."""
+def _text(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def summarize(run_path: Path) -> RunSummary:
+    """One run's summary; a run whose records are malformed is returned with `problem` set.
+
+    A run directory is not trusted input: meta.json may be a list, a stage record
+    a number. Such a run is shown as unreadable instead of hiding every other run.
+    """
+    run = RunDir(run_path)
+    unreadable = RunSummary(run_path.parent.name, run_path, "", [], {}, None, "unreadable")
+    try:
+        meta = run.meta
+        if not isinstance(meta, dict):
+            raise RecordError(f"{run_path / 'meta.json'}: not a JSON object")
+        statuses: dict[str, str] = {}
+        records: dict[str, dict[str, Any]] = {}
+        for stage in run.stages():
+            record = run.read_stage(stage)
+            if not isinstance(record, dict):
+                raise RecordError(f"{run_path / (stage + '.json')}: not a JSON object")
+            records[stage] = record
+            statuses[stage] = _text(record.get("status"), "?")
+    except RecordError as exc:
+        return RunSummary(**{**unreadable.__dict__, "problem": f"unreadable: {exc}"})
+    data = records.get("report", {}).get("data")
+    verdict = data.get("verdict") if isinstance(data, dict) else None
+    return RunSummary(
+        rack=_text(meta.get("rack"), run_path.parent.name),
+        path=run_path,
+        created_at=_text(meta.get("created_at")),
+        stages=list(statuses),
+        statuses=statuses,
+        verdict=verdict if isinstance(verdict, str) else None,
+    )
+
+
+def list_runs(
+    root: Path = DEFAULT_ROOT, rack: str | None = None, *, include_unreadable: bool = False
+) -> list[RunSummary]:
+    """Runs under `root`, oldest first; unreadable runs only when `include_unreadable`."""
     root = Path(root)
     out: list[RunSummary] = []
     if not root.is_dir():
@@ -240,25 +316,7 @@ def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSum
         if rack and rack_dir.name != rack:
             continue
         for run_path in sorted(p for p in rack_dir.iterdir() if (p / "meta.json").is_file()):
-            try:
-                run = RunDir(run_path)
-                meta = run.meta
-                statuses = {s: (run.read_stage(s) or {}).get("status", "?") for s in run.stages()}
-            except RecordError:
-                continue
-            try:
-                report = run.read_record("report")
-            except RecordError:
-                report = None
-            verdict = report.data.verdict if report is not None else None  # type: ignore[attr-defined]
-            out.append(
-                RunSummary(
-                    rack=meta.get("rack", rack_dir.name),
-                    path=run_path,
-                    created_at=meta.get("created_at", ""),
-                    stages=list(statuses),
-                    statuses=statuses,
-                    verdict=verdict if isinstance(verdict, str) else None,
-                )
-            )
+            summary = summarize(run_path)
+            if summary.problem is None or include_unreadable:
+                out.append(summary)
     return out

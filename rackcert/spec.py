@@ -9,11 +9,19 @@ wish. Cross-field rules (references, NVLink pairs, GPU ownership) live in
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from rackcert.results import VerdictCheckId
 
@@ -45,10 +53,77 @@ PciAddress = Annotated[
 ]
 
 
+# Jinja's statement, expression and comment openers. Every spec value reaches Ansible, which
+# templates strings from inventory files and extra vars on the controller: a spec string that
+# holds one of these would run code there (`{{ lookup('pipe', ...) }}`). No spec value needs them.
+_JINJA_MARKERS = ("{{", "{%", "{#")
+
+
+def _template_free(value: Any) -> Any:
+    """Refuse Jinja markers in a validated field: its strings, list items and mapping keys.
+
+    Runs after validation, so nested models are model instances here and check their own
+    fields (the error then names the exact field).
+    """
+    if isinstance(value, str):
+        for marker in _JINJA_MARKERS:
+            if marker in value:
+                raise ValueError(
+                    f"{marker!r} is not allowed in a spec value (Ansible would evaluate it as a"
+                    " Jinja template on the controller)"
+                )
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            _template_free(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _template_free(key)
+            _template_free(item)
+    return value
+
+
 class Strict(BaseModel):
-    """Base for every spec model: unknown keys are errors."""
+    """Base for every spec model: unknown keys are errors, and no value is a Jinja template."""
 
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_templates(cls, value: Any) -> Any:
+        return _template_free(value)
+
+
+# RFC 1123 host name labels (letters, digits, hyphen; no leading or trailing hyphen), at most
+# 253 characters in all. An address that starts with "-" would be read as an option by ssh.
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def check_host_address(value: str) -> str:
+    """A host name (RFC 1123) or an IPv4/IPv6 address, nothing a command line could misread."""
+    text = value.strip()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.rstrip(".").split(".")
+    if len(text) > 253 or not all(_HOST_LABEL_RE.match(label) for label in labels):
+        raise ValueError(f"not a host name or IP address: {value!r}")
+    return text
+
+
+HostAddress = Annotated[
+    str, AfterValidator(check_host_address), Field(description="Host name or IP address")
+]
+
+# POSIX portable user name (IEEE Std 1003.1, 3.437 and 3.282): letters, digits, ".", "_",
+# "-", not starting with "-"; 32 characters is the Linux shadow-utils limit.
+_USER_RE = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$"
+UserName = Annotated[str, Field(pattern=_USER_RE, description="POSIX user name")]
+
+# Linux interface names: at most IFNAMSIZ-1 = 15 bytes, no "/", ":" or white space
+# (net/core/dev.c dev_valid_name); a leading "-" is refused too, as ip(8) would read an option.
+_IFNAME_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$"
+InterfaceName = Annotated[str, Field(pattern=_IFNAME_RE, description="Network interface name")]
 
 
 class Metadata(Strict):
@@ -79,10 +154,15 @@ class TLS(Strict):
 
 
 class VCenter(Strict):
-    host: str = Field(min_length=1, description="vCenter (or ESXi) host name or address")
+    host: HostAddress = Field(description="vCenter (or ESXi) host name or address")
     port: int = Field(443, ge=1, le=65535)
     protocol: Literal["https", "http"] = Field(
         "https", description="http only for a local simulator; never for a real vCenter"
+    )
+    allow_plain_http: bool = Field(
+        False,
+        description="Let protocol: http reach a host that is not loopback (the password"
+        " then crosses the network in clear). Off: such a spec is refused.",
     )
     user: str = Field(min_length=1)
     password_env: str | None = Field(None, description="Environment variable holding the password")
@@ -90,6 +170,27 @@ class VCenter(Strict):
     datacenter: str | None = None
     cluster: str | None = None
     tls: TLS = Field(default_factory=TLS)
+
+    @model_validator(mode="after")
+    def _plain_http_stays_local(self) -> VCenter:
+        """The login sends the password: over http it may only travel the loopback."""
+        if self.protocol == "http" and not self.allow_plain_http and not _is_loopback(self.host):
+            raise ValueError(
+                f"protocol: http to {self.host}, which is not loopback, would send the vCenter"
+                " password in clear; use https, or set allow_plain_http: true on purpose"
+            )
+        return self
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Gpu(Strict):
@@ -121,7 +222,7 @@ class HardwareProfile(Strict):
 
 class Host(Strict):
     name: Name
-    address: str = Field(min_length=1, description="ESXi management address as vCenter knows it")
+    address: HostAddress = Field(description="ESXi management address as vCenter knows it")
     profile: Name = Field(description="Name of a hardware_profiles entry")
     esxi_version: str = Field("7.0.3", description="Expected ESXi version, e.g. 7.0.3")
 
@@ -173,7 +274,7 @@ class Vm(Strict):
     name: Name
     template: Name = Field(description="Name of a vm_templates entry")
     host: str = Field("auto", description="Host name, or 'auto' for placement by the planner")
-    address: str = Field(min_length=1, description="Guest address rackcert reaches over SSH")
+    address: HostAddress = Field(description="Guest address rackcert reaches over SSH")
     ssh_port: int = Field(22, ge=1, le=65535)
     allow_split_pair: bool = Field(
         False, description="Allow this VM's GPUs to break up an NVLink pair (explicit override)"
@@ -196,7 +297,7 @@ SourceComponent = Literal["ofed", "nvidia_driver", "cuda", "container_toolkit", 
 
 
 class GuestSsh(Strict):
-    user: str = "root"
+    user: UserName = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
     become: bool = False
 
@@ -219,7 +320,7 @@ class Guest(Strict):
 
 
 class Nfs(Strict):
-    server: str = Field(min_length=1)
+    server: HostAddress = Field(description="NFS server host name or address")
     export: str = Field(min_length=1)
     mount_point: str = Field("/mnt/data", min_length=1)
     options: list[str] = Field(default_factory=lambda: ["vers=3", "nconnect=8", "hard"])
@@ -243,7 +344,9 @@ class Roce(Strict):
 
 class Network(Strict):
     mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
-    interface: str | None = Field(None, description="Guest data interface; default: the route's")
+    interface: InterfaceName | None = Field(
+        None, description="Guest data interface; default: the route's"
+    )
     roce: Roce = Field(default_factory=Roce)
 
 

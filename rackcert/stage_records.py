@@ -54,9 +54,21 @@ class SkippedAction(ActionRecord):
     skipped: str = Field(description="Why apply left the action undone")
 
 
+class LeftAlone(Model):
+    """A VM a vCenter extension manages (vCLS agents): never workload, never touched."""
+
+    name: str
+    host: str = ""
+    managed_by: str
+    reason: str
+
+
 class PlanData(Model):
     observed: Inventory | None = Field(None, description="vCenter as discovery saw it")
     actions: list[ActionRecord] = Field(default_factory=list)
+    left_alone: list[LeftAlone] = Field(
+        default_factory=list, description="VMs managed by vCenter extensions, left alone"
+    )
 
 
 class ProvisionData(Model):

@@ -130,12 +130,12 @@ def _suite_cmd(job_path: Path, art: Path) -> list[str]:
 
 
 def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env.pop("PYTEST_ADDOPTS", None)
+    """A short named environment (rackcert.childenv): no password variable reaches the suite."""
+    from rackcert.childenv import child_env
+
     root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    path = root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    return child_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": path})
 
 
 class _Follow:

@@ -24,6 +24,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import show_table
 from rackcert.errors import InputError
 
 _SKIPPABLE = ("allreduce", "resnet", "storage")
@@ -227,7 +228,7 @@ def _show(data: dict[str, Any], path: Path) -> None:
                 f"{p['speedup']:.2f}",
                 f"{p['efficiency']:.3f}",
             )
-        console.print(t)
+        show_table(console, t)
     ar = data.get("allreduce")
     if ar:
         top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]

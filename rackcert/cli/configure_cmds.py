@@ -20,6 +20,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import SETTINGS, show_table
 from rackcert.errors import InputError, RackcertError
 
 ROLES = (
@@ -86,14 +87,14 @@ def configure_cmd(
     tag_list, skip_list = _split(tags), _split(skip_tags)
     password = None
     if become_password_env:
-        from rackcert.secrets import REDACTOR
+        from rackcert.secrets import REDACTOR, check_secret
 
         password = os.environ.get(become_password_env)
         if password is None:
             raise InputError(
                 f"--become-password-env: environment variable {become_password_env} is not set"
             )
-        REDACTOR.add(password)
+        REDACTOR.add(check_secret(password, "--become-password-env"))
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     names = [vm.name for vm in loaded.spec.vms]
     if not as_json:
@@ -111,11 +112,12 @@ def configure_cmd(
             limit=limit,
             become_password=password,
             on_event=progress,
+            verbosity=SETTINGS.verbosity,
         )
     if as_json:
         print_json(run_dir.read_stage("configure") or {})
     else:
-        console.print(summary_table(result.hosts, check=check))
+        show_table(console, summary_table(result.hosts, check=check))
         t = result.totals
         console.print(
             f"{t['hosts']} hosts: {t['ok']} ok, {t['failed']} failed,"

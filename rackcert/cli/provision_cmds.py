@@ -29,6 +29,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import show_table
 from rackcert.errors import InputError
 
 
@@ -79,13 +80,22 @@ def plan_cmd(
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     record = run_plan(loaded, run_dir)
     path, actions = run_dir.path / "plan.json", record.data.actions
+    agents = record.data.left_alone
     if as_json:
         print_json(record.data.model_dump(mode="json") | {"record": str(path)})
         return
+    if agents:
+        console.print(
+            f"left alone: {len(agents)} VM(s) vCenter extensions manage"
+            f" ({', '.join(sorted({a.managed_by for a in agents}))}):"
+            f" {', '.join(a.name for a in agents)}",
+            markup=False,
+            emoji=False,
+        )
     if not actions:
         console.print(f"[green]nothing to do[/]: the rack matches {spec_path} (recorded {path})")
         return
-    console.print(_actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
+    show_table(console, _actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
     console.print(f"{len(actions)} action(s); recorded {path}")
 
 
@@ -101,6 +111,22 @@ def provision_cmd(
             " then power them on again",
         ),
     ] = False,
+    reboot_timeout: Annotated[
+        float,
+        typer.Option(
+            "--reboot-timeout",
+            help="Seconds to wait for a rebooted host to be back (later boot time, connected)",
+            min=1,
+        ),
+    ] = 1800.0,
+    maintenance_timeout: Annotated[
+        float,
+        typer.Option(
+            "--maintenance-timeout",
+            help="Seconds vCenter may take to put a host in maintenance mode before it gives up",
+            min=1,
+        ),
+    ] = 600.0,
     as_json: JsonOpt = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
@@ -113,6 +139,7 @@ def provision_cmd(
     finishes the job. Exit 0 when the rack matches the spec afterwards.
     """
     import provision
+    from provision.apply import Timeouts
 
     loaded = load(spec_path)
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
@@ -120,7 +147,7 @@ def provision_cmd(
 
     def planned(actions: list[Any]) -> None:
         if not as_json:
-            console.print(_actions_table(actions, title))
+            show_table(console, _actions_table(actions, title))
         bar.expect(len(actions))
 
     with _Progress(quiet=as_json) as bar:
@@ -132,6 +159,7 @@ def provision_cmd(
             confirm=confirm_apply,
             on_plan=planned,
             on_event=bar.event,
+            timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
         )
     path = run_dir.path / "provision.json"
     data = record.data

@@ -9,23 +9,31 @@ import typer
 from rich.table import Table
 
 from rackcert.cli.common import (
+    JsonOpt,
     RunOpt,
     RunsRootOpt,
-    SpecArg,
     app,
     console,
     default_runs_root,
     err_console,
     load,
     open_or_create_run,
+    print_json,
 )
-from rackcert.errors import RackcertError
+from rackcert.cli.output import show_table
+from rackcert.errors import InputError, RackcertError
 from rackcert.stage_records import ValidateNode, ValidateRecord
 
 
 @app.command("validate")
 def validate_cmd(
-    spec_path: SpecArg,
+    spec_path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Rack spec (YAML), e.g. inventories/lab.yaml (not needed with --list)",
+            show_default=False,
+        ),
+    ] = None,
     node: Annotated[
         list[str] | None, typer.Option("--node", "-n", help="Only this VM (repeatable)")
     ] = None,
@@ -71,6 +79,7 @@ def validate_cmd(
     ] = True,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check every VM of the spec (GPUs, driver, CUDA, NVLink, OFED, RDMA, mounts, MTU, SSH
     trust, clock) and the hypervisor settings provision recorded, all nodes in parallel.
@@ -85,6 +94,8 @@ def validate_cmd(
         return
     import validation
 
+    if spec_path is None:
+        raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
     loaded = load(spec_path)
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
@@ -104,14 +115,21 @@ def validate_cmd(
         console=err_console if err_console.is_terminal else None,
     )
     path = run_dir.path / "validate.json"
-    _print_outcome(record, path, junit or run_dir.path / "artifacts" / "validate" / "junit.xml")
     data = record.data
-    if compare and data.compared_with is None:
-        console.print("no certified (PASS) run of this rack yet: nothing to compare with")
-    elif data.compared_with:
-        console.print(f"compared with the last certified run {data.compared_with}", soft_wrap=True)
-        for line in data.changes:
-            console.print(line, soft_wrap=True)
+    if as_json:
+        # CI reads the record itself (the diff with the certified run is in it).
+        print_json({"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})})
+    else:
+        junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
+        _print_outcome(record, path, junit_path)
+        if compare and data.compared_with is None:
+            console.print("no certified (PASS) run of this rack yet: nothing to compare with")
+        elif data.compared_with:
+            console.print(
+                f"compared with the last certified run {data.compared_with}", soft_wrap=True
+            )
+            for line in data.changes:
+                console.print(line, soft_wrap=True)
     failing = data.summary.failing
     if failing:
         more = f" (+{len(failing) - 5} more)" if len(failing) > 5 else ""
@@ -134,7 +152,7 @@ def _print_checks(defs) -> None:
         table.add_column(col)
     for d in [*defs, *HV_CHECKS]:
         table.add_row(d.id, d.severity.value, d.summary, d.fix)
-    console.print(table)
+    show_table(console, table)
 
 
 def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
@@ -160,7 +178,7 @@ def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
         status = "[red]FAILED[/]" if bad else "[green]passed[/]"
         note = info.error if info is not None else "hypervisor"
         table.add_row(name, status, *(str(counts[s]) for s in counts), note[:60])
-    console.print(table)
+    show_table(console, table)
     for r in data.results:
         if r.status.value in ("fail", "error"):
             # A failing check of severity warning (or info) does not fail the run: WARN.

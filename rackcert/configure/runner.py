@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -27,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackcert.childenv import secret_variables
 from rackcert.configure.events import EventCollector, HostResult
-from rackcert.configure.inventory import build_inventory, write_inventory
+from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
 from rackcert.paths import playbooks_dir
 from rackcert.runs import RunDir, utc_now
@@ -86,6 +88,21 @@ def _envvars(artifacts: Path, control_dir: Path, forks: int) -> dict[str, str]:
         "ANSIBLE_SYSTEM_WARNINGS": "False",
         "PATH": _path_with_ansible(),
     }
+
+
+def _runner_env(
+    prepared: dict[str, str], ours: dict[str, str], withheld: Sequence[str]
+) -> dict[str, str]:
+    """ansible-runner seeds Ansible's environment with ours whole: keep only named variables.
+
+    What runner itself set or changed (its callback plugin path, our ANSIBLE_*
+    settings) stays; what it merely copied from this process goes, unless
+    rackcert.childenv names it. The password variables are withheld outright.
+    """
+    from rackcert.childenv import child_env
+
+    own = {k: v for k, v in prepared.items() if os.environ.get(k) != v or k in ours}
+    return child_env(own, withheld=withheld)
 
 
 def _drop_environment(directory: Path) -> None:
@@ -159,6 +176,7 @@ def configure(
     extravars: dict[str, Any] | None = None,
     on_event: EventHook | None = None,
     playbook: Path | None = None,
+    verbosity: int = 0,
 ) -> ConfigureResult:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return the result.
 
@@ -171,6 +189,7 @@ def configure(
         become_password: sudo password, held in memory only.
         extravars: extra variables (tests use them to point vendor roles at a local repo).
         on_event: called as on_event(event, collector) after each event is counted.
+        verbosity: Ansible's -v count (`rackcert -vv configure` passes 2).
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -196,6 +215,11 @@ def configure(
         return True  # keep the event in the artifacts
 
     cmdline = ["--check"] if check else []
+    if extravars:
+        # Written by rackcert, every string `!unsafe`: extra vars are data, never templates.
+        extra_file = artifacts / "inventory" / "extra_vars.yml"
+        extra_file.write_text(dump_unsafe_yaml(extravars))
+        cmdline += ["--extra-vars", shlex.quote(f"@{extra_file}")]
     passwords = {}
     if become_password:
         cmdline.append("--ask-become-pass")
@@ -210,24 +234,27 @@ def configure(
 
     rc, status = 1, "failed"
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
+        envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)))
         try:
-            runner = ansible_runner.run(
+            runner = ansible_runner.interface.init_runner(
                 private_data_dir=str(artifacts),
                 artifact_dir=str(artifacts / "ansible"),
                 ident=ident,
                 playbook=str(playbook),
                 inventory=str(inventory),
-                envvars=_envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32))),
-                extravars=extravars or {},
+                envvars=envvars,
                 passwords=passwords,
                 cmdline=" ".join(cmdline) or None,
                 tags=",".join(tags) or None,
                 skip_tags=",".join(skip_tags) or None,
                 limit=limit,
+                verbosity=verbosity or None,
                 event_handler=handler,
                 quiet=True,
                 settings={"suppress_ansible_output": True, "job_timeout": 3600},
             )
+            runner.config.env = _runner_env(runner.config.env, envvars, secret_variables(spec))
+            runner.run()
             rc = int(runner.rc if runner.rc is not None else 1)
             status = "ok" if runner.status == "successful" and rc == 0 else "failed"
         except KeyboardInterrupt:
