@@ -48,6 +48,7 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
         inventory = discover(si)
     observed = inventory.model_dump(mode="json")
     agents = left_alone(inventory)
+    data: dict[str, Any]
     try:
         actions = _plan(loaded, inventory)
     except RackcertError as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -25,8 +25,8 @@ from pydantic import (
 
 from rackcert.results import VerdictCheckId
 
-API_VERSION = "rackcert/v1"
-KIND = "Rack"
+API_VERSION: Final = "rackcert/v1"
+KIND: Final = "Rack"
 
 _PCI_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -317,6 +317,10 @@ class PackageSource(Strict):
     package: str | None = Field(None, description="Package name when it differs from the default")
 
 
+# The components whose package source configure's roles read (a closed set).
+SourceComponent = Literal["ofed", "nvidia_driver", "cuda", "container_toolkit", "dl_runtime"]
+
+
 class GuestSsh(Strict):
     user: UserName = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
@@ -342,9 +346,10 @@ class Guest(Strict):
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
-    sources: dict[str, PackageSource] = Field(
+    sources: dict[SourceComponent, PackageSource] = Field(
         default_factory=dict,
-        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime)",
+        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime);"
+        " any other key is an error, so a misspelt component is never silently ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
 

@@ -16,7 +16,7 @@ place: the producer, the report and the published schema then agree.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,7 +24,7 @@ from rackcert.observed import Inventory
 from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.spec import Certification
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 StageStatus = Literal["ok", "failed", "partial"]
 
 

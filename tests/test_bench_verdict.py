@@ -31,8 +31,6 @@ from rackcert.spec import Certification
 from rackcert.spec_loader import load_spec
 from validation.bench import verdict
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "docs" / "evidence"
 R750 = ROOT / "inventories" / "r750xa-4node.yaml"
@@ -166,6 +164,7 @@ def test_h200_evidence_is_incomplete_with_reasons_in_the_report(tmp_path: Path) 
     assert any(n.startswith("bench resnet50.scaling_efficiency") for n in rec.verdict.not_judged)
 
 
+@pytest.mark.integration  # a real `rackcert bench` process (imports torch)
 def test_bench_skipping_everything_is_incomplete_and_says_why(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
     base = [sys.executable, "-m", "rackcert.cli", "bench", str(LAB), "--local"]

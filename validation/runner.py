@@ -314,7 +314,8 @@ def validate(
     facts_path = run.path / "facts.json"
     procs = _start(art, job_path, facts_path if facts and defs else None, bool(defs))
 
-    hv_results, hv_source = [], None  # hypervisor checks run here while the guests answer
+    hv_results: list[CheckResult] = []
+    hv_source: str | None = None  # hypervisor checks run here while the guests answer
     if hypervisor if hypervisor is not None else (hv_selected and not local):
         scope = names if nodes else None
         hv_results, hv_source = _hypervisor(loaded, run, runs_root, scope, hv_patterns, skip)

@@ -174,8 +174,8 @@ def sign_cmd(
 @report_app.command("verify")
 def verify_cmd(
     run: RunArg,
-    runs_dir: RunsRootOpt = None,
-    as_json: JsonOpt = False,  # type: ignore[assignment]
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    as_json: JsonOpt = False,
     key: Annotated[
         Path | None,
         typer.Option(
@@ -305,7 +305,7 @@ def serve_cmd(
         server = make_server(root, host, port)
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    bound_host, bound_port = server.server_address[:2]
+    bound_host, bound_port = str(server.server_address[0]), server.server_address[1]
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(
             f"[yellow]warning:[/] listening on {host}: run records describe your"

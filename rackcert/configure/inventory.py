@@ -21,9 +21,14 @@ from typing import Any
 import yaml
 
 from rackcert.placement import place
-from rackcert.spec import PackageSource, Spec
+from rackcert.spec import PackageSource, SourceComponent, Spec
 
-VENDOR_COMPONENTS = ("ofed", "nvidia_driver", "cuda", "container_toolkit")
+VENDOR_COMPONENTS: tuple[SourceComponent, ...] = (
+    "ofed",
+    "nvidia_driver",
+    "cuda",
+    "container_toolkit",
+)
 
 
 def _group_name(text: str) -> str:
@@ -125,7 +130,9 @@ def build_inventory(spec: Spec, *, key_file: str | None = None) -> dict[str, Any
         "rackcert_workers": {"hosts": {n: {} for n in names[1:]}},
     }
     for tpl in spec.vm_templates:
-        members = {vm.name: {} for vm in spec.vms if vm.template == tpl.name}
+        members: dict[str, dict[str, Any]] = {
+            vm.name: {} for vm in spec.vms if vm.template == tpl.name
+        }
         if members:
             children[f"template_{_group_name(tpl.name)}"] = {"hosts": members}
     group_vars = _guest_vars(spec) | _storage_vars(spec) | _network_vars(spec)

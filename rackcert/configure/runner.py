@@ -171,7 +171,11 @@ def _failure_line(collector: EventCollector, rc: int, stdout_tail: str) -> str |
         return f"ansible-playbook exited {rc}: {stdout_tail or 'no output'}"
     first = bad[0]
     where = first.failures[0] if first.failures else None
-    detail = f" at '{where.role + ' : ' if where.role else ''}{where.task}': {where.message}"
+    detail = (
+        f" at '{where.role + ' : ' if where.role else ''}{where.task}': {where.message}"
+        if where is not None
+        else ""
+    )
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
     return (
         f"{len(bad)} of {len(collector.hosts)} hosts not configured: {first.name}"
