@@ -115,3 +115,30 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
                 assert secret.encode() not in blob, f"secret found in {path}"
     for secret in secrets:
         assert secret not in first.stdout + first.stderr + second.stdout + second.stderr
+
+    # A VM powered off through the vSphere API: its host goes away, validate fails that
+    # node as unreachable and still judges the other one.
+    from pyVmomi import vim
+
+    from provision.apply import wait_task
+
+    with lab.connect() as si:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(
+            content.rootFolder, [vim.VirtualMachine], True
+        )
+        node2 = next(v for v in view.view if v.name == "lab-node2")
+        wait_task(node2.PowerOffVM_Task(), "power off lab-node2")
+    assert lab.agent.wait_for({"lab-node1"}, timeout=30), lab.agent.events
+    again = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "validate", str(spec_path), "--runs-dir",
+         str(runs), "--run", str(run), "--check", "net", "--check", "ssh", "--no-facts"],
+        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert again.returncode == 1 and "Traceback" not in again.stdout + again.stderr
+    data = _stage(run, "validate")["data"]
+    assert data["nodes"]["lab-node2"]["status"] == "failed"
+    by = {(r["node"], r["id"]): r for r in data["results"]}
+    assert by[("lab-node1", "net.mtu")]["status"] == "pass"
+    assert by[("lab-node1", "ssh.peers")]["status"] == "fail"  # its peer is gone
+    assert all(r["status"] != "pass" for (node, _), r in by.items() if node == "lab-node2")

@@ -52,10 +52,13 @@ def test_hosts_are_born_from_powered_on_vms_and_die_with_them(agent_lab, capsys)
         assert states[vm.name]["power_state"] == "poweredOn"
     assert set(lab.agent.guests) == {"lab-node1", "lab-node2"}
     # The host is what cloud-init made of guestinfo: hostname, address, the spec's key only.
-    answer = _ssh(lab.spec, node1.address, "hostname; ip -4 -o addr show eth0")
+    answer = _ssh(
+        lab.spec, node1.address, "hostname; ip -4 -o addr show eth0; getent hosts lab-node2"
+    )
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.splitlines()[0] == "lab-node1"
     assert f"{node1.address}/24" in answer.stdout
+    assert answer.stdout.splitlines()[-1].split() == [node2.address, "lab-node2"]  # lab DNS
     agent_key = lab.agent.guests["lab-node1"].host.key_file
     assert _ssh(lab.spec, node1.address, "true", key=str(agent_key)).returncode != 0
 

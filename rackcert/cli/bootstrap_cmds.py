@@ -163,8 +163,10 @@ def bootstrap_cmd(
 
 DEMO_HELP = (
     "The whole flow on the embedded lab, no hardware needed: starts the vcsim rack twin and"
-    " the SSH test hosts, bootstraps inventories/lab.yaml (CPU Gloo benchmarks) and prints the"
-    " path of the HTML report.\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
+    " the lab's guest agent, bootstraps inventories/lab.yaml (provision clones the VMs from the"
+    " twin's template and powers them on, and the agent brings up an SSH test host for each;"
+    " CPU Gloo benchmarks) and prints the path of the HTML report."
+    "\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
     " them fail there, honestly, and the verdict says so. Needs root (network namespaces)."
 )
 

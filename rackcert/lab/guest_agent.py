@@ -12,7 +12,10 @@ through the real vSphere API, a PropertyCollector filter over every VM
   (`provision.guestinfo.read_identity`), then starts an SSH test host
   (`rackcert.lab.sshhosts.start_hosts`) with that hostname and address, whose
   authorized keys are exactly the user-data's;
-- when a VM powers off or is destroyed, its host goes down.
+- when a VM powers off or is destroyed, its host goes down;
+- every running guest's /etc/hosts lists all running guests: the lab's stand-in
+  for the site's DNS (a real rack resolves its nodes' names through the DNS of
+  network.management), which torch.distributed's rendezvous and SSH trust need.
 
 A VM without readable cloud-init metadata, a template, or a VM that never
 powered on has no host. Hosts are namespaces of the `owner` ("lab" for the
@@ -163,6 +166,7 @@ class GuestAgent:
             for moid, props in self._vms.items()
             if props.get("runtime.powerState") == "poweredOn" and not props.get("config.template")
         }
+        before = {n: g.identity["address"] for n, g in self.guests.items()}
         for name in sorted(set(self.guests) - set(running)):
             self._down(name, "powered off or destroyed")
         for name, moid in sorted(running.items()):
@@ -171,6 +175,19 @@ class GuestAgent:
             if name in self.guests:
                 self._down(name, "rebooted")
             self._boot(si, name, moid)
+        if {n: g.identity["address"] for n, g in self.guests.items()} != before:
+            self._publish_names()
+
+    def _publish_names(self) -> None:
+        """Every guest resolves every running guest by name (the lab's DNS)."""
+        pairs = sorted(
+            (g.identity["hostname"], g.identity["address"]) for g in self.guests.values()
+        )
+        text = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        text += "".join(f"{address}\t{name}\n" for name, address in pairs)
+        for guest in self.guests.values():
+            with contextlib.suppress(OSError):
+                guest.host.path("/etc/hosts").write_text(text)
 
     def _boot(self, si: Any, name: str, moid: str) -> None:
         """What the guest does at boot: read guestinfo (now), apply it, start sshd."""
@@ -214,9 +231,10 @@ class GuestAgent:
         return host
 
     def _down(self, name: str, why: str) -> None:
-        guest = self.guests.pop(name, None)
+        guest = self.guests.get(name)
         if guest is not None:
             sshhosts.stop_hosts([guest.host], delete_bridge=False)
+            del self.guests[name]  # after the host is gone: watchers see it down
             self.events.append((name, f"down ({why})"))
 
     def stop_guests(self) -> None:
