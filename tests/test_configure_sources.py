@@ -1,7 +1,7 @@
 """Package sources as vendors ship them, installed for real on SSH test hosts.
 
-One rack, three hosts, two `rackcert configure` runs through the CLI (each costs tens of
-seconds on two cores, so one test checks them section by section):
+Three hosts, two `rackcert configure` runs through the CLI, side by side (each costs tens
+of seconds on two cores, so one test checks them section by section):
 
 - node1 takes OFED from an MLNX_OFED-like .tgz, the driver from an .iso, CUDA from a
   repository directory and the container toolkit from a repository signed by a test key
@@ -29,14 +29,20 @@ from tests.plugins.vendor_sources import OFED_TOP
 FUTURE_OS = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="26.04"\nVERSION_CODENAME=zesty\n'
 
 
-def _configure(spec, runs, *extra):
-    return subprocess.run(
+def _configure(spec, runs, *extra) -> subprocess.Popen:
+    """Started, not waited for: the two runs touch different hosts and go side by side."""
+    return subprocess.Popen(
         [sys.executable, "-m", "rackcert.cli", "configure", str(spec), "--runs-dir", str(runs)]
         + list(extra),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
     )
+
+
+def _wait(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _sources(vs, key):
@@ -68,6 +74,7 @@ def test_tarball_iso_directory_and_signed_sources_install(ssh_hosts, vendor_sour
     runs = tmp_path / "runs"
     first = _configure(good.path, runs, "--tags", "vendor", "-e", f"@{extra}", "-e", toolkit)
     refused = _configure(wrong.path, runs, "--tags", "container_toolkit", "--extra-vars", toolkit)
+    first, refused = _wait(first), _wait(refused)
 
     _node1_installed_every_kind(first, node1, runs)
     _unknown_version_refused(first, runs)
