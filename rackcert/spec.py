@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from rackcert.results import VerdictCheckId
+
 API_VERSION = "rackcert/v1"
 KIND = "Rack"
 
@@ -157,12 +159,38 @@ class VCenter(Strict):
     protocol: Literal["https", "http"] = Field(
         "https", description="http only for a local simulator; never for a real vCenter"
     )
+    allow_plain_http: bool = Field(
+        False,
+        description="Let protocol: http reach a host that is not loopback (the password"
+        " then crosses the network in clear). Off: such a spec is refused.",
+    )
     user: str = Field(min_length=1)
     password_env: str | None = Field(None, description="Environment variable holding the password")
     password_file: str | None = Field(None, description="File holding the password (one line)")
     datacenter: str | None = None
     cluster: str | None = None
     tls: TLS = Field(default_factory=TLS)
+
+    @model_validator(mode="after")
+    def _plain_http_stays_local(self) -> VCenter:
+        """The login sends the password: over http it may only travel the loopback."""
+        if self.protocol == "http" and not self.allow_plain_http and not _is_loopback(self.host):
+            raise ValueError(
+                f"protocol: http to {self.host}, which is not loopback, would send the vCenter"
+                " password in clear; use https, or set allow_plain_http: true on purpose"
+            )
+        return self
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Gpu(Strict):
@@ -404,11 +432,19 @@ class Certification(Strict):
     allreduce_busbw_fraction_min: float = Field(
         0.7, gt=0, le=1.5, description="Allreduce busbw at the largest sizes / line rate, at least"
     )
-    resnet50_images_per_gpu_min: float = Field(
-        0, ge=0, description="ResNet50 images/s per GPU, at least (0: not judged)"
+    resnet50_images_per_gpu_min: float | None = Field(
+        None,
+        ge=0,
+        description="ResNet50 images/s per GPU, at least (absent or 0: not judged, never a pass)",
     )
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
+    )
+    required: list[VerdictCheckId] | None = Field(
+        None,
+        description="Bench checks whose skip makes the verdict INCOMPLETE (default: what the"
+        " rack can judge: allreduce.busbw_fraction with 2+ GPUs, resnet50.scaling_efficiency"
+        " with 2+ nodes, resnet50.images_per_gpu)",
     )
 
 
@@ -438,6 +474,21 @@ class Spec(Strict):
 
     def host_profile(self, host_name: str) -> HardwareProfile:
         return self.profile(self.host(host_name).profile)
+
+    def required_checks(self) -> list[str]:
+        """certification.required, else what this rack can judge: busbw needs 2+ GPUs in its
+        VMs, scaling needs 2+ nodes, images per GPU needs one GPU."""
+        if self.certification.required is not None:
+            return list(self.certification.required)
+        if self.vms:
+            gpus = sum(self.template(v.template).gpus for v in self.vms)
+            nodes = len(self.vms)
+        else:
+            gpus = sum(len(self.host_profile(h.name).gpus) for h in self.hosts)
+            nodes = len(self.hosts)
+        out = ["allreduce.busbw_fraction"] if gpus >= 2 else []
+        out += ["resnet50.scaling_efficiency"] if nodes >= 2 else []
+        return [*out, "resnet50.images_per_gpu"]
 
     def line_rate_gbps(self) -> float | None:
         """The link a multi-node allreduce crosses: the override, else the slowest NIC port."""

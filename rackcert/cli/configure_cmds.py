@@ -106,14 +106,14 @@ def configure_cmd(
         return
     password = None
     if become_password_env:
-        from rackcert.secrets import REDACTOR
+        from rackcert.secrets import REDACTOR, check_secret
 
         password = os.environ.get(become_password_env)
         if password is None:
             raise InputError(
                 f"--become-password-env: environment variable {become_password_env} is not set"
             )
-        REDACTOR.add(password)
+        REDACTOR.add(check_secret(password, "--become-password-env"))
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     names = [vm.name for vm in loaded.spec.vms]
     if not as_json:
@@ -122,7 +122,7 @@ def configure_cmd(
             f"configure {loaded.spec.metadata.name}: {len(names)} VMs{mode}, run {run_dir.path}"
         )
     with LiveProgress(console if not as_json else _quiet_console(), names) as progress:
-        result = configure(
+        result = configure(  # the runner's result: the summary table reads its HostResults
             loaded,
             run_dir,
             check=check,

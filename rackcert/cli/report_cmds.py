@@ -224,11 +224,25 @@ def _print_diff(d) -> None:  # type: ignore[no-untyped-def]
 
 
 @report_app.command("schema")
-def schema_cmd() -> None:
-    """Print the JSON Schema of run.json (checked in as schemas/run.schema.json)."""
+def schema_cmd(
+    stage: str = typer.Option(
+        "run",
+        "--stage",
+        help="Whose schema: run (run.json) or a stage record: plan, provision, configure,"
+        " validate, bench, report",
+    ),
+) -> None:
+    """Print the JSON Schema of run.json or of one stage record (schemas/<name>.schema.json)."""
     from rackcert.report.record import json_schema
+    from rackcert.stage_records import RECORDS
+    from rackcert.stage_records import json_schema as stage_schema
 
-    typer.echo(json.dumps(json_schema(), indent=2))
+    if stage == "run":
+        typer.echo(json.dumps(json_schema(), indent=2))
+    elif stage in RECORDS:
+        typer.echo(json.dumps(stage_schema(stage), indent=2))
+    else:
+        raise InputError(f"--stage {stage!r}: choose run or one of {', '.join(RECORDS)}")
 
 
 @app.command("serve")

@@ -182,45 +182,42 @@ def ansible_var_conflicts(spec: Spec) -> list[str]:
     return sorted((derived - _OVERRIDABLE) & set(spec.guest.ansible_vars))
 
 
-class _UnsafeMap(dict):
-    """A mapping whose every value Ansible must take as data, never as a Jinja template."""
+class _Unsafe(str):
+    """A string Ansible must take as data, never as a Jinja template."""
 
 
 class _InventoryDumper(yaml.SafeDumper):
-    """Writes every mapping that holds values with Ansible's `!unsafe` tag.
+    """Writes every string value that could hold a template with Ansible's `!unsafe` tag.
 
     Why: Ansible templates the strings of an inventory file on the controller (`ansible_host`
     as soon as it connects, role variables when a task reads them), so a spec value such as
     `{{ lookup('pipe', 'id') }}` would run there. `!unsafe` is Ansible's documented marker for
     "never template this" (docs: Playbook Guide, "Advanced playbook syntax: Unsafe or raw
-    strings"); on a mapping or list it covers everything inside.
-
-    Why on the mapping and not on each string: ansible-core 2.19 resolves an `!unsafe` scalar
-    as if it were unquoted (ansible/_internal/_yaml/_constructor.py,
-    `_resolve_and_construct_object`), so `!unsafe '11.4'` loads as a float and `!unsafe ''`
-    as None; inside an `!unsafe` mapping quoted scalars keep their type. Mapping keys
-    (group and host names) are validated names and stay plain.
+    strings"). Mapping keys (group and host names) are validated names and stay plain.
     """
 
 
 _InventoryDumper.add_representer(
-    _UnsafeMap, lambda dumper, data: dumper.represent_mapping("!unsafe", dict(data))
+    _Unsafe, lambda dumper, data: dumper.represent_scalar("!unsafe", str(data))
 )
 
 
 def mark_unsafe(value: Any) -> Any:
-    """`value` with every mapping that holds a value (not only mappings) marked `!unsafe`."""
+    """`value` with every string inside it (not mapping keys) that holds "{" marked `!unsafe`."""
+    if isinstance(value, str):
+        # Only a string with "{" can hold a Jinja template ({{ }}, {% %}, {# #}); the others
+        # stay plain because ansible-core 2.19 re-resolves an `!unsafe` scalar's type:
+        # `!unsafe '11.4'` arrives as a float and `!unsafe ''` as None, which breaks the roles.
+        return _Unsafe(value) if "{" in value else value
     if isinstance(value, list | tuple):
         return [mark_unsafe(item) for item in value]
     if isinstance(value, dict):
-        items = {key: mark_unsafe(item) for key, item in value.items()}
-        leaves = any(not isinstance(item, dict) for item in value.values())
-        return _UnsafeMap(items) if leaves else items
+        return {key: mark_unsafe(item) for key, item in value.items()}
     return value
 
 
 def dump_unsafe_yaml(data: Any) -> str:
-    """YAML text of `data` for Ansible, every string value inside an `!unsafe` mapping."""
+    """YAML text of `data` for Ansible: no string value in it is ever templated."""
     return yaml.dump(
         mark_unsafe(data), Dumper=_InventoryDumper, sort_keys=False, default_flow_style=False
     )
@@ -229,8 +226,8 @@ def dump_unsafe_yaml(data: Any) -> str:
 def write_inventory(inventory: dict[str, Any], directory: Path) -> Path:
     """Write the inventory as `hosts.yml` under `directory`; returns the file.
 
-    Every value comes from the spec, so every value is written inside an `!unsafe`
-    mapping (see `_InventoryDumper`): a spec value is data to Ansible, never code.
+    Every value comes from the spec, so any string that could be a template is written
+    `!unsafe` (see `mark_unsafe`): a spec value is data to Ansible, never code.
     """
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "hosts.yml"

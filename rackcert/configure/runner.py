@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackcert.childenv import secret_variables
 from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector, HostResult
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
@@ -90,6 +91,21 @@ def _envvars(artifacts: Path, control_dir: Path, forks: int) -> dict[str, str]:
         "ANSIBLE_SYSTEM_WARNINGS": "False",
         "PATH": _path_with_ansible(),
     }
+
+
+def _runner_env(
+    prepared: dict[str, str], ours: dict[str, str], withheld: Sequence[str]
+) -> dict[str, str]:
+    """ansible-runner seeds Ansible's environment with ours whole: keep only named variables.
+
+    What runner itself set or changed (its callback plugin path, our ANSIBLE_*
+    settings) stays; what it merely copied from this process goes, unless
+    rackcert.childenv names it. The password variables are withheld outright.
+    """
+    from rackcert.childenv import child_env
+
+    own = {k: v for k, v in prepared.items() if os.environ.get(k) != v or k in ours}
+    return child_env(own, withheld=withheld)
 
 
 def _drop_environment(directory: Path) -> None:
@@ -223,14 +239,15 @@ def configure(
 
     rc, status = 1, "failed"
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
+        envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)))
         try:
-            runner = ansible_runner.run(
+            runner = ansible_runner.interface.init_runner(
                 private_data_dir=str(artifacts),
                 artifact_dir=str(artifacts / "ansible"),
                 ident=ident,
                 playbook=str(playbook),
                 inventory=str(inventory),
-                envvars=_envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32))),
+                envvars=envvars,
                 passwords=passwords,
                 cmdline=" ".join(cmdline) or None,
                 tags=",".join(tags) or None,
@@ -241,6 +258,8 @@ def configure(
                 quiet=True,
                 settings={"suppress_ansible_output": True, "job_timeout": 3600},
             )
+            runner.config.env = _runner_env(runner.config.env, envvars, secret_variables(spec))
+            runner.run()
             rc = int(runner.rc if runner.rc is not None else 1)
             status = "ok" if runner.status == "successful" and rc == 0 else "failed"
         except KeyboardInterrupt:
