@@ -50,6 +50,7 @@ HOST_PROPERTIES = [
     "hardware.pciDevice",
     "hardware.numaInfo",
     "hardware.systemInfo",
+    "hardware.biosInfo",  # HostBIOSInfo: biosVersion, releaseDate (certified-matrix BIOS row)
     "runtime.connectionState",
     "runtime.powerState",
     "runtime.inMaintenanceMode",
@@ -259,6 +260,7 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
         memory_mb=int((getattr(hardware, "memorySize", 0) or 0) // (1024 * 1024)),
         pci_devices=devices,
         vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
+        bios_version=getattr(props.get("hardware.biosInfo"), "biosVersion", "") or "",
     )
 
 

@@ -309,12 +309,73 @@ class Vm(Strict):
     )
 
 
-class PackageSource(Strict):
-    """Where a vendor package comes from; a local path makes air-gapped sites work."""
+# What the vendor_package role can turn into a package source (tasks/local-*.yml there):
+# a repository directory, a tarball it unpacks (MLNX_OFED's .tgz) or an ISO it mounts.
+_TARBALL_SUFFIXES = (".tgz", ".tar.gz")
+_DIRECTORY_LOOKALIKES = (".zip", ".tar", ".tar.xz", ".tar.bz2", ".txz", ".rpm", ".deb", ".run")
+_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-    repo_url: str | None = None
-    path: str | None = Field(None, description="Local ISO, tarball or apt/yum repo directory")
+
+def source_kind(path: str) -> str:
+    """`directory`, `tarball` or `iso`: how the roles use a `path` source."""
+    lower = path.lower()
+    if lower.endswith(_TARBALL_SUFFIXES):
+        return "tarball"
+    if lower.endswith(".iso"):
+        return "iso"
+    return "directory"
+
+
+class PackageSource(Strict):
+    """Where a vendor package comes from; a local path makes air-gapped sites work.
+
+    A repository is checked against its signing key (`key_url` or `key_file`); a `path`
+    on the node is the operator's own copy and trusted unless a key is given.
+    """
+
+    repo_url: str | None = Field(None, description="apt/yum repository URL (file:// works too)")
+    path: str | None = Field(
+        None,
+        description="On the node: a repository directory, a .tgz to unpack (MLNX_OFED) or an .iso",
+    )
     package: str | None = Field(None, description="Package name when it differs from the default")
+    key_url: str | None = Field(None, description="URL of the repository's signing key")
+    key_file: str | None = Field(
+        None,
+        description="Signing key on the controller, copied to the node (.asc armoured or .gpg)",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _usable_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith("/"):
+            raise ValueError(f"path must be absolute on the node: {value!r}")
+        lower = value.lower()
+        if source_kind(value) == "directory" and lower.endswith(_DIRECTORY_LOOKALIKES):
+            raise ValueError(
+                f"{value!r}: the roles take a repository directory, a .tgz/.tar.gz tarball or an"
+                " .iso image; unpack this file into a repository directory and give that"
+            )
+        return value
+
+    @field_validator("key_file")
+    @classmethod
+    def _key_suffix(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().endswith((".asc", ".gpg", ".key", ".pub")):
+            raise ValueError(
+                f"{value!r}: a signing key file ends in .asc (armoured) or .gpg (binary keyring)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_key(self) -> PackageSource:
+        if self.key_url and self.key_file:
+            raise ValueError("give key_url or key_file, not both")
+        if (self.key_url or self.key_file) and not (self.repo_url or self.path):
+            raise ValueError("a signing key needs a repo_url or path to check")
+        return self
 
 
 # The components whose package source configure's roles read (a closed set).
@@ -338,7 +399,10 @@ class GuestSsh(Strict):
 
 
 class Guest(Strict):
-    os: str = Field("ubuntu-22.04", description="ubuntu-20.04, ubuntu-22.04, rhel-8, rhel-9")
+    os: str = Field(
+        "ubuntu-22.04",
+        description="debian-12, ubuntu-20.04, ubuntu-22.04, ubuntu-24.04, rhel-8, rhel-9",
+    )
     nvidia_driver: str | None = Field(None, description="Pinned version (470.82.01) or branch")
     cuda: str | None = Field(None, description="CUDA toolkit version, e.g. 11.4")
     ofed: str | None = Field(None, description="MLNX_OFED / DOCA-OFED version, e.g. 5.4-3.1.0.0")
@@ -352,6 +416,21 @@ class Guest(Strict):
         " any other key is an error, so a misspelt component is never silently ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
+    ansible_vars: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Role variables the spec does not model (mlx_ats_skip_reboot, nvidia_driver_dkms,"
+            " dl_runtime_mode); passed to Ansible as data, never templated"
+        ),
+    )
+
+    @field_validator("ansible_vars")
+    @classmethod
+    def _var_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in value if not isinstance(k, str) or not _VAR_NAME_RE.match(k)]
+        if bad:
+            raise ValueError(f"not an Ansible variable name: {bad[0]!r}")
+        return value
 
 
 class Nfs(Strict):

@@ -144,6 +144,10 @@ class ConfigureData(Model):
     artifacts: str = Field("", description="Ansible artifacts, relative to the run directory")
     inventory: str = Field("", description="Generated inventory, relative to the run directory")
     ansible_ident: str = ""
+    extra_vars: list[str] = Field(
+        default_factory=list,
+        description="The operator's --extra-vars: @files as given, k=v as names only",
+    )
     warnings: list[str] = Field(default_factory=list)
     host_keys: HostKeys | None = None
 

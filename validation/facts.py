@@ -108,6 +108,8 @@ class LoadedModules(FactBase):
 def _fact_classes() -> dict[str, type[FactBase]]:
     from pyinfra.facts import deb, rpm, server
 
+    from validation.nic_firmware import NicFirmware
+
     return {
         "hostname": server.Hostname,
         "os": server.LinuxDistribution,
@@ -120,6 +122,7 @@ def _fact_classes() -> dict[str, type[FactBase]]:
         "rpm_packages": rpm.RpmPackages,
         "nics": NetInterfaces,
         "gpus": NvidiaGpus,
+        "nic_firmware": NicFirmware,
     }
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.childenv import secret_variables
+from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector, HostResult
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
@@ -75,6 +76,8 @@ def _envvars(artifacts: Path, control_dir: Path, forks: int, known_hosts: Path) 
     roles = playbooks_dir() / "roles"
     return {
         "ANSIBLE_ROLES_PATH": str(roles),
+        # site.yml names roles by FQCN (rackcert.gpu.*): the shipped roles, as a collection.
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_root(control_dir / "collections")),
         "ANSIBLE_SSH_ARGS": _ssh_args(known_hosts),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
@@ -201,6 +204,7 @@ def configure(
     limit: str | None = None,
     become_password: str | None = None,
     extravars: dict[str, Any] | None = None,
+    operator_vars: Sequence[str] = (),
     on_event: EventHook | None = None,
     playbook: Path | None = None,
     verbosity: int = 0,
@@ -214,7 +218,10 @@ def configure(
         tags / skip_tags: only / not these roles (each role is tagged with its name).
         limit: an Ansible host pattern, e.g. one VM name.
         become_password: sudo password, held in memory only.
-        extravars: extra variables (tests use them to point vendor roles at a local repo).
+        extravars: extra variables (tests use them to point vendor roles at a local repo),
+            written `!unsafe`: data, never templates.
+        operator_vars: the operator's own `--extra-vars` values (`@file.yml`, `k=v`, JSON),
+            passed to ansible-playbook as `-e` unchanged, after `extravars` (so they win).
         on_event: called as on_event(event, collector) after each event is counted.
         verbosity: Ansible's -v count (`rackcert -vv configure` passes 2).
 
@@ -250,6 +257,8 @@ def configure(
         extra_file = artifacts / "inventory" / "extra_vars.yml"
         extra_file.write_text(dump_unsafe_yaml(extravars))
         cmdline += ["--extra-vars", shlex.quote(f"@{extra_file}")]
+    for value in operator_vars:  # the operator's own Ansible input: as given, like -e
+        cmdline += ["--extra-vars", shlex.quote(value)]
     passwords = {}
     if become_password:
         cmdline.append("--ask-become-pass")
@@ -259,7 +268,7 @@ def configure(
         """configure.json from what the collector saw: on success, failure or interruption."""
         return _write_record(
             run, collector, started, check, tags, skip_tags, limit, playbook, rc,
-            artifacts, inventory, ident, error, keys.record(),
+            artifacts, inventory, ident, error, keys.record(), operator_vars,
         )  # fmt: skip
 
     rc, status = 1, "failed"
@@ -338,6 +347,7 @@ def _write_record(
     ident: str,
     error: str | None,
     host_keys: dict[str, Any],
+    operator_vars: Sequence[str] = (),
 ) -> Path:
     """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
@@ -353,11 +363,23 @@ def _write_record(
         "artifacts": str(artifacts.relative_to(run.path)),
         "inventory": str(inventory.relative_to(run.path)),
         "ansible_ident": ident,
+        "extra_vars": [_extra_vars_label(v) for v in operator_vars],
         "warnings": collector.warnings,
         "host_keys": host_keys,
     }
     status = "failed" if error or rc != 0 else "ok"
     return run.write_stage("configure", data, status=status, error=error, started_at=started)
+
+
+def _extra_vars_label(value: str) -> str:
+    """What the record keeps of one --extra-vars value: the file, or the variable names.
+
+    Values stay out: an operator may pass a token on the command line.
+    """
+    if value.startswith("@"):
+        return value
+    names = [w.split("=", 1)[0] for w in shlex.split(value) if "=" in w]
+    return " ".join(f"{n}=..." for n in names) if names else "(inline YAML/JSON)"
 
 
 def _path_with_ansible() -> str:
