@@ -95,6 +95,29 @@ def bench(
             "--naive/--no-naive", help="Also time a naive eager fp32 NCHW loop (default: on GPUs)"
         ),
     ] = None,
+    references: Annotated[
+        bool | None,
+        typer.Option(
+            "--references/--no-references",
+            help="Also time two reference loops: a plain compiled fp16 loop and Horovod's"
+            " synthetic-benchmark defaults (default: on GPUs)",
+        ),
+    ] = None,
+    compile_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--compile-mode",
+            help="torch.compile mode: default, reduce-overhead, max-autotune,"
+            " max-autotune-no-cudagraphs",
+        ),
+    ] = None,
+    compile_optimizer: Annotated[
+        bool | None,
+        typer.Option(
+            "--compile-optimizer/--no-compile-optimizer",
+            help="Compile the optimizer step too (bf16/fp32: no gradient scaler)",
+        ),
+    ] = None,
     compile_: Annotated[
         bool | None,
         typer.Option("--compile/--no-compile", help="torch.compile the model (default: on GPUs)"),
@@ -168,6 +191,9 @@ def bench(
         raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
     if precision and precision not in ("fp16", "bf16", "fp32"):
         raise InputError(f"--precision {precision!r}: choose fp16, bf16 or fp32")
+    modes = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+    if compile_mode and compile_mode not in modes:
+        raise InputError(f"--compile-mode {compile_mode!r}: choose one of {', '.join(modes)}")
     loaded = load(spec_path)
     opts = BenchOptions(
         local=local,
@@ -178,7 +204,10 @@ def bench(
         backend=backend,
         quick=quick,
         naive=naive,
+        references=references,
         compile=compile_,
+        compile_mode=compile_mode,
+        compile_optimizer=compile_optimizer,
         batch=batch,
         model=model,
         image_size=image_size,
@@ -240,6 +269,13 @@ def _show(data: dict[str, Any], path: Path) -> None:
             f"naive {nd['naive']['images_per_sec']:.1f} vs default"
             f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
         )
+    refs = data.get("references") or {}
+    for name in ("plain", "horovod_defaults"):
+        if name in refs:
+            console.print(
+                f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
+                f" x{refs[f'default_vs_{name}']:.2f}"
+            )
     st = data.get("storage") or {}
     if st and not st.get("skipped"):
         console.print(

@@ -52,7 +52,10 @@ class BenchOptions:
     backend: str = "auto"
     quick: bool = False
     naive: bool | None = None
+    references: bool | None = None
     compile: bool | None = None
+    compile_mode: str | None = None
+    compile_optimizer: bool | None = None
     batch: int | None = None
     model: str | None = None
     image_size: int | None = None
@@ -206,6 +209,10 @@ def worker_args(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[st
             args += [flag, str(value)]
     if opts.compile is not None:
         args.append("--compile" if opts.compile else "--no-compile")
+    if opts.compile_mode is not None:
+        args += ["--compile-mode", opts.compile_mode]
+    if opts.compile_optimizer is not None:
+        args.append("--compile-optimizer" if opts.compile_optimizer else "--no-compile-optimizer")
     return args
 
 
@@ -252,6 +259,9 @@ def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
         naive = opts.naive if opts.naive is not None else engine.device == "cuda"
         if naive and point == points[0]:
             tasks.append("naive")
+        refs = opts.references if opts.references is not None else engine.device == "cuda"
+        if refs and point == points[0]:
+            tasks += ["plain", "horovod_ref"]
     return tasks
 
 
@@ -374,6 +384,39 @@ def naive_vs_default(raw: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+REFERENCES = {
+    "plain": "plain loop: torch.compile, fp16 autocast + GradScaler, channels_last, plain SGD,"
+    " no DDP wrapper",
+    "horovod_ref": "Horovod synthetic-benchmark defaults: eager fp32, NCHW, batch 32, SGD"
+    " without momentum",
+}
+
+
+def references(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The reference loops measured in the same launch as the default, and the ratios of
+    the default's images/s to each (per GPU, so batch sizes may differ)."""
+    if "resnet" not in raw or not any(k in raw for k in REFERENCES):
+        return None
+    fast = raw["resnet"]
+    out: dict[str, Any] = {"world_size": raw["world_size"], "default": _row(fast)}
+    for key, what in REFERENCES.items():
+        if key in raw:
+            name = "horovod_defaults" if key == "horovod_ref" else key
+            out[name] = {**_row(raw[key]), "description": what}
+            out[f"default_vs_{name}"] = fast["images_per_sec"] / raw[key]["images_per_sec"]
+    return out
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "images_per_sec": r["images_per_sec"],
+        "spread": r["spread"],
+        "warmup_s": r["warmup_s"],
+        "loss_finite": r["loss_finite"],
+        "config": r["config"],
+    }
+
+
 def run_bench(
     spec: Spec, run: RunDir, opts: BenchOptions, progress: Progress = lambda _m: None
 ) -> dict[str, Any]:
@@ -435,6 +478,8 @@ def run_bench(
                     "ranks": raw.get("ranks"),
                     "resnet": raw.get("resnet"),
                     "naive": raw.get("naive"),
+                    "plain": raw.get("plain"),
+                    "horovod_ref": raw.get("horovod_ref"),
                 }
             )
             data["environment"] = raw.get("environment", {})
@@ -449,6 +494,15 @@ def run_bench(
                 data["allreduce"] = ar.model_dump()
                 best = max(p.busbw_gbps for p in ar.points)
                 progress(f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s")
+            refs = references(raw)
+            if refs:
+                data["references"] = refs
+                for name in ("plain", "horovod_defaults"):
+                    if name in refs:
+                        progress(
+                            f"  {name} {refs[name]['images_per_sec']:.1f} images/s: default"
+                            f" x{refs[f'default_vs_{name}']:.2f}"
+                        )
             comparison = naive_vs_default(raw)
             if comparison:
                 data["naive_vs_default"] = comparison
