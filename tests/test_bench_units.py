@@ -83,7 +83,8 @@ def test_naive_config_is_eager_fp32_nchw() -> None:
         False,
     )
     fast = resnet.TrainConfig.for_device("cuda")
-    assert fast.precision == "fp16" and fast.channels_last and fast.compile
+    assert fast.precision == "bf16" and fast.channels_last and fast.compile
+    assert fast.compile_mode == "auto" and fast.compile_optimizer
 
 
 def test_seeded_fused_sgd_matches_unfused_when_the_first_step_overflows() -> None:

@@ -107,8 +107,8 @@ def bench(
         str | None,
         typer.Option(
             "--compile-mode",
-            help="torch.compile mode: default, reduce-overhead, max-autotune,"
-            " max-autotune-no-cudagraphs",
+            help="torch.compile mode: auto (CUDA graphs at one rank), default,"
+            " reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
         ),
     ] = None,
     compile_optimizer: Annotated[
@@ -191,7 +191,7 @@ def bench(
         raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
     if precision and precision not in ("fp16", "bf16", "fp32"):
         raise InputError(f"--precision {precision!r}: choose fp16, bf16 or fp32")
-    modes = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+    modes = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
     if compile_mode and compile_mode not in modes:
         raise InputError(f"--compile-mode {compile_mode!r}: choose one of {', '.join(modes)}")
     loaded = load(spec_path)

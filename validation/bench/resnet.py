@@ -7,8 +7,11 @@ several timed intervals; per interval each rank's images/s, summed over ranks fo
 total. The spread is 1.96 sigma of the total over the intervals, as Horovod prints it.
 
 Fast by default on GPUs (what a tuned run does, and what certification should measure):
-fp16 autocast with a gradient scaler, channels-last, cudnn.benchmark, torch.compile, no
-data-parallel wrapper when there is one rank (nothing to average). The `naive`
+bf16 autocast (no gradient scaler: bf16 has fp32's exponent range), channels-last,
+cudnn.benchmark, torch.compile with CUDA graphs at one rank, the optimizer step compiled
+too, no data-parallel wrapper when there is one rank (nothing to average). Each of these
+was measured on an H200 (docs/bench-h200.md); GPUs without bf16 fall back to fp16 with
+a gradient scaler. The `naive`
 configuration (eager fp32, NCHW) is kept to show what the defaults are worth, and two
 reference loops measured in the same run say where the default stands: `plain` (the
 short loop a tuned user writes: torch.compile, fp16 autocast, channels-last, plain SGD,
@@ -30,7 +33,7 @@ class TrainConfig:
     model: str = "resnet50"
     batch: int = 256
     image_size: int = 224
-    precision: str = "fp16"  # fp16 | bf16 | fp32
+    precision: str = "bf16"  # fp16 | bf16 | fp32
     channels_last: bool = True
     cudnn_benchmark: bool = True
     compile: bool = True
@@ -39,8 +42,10 @@ class TrainConfig:
     steps_per_interval: int = 10
     fused_optimizer: bool = True
     momentum: float = 0.9
-    compile_mode: str | None = None  # torch.compile mode: None (default), reduce-overhead, ...
-    compile_optimizer: bool = False  # the optimizer step compiled too (no gradient scaler)
+    # torch.compile mode: "auto" = reduce-overhead (CUDA graphs) at one rank, the default
+    # mode across ranks (DDP splits the graph at its buckets; not measured with graphs)
+    compile_mode: str | None = "auto"
+    compile_optimizer: bool = True  # the optimizer step compiled too (without a scaler)
 
     @classmethod
     def for_device(cls, device_type: str, quick: bool = False) -> TrainConfig:
@@ -123,7 +128,7 @@ def _build(cfg: TrainConfig, comm: Any) -> tuple[Any, Any, Any, Any, Any]:
     # Fused SGD on GPUs: GradScaler hands it the scale and the inf flag as tensors, so a step
     # never waits for the GPU (with an unfused optimizer GradScaler reads found_inf with
     # .item() every step, which drains the kernel launch queue).
-    fused = cuda and cfg.fused_optimizer and not cfg.compile_optimizer
+    fused = cuda and cfg.fused_optimizer and not optimizer_compiled(cfg, comm)
     opt_kw = {"fused": True} if fused else {}
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=cfg.momentum, **opt_kw)
     # Zero momentum buffers for every implementation: the same first step as SGD's own
@@ -154,6 +159,14 @@ def seed_momentum(optimizer: Any) -> None:
             continue
         for p in group["params"]:
             optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
+
+
+def optimizer_compiled(cfg: TrainConfig, comm: Any) -> bool:
+    """Whether the optimizer step is compiled: asked for, the model compiled, no gradient
+    scaler (its step is Python around the optimizer's) and no Horovod optimizer wrapper
+    (its step waits for the gradient allreduce first)."""
+    horovod_wrapped = comm.backend == "horovod" and comm.world_size > 1
+    return cfg.compile and cfg.compile_optimizer and cfg.precision != "fp16" and not horovod_wrapped
 
 
 def _compile_optimizer_step(optimizer: Any) -> None:
@@ -189,13 +202,22 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
+    if (
+        cfg.precision == "bf16"
+        and comm.device.type == "cuda"
+        and not torch.cuda.is_bf16_supported()
+    ):
+        cfg = replace(cfg, precision="fp16")  # pre-Ampere: fp16 with a gradient scaler
+    mode = cfg.compile_mode
+    if mode == "auto":
+        mode = "reduce-overhead" if comm.world_size == 1 and comm.device.type == "cuda" else None
     model, optimizer, scaler, data, target = _build(cfg, comm)
     eager = model
     compile_error = None
-    graphs = cfg.compile and cfg.compile_mode in ("reduce-overhead", "max-autotune")
+    graphs = cfg.compile and mode in ("reduce-overhead", "max-autotune")
     if cfg.compile:
-        model = torch.compile(model, mode=cfg.compile_mode)
-        if cfg.compile_optimizer and scaler is None and not comm.wraps_optimizer:
+        model = torch.compile(model, mode=mode)
+        if optimizer_compiled(cfg, comm):
             _compile_optimizer_step(optimizer)
 
     def step() -> Any:
@@ -244,6 +266,9 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
         "config": {
             **cfg.to_dict(),
             "compiled": cfg.compile and compile_error is None,
+            "compile_mode_used": (mode or "default") if cfg.compile else None,
+            "cuda_graphs": graphs,
+            "optimizer_compiled": optimizer_compiled(cfg, comm) and compile_error is None,
             "data_parallel": comm.data_parallel,
             "gradient_scaler": scaler is not None,
         },

@@ -45,7 +45,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
     p.add_argument(
         "--compile-mode",
-        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+        choices=[
+            "auto",
+            "default",
+            "reduce-overhead",
+            "max-autotune",
+            "max-autotune-no-cudagraphs",
+        ],
     )
     p.add_argument(
         "--compile-optimizer", dest="compile_optimizer", action="store_true", default=None
