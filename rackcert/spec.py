@@ -254,6 +254,13 @@ class Certification(Strict):
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
     )
+    dcgm_diag_level: int = Field(
+        1,
+        ge=0,
+        le=4,
+        description="`dcgmi diag -r LEVEL` on GPU nodes where DCGM is installed"
+        " (1 quick .. 4 extended; 0: not run)",
+    )
 
 
 class Spec(Strict):

@@ -201,15 +201,45 @@ def _last_error_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[str, Any] | None]:
-    """Run every command of the launch at once; return each command's result line (or None).
+def execute_text(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[str]:
+    """Run every command of the launch at once; return each command's output.
 
     All output goes to `log`. If one command fails, the others are stopped (they are
     this process's own children: ssh clients or the local engine). Raises LaunchError
     with the first failing command's exit code and its last error line.
     """
+    texts, _wall = _run_all(launch, log, timeout_s)
+    return texts
+
+
+def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[str, Any] | None]:
+    """As execute_text, then each command's result line (or None); at least one must be."""
+    texts, wall = _run_all(launch, log, timeout_s)
+    results = [parse_result(text) for text in texts]
+    if all(r is None for r in results):
+        raise LaunchError(f"bench launch {launch.label!r} ended without a result line; log: {log}")
+    for r in results:
+        if r is not None:
+            r["wall_s"] = wall
+    return results
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a launcher child gets: named variables only, never this process's
+    whole environment (which may hold RACKCERT_VCENTER_PASSWORD, a become password or a
+    token). PATH, HOME, locale and terminal, the ssh agent socket, the engines' own
+    variables (NCCL_, GLOO_, ...), then what the launch adds."""
+    keep = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR",
+            "SSH_AUTH_SOCK", "LD_LIBRARY_PATH", "VIRTUAL_ENV")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(_forwarded_env())
+    env.update(extra or {})
+    return env
+
+
+def _run_all(launch: Launch, log: Path, timeout_s: float) -> tuple[list[str], float]:
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **launch.env}
+    env = child_env(launch.env)
     started = time.monotonic()
     procs: list[tuple[subprocess.Popen[bytes], Path]] = []
     for i, argv in enumerate(launch.commands):
@@ -257,13 +287,7 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
         raise LaunchError(
             f"bench launch {launch.label!r} failed ({why}): {_last_error_line(text)}; log: {log}"
         )
-    results = [parse_result(text) for text in texts]
-    if all(r is None for r in results):
-        raise LaunchError(f"bench launch {launch.label!r} ended without a result line; log: {log}")
-    for r in results:
-        if r is not None:
-            r["wall_s"] = wall
-    return results
+    return texts, wall
 
 
 def first_result(results: list[dict[str, Any] | None]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from rackcert.paths import REPO_ROOT
 from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec import Spec, Vm
-from validation.bench import k8s, launch, storage, verdict
+from validation.bench import k8s, launch, nccltests, perftest, storage, verdict
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
@@ -71,6 +71,8 @@ class BenchOptions:
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
+    nccl_tests: str | None = None  # all_reduce_perf to run (default: the one on PATH)
+    storage_engine: str = "auto"  # fio when installed, else pread
 
 
 @dataclass(frozen=True)
@@ -295,7 +297,7 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
             note = f"{root} does not exist here; synthetic files in a scratch directory"
             root = scratch
         try:
-            result = storage.run(root, cfg, allow_synthetic=allow)
+            result = storage.run(root, cfg, allow_synthetic=allow, engine=opts.storage_engine)
         except (OSError, ValueError) as exc:
             return {"skipped": True, "reason": str(exc)}
         finally:
@@ -307,6 +309,7 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
     rdir = opts.remote_dir or str(REPO_ROOT)
     base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
     base += " --quick" if opts.quick else ""
+    base += f" --engine {opts.storage_engine}"
     log = run.artifacts("bench") / "storage.log"
     if allow:
         prep = launch.Launch(
@@ -318,6 +321,78 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
     per_node = [{**r, "node": n.name} for r, n in zip(results, nodes, strict=True) if r]
     total = sum(r["throughput_mb_s"] for r in per_node)
     return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
+
+
+# -- engines of the vendors: nccl-tests, perftest -------------------------------------------
+def run_nccl_tests(
+    opts: BenchOptions, engine: Engine, run: RunDir, points: list[Point]
+) -> dict[str, Any]:
+    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run."""
+    if not opts.local:
+        return {
+            "skipped": True,
+            "reason": "across nodes all_reduce_perf needs an MPI build of nccl-tests and"
+            " mpirun; the allreduce figures are the sweep's",
+        }
+    if engine.device != "cuda":
+        return {"skipped": True, "reason": "no GPU here: nccl-tests drives GPUs only"}
+    binary = nccltests.find(opts.nccl_tests)
+    if binary is None:
+        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH"
+        return {"skipped": True, "reason": f"nccl-tests not installed ({where} not found)"}
+    gpus = points[-1].gpus
+    top = opts.max_bytes or ((64 << 20) if opts.quick else (1 << 30))
+    log = run.artifacts("bench") / "nccl-tests.log"
+    try:
+        return nccltests.run_local(binary, gpus, top, log, timeout_s=opts.timeout_s)
+    except (nccltests.NcclTestsParseError, OSError) as exc:
+        return {"skipped": True, "reason": str(exc), "failed": True}
+
+
+def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
+    """ib_write_bw between node pairs where every node has an RDMA device, else the reason."""
+    if opts.local:
+        return {"skipped": True, "reason": "one machine: RDMA is measured between node pairs"}
+    vms = points[-1].vms
+    if len(vms) < 2:
+        return {"skipped": True, "reason": "one node: RDMA is measured between node pairs"}
+    nodes = nodes_of(spec, vms, opts)
+    log = run.artifacts("bench") / "rdma-probe.log"
+    probe = launch.Launch("rdma probe", [[*n.ssh_argv(), perftest.PROBE] for n in nodes])
+    try:
+        answers = launch.execute_text(probe, log, timeout_s=60)
+    except launch.LaunchError as exc:
+        return {"skipped": True, "reason": f"could not ask the nodes: {exc}"}
+    found = {n.name: perftest.parse_probe(text) for n, text in zip(nodes, answers, strict=True)}
+    for n in nodes:
+        why = perftest.skip_reason(n.name, found[n.name])
+        if why:
+            return {"skipped": True, "reason": why, "nodes": found}
+    by_name = {n.name: n for n in nodes}
+    results = []
+    for a, b in perftest.pairs([n.name for n in nodes]):
+        server, client = by_name[b], by_name[a]
+        cuda = found[a]["cuda"] and found[b]["cuda"] and engine_gpus(spec, vms)
+        dev_s, dev_c = found[b]["devices"][0], found[a]["devices"][0]
+        job = launch.Launch(
+            f"ib_write_bw {a} -> {b}",
+            [
+                [*server.ssh_argv(), perftest.server_command(dev_s, cuda)],
+                [*client.ssh_argv(), perftest.client_command(server.address, dev_c, cuda)],
+            ],
+        )
+        texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
+        try:
+            parsed = perftest.parse(texts[1])
+        except perftest.PerftestParseError as exc:
+            results.append({"client": a, "server": b, "error": str(exc)})
+            continue
+        results.append({"client": a, "server": b, "use_cuda": bool(cuda), **parsed})
+    return {"engine": perftest.BINARY, "pairs": results}
+
+
+def engine_gpus(spec: Spec, vms: tuple[Vm, ...]) -> bool:
+    return bool(vms) and (spec.template(vms[0].template).gpus or 0) > 0
 
 
 # -- assembly ---------------------------------------------------------------------------------
@@ -511,6 +586,19 @@ def run_bench(
                     f" {comparison['default']['images_per_sec']:.1f} images/s:"
                     f" x{comparison['ratio']:.2f}"
                 )
+            record()
+        if "allreduce" not in opts.skip:
+            data["nccl_tests"] = run_nccl_tests(opts, engine, run, points)
+            nt = data["nccl_tests"]
+            if not nt.get("skipped"):
+                progress(f"  nccl-tests: avg busbw {nt['avg_busbw_gbps']} GB/s")
+                if "allreduce" in data:
+                    data["allreduce_side_by_side"] = nccltests.side_by_side(
+                        nt, data["allreduce"]["points"]
+                    )
+            record()
+        if "rdma" not in opts.skip:
+            data["rdma"] = run_rdma(spec, opts, run, points)
             record()
         if "storage" not in opts.skip:
             progress("storage: parallel random reads")
