@@ -204,6 +204,15 @@ class Guest(Strict):
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
+    dl_venv: str = Field(
+        "/opt/rackcert/venv",
+        pattern=r"^/[A-Za-z0-9._/-]*$",
+        description="The nodes' deep-learning environment; the bench worker runs from it",
+    )
+    dl_system_site_packages: bool = Field(
+        False,
+        description="The DL environment sees the node image's own packages (its torch)",
+    )
     sources: dict[str, PackageSource] = Field(
         default_factory=dict,
         description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime)",

@@ -72,12 +72,26 @@ def _pick_device(want: str, local_rank: int) -> Any:
     return torch.device("cpu")
 
 
+def _from_open_mpi() -> None:
+    """Ranks started by mpirun (the second launcher): torch's env:// rendezvous reads
+    RANK/WORLD_SIZE/LOCAL_RANK, Open MPI sets OMPI_COMM_WORLD_*; MASTER_ADDR/PORT come
+    from the launcher's -x."""
+    for ours, theirs in (
+        ("RANK", "OMPI_COMM_WORLD_RANK"),
+        ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+        ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ):
+        if ours not in os.environ and theirs in os.environ:
+            os.environ[ours] = os.environ[theirs]
+
+
 class TorchComm(Comm):
     """torch.distributed from torchrun's environment (env:// rendezvous): NCCL or Gloo."""
 
     def __init__(self, device: str = "auto") -> None:
         import torch.distributed as dist
 
+        _from_open_mpi()
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.device = _pick_device(device, self.local_rank)
         self.backend = "nccl" if self.device.type == "cuda" else "gloo"

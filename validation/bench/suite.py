@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
 BACKENDS = ("auto", "nccl", "gloo", "horovod")
+LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun")
 WORLD1_NOTE = (
     "world size 1: the sweep proves the engine path and the reduced values; an in-place"
     " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
@@ -66,8 +66,12 @@ class BenchOptions:
     synthetic_data: bool | None = None
     line_rate_gbps: float | None = None
     known_hosts: Path | None = None
-    remote_python: str | None = None
-    remote_dir: str | None = None
+    node_known_hosts: str | None = None  # known_hosts path ON the nodes (mpirun's hops)
+    remote_python: str | None = None  # default: the spec's guest.dl_venv/bin/python
+    remote_dir: str | None = None  # a rackcert checkout on the nodes (default: none, the
+    # worker is installed in the nodes' environment by configure's dl_runtime role)
+    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun
+    network_interface: str | None = None  # default: the spec's network.interface
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
@@ -93,6 +97,24 @@ class Engine:
 
 
 Progress = Callable[[str], None]
+
+
+def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path) -> Engine:
+    """The engine on the nodes: what --backend says; auto asks the first node whether
+    Horovod imports in its environment (the controller's own packages say nothing)."""
+    if opts.backend not in BACKENDS:
+        raise InputError(f"--backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
+    gpu = _node_gpus(spec, points[-1].vms) > 0
+    device = "cuda" if gpu else "cpu"
+    if opts.backend == "horovod" or (
+        opts.backend == "auto" and node_has_horovod(spec, opts, points[-1].vms, log)
+    ):
+        return Engine("horovod", device, "horovod")
+    if opts.backend == "gloo":
+        return Engine("torch", "cpu", "gloo")
+    if opts.backend == "nccl":
+        return Engine("torch", "cuda", "nccl")
+    return Engine("torch", "auto", "nccl")
 
 
 def _horovod_imports() -> bool:
@@ -236,20 +258,94 @@ def build_launch(
             env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
         return launch.Launch(label, [cmd], env=env, cwd=str(REPO_ROOT))
     nodes = nodes_of(spec, point.vms, opts)
-    remote_python = opts.remote_python or sys.executable
-    remote_dir = opts.remote_dir or str(REPO_ROOT)
-    if engine.worker_backend == "horovod":
-        cmd = launch.ssh_horovodrun(nodes, point.procs_per_node, args, remote_python=remote_python)
-        return launch.Launch(label, [cmd], env={"PYTHONPATH": remote_dir}, cwd=remote_dir)
+    py = remote_python(spec, opts)
+    env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
+    iface = opts.network_interface or spec.network.interface
+    which = launcher_of(opts, engine)
+    if which == "horovodrun":
+        cmd = launch.ssh_horovodrun(
+            nodes, point.procs_per_node, args, remote_python=py, interface=iface, env=env
+        )
+        return launch.Launch(label, [cmd])
+    if which == "mpirun":
+        cmd = launch.ssh_mpirun(
+            nodes,
+            point.procs_per_node,
+            args,
+            remote_python=py,
+            backend=engine.worker_backend,
+            interface=iface,
+            known_hosts=opts.node_known_hosts,
+            rdzv_port=opts.rdzv_port,
+            env=env,
+        )
+        return launch.Launch(label, [cmd])
     cmds = launch.ssh_torchrun(
         nodes,
         point.procs_per_node,
         args,
-        remote_python=remote_python,
-        remote_dir=remote_dir,
+        remote_python=py,
+        remote_dir=opts.remote_dir,
         rdzv_port=opts.rdzv_port,
     )
     return launch.Launch(label, cmds)
+
+
+def remote_python(spec: Spec, opts: BenchOptions) -> str:
+    """The nodes' interpreter: --remote-python, else the DL environment configure built."""
+    return opts.remote_python or f"{spec.guest.dl_venv.rstrip('/')}/bin/python"
+
+
+def launcher_of(opts: BenchOptions, engine: Engine) -> str:
+    """horovodrun for Horovod and torchrun for torch.distributed unless told (mpirun)."""
+    if opts.launcher not in LAUNCHERS:
+        raise InputError(f"--launcher {opts.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+    if opts.launcher != "auto":
+        if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
+            raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
+        if opts.launcher == "torchrun" and engine.worker_backend == "horovod":
+            raise InputError("--launcher torchrun starts torch.distributed ranks, not Horovod")
+        return opts.launcher
+    return "horovodrun" if engine.worker_backend == "horovod" else "torchrun"
+
+
+def launch_record(opts: BenchOptions, engine: Engine, vms: tuple[Vm, ...]) -> dict[str, Any]:
+    """What bench.json says about how the ranks were started: engine, launcher, controller
+    (rendezvous) and where the launcher ran."""
+    which = "torchrun" if opts.local and engine.worker_backend != "horovod" else None
+    if opts.local and engine.worker_backend == "horovod":
+        which = "horovodrun"
+    which = which or launcher_of(opts, engine)
+    controller = {"torchrun": "c10d", "horovodrun": "gloo", "mpirun": "mpi"}[which]
+    if opts.local:
+        where = "this machine"
+    elif which == "torchrun":
+        where = "this machine, one ssh per node"
+    else:
+        where = vms[0].name
+    return {
+        "engine": "horovod" if engine.worker_backend == "horovod" else "torch.distributed",
+        "collectives": engine.name,
+        "launcher": which,
+        "controller": controller,
+        "launched_from": where,
+    }
+
+
+def _node_gpus(spec: Spec, vms: tuple[Vm, ...]) -> int:
+    return (spec.template(vms[0].template).gpus or 0) if vms else 0
+
+
+def node_has_horovod(spec: Spec, opts: BenchOptions, vms: tuple[Vm, ...], log: Path) -> bool:
+    """Whether horovod.torch imports in the first node's environment (auto backend)."""
+    node = nodes_of(spec, vms[:1], opts)[0]
+    py = remote_python(spec, opts)
+    probe = launch.Launch("horovod probe", [[*node.ssh_argv(), f"{py} -c 'import horovod.torch'"]])
+    try:
+        launch.execute_text(probe, log, timeout_s=120)
+    except launch.LaunchError:
+        return False
+    return True
 
 
 def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]) -> list[str]:
@@ -305,9 +401,11 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
                 shutil.rmtree(scratch, ignore_errors=True)
         return {**result, "note": note, "nodes": [result]}
     nodes = nodes_of(spec, points[-1].vms, opts)
-    py = opts.remote_python or sys.executable
-    rdir = opts.remote_dir or str(REPO_ROOT)
-    base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
+    py = remote_python(spec, opts)
+    rdir = opts.remote_dir
+    base = f"cd /tmp && {py} -m validation.bench.storage {root}"
+    if rdir:
+        base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
     base += " --quick" if opts.quick else ""
     base += f" --engine {opts.storage_engine}"
     log = run.artifacts("bench") / "storage.log"
@@ -499,10 +597,11 @@ def run_bench(
     after recording what was measured before it (status failed)."""
     started = utc_now()
     gpu_count = local_gpu_count() if opts.local else (opts.gpus_per_node or 1)
-    engine = choose_engine(opts.backend, gpu_count > 0 if opts.local else True)
-    if not opts.local and opts.backend == "auto" and engine.name == "nccl":
-        engine = Engine("torch", "auto", "nccl")
     points = plan_points(spec, opts, gpu_count)
+    if opts.local:
+        engine = choose_engine(opts.backend, gpu_count > 0)
+    else:
+        engine = remote_engine(spec, opts, points, run.artifacts("bench") / "probe.log")
     line_rate = opts.line_rate_gbps or spec.line_rate_gbps()
     art = run.artifacts("bench")
     data: dict[str, Any] = {
@@ -511,8 +610,9 @@ def run_bench(
             "name": engine.name,
             "worker_backend": engine.worker_backend,
             "device": engine.device,
-            "horovod_available": _horovod_imports(),
+            "horovod_available": _horovod_imports() if opts.local else engine.name == "horovod",
         },
+        "launch": launch_record(opts, engine, points[-1].vms),
         "quick": opts.quick,
         "thresholds": spec.certification.model_dump(),
         "launches": [],
@@ -560,6 +660,7 @@ def run_bench(
             data["environment"] = raw.get("environment", {})
             if engine.device == "auto":  # nodes chose: the worker says what it ran on
                 engine = Engine(engine.worker_backend, raw["device"], raw["backend"])
+                data["launch"]["collectives"] = engine.name
             if "resnet" in raw:
                 measured.append((point, raw["resnet"]))
                 data["resnet50"] = scaling_result(measured, engine).model_dump()
