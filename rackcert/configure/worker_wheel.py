@@ -8,7 +8,7 @@ standard library (validation/bench/__init__.py says which modules), so the wheel
 exactly those modules and is built with the standard library (no build backend, no
 network): a zip with the dist-info files of the wheel format (PEP 427, PEP 376 RECORD).
 
-    path = build_worker_wheel(Path("/tmp/out"))  # rackcert_bench_worker-0.1.0-py3-none-any.whl
+    path = build_worker_wheel(Path("/tmp/out"))  # rackcert_bench_worker-0.1.0+g<sha>-...whl
 """
 
 from __future__ import annotations
@@ -43,12 +43,16 @@ def wheel_name(version: str = VERSION) -> str:
     return f"{NAME}-{version}-py3-none-any.whl"
 
 
-def build_worker_wheel(out_dir: Path, *, root: Path = REPO_ROOT, version: str = VERSION) -> Path:
+def build_worker_wheel(out_dir: Path, *, root: Path = REPO_ROOT) -> Path:
     """Write the worker wheel into out_dir (created) and return its path. Deterministic:
-    fixed timestamps, sorted entries, so the same sources give the same bytes."""
+    fixed timestamps, sorted entries, so the same sources give the same bytes. The version
+    carries a digest of the sources (`0.1.0+g<sha>`), so changed code is a new version
+    that pip installs over the old, and the same code installs once."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    dist_info = f"{NAME}-{version}.dist-info"
     files: list[tuple[str, bytes]] = [(m, (root / m).read_bytes()) for m in MODULES]
+    digest = hashlib.sha256(b"".join(d + n.encode() for n, d in files)).hexdigest()[:12]
+    version = f"{VERSION}+g{digest}"
+    dist_info = f"{NAME}-{version}.dist-info"
     files.append(
         (
             f"{dist_info}/METADATA",

@@ -104,8 +104,8 @@ def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path
     Horovod imports in its environment (the controller's own packages say nothing)."""
     if opts.backend not in BACKENDS:
         raise InputError(f"--backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
-    gpu = _node_gpus(spec, points[-1].vms) > 0
-    device = "cuda" if gpu else "cpu"
+    # The template's GPUs are what the spec asks; the worker sees what the node has.
+    device = "auto"
     if opts.backend == "horovod" or (
         opts.backend == "auto" and node_has_horovod(spec, opts, points[-1].vms, log)
     ):
