@@ -42,7 +42,7 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     proc = subprocess.run(
         [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
          "--gpus-per-node", "1", "--quick", "--model", "resnet18", "--skip", "storage",
-         "--max-bytes", "65536", "--known-hosts", str(h1.known_hosts), "--run", str(run.path),
+         "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts), "--run", str(run.path),
          "--json", "--timeout", "400"],
         capture_output=True, text=True, timeout=700, cwd=REPO_ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RACKCERT_VCENTER_PASSWORD": SECRET},
@@ -70,6 +70,7 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert ar["backend"] == "horovod" and ar["world_size"] == 2
     assert all(p["correct"] for p in ar["points"])
     assert data["resnet50"]["points"][0]["images_per_sec"] > 0
+    assert data["verdict"]["passed"], data["verdict"]
     assert data["rdma"]["skipped"] and "no RDMA device" in data["rdma"]["reason"]
     assert "MPI build" in data["nccl_tests"]["reason"]
     # The launch carried no secret of this process's environment to the nodes.
