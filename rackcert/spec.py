@@ -410,6 +410,15 @@ class Guest(Strict):
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
+    dl_venv: str = Field(
+        "/opt/rackcert/venv",
+        pattern=r"^/[A-Za-z0-9._/-]*$",
+        description="The nodes' deep-learning environment; the bench worker runs from it",
+    )
+    dl_system_site_packages: bool = Field(
+        False,
+        description="The DL environment sees the node image's own packages (its torch)",
+    )
     sources: dict[SourceComponent, PackageSource] = Field(
         default_factory=dict,
         description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime);"
@@ -515,6 +524,13 @@ class Certification(Strict):
         description="Bench checks whose skip makes the verdict INCOMPLETE (default: what the"
         " rack can judge: allreduce.busbw_fraction with 2+ GPUs, resnet50.scaling_efficiency"
         " with 2+ nodes, resnet50.images_per_gpu)",
+    )
+    dcgm_diag_level: int = Field(
+        1,
+        ge=0,
+        le=4,
+        description="`dcgmi diag -r LEVEL` on GPU nodes where DCGM is installed"
+        " (1 quick .. 4 extended; 0: not run)",
     )
 
 

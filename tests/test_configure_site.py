@@ -134,8 +134,8 @@ def _jumbo_frames_ssh_trust_and_shared_mount(site):
 
 def _dl_runtime_environment_runs(site):
     for h in site["hosts"]:
-        out = h.ssh("/opt/rackcert/dl-venv/bin/python -c 'import sys; print(sys.prefix)'")
-        assert out.stdout.strip() == "/opt/rackcert/dl-venv", out.stderr
+        out = h.ssh("/opt/rackcert/venv/bin/python -c 'import sys; print(sys.prefix)'")
+        assert out.stdout.strip() == "/opt/rackcert/venv", out.stderr
 
 
 def _record_and_artifacts_hold_no_secret(site):

@@ -86,6 +86,8 @@ def _guest_vars(spec: Spec) -> dict[str, Any]:
         "container_toolkit_runtime": g.container_runtime,
         "dl_runtime_packages": list(g.python_packages),
         "dl_runtime_horovod": g.horovod,
+        "dl_runtime_venv": g.dl_venv,
+        "dl_runtime_system_site_packages": g.dl_system_site_packages,
         "ssh_trust_user": g.ssh.user,
     }
     for comp in VENDOR_COMPONENTS:

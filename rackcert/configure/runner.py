@@ -238,6 +238,11 @@ def configure(
     artifacts = run.artifacts("configure")
     inventory = write_inventory(build_inventory(spec), artifacts / "inventory")
     (artifacts / "tmp").mkdir(exist_ok=True)
+    # The bench worker the nodes run (`rackcert bench --nodes`): dl_runtime installs it.
+    from rackcert.configure.worker_wheel import build_worker_wheel
+
+    wheel = build_worker_wheel(artifacts / "wheels")
+    extravars = {"dl_runtime_worker_wheel": str(wheel), **(extravars or {})}
     collector = EventCollector()
     ident = started.replace(":", "").replace("-", "")
     REDACTOR.add(become_password)
