@@ -228,6 +228,12 @@ class BenchLaunch(Model):
     ranks: list[BenchRank] | None = None
     resnet: dict[str, Any] | None = Field(None, description="The worker's raw ResNet50 answer")
     naive: dict[str, Any] | None = Field(None, description="The worker's raw naive-loop answer")
+    plain: dict[str, Any] | None = Field(
+        None, description="The worker's raw plain-loop reference answer (compiled fp16, no DDP)"
+    )
+    horovod_ref: dict[str, Any] | None = Field(
+        None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
+    )
 
 
 class StorageNode(Model):
@@ -248,6 +254,8 @@ class StorageNode(Model):
     iops: float = 0.0
     latency_ms: dict[str, float] = Field(default_factory=dict)
     node: str | None = Field(None, description="The bench node (ssh runs)")
+    engine: str = Field("pread", description="fio (its version) or pread, the fallback reader")
+    fio_error: str | None = Field(None, description="Why fio could not run (pread ran instead)")
 
 
 class StorageResult(Model):
@@ -297,6 +305,16 @@ class K8sManifests(Model):
     files: list[K8sFile] = Field(default_factory=list)
 
 
+class LaunchInfo(Model):
+    """How the ranks were started (validation.bench.suite.launch_record)."""
+
+    engine: str = Field(description="horovod or torch.distributed")
+    collectives: str = Field(description="nccl, gloo or mpi")
+    launcher: str = Field(description="torchrun, horovodrun or mpirun")
+    controller: str = Field(description="rendezvous: c10d, gloo or mpi")
+    launched_from: str = Field(description="this machine, or the first node's name")
+
+
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
@@ -316,6 +334,21 @@ class BenchData(Model):
     resnet50: ScalingResult | None = None
     allreduce: AllreduceResult | None = None
     naive_vs_default: NaiveVsDefault | None = None
+    launch: LaunchInfo | None = None
+    references: dict[str, Any] | None = Field(
+        None,
+        description="Reference loops timed in the same run (plain compiled loop, Horovod's"
+        " synthetic-benchmark defaults) and the default's ratio to each",
+    )
+    nccl_tests: dict[str, Any] | None = Field(
+        None, description="nccl-tests all_reduce_perf: its per-size table, or why it was skipped"
+    )
+    allreduce_side_by_side: list[dict[str, Any]] | None = Field(
+        None, description="nccl-tests and the torch sweep at the sizes both measured"
+    )
+    rdma: dict[str, Any] | None = Field(
+        None, description="ib_write_bw between node pairs, or why it was skipped"
+    )
     storage: StorageResult | None = None
     verdict: Verdict | None = None
 
