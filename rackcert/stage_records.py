@@ -256,6 +256,7 @@ class StorageNode(Model):
     node: str | None = Field(None, description="The bench node (ssh runs)")
     engine: str = Field("pread", description="fio (its version) or pread, the fallback reader")
     fio_error: str | None = Field(None, description="Why fio could not run (pread ran instead)")
+    command: list[str] | None = Field(None, description="The fio command line that ran")
 
 
 class StorageResult(Model):

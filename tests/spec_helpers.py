@@ -30,3 +30,14 @@ def mutated(data: dict[str, Any], edit) -> dict[str, Any]:
     clone = copy.deepcopy(data)
     edit(clone)
     return clone
+
+
+def gateway_on_subnet_of(data: dict[str, Any], address: str) -> None:
+    """Point the management gateway into `address`'s /prefix, as a spec for those VMs must."""
+    import ipaddress
+
+    mgmt = data.get("network", {}).get("management")
+    if mgmt is None:
+        return
+    net = ipaddress.ip_interface(f"{address}/{mgmt.get('prefix', 24)}").network
+    mgmt["gateway"] = str(net.network_address + 1)

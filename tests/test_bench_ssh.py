@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.spec_helpers import gateway_on_subnet_of
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -42,6 +44,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     spec["metadata"]["name"] = "lab-ssh"
     spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
     spec["vms"][1].update(address=h2.address, ssh_port=h2.port)
+    gateway_on_subnet_of(spec, h1.address)
     spec["guest"]["ssh"] = {"user": h1.user, "key_file": str(h1.key_file)}
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
@@ -90,6 +93,7 @@ def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_p
     spec = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
     spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
     spec["vms"][1].update(address=h2.address, ssh_port=h2.port)
+    gateway_on_subnet_of(spec, h1.address)
     spec["guest"]["ssh"] = {"user": h1.user, "key_file": str(h1.key_file)}
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))

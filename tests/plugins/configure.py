@@ -16,6 +16,7 @@ import yaml
 
 from rackcert.lab.sshhosts import TestHost
 from rackcert.spec_loader import LoadedSpec, load_spec
+from tests.spec_helpers import gateway_on_subnet_of
 
 LAB_SPEC = Path(__file__).resolve().parents[2] / "inventories" / "lab.yaml"
 
@@ -43,6 +44,7 @@ def spec_for_hosts(
         for i, h in enumerate(hosts)
     ]
     data["guest"]["ssh"]["key_file"] = str(hosts[0].key_file)
+    gateway_on_subnet_of(data, hosts[0].address)
     if sources:
         data["guest"]["sources"] = sources
     data["guest"].update(guest or {})
