@@ -1,7 +1,7 @@
 """Carry out a plan against vCenter: the only module that changes the rack.
 
 Hosts first, one at a time: maintenance mode, ATS boot option, passthrough,
-reboot, exit maintenance mode. Then VMs: create or reconfigure. A host with
+reboot, exit maintenance mode. Then VMs: create (and power on) or reconfigure. A host with
 powered-on VMs is never put in maintenance or rebooted, and a powered-on VM is
 never changed, unless `power_cycle` is set (then those VMs are powered off
 first and on again afterwards). Every long operation is a task that is waited
@@ -220,7 +220,7 @@ def _datacenter(entity: Any) -> Any:
     return entity
 
 
-def _create_vm(si: Any, action: Action, on_event: Event) -> None:
+def _create_vm(si: Any, action: Action, on_event: Event, power_on: bool = True) -> None:
     from pyVmomi import vim
 
     want = action.params["desired"]
@@ -243,7 +243,19 @@ def _create_vm(si: Any, action: Action, on_event: Event) -> None:
     compute = host.parent
     folder = _datacenter(compute).vmFolder
     task = folder.CreateVM_Task(config=config, pool=compute.resourcePool, host=host)
-    wait_task(task, f"create VM {want['name']}", on_event)
+    vm = wait_task(task, f"create VM {want['name']}", on_event)
+    if power_on:
+        power_on_vm(vm, want["name"], on_event)
+
+
+def power_on_vm(vm: Any, name: str, on_event: Event = _quiet) -> None:
+    """Power a VM on; ESXi checks its passthrough backings and reservation only now.
+
+    A refusal (device not active, wrong systemId, device held by another
+    powered-on VM, memory not fully reserved) fails the action with ESXi's own
+    message, so a VM that could never start is not reported as provisioned.
+    """
+    wait_task(vm.PowerOnVM_Task(), f"power on VM {name}", on_event)
 
 
 def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
@@ -277,8 +289,13 @@ def apply(
     on_event: Event = _quiet,
     on_done: Callable[[ApplyResult], None] | None = None,
     timeouts: Timeouts | None = None,
+    power_on: bool = True,
 ) -> ApplyResult:
-    """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action."""
+    """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action.
+
+    VMs it creates are powered on unless `power_on` is False (ESXi checks their
+    passthrough devices only then); VMs it powered off to change are powered on again.
+    """
     result = ApplyResult()
     timeouts = timeouts or Timeouts()
     current: list[Action] = []
@@ -328,7 +345,9 @@ def apply(
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue
-            _apply_vm(si, action, power_cycle, skipped_hosts, on_event, done, skip, restart)
+            _apply_vm(
+                si, action, power_cycle, skipped_hosts, on_event, done, skip, restart, power_on
+            )
         _power(si, restart, on=True, on_event=on_event)
     except ApplyError:
         raise
@@ -355,6 +374,7 @@ def _apply_vm(
     done: Callable[[Action, str], None],
     skip: Callable[[Action, str], None],
     restart: list[dict[str, str]],
+    power_on: bool = True,
 ) -> None:
     if action.blocked:
         skip(action, action.blocked)
@@ -367,7 +387,7 @@ def _apply_vm(
         return
     on_event("start", action, "")
     if action.kind == "vm.create":
-        _create_vm(si, action, on_event)
+        _create_vm(si, action, on_event, power_on)
     elif action.kind == "vm.reconfigure":
         ref = {"name": action.target, "moid": action.params["vm_moid"]}
         if action.needs_power_cycle and ref not in restart:

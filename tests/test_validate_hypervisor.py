@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rackcert.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
-from rackcert.placement import place
+from rackcert.placement import nic_function, place
 from rackcert.results import Status
 from rackcert.runs import RunDir
 from rackcert.spec_loader import load_spec
@@ -40,13 +40,14 @@ def good_inventory(spec) -> Inventory:
         ]
         devs += [
             PciDevice(
-                id=n.pci,
+                id=nic_function(n.pci, port),
                 vendor_id=0x15B3,
                 device_id=0x101D,
                 passthru_enabled=True,
                 passthru_active=True,
             )
             for n in prof.nics
+            for port in range(n.ports)
         ]
         hosts.append(ObservedHost(name=h.name, moid=h.name, ats_enabled=True, pci_devices=devs))
     for p in placements:
@@ -60,7 +61,9 @@ def good_inventory(spec) -> Inventory:
         if len(p.gpus) > 1:
             extra |= {"pciPassthru.allowP2P": "true", "pciPassthru.RelaxACSforP2P": "true"}
         devices = [PassthroughDevice(backing="fixed", id=g) for g in p.gpus]
-        devices.append(PassthroughDevice(backing="fixed", id=p.nic))
+        vm_spec = next(v for v in spec.vms if v.name == p.vm)
+        if spec.template(vm_spec.template).nic == "passthrough":
+            devices.append(PassthroughDevice(backing="fixed", id=p.nic))
         vms.append(
             ObservedVm(
                 name=p.vm,

@@ -53,18 +53,21 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
     assert set(vms) == {v.name for v in lab.spec.vms}
     expect = {
         "mn-node1": ["0000:17:00.0", "0000:4b:00.0"],
-        "s1-pair": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"],
-        "s3-pair-a": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"],
+        "s1-pair": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"],  # the NIC's 2nd function
+        "s3-pair-a": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"],
+        "s2-single-a": ["0000:b1:00.0"],  # single-node setup: vmxnet3, no NIC function left
     }
     for name, vm in vms.items():
         assert vm["firmware"] == "efi", name
         assert vm["locked"] is True, name
+        assert vm["power"] == "poweredOn", name  # ESXi accepted its devices
         assert vm["extra"]["pciPassthru.use64bitMMIO"] == "TRUE"
         ids = [d[0] for d in vm["passthrough"]]
         gpus = [d for d in vm["passthrough"] if (d[1], d[2]) == GPU]
         nics = [d for d in vm["passthrough"] if (d[1], d[2]) == NIC]
-        assert len(nics) == 1, name
-        assert all(d[3] == hosts[vm["host"]]["uuid"] for d in vm["passthrough"])
+        assert len(nics) == (0 if name.startswith("s2-") else 1), name
+        # the passthrough systemId is ESXi's system UUID, not the BIOS UUID
+        assert all(d[3] and d[3] != hosts[vm["host"]]["uuid"] for d in vm["passthrough"])
         assert set(ids) <= set(hosts[vm["host"]]["active"])
         if len(gpus) == 2:
             assert vm["extra"]["pciPassthru.64bitMMIOSizeGB"] == "512"
@@ -77,11 +80,10 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
         assert vm["extra"]["numa.nodeAffinity"] in ("0", "1")
         if name in expect:
             assert ids == expect[name], name
-    # each GPU of a host goes to one VM only
+    # each GPU and each NIC function of a host goes to one VM only
     for host in hosts:
         used = [d[0] for vm in vms.values() if vm["host"] == host for d in vm["passthrough"]]
-        gpu_ids = [i for i in used if not i.startswith("0000:4b")]
-        assert len(gpu_ids) == len(set(gpu_ids)), host
+        assert len(used) == len(set(used)), host
 
     assert plan_json(lab, capsys)["actions"] == []
     code, out, _ = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
@@ -173,4 +175,4 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
     assert code == 0, err
     vm = read_vms(lab)["s1-pair"]
     assert vm["firmware"] == "efi"
-    assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"]
+    assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"]

@@ -53,7 +53,8 @@ PLAN_HELP = (
     " plan is empty (the rack is provisioned)."
 )
 PROVISION_HELP = (
-    "Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs."
+    "Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs"
+    " (created VMs are powered on unless --no-power-on)."
     "\n\nAsks before changing anything unless --yes. Hosts with powered-on VMs, and powered-on"
     " VMs, are left alone (and reported, exit 1) unless --power-cycle. A failed vCenter task"
     " stops the run with the task's message; provision.json records what was done, and a"
@@ -126,6 +127,13 @@ def provision_cmd(
             "--power-cycle",
             help="Power off VMs that are in the way (a host to reboot, a VM to change),"
             " then power them on again",
+        ),
+    ] = False,
+    no_power_on: Annotated[
+        bool,
+        typer.Option(
+            "--no-power-on",
+            help="Create VMs powered off (ESXi checks passthrough devices only at power-on)",
         ),
     ] = False,
     reboot_timeout: Annotated[
@@ -207,6 +215,7 @@ def provision_cmd(
                     on_event=bar.event,
                     on_done=progress_record,
                     timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
+                    power_on=not no_power_on,
                 )
                 data["done"], data["skipped"] = result.done, result.skipped
             except ApplyError as exc:

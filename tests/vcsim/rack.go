@@ -394,7 +394,7 @@ func (b *ConfigTargetBrowser) QueryConfigTarget(ctx *simulator.Context, req *typ
 			target.PciPassthrough = append(target.PciPassthrough, &types.VirtualMachinePciPassthroughInfo{
 				VirtualMachineTargetInfo: types.VirtualMachineTargetInfo{Name: d.DeviceName},
 				PciDevice:                d,
-				SystemId:                 hs.Hardware.SystemInfo.Uuid,
+				SystemId:                 passthruSystemID(hs),
 			})
 		}
 		for _, t := range hs.Config.SharedPassthruGpuTypes {
