@@ -29,7 +29,10 @@ def test_plan_lists_host_and_vm_actions(rack_twin, capsys):
     assert extra["numa.nodeAffinity"] == "1"  # placement: the free bridged pair b1/ca
     single = by_vm["mn-node1"]["params"]["desired"]["extra_config"]
     assert single["pciPassthru.64bitMMIOSizeGB"] == "256"
-    assert "pciPassthru.allowP2P" not in single
+    # 1 GPU + ConnectX-6 in passthrough: GPUDirect RDMA is P2P, so both keys
+    assert single["pciPassthru.allowP2P"] == single["pciPassthru.RelaxACSforP2P"] == "true"
+    local = by_vm["s2-single-a"]["params"]["desired"]["extra_config"]
+    assert "pciPassthru.allowP2P" not in local  # 1 GPU, vmxnet3: nothing to talk to
     assert all(a["reason"] for a in data["actions"])
     assert last_record(lab, "plan")["data"]["observed"]["hosts"][0]["model"] == "PowerEdge R750xa"
 
@@ -76,7 +79,11 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
         else:
             assert len(gpus) == 1, name
             assert vm["extra"]["pciPassthru.64bitMMIOSizeGB"] == "256"
-            assert "pciPassthru.allowP2P" not in vm["extra"]
+            if nics:
+                assert vm["extra"]["pciPassthru.allowP2P"] == "true", name
+                assert vm["extra"]["pciPassthru.RelaxACSforP2P"] == "true", name
+            else:
+                assert "pciPassthru.allowP2P" not in vm["extra"], name
         assert vm["extra"]["numa.nodeAffinity"] in ("0", "1")
         if name in expect:
             assert ids == expect[name], name
