@@ -270,10 +270,10 @@ def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
         for dev in vm.config.hardware.device:
             if dev.key in remove:
                 changes.append(vim.vm.device.VirtualDeviceSpec(operation="remove", device=dev))
+    # No firmware here: an existing VM's firmware is never switched (planner: vm.firmware).
     config = vim.vm.ConfigSpec(
         numCPUs=want["num_cpus"],
         memoryMB=want["memory_mb"],
-        firmware="efi",
         memoryReservationLockedToMax=True,
         extraConfig=_extra(action.params["extra_config"]),
         deviceChange=changes,

@@ -271,8 +271,6 @@ def _vm_action(
         changes.append(f"vCPU {observed.num_cpus} -> {tmpl.vcpus}")
     if observed.memory_mb != memory_mb:
         changes.append(f"memory {observed.memory_mb} -> {memory_mb} MB")
-    if observed.firmware != "efi":
-        changes.append(f"firmware {observed.firmware or '?'} -> efi")
     if not observed.memory_reservation_locked:
         changes.append("memory reservation locked to max")
     extra_changes = {
@@ -313,6 +311,29 @@ def _vm_action(
     )
 
 
+def _firmware_action(
+    vm_name: str, observed: ObservedVm | None, host: ObservedHost
+) -> Action | None:
+    """An existing VM that boots BIOS stays BIOS: a blocked action says why, like relocation.
+
+    Switching firmware under an installed guest leaves it unbootable (its boot
+    loader is on an MBR, not in an EFI system partition), so rackcert never
+    does it; large-BAR GPUs want EFI, so the VM is to be recreated.
+    """
+    if observed is None or observed.firmware in ("efi", ""):
+        return None
+    return Action(
+        "vm.firmware",
+        vm_name,
+        f"firmware {observed.firmware} -> efi",
+        "GPUs with large BARs (64-bit MMIO) want EFI firmware; the VM was made with"
+        f" {observed.firmware}",
+        host=host.name,
+        blocked="rackcert never switches an existing VM from BIOS to EFI (its installed guest"
+        " would not boot): recreate the VM (delete it, re-run provision)",
+    )
+
+
 def _device_params(d: DeviceWant, host: ObservedHost) -> dict[str, Any]:
     out: dict[str, Any] = {"backing": d.backing, "role": d.role}
     if d.backing == "vgpu":
@@ -348,4 +369,7 @@ def plan(spec: Spec, inventory: Inventory) -> list[Action]:
         )
         if action is not None:
             actions.append(action)
+        firmware = _firmware_action(vm_spec.name, inventory.vm(vm_spec.name), host)
+        if firmware is not None and (action is None or action.kind != "vm.relocate"):
+            actions.append(firmware)
     return actions

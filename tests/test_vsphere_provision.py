@@ -104,7 +104,7 @@ def test_powered_on_vm_and_its_host_are_left_alone_without_power_cycle(rack_twin
         "power_on": True,
         "cpus": 4,
         "memory_mb": 8192,
-        "firmware": "bios",
+        "firmware": "efi",
     }
     lab = rack_twin(R750, vms=[running])
     before = read_hosts(lab)
@@ -117,13 +117,13 @@ def test_powered_on_vm_and_its_host_are_left_alone_without_power_cycle(rack_twin
     assert hosts["esx01.example.internal"]["ats"] is False
     assert hosts["esx02.example.internal"]["ats"] is True
     vm = read_vms(lab)["mn-node1"]
-    assert (vm["firmware"], vm["passthrough"], vm["power"]) == ("bios", [], "poweredOn")
+    assert (vm["cpus"], vm["passthrough"], vm["power"]) == (4, [], "poweredOn")
     assert last_record(lab, "provision")["status"] == "partial"
 
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--power-cycle")
     assert code == 0, err
     vm = read_vms(lab)["mn-node1"]
-    assert vm["firmware"] == "efi" and vm["locked"] and vm["power"] == "poweredOn"
+    assert vm["cpus"] == 32 and vm["locked"] and vm["power"] == "poweredOn"
     assert [d[0] for d in vm["passthrough"]] == ["0000:17:00.0", "0000:4b:00.0"]
     assert read_hosts(lab)["esx01.example.internal"]["ats"] is True
     assert plan_json(lab, capsys)["actions"] == []
@@ -168,8 +168,8 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
         "name": "s1-pair",
         "host": "esx01.example.internal",
         "cpus": 32,
-        "memory_mb": 65536,
-        "firmware": "bios",
+        "memory_mb": 32768,
+        "firmware": "efi",
     }
     faults = {"fail": [{"method": "ReconfigVM_Task", "target": "s1-pair", "count": 1}]}
     lab = rack_twin(R750, vms=[existing], faults=faults)
@@ -177,9 +177,30 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
     assert ("vm.reconfigure", "s1-pair") in [(a["kind"], a["target"]) for a in plan]
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 1 and "ReconfigVM_Task on s1-pair failed" in err
-    assert read_vms(lab)["s1-pair"]["firmware"] == "bios"
+    assert read_vms(lab)["s1-pair"]["locked"] is not True
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     vm = read_vms(lab)["s1-pair"]
-    assert vm["firmware"] == "efi"
+    assert vm["locked"] is True
     assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"]
+
+
+def test_an_existing_bios_vm_is_never_switched_to_efi(rack_twin, capsys):
+    existing = {
+        "name": "s1-pair",
+        "host": "esx01.example.internal",
+        "cpus": 32,
+        "memory_mb": 65536,
+        "firmware": "bios",
+    }
+    lab = rack_twin(R750, vms=[existing])
+    plan = {(a["kind"], a["target"]): a for a in plan_json(lab, capsys)["actions"]}
+    firmware = plan[("vm.firmware", "s1-pair")]
+    assert "never switches an existing VM from BIOS to EFI" in firmware["blocked"]
+    assert "firmware" not in plan[("vm.reconfigure", "s1-pair")]["change"]
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 1 and "BIOS to EFI" in error_line(err)
+    vm = read_vms(lab)["s1-pair"]
+    assert vm["firmware"] == "bios" and vm["locked"] is True and len(vm["passthrough"]) == 3
+    left = [(a["kind"], a["target"]) for a in plan_json(lab, capsys)["actions"]]
+    assert left == [("vm.firmware", "s1-pair")]
