@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host
+from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host, refresh_passthrough
 from provision.planner import HOST_KINDS, Action
 from rackcert.errors import RackcertError
 
@@ -107,11 +107,28 @@ def _prepare_host(
         if action.kind == "host.ats":
             _set_ats(host, name, action.params.get("option_type") or "bool")
         elif action.kind == "host.passthrough":
+            now = bool(action.params.get("apply_now"))
             configs = [
-                vim.host.PciPassthruConfig(id=pci, passthruEnabled=True)
+                vim.host.PciPassthruConfig(id=pci, passthruEnabled=True, applyNow=now or None)
                 for pci in action.params["enable"]
             ]
             host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
+            if now:
+                try:
+                    refresh_passthrough(host, name, list(action.params["enable"]))
+                except RebootError as exc:
+                    raise ApplyError(str(exc)) from None
+        elif action.kind == "host.graphics":
+            manager = host.configManager.graphicsManager
+            current = manager.graphicsConfig
+            config = vim.host.GraphicsConfig(
+                hostDefaultGraphicsType="sharedDirect",
+                sharedPassthruAssignmentPolicy=getattr(
+                    current, "sharedPassthruAssignmentPolicy", "performance"
+                ),
+                deviceType=list(getattr(current, "deviceType", None) or []),
+            )
+            manager.UpdateGraphicsConfig(config=config)
         elif action.kind == "host.reboot":
             boot = _reboot(host, name, action, on_event, timeouts)
             done(action, f"booted {boot.isoformat()}" + (keep if operators else ""))

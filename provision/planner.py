@@ -24,7 +24,7 @@ from rackcert.observed import Inventory, ObservedHost, ObservedVm
 from rackcert.placement import VmPlacement, place
 from rackcert.spec import GpuMode, Spec
 
-HOST_KINDS = ("host.ats", "host.passthrough", "host.reboot")
+HOST_KINDS = ("host.ats", "host.passthrough", "host.graphics", "host.reboot")
 
 
 class PlanError(RackcertError):
@@ -136,21 +136,34 @@ def _host_actions(
             enable.append(pci)
         elif not dev.passthru_active:
             activate.append(pci)
+    graphics = _graphics_action(spec, placements, spec_host, host)
+    if graphics is not None:
+        actions.append(graphics)
+        pending_boot = True
+    # ESXi 7.0+ rebinds devices at once when it can (HostPciPassthruConfig.applyNow,
+    # HostCapability.deviceRebindWithoutRebootSupported); only then is no reboot needed.
+    now = host.rebind_without_reboot
     if enable:
         actions.append(
             Action(
                 "host.passthrough",
                 host.name,
                 "passthrough on for " + ", ".join(enable),
-                "DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem);"
-                " active after the next boot",
+                "DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem); "
+                + (
+                    "applies at once (the host rebinds devices without a reboot)"
+                    if now
+                    else "active after the next boot (the host cannot rebind without one)"
+                ),
                 host=host.name,
-                params={"enable": enable},
+                params={"enable": enable, "apply_now": now},
             )
         )
-    if enable or activate or pending_boot:
-        waiting = [*enable, *activate]
+    waiting = [*activate] if now else [*enable, *activate]
+    if waiting or pending_boot:
         why = "ATS" if ats_change else "pending boot options"
+        if graphics is not None and not ats_change:
+            why = "the default graphics type"
         if waiting:
             why = ("ATS and " if ats_change else "") + "passthrough of " + (", ".join(waiting))
         actions.append(
@@ -174,6 +187,34 @@ def _host_actions(
                 " needs --power-cycle"
             )
     return actions
+
+
+def _graphics_action(
+    spec: Spec, placements: list[VmPlacement], spec_host: Any, host: ObservedHost
+) -> Action | None:
+    """vGPU VMs power on only when the host's default graphics type is sharedDirect.
+
+    NVIDIA's vGPU guide for vSphere: Host Graphics set to "Shared Direct"
+    (HostGraphicsManager.UpdateGraphicsConfig), in effect after a reboot.
+    """
+    vgpu = [
+        p.vm
+        for p in placements
+        if p.host == spec_host.name
+        and p.gpus
+        and spec.template(next(v for v in spec.vms if v.name == p.vm).template).gpu_mode
+        is GpuMode.vgpu
+    ]
+    if not vgpu or host.graphics_type == "sharedDirect":
+        return None
+    return Action(
+        "host.graphics",
+        host.name,
+        f"default graphics type {host.graphics_type or '?'} -> sharedDirect",
+        f"vGPU VM(s) {', '.join(vgpu)} power on only on a Shared Direct host (NVIDIA vGPU"
+        " guide); takes effect at the next boot",
+        host=host.name,
+    )
 
 
 ESXCLI_ATS = "esxcli system settings kernel set -s atsSupport -v TRUE"

@@ -57,6 +57,7 @@ _NIC_IDS: list[tuple[tuple[str, ...], int]] = [
 ]
 # Short enough for tests; a real R750xa takes minutes, which the code's bounded wait allows.
 REBOOT_TIMING = {"connected_ms": 150, "down_ms": 600}
+PAGE_SIZE = 100
 _VGPU_SIZES = {80: (4, 8, 10, 16, 20, 40, 80), 40: (4, 5, 8, 10, 20, 40)}
 
 
@@ -250,6 +251,8 @@ def description_from_spec(
         "faults": faults or {},
         # A host reboot as vCenter shows it: connected a while, notResponding, back (reboot.go).
         "reboot": dict(REBOOT_TIMING),
+        # The PropertyCollector's own page limit, as vCenter has one (collector.go).
+        "page_size": PAGE_SIZE,
     }
 
 

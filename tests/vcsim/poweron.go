@@ -90,6 +90,9 @@ func powerOnRefusal(vm *simulator.VirtualMachine) string {
 			}
 		}
 	}
+	if msg := vgpuRefusal(vm, hs, prefix); msg != "" {
+		return msg
+	}
 	if passthroughCount(vm) > 0 {
 		locked := vm.Config.MemoryReservationLockedToMax != nil && *vm.Config.MemoryReservationLockedToMax
 		reserved := int64(0)
