@@ -24,7 +24,7 @@ from rackcert.observed import Inventory, ObservedHost, ObservedVm
 from rackcert.placement import VmPlacement, place
 from rackcert.spec import GpuMode, Spec
 
-HOST_KINDS = ("host.ats", "host.passthrough", "host.graphics", "host.reboot")
+HOST_KINDS = ("host.gpus", "host.ats", "host.passthrough", "host.graphics", "host.reboot")
 
 
 class PlanError(RackcertError):
@@ -109,10 +109,39 @@ def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) 
     return dict(sorted(out.items()))
 
 
+def _no_gpu_action(host: ObservedHost) -> Action | None:
+    """One blocked line for a host that reports no passthrough-capable GPU at all.
+
+    A vCenter without GPU hosts (a stock simulator, a host whose GPUs are not
+    seen) cannot be provisioned; saying so once per host beats a plan of
+    actions that name devices the host does not have.
+    """
+    gpus = [
+        d
+        for d in host.pci_devices
+        if d.vendor_id == 0x10DE and d.class_id >> 8 == 0x03 and d.passthru_capable
+    ]
+    if gpus:
+        return None
+    return Action(
+        "host.gpus",
+        host.name,
+        "no passthrough-capable GPU on this host",
+        f"{host.name} reports {len(host.pci_devices)} PCI device(s), no NVIDIA GPU capable of"
+        " passthrough; its VMs are not planned",
+        host=host.name,
+        blocked="check the host's hardware (lspci on ESXi) and the spec's hosts[].address",
+    )
+
+
 def _host_actions(
     spec: Spec, placements: list[VmPlacement], spec_host: Any, inventory: Inventory
 ) -> list[Action]:
     host = _find_host(spec_host, inventory)
+    if any(p.host == spec_host.name and p.gpus for p in placements):
+        missing = _no_gpu_action(host)
+        if missing is not None:
+            return [missing]
     running = _powered_on(host, inventory)
     actions: list[Action] = []
     pending_boot = host.reboot_required
@@ -402,9 +431,12 @@ def plan(spec: Spec, inventory: Inventory) -> list[Action]:
     for spec_host in spec.hosts:
         ports |= nic_ports(placements, templates, spec_host.name)
     by_vm = {p.vm: p for p in placements}
+    no_gpus = {a.host for a in actions if a.kind == "host.gpus"}
     for vm_spec in spec.vms:
         placement = by_vm[vm_spec.name]
         host = _find_host(spec.host(placement.host), inventory)
+        if host.name in no_gpus:
+            continue
         action = _vm_action(
             spec, vm_spec, placement, ports.get(vm_spec.name), host, inventory.vm(vm_spec.name)
         )
