@@ -3,7 +3,8 @@
 Builds twins of 4, 16, 64 and 256 R750xa hosts (4 x A100, one dual-port
 ConnectX-6 each, one VM per host) and reads the same facts both ways:
 
-- rackcert: provision.discovery.discover (ContainerView + one RetrievePropertiesEx);
+- rackcert: provision.discovery.discover (ContainerView + one RetrievePropertiesEx,
+  followed through its pages: every page is a round trip, counted as such);
 - naive: list the view, then read each property of each host and VM through
   pyVmomi's lazy accessors (one RetrieveProperties per property read), plus one
   QueryOptions per host for the ATS option, as hand-written scripts do.
@@ -80,6 +81,8 @@ def measure(count: int, workdir: Path) -> dict[str, Any]:
         return {
             "hosts": count,
             "rackcert_round_trips": inventory.round_trips,
+            "rackcert_pages": inventory.pages,
+            "objects": len(inventory.hosts) + len(inventory.vms),
             "rackcert_seconds": inventory.seconds,
             "naive_round_trips": naive.calls,
             "naive_seconds": round(naive_s, 4),
@@ -102,11 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(
-        f"{'hosts':>6} | {'rackcert trips':>14} {'seconds':>8} | {'naive trips':>11} {'seconds':>8}"
+        f"{'hosts':>6} {'objects':>7} | {'pages':>5} {'rackcert trips':>14} {'seconds':>8} |"
+        f" {'naive trips':>11} {'seconds':>8}"
     )
     for r in rows:
         print(
-            f"{r['hosts']:>6} | {r['rackcert_round_trips']:>14} {r['rackcert_seconds']:>8.3f} |"
+            f"{r['hosts']:>6} {r['objects']:>7} | {r['rackcert_pages']:>5}"
+            f" {r['rackcert_round_trips']:>14} {r['rackcert_seconds']:>8.3f} |"
             f" {r['naive_round_trips']:>11} {r['naive_seconds']:>8.3f}"
         )
     return 0

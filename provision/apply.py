@@ -1,7 +1,7 @@
 """Carry out a plan against vCenter: the only module that changes the rack.
 
 Hosts first, one at a time: maintenance mode, ATS boot option, passthrough,
-reboot, exit maintenance mode. Then VMs: create or reconfigure. A host with
+reboot, exit maintenance mode. Then VMs: create (and power on) or reconfigure. A host with
 powered-on VMs is never put in maintenance or rebooted, and a powered-on VM is
 never changed, unless `power_cycle` is set (then those VMs are powered off
 first and on again afterwards). Every long operation is a task that is waited
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host
+from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host, refresh_passthrough
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from rackcert.errors import RackcertError
 
@@ -109,11 +109,28 @@ def _prepare_host(
         if action.kind == "host.ats":
             _set_ats(host, name, action.params.get("option_type") or "bool")
         elif action.kind == "host.passthrough":
+            now = bool(action.params.get("apply_now"))
             configs = [
-                vim.host.PciPassthruConfig(id=pci, passthruEnabled=True)
+                vim.host.PciPassthruConfig(id=pci, passthruEnabled=True, applyNow=now or None)
                 for pci in action.params["enable"]
             ]
             host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
+            if now:
+                try:
+                    refresh_passthrough(host, name, list(action.params["enable"]))
+                except RebootError as exc:
+                    raise ApplyError(str(exc)) from None
+        elif action.kind == "host.graphics":
+            manager = host.configManager.graphicsManager
+            current = manager.graphicsConfig
+            config = vim.host.GraphicsConfig(
+                hostDefaultGraphicsType="sharedDirect",
+                sharedPassthruAssignmentPolicy=getattr(
+                    current, "sharedPassthruAssignmentPolicy", "performance"
+                ),
+                deviceType=list(getattr(current, "deviceType", None) or []),
+            )
+            manager.UpdateGraphicsConfig(config=config)
         elif action.kind == "host.reboot":
             boot = _reboot(host, name, action, on_event, timeouts)
             done(action, f"booted {boot.isoformat()}" + (keep if operators else ""))
@@ -222,7 +239,7 @@ def _datacenter(entity: Any) -> Any:
     return entity
 
 
-def _create_vm(si: Any, action: Action, on_event: Event) -> None:
+def _create_vm(si: Any, action: Action, on_event: Event, power_on: bool = True) -> None:
     from pyVmomi import vim
 
     want = action.params["desired"]
@@ -245,7 +262,19 @@ def _create_vm(si: Any, action: Action, on_event: Event) -> None:
     compute = host.parent
     folder = _datacenter(compute).vmFolder
     task = folder.CreateVM_Task(config=config, pool=compute.resourcePool, host=host)
-    wait_task(task, f"create VM {want['name']}", on_event)
+    vm = wait_task(task, f"create VM {want['name']}", on_event)
+    if power_on:
+        power_on_vm(vm, want["name"], on_event)
+
+
+def power_on_vm(vm: Any, name: str, on_event: Event = _quiet) -> None:
+    """Power a VM on; ESXi checks its passthrough backings and reservation only now.
+
+    A refusal (device not active, wrong systemId, device held by another
+    powered-on VM, memory not fully reserved) fails the action with ESXi's own
+    message, so a VM that could never start is not reported as provisioned.
+    """
+    wait_task(vm.PowerOnVM_Task(), f"power on VM {name}", on_event)
 
 
 def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
@@ -264,10 +293,10 @@ def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
         for dev in vm.config.hardware.device:
             if dev.key in remove:
                 changes.append(vim.vm.device.VirtualDeviceSpec(operation="remove", device=dev))
+    # No firmware here: an existing VM's firmware is never switched (planner: vm.firmware).
     config = vim.vm.ConfigSpec(
         numCPUs=want["num_cpus"],
         memoryMB=want["memory_mb"],
-        firmware="efi",
         memoryReservationLockedToMax=True,
         extraConfig=_extra(action.params["extra_config"]),
         deviceChange=changes,
@@ -283,8 +312,13 @@ def apply(
     on_event: Event = _quiet,
     on_done: Callable[[ApplyResult], None] | None = None,
     timeouts: Timeouts | None = None,
+    power_on: bool = True,
 ) -> ApplyResult:
-    """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action."""
+    """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action.
+
+    VMs it creates are powered on unless `power_on` is False (ESXi checks their
+    passthrough devices only then); VMs it powered off to change are powered on again.
+    """
     result = ApplyResult()
     timeouts = timeouts or Timeouts()
     current: list[Action] = []
@@ -334,7 +368,18 @@ def apply(
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue
-            _apply_vm(si, action, power_cycle, skipped_hosts, on_event, done, skip, restart, result)
+            _apply_vm(
+                si,
+                action,
+                power_cycle,
+                skipped_hosts,
+                on_event,
+                done,
+                skip,
+                restart,
+                result,
+                power_on,
+            )
         _power(si, restart, on=True, on_event=on_event)
         _raise_unanswered(result)
     except ApplyError:
@@ -363,6 +408,7 @@ def _apply_vm(
     skip: Callable[[Action, str], None],
     restart: list[dict[str, str]],
     result: ApplyResult | None = None,
+    power_on: bool = True,
 ) -> None:
     if action.blocked:
         skip(action, action.blocked)
@@ -372,6 +418,9 @@ def _apply_vm(
 
         if action.host in skipped_hosts:
             skip(action, f"host {action.host} was not prepared (powered-on VMs)")
+            return
+        if not power_on and action.kind in ("vm.power_on", "vm.wait"):
+            skip(action, "left powered off (--no-power-on)")
             return
         run_action(si, action, result or ApplyResult(), on_event, done, skip)
         return
@@ -383,7 +432,7 @@ def _apply_vm(
         return
     on_event("start", action, "")
     if action.kind == "vm.create":
-        _create_vm(si, action, on_event)
+        _create_vm(si, action, on_event, power_on)
     elif action.kind == "vm.reconfigure":
         ref = {"name": action.target, "moid": action.params["vm_moid"]}
         if action.needs_power_cycle and ref not in restart:

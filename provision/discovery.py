@@ -2,8 +2,10 @@
 
 One ContainerView over the root folder (hosts and VMs), one
 RetrievePropertiesEx with a TraversalSpec through the view's `view` property,
-and the view destroyed again: the number of round trips does not grow with the
-number of hosts (benchmarks/discovery.py measures it against a naive walk).
+followed through its pages (a real vCenter pages large results:
+ContinueRetrievePropertiesEx with the token until none is left), and the view
+destroyed again: round trips grow with pages only, not with per-host calls
+(benchmarks/discovery.py measures it against a naive walk).
 
 Per host it reads model, vendor, ESXi version, PCI devices with vendor/device
 ids, the NUMA node of each device (hardware.numaInfo), passthrough state
@@ -47,6 +49,7 @@ HOST_PROPERTIES = [
     ATS_DEF,
     "config.pciPassthruInfo",
     "config.sharedPassthruGpuTypes",
+    "config.graphicsConfig",
     "hardware.pciDevice",
     "hardware.numaInfo",
     "hardware.systemInfo",
@@ -56,6 +59,8 @@ HOST_PROPERTIES = [
     "runtime.inMaintenanceMode",
     "datastore",
     "network",
+    "runtime.bootTime",
+    "capability.deviceRebindWithoutRebootSupported",
 ]
 VM_PROPERTIES = [
     "name",
@@ -93,18 +98,6 @@ def _u16(value: int | None) -> int:
     return (value or 0) & 0xFFFF
 
 
-def _retrieve(pc: Any, spec: Any, options: Any, attempts: int = 3) -> Any:
-    """RetrievePropertiesEx, retried on a dropped connection (read-only, so safe to repeat)."""
-    for attempt in range(attempts):
-        try:
-            return pc.RetrievePropertiesEx([spec], options)
-        except _TRANSIENT:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2 * 2**attempt)
-    raise AssertionError("unreachable")
-
-
 def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
     pc = vmodl.query.PropertyCollector
     traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
@@ -120,8 +113,40 @@ def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
     )
 
 
-def retrieve_all(si: Any) -> list[Any]:
-    """Every host and VM object content, in one retrieval (plus continuation pages if any)."""
+# Objects per page we ask for (RetrieveOptions.maxObjects); vCenter may return fewer
+# by its own policy and hands out a token for the rest.
+PAGE_OBJECTS = 1000
+
+
+def _pages(pc: Any, spec: Any, options: Any, stats: dict[str, int]) -> list[Any]:
+    """One retrieval followed through its continuation tokens."""
+    result = pc.RetrievePropertiesEx([spec], options)
+    stats["pages"] = 1
+    objects = list(result.objects) if result else []
+    while result is not None and result.token:
+        result = pc.ContinueRetrievePropertiesEx(result.token)
+        stats["pages"] += 1
+        objects.extend(result.objects or [])
+    return objects
+
+
+def _retrieve_paged(
+    pc: Any, spec: Any, options: Any, stats: dict[str, int], attempts: int = 3
+) -> list[Any]:
+    """All pages; a dropped connection restarts the retrieval (a token cannot be replayed:
+    the page it was answering may already be consumed)."""
+    for attempt in range(attempts):
+        try:
+            return _pages(pc, spec, options, stats)
+        except _TRANSIENT:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
+    """Every host and VM object content: one retrieval, followed through its pages."""
     from pyVmomi import vim, vmodl
 
     content = si.content
@@ -130,13 +155,9 @@ def retrieve_all(si: Any) -> list[Any]:
     )
     try:
         pc = content.propertyCollector
-        options = vmodl.query.PropertyCollector.RetrieveOptions()
-        result = _retrieve(pc, _filter_spec(vim, vmodl, view), options)
-        objects = list(result.objects) if result else []
-        while result is not None and result.token:
-            result = pc.ContinueRetrievePropertiesEx(result.token)
-            objects.extend(result.objects)
-        return objects
+        options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
+        spec = _filter_spec(vim, vmodl, view)
+        return _retrieve_paged(pc, spec, options, {} if stats is None else stats)
     finally:
         with contextlib.suppress(_TRANSIENT):
             view.DestroyView()
@@ -149,10 +170,11 @@ def discover(si: Any) -> Inventory:
     from provision.roundtrips import count_round_trips
 
     started = time.perf_counter()
+    stats: dict[str, int] = {}
     with count_round_trips(si) as counter:
         try:
             about = si.content.about
-            objects = retrieve_all(si)
+            objects = retrieve_all(si, stats)
         except vmodl.MethodFault as exc:
             reason = exc.msg or type(exc).__name__
             raise DiscoveryError(f"vCenter discovery failed: {reason}") from None
@@ -203,6 +225,7 @@ def discover(si: Any) -> Inventory:
         vms=out_vms,
         templates=templates,
         round_trips=counter.calls,
+        pages=stats.get("pages", 0),
         seconds=round(time.perf_counter() - started, 4),
     )
 
@@ -256,6 +279,10 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
         reboot_required=bool(props.get("summary.rebootRequired", False)),
         ats_enabled=_truthy(ats) if ats is not None else None,
         ats_option_type=ats_type,
+        rebind_without_reboot=bool(props.get("capability.deviceRebindWithoutRebootSupported")),
+        boot_time=props.get("runtime.bootTime"),
+        graphics_type=getattr(props.get("config.graphicsConfig"), "hostDefaultGraphicsType", "")
+        or "",
         numa_nodes=int(getattr(numa, "numNodes", 0) or 0),
         memory_mb=int((getattr(hardware, "memorySize", 0) or 0) // (1024 * 1024)),
         pci_devices=devices,

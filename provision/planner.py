@@ -27,7 +27,7 @@ from rackcert.observed import Inventory, ObservedHost, ObservedVm
 from rackcert.placement import VmPlacement, place
 from rackcert.spec import GpuMode, Spec
 
-HOST_KINDS = ("host.ats", "host.passthrough", "host.reboot")
+HOST_KINDS = ("host.gpus", "host.ats", "host.passthrough", "host.graphics", "host.reboot")
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
 LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
 
@@ -114,10 +114,39 @@ def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) 
     return dict(sorted(out.items()))
 
 
+def _no_gpu_action(host: ObservedHost) -> Action | None:
+    """One blocked line for a host that reports no passthrough-capable GPU at all.
+
+    A vCenter without GPU hosts (a stock simulator, a host whose GPUs are not
+    seen) cannot be provisioned; saying so once per host beats a plan of
+    actions that name devices the host does not have.
+    """
+    gpus = [
+        d
+        for d in host.pci_devices
+        if d.vendor_id == 0x10DE and d.class_id >> 8 == 0x03 and d.passthru_capable
+    ]
+    if gpus:
+        return None
+    return Action(
+        "host.gpus",
+        host.name,
+        "no passthrough-capable GPU on this host",
+        f"{host.name} reports {len(host.pci_devices)} PCI device(s), no NVIDIA GPU capable of"
+        " passthrough; its VMs are not planned",
+        host=host.name,
+        blocked="check the host's hardware (lspci on ESXi) and the spec's hosts[].address",
+    )
+
+
 def _host_actions(
     spec: Spec, placements: list[VmPlacement], spec_host: Any, inventory: Inventory
 ) -> list[Action]:
     host = _find_host(spec_host, inventory)
+    if any(p.host == spec_host.name and p.gpus for p in placements):
+        missing = _no_gpu_action(host)
+        if missing is not None:
+            return [missing]
     running = _powered_on(host, inventory)
     actions: list[Action] = []
     pending_boot = host.reboot_required
@@ -141,21 +170,34 @@ def _host_actions(
             enable.append(pci)
         elif not dev.passthru_active:
             activate.append(pci)
+    graphics = _graphics_action(spec, placements, spec_host, host)
+    if graphics is not None:
+        actions.append(graphics)
+        pending_boot = True
+    # ESXi 7.0+ rebinds devices at once when it can (HostPciPassthruConfig.applyNow,
+    # HostCapability.deviceRebindWithoutRebootSupported); only then is no reboot needed.
+    now = host.rebind_without_reboot
     if enable:
         actions.append(
             Action(
                 "host.passthrough",
                 host.name,
                 "passthrough on for " + ", ".join(enable),
-                "DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem);"
-                " active after the next boot",
+                "DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem); "
+                + (
+                    "applies at once (the host rebinds devices without a reboot)"
+                    if now
+                    else "active after the next boot (the host cannot rebind without one)"
+                ),
                 host=host.name,
-                params={"enable": enable},
+                params={"enable": enable, "apply_now": now},
             )
         )
-    if enable or activate or pending_boot:
-        waiting = [*enable, *activate]
+    waiting = [*activate] if now else [*enable, *activate]
+    if waiting or pending_boot:
         why = "ATS" if ats_change else "pending boot options"
+        if graphics is not None and not ats_change:
+            why = "the default graphics type"
         if waiting:
             why = ("ATS and " if ats_change else "") + "passthrough of " + (", ".join(waiting))
         actions.append(
@@ -179,6 +221,34 @@ def _host_actions(
                 " needs --power-cycle"
             )
     return actions
+
+
+def _graphics_action(
+    spec: Spec, placements: list[VmPlacement], spec_host: Any, host: ObservedHost
+) -> Action | None:
+    """vGPU VMs power on only when the host's default graphics type is sharedDirect.
+
+    NVIDIA's vGPU guide for vSphere: Host Graphics set to "Shared Direct"
+    (HostGraphicsManager.UpdateGraphicsConfig), in effect after a reboot.
+    """
+    vgpu = [
+        p.vm
+        for p in placements
+        if p.host == spec_host.name
+        and p.gpus
+        and spec.template(next(v for v in spec.vms if v.name == p.vm).template).gpu_mode
+        is GpuMode.vgpu
+    ]
+    if not vgpu or host.graphics_type == "sharedDirect":
+        return None
+    return Action(
+        "host.graphics",
+        host.name,
+        f"default graphics type {host.graphics_type or '?'} -> sharedDirect",
+        f"vGPU VM(s) {', '.join(vgpu)} power on only on a Shared Direct host (NVIDIA vGPU"
+        " guide); takes effect at the next boot",
+        host=host.name,
+    )
 
 
 ESXCLI_ATS = "esxcli system settings kernel set -s atsSupport -v TRUE"
@@ -292,8 +362,6 @@ def _vm_action(
         changes.append(f"vCPU {observed.num_cpus} -> {tmpl.vcpus}")
     if observed.memory_mb != memory_mb:
         changes.append(f"memory {observed.memory_mb} -> {memory_mb} MB")
-    if observed.firmware != "efi":
-        changes.append(f"firmware {observed.firmware or '?'} -> efi")
     if not observed.memory_reservation_locked:
         changes.append("memory reservation locked to max")
     extra_changes = {
@@ -340,6 +408,29 @@ def _vm_action(
     )
 
 
+def _firmware_action(
+    vm_name: str, observed: ObservedVm | None, host: ObservedHost
+) -> Action | None:
+    """An existing VM that boots BIOS stays BIOS: a blocked action says why, like relocation.
+
+    Switching firmware under an installed guest leaves it unbootable (its boot
+    loader is on an MBR, not in an EFI system partition), so rackcert never
+    does it; large-BAR GPUs want EFI, so the VM is to be recreated.
+    """
+    if observed is None or observed.firmware in ("efi", ""):
+        return None
+    return Action(
+        "vm.firmware",
+        vm_name,
+        f"firmware {observed.firmware} -> efi",
+        "GPUs with large BARs (64-bit MMIO) want EFI firmware; the VM was made with"
+        f" {observed.firmware}",
+        host=host.name,
+        blocked="rackcert never switches an existing VM from BIOS to EFI (its installed guest"
+        " would not boot): recreate the VM (delete it, re-run provision)",
+    )
+
+
 def _device_params(d: DeviceWant, host: ObservedHost) -> dict[str, Any]:
     out: dict[str, Any] = {"backing": d.backing, "role": d.role}
     if d.backing == "vgpu":
@@ -372,9 +463,12 @@ def plan(spec: Spec, inventory: Inventory, *, authorized_keys: Sequence[str] = (
         ports |= nic_ports(placements, templates, spec_host.name)
     by_vm = {p.vm: p for p in placements}
     created: list[str] = []
+    no_gpus = {a.host for a in actions if a.kind == "host.gpus"}
     for vm_spec in spec.vms:
         placement = by_vm[vm_spec.name]
         host = _find_host(spec.host(placement.host), inventory)
+        if host.name in no_gpus:
+            continue
         observed = inventory.vm(vm_spec.name)
         if observed is None and spec.template(vm_spec.template).source:
             actions += _clone_actions(
@@ -387,6 +481,9 @@ def plan(spec: Spec, inventory: Inventory, *, authorized_keys: Sequence[str] = (
         )
         if action is not None:
             actions.append(action)
+        firmware = _firmware_action(vm_spec.name, observed, host)
+        if firmware is not None and (action is None or action.kind != "vm.relocate"):
+            actions.append(firmware)
     return actions + _power_actions(spec, placements, inventory, actions, created)
 
 

@@ -70,6 +70,7 @@ def run(
     on_plan: Callable[[list[Any]], None] | None = None,
     on_event: EventHook | None = None,
     timeouts: Any = None,
+    power_on: bool = True,
 ) -> ProvisionRecord:
     """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
 
@@ -80,6 +81,7 @@ def run(
         on_plan: shown the planned actions (the CLI prints them as a table).
         on_event: apply's progress hook.
         timeouts: provision.apply.Timeouts (reboot, maintenance mode); None: its defaults.
+        power_on: power the VMs on (ESXi checks their devices then); False leaves them off.
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
@@ -129,6 +131,7 @@ def run(
                 on_event=on_event or (lambda _k, _a, _d: None),
                 on_done=progress_record,
                 timeouts=timeouts or Timeouts(),
+                power_on=power_on,
             )
             _take(data, result)
         except ApplyError as exc:

@@ -77,6 +77,21 @@ def wanted_devices(
     return devices
 
 
+def p2p_devices(tmpl: VmTemplate, placement: VmPlacement) -> int:
+    """Devices of the VM that talk peer to peer: its GPUs plus its passthrough NIC.
+
+    NVIDIA's GPUDirect RDMA guidance for vSphere asks for pciPassthru.allowP2P and
+    pciPassthru.RelaxACSforP2P on a VM whose passthrough devices do P2P, GPU to NIC
+    included (DESIGN.md, Provision): 1 GPU + ConnectX-6 needs them as much as 2 GPUs.
+    vGPUs count among themselves only (the NIC does no P2P with a vGPU).
+    """
+    gpus = len(placement.gpus)
+    if tmpl.gpu_mode is GpuMode.vgpu:
+        return gpus
+    nic = 1 if placement.nic and tmpl.nic is NicMode.passthrough else 0
+    return gpus + nic
+
+
 def wanted_extra_config(
     tmpl: VmTemplate, placement: VmPlacement, profile: HardwareProfile
 ) -> dict[str, str]:
@@ -87,13 +102,13 @@ def wanted_extra_config(
     if gpus and tmpl.gpu_mode is GpuMode.passthrough:
         out[MMIO_ENABLE] = "TRUE"
         out[MMIO_SIZE] = str(mmio_size_gb([memory[g] for g in gpus], tmpl.mmio_size_gb))
-    if len(gpus) >= 2:
+    if p2p_devices(tmpl, placement) >= 2:
         out[ALLOW_P2P] = "true"
         out[RELAX_ACS] = "true"
-        if tmpl.gpu_mode is GpuMode.vgpu:
-            # NVLink P2P between vGPUs on A100 needs unified memory off (DESIGN.md, Provision).
-            for n in range(len(gpus)):
-                out[f"pciPassthru{n}.cfg.enable_uvm"] = "0"
+    if len(gpus) >= 2 and tmpl.gpu_mode is GpuMode.vgpu:
+        # NVLink P2P between vGPUs on A100 needs unified memory off (DESIGN.md, Provision).
+        for n in range(len(gpus)):
+            out[f"pciPassthru{n}.cfg.enable_uvm"] = "0"
     if tmpl.numa_affinity and placement.numa is not None and gpus:
         out[NUMA_AFFINITY] = str(placement.numa)
     return out

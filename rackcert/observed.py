@@ -11,6 +11,8 @@ the long form 0000:bb:dd.f.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -55,6 +57,15 @@ class ObservedHost(Observed):
         None,
         description="Declared type of VMkernel.Boot.atsSupport on this host (bool, string, ...);"
         " empty: the ESXi build has no such option; None: not read",
+    )
+    rebind_without_reboot: bool = Field(
+        False,
+        description="HostCapability.deviceRebindWithoutRebootSupported (7.0+): passthrough"
+        " changes apply without a reboot",
+    )
+    boot_time: datetime | None = Field(None, description="runtime.bootTime")
+    graphics_type: str = Field(
+        "", description="config.graphicsConfig.hostDefaultGraphicsType (vGPU needs sharedDirect)"
     )
     numa_nodes: int = 0
     memory_mb: int = 0
@@ -126,7 +137,10 @@ class Inventory(Observed):
     templates: list[ObservedVm] = Field(
         default_factory=list, description="VMs marked as templates (clone sources), not workload"
     )
-    round_trips: int = Field(0, description="SOAP calls discovery needed (constant in host count)")
+    round_trips: int = Field(
+        0, description="SOAP calls discovery needed (grows with result pages, not with hosts)"
+    )
+    pages: int = Field(0, description="RetrievePropertiesEx result pages (vCenter pages them)")
     seconds: float = 0.0
 
     def host(self, name: str) -> ObservedHost | None:

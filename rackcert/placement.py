@@ -12,13 +12,19 @@ Policy, in order of importance:
 3. `nvlink: preferred` VMs get a pair when one is free;
 4. GPUs on the NUMA node of a NIC first (GPUDirect RDMA wants them close);
 5. `host: auto` VMs spread over the hosts with the most free GPUs.
+
+A VM whose template asks for a passthrough NIC gets a NIC function of its own
+(the ports of a ConnectX-6 are functions .0, .1 of one device): vSphere powers
+on only one VM per passthrough device, so a host cannot give more VMs a
+passthrough NIC than it has functions, and a spec that asks for that is
+refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rackcert.spec import HardwareProfile, NvlinkPolicy, Spec, Vm
+from rackcert.spec import HardwareProfile, NicMode, NvlinkPolicy, Spec, Vm
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class _HostState:
     profile: HardwareProfile
     owner: dict[str, str] = field(default_factory=dict)  # gpu pci -> vm name
     reserved: set[str] = field(default_factory=set)  # idle partners of lone GPUs
+    nic_owner: dict[str, str] = field(default_factory=dict)  # NIC function -> vm name
 
     def peer(self, pci: str) -> str | None:
         return next((g.nvlink_peer for g in self.profile.gpus if g.pci == pci), None)
@@ -69,6 +76,19 @@ class _HostState:
     def nic_for(self, numa: int | None) -> str | None:
         nics = sorted(self.profile.nics, key=lambda n: (n.numa != numa, n.pci))
         return nics[0].pci if nics else None
+
+    def nic_functions(self, numa: int | None) -> list[str]:
+        """Every passthrough NIC function of the host, nearest NUMA node first."""
+        nics = sorted(self.profile.nics, key=lambda n: (n.numa != numa, n.pci))
+        return [nic_function(n.pci, port) for n in nics for port in range(n.ports)]
+
+    def free_nic_function(self, numa: int | None) -> str | None:
+        return next((f for f in self.nic_functions(numa) if f not in self.nic_owner), None)
+
+
+def nic_function(nic_pci: str, port: int) -> str:
+    """PCI address of a NIC port: the ports are functions of one device (4b:00.0, 4b:00.1)."""
+    return nic_pci[:-1] + str(port)
 
 
 def _rank(state: _HostState, pcis: list[str]) -> list[str]:
@@ -160,12 +180,17 @@ def place(spec: Spec) -> list[VmPlacement]:
             if isinstance(picked, str):
                 reason = reason or picked
                 continue
-            _commit(state, vm, picked)
             numa = state.numa(picked[0]) if picked else None
+            nic = state.nic_for(numa)
+            if tmpl.nic is NicMode.passthrough and state.profile.nics:
+                nic = state.free_nic_function(numa)
+                if nic is None:
+                    reason = reason or _no_nic_function(state)
+                    continue
+                state.nic_owner[nic] = vm.name
+            _commit(state, vm, picked)
             paired = len(picked) == 2 and state.peer(picked[0]) == picked[1]
-            result[index] = VmPlacement(
-                vm.name, state.name, tuple(picked), numa, state.nic_for(numa), paired
-            )
+            result[index] = VmPlacement(vm.name, state.name, tuple(picked), numa, nic, paired)
             break
         else:
             where = "any host" if vm.host == "auto" else f"host {vm.host!r}"
@@ -175,6 +200,16 @@ def place(spec: Spec) -> list[VmPlacement]:
                 )
             )
     return [result[i] for i in range(len(spec.vms))]
+
+
+def _no_nic_function(state: _HostState) -> str:
+    functions = state.nic_functions(None)
+    owners = ", ".join(sorted(set(state.nic_owner.values())))
+    return (
+        f"host {state.name!r} has {len(functions)} passthrough NIC function(s)"
+        f" ({', '.join(functions)}), all given to VM(s) {owners}; one function belongs to"
+        " one VM: use nic: vmxnet3 (or sriov) for this VM's template, or another host"
+    )
 
 
 def _explicit(state: _HostState, vm: Vm, index: int) -> list[str]:

@@ -79,3 +79,26 @@ def test_auto_vm_that_fits_nowhere_names_the_reason():
     ]
     with pytest.raises(PlacementError, match="cannot place VM 'n8' on any host"):
         place(_spec(_only(vms)))
+
+
+def test_each_passthrough_nic_vm_gets_a_function_of_its_own():
+    placements = {p.vm: p for p in place(_spec())}
+    assert placements["mn-node1"].nic == "0000:4b:00.0"
+    assert placements["s1-pair"].nic == "0000:4b:00.1"
+    by_host: dict[str, list[str]] = {}
+    for p in place(_spec()):
+        if p.vm.startswith(("mn-", "s1-", "s3-")):
+            by_host.setdefault(p.host, []).append(p.nic)
+    assert all(len(nics) == len(set(nics)) for nics in by_host.values())
+
+
+def test_more_passthrough_nic_vms_than_functions_is_refused():
+    vms = [
+        {"name": f"n{i}", "template": "dl-1gpu", "host": "esx02", "address": f"10.0.0.{i}"}
+        for i in range(3)
+    ]
+    for vm in vms:
+        vm["allow_split_pair"] = True
+    with pytest.raises(PlacementError, match="has 2 passthrough NIC function") as exc:
+        place(_spec(_only(vms)))
+    assert "0000:4b:00.0, 0000:4b:00.1" in str(exc.value) and "nic: vmxnet3" in str(exc.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rackcert.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
-from rackcert.placement import place
+from rackcert.placement import nic_function, place
 from rackcert.results import Status
 from rackcert.runs import RunDir
 from rackcert.spec_loader import load_spec
@@ -40,13 +40,14 @@ def good_inventory(spec) -> Inventory:
         ]
         devs += [
             PciDevice(
-                id=n.pci,
+                id=nic_function(n.pci, port),
                 vendor_id=0x15B3,
                 device_id=0x101D,
                 passthru_enabled=True,
                 passthru_active=True,
             )
             for n in prof.nics
+            for port in range(n.ports)
         ]
         hosts.append(ObservedHost(name=h.name, moid=h.name, ats_enabled=True, pci_devices=devs))
     for p in placements:
@@ -57,10 +58,12 @@ def good_inventory(spec) -> Inventory:
             "pciPassthru.64bitMMIOSizeGB": str(mmio_size_gb(mem)),
             "numa.nodeAffinity": str(p.numa),
         }
-        if len(p.gpus) > 1:
-            extra |= {"pciPassthru.allowP2P": "true", "pciPassthru.RelaxACSforP2P": "true"}
         devices = [PassthroughDevice(backing="fixed", id=g) for g in p.gpus]
-        devices.append(PassthroughDevice(backing="fixed", id=p.nic))
+        vm_spec = next(v for v in spec.vms if v.name == p.vm)
+        if spec.template(vm_spec.template).nic == "passthrough":
+            devices.append(PassthroughDevice(backing="fixed", id=p.nic))
+        if len(devices) > 1:  # GPUs and NIC talk P2P (GPUDirect RDMA)
+            extra |= {"pciPassthru.allowP2P": "true", "pciPassthru.RelaxACSforP2P": "true"}
         vms.append(
             ObservedVm(
                 name=p.vm,
@@ -107,6 +110,11 @@ def test_each_drift_fails_exactly_its_check():
     mmio = next(
         r for r in hypervisor_results(spec, inv) if r.id == "hv.vm.mmio" and r.node == "s1-pair"
     )
+    # 1 GPU + passthrough ConnectX-6 without the P2P keys: no GPUDirect RDMA, so it fails
+    del inv.vm("mn-node1").extra_config["pciPassthru.RelaxACSforP2P"]
+    p2p = {(r.node, r.id): r for r in hypervisor_results(spec, inv)}
+    assert p2p[("mn-node1", "hv.vm.p2p")].status is Status.failed
+    assert p2p[("s2-single-a", "hv.vm.p2p")].status is Status.skipped  # vmxnet3, 1 GPU
     assert "64bitMMIOSizeGB=512" in mmio.expected and mmio.fix
 
 

@@ -22,6 +22,8 @@ def test_vgpu_vms_get_vmiop_backings_and_no_passthrough(rack_twin, tmp_path, cap
     lab = rack_twin(_vgpu_spec(tmp_path))
     actions = plan_json(lab, capsys)["actions"]
     assert "host.passthrough" not in [a["kind"] for a in actions]
+    graphics = [a for a in actions if a["kind"] == "host.graphics"]
+    assert [a["change"] for a in graphics] == ["default graphics type shared -> sharedDirect"] * 2
     create = next(a for a in actions if (a["target"], a["kind"]) == ("lab-node1", "vm.customize"))
     extra = create["params"]["desired"]["extra_config"]
     assert "pciPassthru.64bitMMIOSizeGB" not in extra
@@ -43,6 +45,8 @@ def test_vgpu_vms_get_vmiop_backings_and_no_passthrough(rack_twin, tmp_path, cap
             if isinstance(d, vim.vm.device.VirtualPCIPassthrough)
         ]
     assert backings == ["grid_a100d-40c", "grid_a100d-40c"]
+    # ESXi powered them on: the hosts run Shared Direct since their reboot
+    assert {v["power"] for v in read_vms(lab).values()} == {"poweredOn"}
     assert read_vms(lab)["lab-node1"]["extra"]["pciPassthru.allowP2P"] == "true"
     assert plan_json(lab, capsys)["actions"] == []
 

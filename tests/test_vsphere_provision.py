@@ -38,7 +38,10 @@ def test_plan_lists_host_and_vm_actions(rack_twin, capsys):
     assert extra["numa.nodeAffinity"] == "1"  # placement: the free bridged pair b1/ca
     single = by_vm["mn-node1"]["params"]["desired"]["extra_config"]
     assert single["pciPassthru.64bitMMIOSizeGB"] == "256"
-    assert "pciPassthru.allowP2P" not in single
+    # 1 GPU + ConnectX-6 in passthrough: GPUDirect RDMA is P2P, so both keys
+    assert single["pciPassthru.allowP2P"] == single["pciPassthru.RelaxACSforP2P"] == "true"
+    local = by_vm["s2-single-a"]["params"]["desired"]["extra_config"]
+    assert "pciPassthru.allowP2P" not in local  # 1 GPU, vmxnet3: nothing to talk to
     assert all(a["reason"] for a in data["actions"])
     assert last_record(lab, "plan")["data"]["observed"]["hosts"][0]["model"] == "PowerEdge R750xa"
 
@@ -67,8 +70,9 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
     assert set(vms) == {v.name for v in lab.spec.vms}
     expect = {
         "mn-node1": ["0000:17:00.0", "0000:4b:00.0"],
-        "s1-pair": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"],
-        "s3-pair-a": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"],
+        "s1-pair": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"],  # the NIC's 2nd function
+        "s3-pair-a": ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"],
+        "s2-single-a": ["0000:b1:00.0"],  # single-node setup: vmxnet3, no NIC function left
     }
     for name, vm in vms.items():
         assert vm["firmware"] == "efi", name
@@ -90,8 +94,9 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
         ids = [d[0] for d in vm["passthrough"]]
         gpus = [d for d in vm["passthrough"] if (d[1], d[2]) == GPU]
         nics = [d for d in vm["passthrough"] if (d[1], d[2]) == NIC]
-        assert len(nics) == 1, name
-        assert all(d[3] == hosts[vm["host"]]["uuid"] for d in vm["passthrough"])
+        assert len(nics) == (0 if name.startswith("s2-") else 1), name
+        # the passthrough systemId is ESXi's system UUID, not the BIOS UUID
+        assert all(d[3] and d[3] != hosts[vm["host"]]["uuid"] for d in vm["passthrough"])
         assert set(ids) <= set(hosts[vm["host"]]["active"])
         if len(gpus) == 2:
             assert vm["extra"]["pciPassthru.64bitMMIOSizeGB"] == "512"
@@ -100,15 +105,18 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
         else:
             assert len(gpus) == 1, name
             assert vm["extra"]["pciPassthru.64bitMMIOSizeGB"] == "256"
-            assert "pciPassthru.allowP2P" not in vm["extra"]
+            if nics:
+                assert vm["extra"]["pciPassthru.allowP2P"] == "true", name
+                assert vm["extra"]["pciPassthru.RelaxACSforP2P"] == "true", name
+            else:
+                assert "pciPassthru.allowP2P" not in vm["extra"], name
         assert vm["extra"]["numa.nodeAffinity"] in ("0", "1")
         if name in expect:
             assert ids == expect[name], name
-    # each GPU of a host goes to one VM only
+    # each GPU and each NIC function of a host goes to one VM only
     for host in hosts:
         used = [d[0] for vm in vms.values() if vm["host"] == host for d in vm["passthrough"]]
-        gpu_ids = [i for i in used if not i.startswith("0000:4b")]
-        assert len(gpu_ids) == len(set(gpu_ids)), host
+        assert len(used) == len(set(used)), host
 
     assert plan_json(lab, capsys)["actions"] == []
     code, out, _ = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
@@ -122,7 +130,7 @@ def test_powered_on_vm_and_its_host_are_left_alone_without_power_cycle(rack_twin
         "power_on": True,
         "cpus": 4,
         "memory_mb": 8192,
-        "firmware": "bios",
+        "firmware": "efi",
         "disk_gb": 40,
     }
     lab = rack_twin(R750, vms=[running])
@@ -136,13 +144,13 @@ def test_powered_on_vm_and_its_host_are_left_alone_without_power_cycle(rack_twin
     assert hosts["esx01.example.internal"]["ats"] is False
     assert hosts["esx02.example.internal"]["ats"] is True
     vm = read_vms(lab)["mn-node1"]
-    assert (vm["firmware"], vm["passthrough"], vm["power"]) == ("bios", [], "poweredOn")
+    assert (vm["cpus"], vm["passthrough"], vm["power"]) == (4, [], "poweredOn")
     assert last_record(lab, "provision")["status"] == "partial"
 
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--power-cycle")
     assert code == 0, err
     vm = read_vms(lab)["mn-node1"]
-    assert vm["firmware"] == "efi" and vm["locked"] and vm["power"] == "poweredOn"
+    assert vm["cpus"] == 32 and vm["locked"] and vm["power"] == "poweredOn"
     assert [d[0] for d in vm["passthrough"]] == ["0000:17:00.0", "0000:4b:00.0"]
     assert read_hosts(lab)["esx01.example.internal"]["ats"] is True
     assert plan_json(lab, capsys)["actions"] == []
@@ -187,8 +195,8 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
         "name": "s1-pair",
         "host": "esx01.example.internal",
         "cpus": 32,
-        "memory_mb": 65536,
-        "firmware": "bios",
+        "memory_mb": 32768,
+        "firmware": "efi",
         "disk_gb": 40,
     }
     faults = {"fail": [{"method": "ReconfigVM_Task", "target": "s1-pair", "count": 1}]}
@@ -197,9 +205,31 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
     assert ("vm.reconfigure", "s1-pair") in [(a["kind"], a["target"]) for a in plan]
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 1 and "ReconfigVM_Task on s1-pair failed" in err
-    assert read_vms(lab)["s1-pair"]["firmware"] == "bios"
+    assert read_vms(lab)["s1-pair"]["locked"] is not True
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     vm = read_vms(lab)["s1-pair"]
-    assert vm["firmware"] == "efi"
-    assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.0"]
+    assert vm["locked"] is True
+    assert [d[0] for d in vm["passthrough"]] == ["0000:b1:00.0", "0000:ca:00.0", "0000:4b:00.1"]
+
+
+def test_an_existing_bios_vm_is_never_switched_to_efi(rack_twin, capsys):
+    existing = {
+        "name": "s1-pair",
+        "host": "esx01.example.internal",
+        "cpus": 32,
+        "memory_mb": 65536,
+        "firmware": "bios",
+        "disk_gb": 40,
+    }
+    lab = rack_twin(R750, vms=[existing])
+    plan = {(a["kind"], a["target"]): a for a in plan_json(lab, capsys)["actions"]}
+    firmware = plan[("vm.firmware", "s1-pair")]
+    assert "never switches an existing VM from BIOS to EFI" in firmware["blocked"]
+    assert "firmware" not in plan[("vm.reconfigure", "s1-pair")]["change"]
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 1 and "BIOS to EFI" in error_line(err)
+    vm = read_vms(lab)["s1-pair"]
+    assert vm["firmware"] == "bios" and vm["locked"] is True and len(vm["passthrough"]) == 3
+    left = [(a["kind"], a["target"]) for a in plan_json(lab, capsys)["actions"]]
+    assert left == [("vm.firmware", "s1-pair")]

@@ -216,12 +216,16 @@ def vm_mmio(ctx: VmCtx) -> Outcome:
 
 @hv_check("hv.vm.p2p", "vm")
 def vm_p2p(ctx: VmCtx) -> Outcome:
-    """A VM with 2+ GPUs has pciPassthru.allowP2P and pciPassthru.RelaxACSforP2P set to true.
+    """A VM with 2+ P2P devices (GPUs, passthrough NIC) has allowP2P and RelaxACSforP2P true.
 
     Fix: rackcert provision --power-cycle (sets both P2P keys in the VM's extraConfig).
     """
-    if len(ctx.placement.gpus) < 2:
-        return skipped("fewer than 2 GPUs: no P2P between them")
+    tmpl = ctx.template
+    devices = len(ctx.placement.gpus)
+    if tmpl.gpu_mode is not GpuMode.vgpu and tmpl.nic is NicMode.passthrough and ctx.placement.nic:
+        devices += 1  # GPUDirect RDMA: GPU to NIC is P2P too (NVIDIA's vSphere guidance)
+    if devices < 2:
+        return skipped("fewer than 2 passthrough devices: no P2P between them")
     keys = ("pciPassthru.allowP2P", "pciPassthru.RelaxACSforP2P")
     seen = {k: (_extra(ctx.observed, k) or "unset") for k in keys}
     observed = " ".join(f"{k}={v}" for k, v in seen.items())

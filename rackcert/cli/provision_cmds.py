@@ -53,7 +53,8 @@ PLAN_HELP = (
     " plan is empty (the rack is provisioned)."
 )
 PROVISION_HELP = (
-    "Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs."
+    "Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs"
+    " (created VMs are powered on unless --no-power-on)."
     "\n\nAsks before changing anything unless --yes. Hosts with powered-on VMs, and powered-on"
     " VMs, are left alone (and reported, exit 1) unless --power-cycle. A failed vCenter task"
     " stops the run with the task's message; provision.json records what was done, and a"
@@ -111,6 +112,13 @@ def provision_cmd(
             " then power them on again",
         ),
     ] = False,
+    no_power_on: Annotated[
+        bool,
+        typer.Option(
+            "--no-power-on",
+            help="Create VMs powered off (ESXi checks passthrough devices only at power-on)",
+        ),
+    ] = False,
     reboot_timeout: Annotated[
         float,
         typer.Option(
@@ -160,6 +168,7 @@ def provision_cmd(
             on_plan=planned,
             on_event=bar.event,
             timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
+            power_on=not no_power_on,
         )
     path = run_dir.path / "provision.json"
     data = record.data

@@ -57,6 +57,7 @@ _NIC_IDS: list[tuple[tuple[str, ...], int]] = [
 ]
 # Short enough for tests; a real R750xa takes minutes, which the code's bounded wait allows.
 REBOOT_TIMING = {"connected_ms": 150, "down_ms": 600}
+PAGE_SIZE = 100
 _VGPU_SIZES = {80: (4, 8, 10, 16, 20, 40, 80), 40: (4, 5, 8, 10, 20, 40)}
 
 
@@ -306,6 +307,8 @@ def description_from_spec(
         "reboot": dict(REBOOT_TIMING),
         "templates": templates,
         **site_objects(templates, spec),
+        # The PropertyCollector's own page limit, as vCenter has one (collector.go).
+        "page_size": PAGE_SIZE,
     }
 
 

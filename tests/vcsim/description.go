@@ -43,6 +43,10 @@ type HostDesc struct {
 	ATSOption *bool `json:"ats_option"`
 	// ATSType is the option's declared type: "bool" (default) or "string".
 	ATSType string `json:"ats_type"`
+	// RebindWithoutReboot is HostCapability.deviceRebindWithoutRebootSupported (7.0+).
+	RebindWithoutReboot bool `json:"rebind_without_reboot"`
+	// GraphicsType is the host's default graphics type at start: shared (default) or sharedDirect.
+	GraphicsType string `json:"graphics_type"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.

@@ -145,6 +145,12 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 	case *types.ExitMaintenanceMode_Task:
 		ref := exitMaintenance(obj.(*simulator.HostSystem))
 		return &ref
+	case *types.PowerOnVM_Task:
+		vm := obj.(*simulator.VirtualMachine)
+		if msg := powerOnRefusal(vm); msg != "" {
+			ref := failedTask(vm, method.Name, &types.GenericVmConfigFault{Reason: msg}, msg)
+			return &ref
+		}
 	case *types.PowerOffVM_Task:
 		if vm := obj.(*simulator.VirtualMachine); isAgent(vm) {
 			restartAgentLater(vm)

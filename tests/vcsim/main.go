@@ -9,6 +9,7 @@
 // setting), adds the missing managed objects in the style of the simulator's
 // own example_extend_test.go, serves SOAP over TLS on loopback, and injects
 // faults on request (a failing task, a slow call, a dropped connection).
+// README.md lists what the twin models of vCenter/ESXi 7.0.3, and what not.
 //
 // Build (GOPATH mode, Debian's govmomi source):
 //

@@ -44,6 +44,7 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 	if err := model.Create(); err != nil {
 		return nil, err
 	}
+	setVcenterVersion()
 	c, err := vim25.NewClient(ctx, model.Service)
 	if err != nil {
 		return nil, err
@@ -227,6 +228,8 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		cfg.PciPassthruInfo = passthru
 		cfg.SharedPassthruGpuTypes = hd.VgpuTypes
 		hs.Runtime.InMaintenanceMode = hd.Maintenance
+		rebind := hd.RebindWithoutReboot
+		hs.Capability = &types.HostCapability{DeviceRebindWithoutRebootSupported: &rebind}
 
 		options := newHostOptions(hs, hd)
 		ref := simulator.Map.Put(options).Reference()
@@ -241,6 +244,8 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		pts.PciPassthruInfo = snapshotPassthru(passthru)
 		ptsRef := simulator.Map.Put(pts).Reference()
 		hs.ConfigManager.PciPassthruSystem = &ptsRef
+		gmRef := newGraphicsManager(hs, hd.GraphicsType)
+		hs.ConfigManager.GraphicsManager = &gmRef
 		availability.own(ptsRef, hs)
 		availability.own(ref, hs)
 	})
@@ -308,8 +313,11 @@ func (m *HostOptions) find(key string) *types.OptionValue {
 }
 
 // PciPassthruSystem is HostPciPassthruSystem, which govmomi's simulator lacks.
-// passthruEnabled changes at once; passthruActive follows it at the next host
-// reboot (RebootHost_Task), as on ESXi 7.0.
+// passthruEnabled changes at once. passthruActive follows it at once when the
+// change applies now, else at the next host reboot (RebootHost_Task): vSphere
+// API reference, HostPciPassthruConfig.applyNow (7.0): "If set, the changes are
+// applied immediately ...; if unset, the changes are applied immediately if the
+// host supports it" (HostCapability.deviceRebindWithoutRebootSupported).
 type PciPassthruSystem struct {
 	mo.HostPciPassthruSystem
 	host *simulator.HostSystem
@@ -341,9 +349,24 @@ func (p *PciPassthruSystem) UpdatePassthruConfig(req *types.UpdatePassthruConfig
 				&types.HostConfigFault{})
 			return body
 		}
+		rebind := p.host.Capability != nil && p.host.Capability.DeviceRebindWithoutRebootSupported != nil &&
+			*p.host.Capability.DeviceRebindWithoutRebootSupported
+		now := rebind
+		if cfg.ApplyNow != nil {
+			now = *cfg.ApplyNow
+		}
+		if now && !rebind {
+			body.Fault_ = simulator.Fault(fmt.Sprintf("host %s cannot rebind devices without a reboot"+
+				" (deviceRebindWithoutRebootSupported is false)", p.host.Name), &types.HostConfigFault{})
+			return body
+		}
 		if info.PassthruEnabled != cfg.PassthruEnabled {
 			info.PassthruEnabled = cfg.PassthruEnabled
-			changed = true
+			if now {
+				info.PassthruActive = cfg.PassthruEnabled
+			} else {
+				changed = true
+			}
 		}
 	}
 	if changed {
@@ -361,6 +384,7 @@ func reboot(hs *simulator.HostSystem) {
 		i := info.GetHostPciPassthruInfo()
 		i.PassthruActive = i.PassthruEnabled
 	}
+	bootGraphics(hs)
 	hs.Summary.RebootRequired = false
 	hs.Runtime.BootTime = &now
 }
@@ -408,7 +432,7 @@ func (b *ConfigTargetBrowser) QueryConfigTarget(ctx *simulator.Context, req *typ
 			target.PciPassthrough = append(target.PciPassthrough, &types.VirtualMachinePciPassthroughInfo{
 				VirtualMachineTargetInfo: types.VirtualMachineTargetInfo{Name: d.DeviceName},
 				PciDevice:                d,
-				SystemId:                 hs.Hardware.SystemInfo.Uuid,
+				SystemId:                 passthruSystemID(hs),
 			})
 		}
 		for _, t := range hs.Config.SharedPassthruGpuTypes {

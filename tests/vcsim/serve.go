@@ -48,7 +48,7 @@ func Serve(rack *Rack, desc *Description, password string) (*Server, error) {
 	svc.Listen = &url.URL{User: url.UserPassword(orDefault(desc.User, "rackcert"), password)}
 	svc.RegisterSDK(simulator.Map)
 	// pyVmomi's SmartConnect negotiates the API version from this file.
-	svc.ServeMux.HandleFunc(simulator.Map.Path+"/vimServiceVersions.xml", svc.ServiceVersions)
+	svc.ServeMux.HandleFunc(simulator.Map.Path+"/vimServiceVersions.xml", serviceVersions)
 	svc.ServeMux.HandleFunc("/about", svc.About)
 
 	ln, err := net.Listen("tcp", listen)

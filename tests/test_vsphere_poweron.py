@@ -1,0 +1,110 @@
+"""Power-on as ESXi checks it: passthrough backings, one VM per device, full reservation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.vsphere_helpers import cli, error_line, last_record, read_vms
+
+LAB = "inventories/lab.yaml"
+HOST = "lab-esx01.lab.internal"
+
+
+def _find(si, kind, name):
+
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [kind], True)
+    try:
+        return next(o for o in view.view if o.name == name)
+    finally:
+        view.DestroyView()
+
+
+def _intruder(si, system_id: str, locked: bool = True):
+    """A VM outside the spec holding lab-node1's first GPU, created powered off."""
+    from pyVmomi import vim
+
+    from provision.apply import wait_task
+
+    host = _find(si, vim.HostSystem, HOST)
+    backing = vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo(
+        id="0000:17:00.0", deviceId="20f1", systemId=system_id, vendorId=0x10DE
+    )
+    device = vim.vm.device.VirtualPCIPassthrough(key=-1, backing=backing)
+    config = vim.vm.ConfigSpec(
+        name="intruder",
+        guestId="ubuntu64Guest",
+        numCPUs=2,
+        memoryMB=2048,
+        memoryReservationLockedToMax=locked,
+        files=vim.vm.FileInfo(vmPathName="[LocalDS_0]"),
+        deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="add", device=device)],
+    )
+    folder = host.parent.parent.parent.vmFolder
+    task = folder.CreateVM_Task(config=config, pool=host.parent.resourcePool, host=host)
+    return wait_task(task, "create intruder")
+
+
+def test_provision_powers_created_vms_on_and_no_power_on_opts_out(rack_twin, capsys):
+    lab = rack_twin(LAB)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    assert {v["power"] for v in read_vms(lab).values()} == {"poweredOff"}
+
+    lab = rack_twin(LAB)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 0, err
+    assert {v["power"] for v in read_vms(lab).values()} == {"poweredOn"}
+
+
+def test_twin_refuses_power_on_like_esxi(rack_twin, capsys):
+    from pyVmomi import vim
+
+    from provision.apply import ApplyError, power_on_vm, wait_task
+
+    lab = rack_twin(LAB)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 0, err
+    with lab.connect() as si:
+        host = _find(si, vim.HostSystem, HOST)
+        env = host.parent.environmentBrowser.QueryConfigTarget(host=host)
+        system_id = next(p.systemId for p in env.pciPassthrough if p.pciDevice.id == "0000:17:00.0")
+        assert system_id != host.hardware.systemInfo.uuid
+        cases = [
+            (dict(system_id=system_id), "already in use by virtual machine lab-node1"),
+            (dict(system_id=host.hardware.systemInfo.uuid), "is not host"),
+            (dict(system_id=system_id, locked=False), "memory reservation (sched.mem.min)"),
+        ]
+        for i, (kwargs, words) in enumerate(cases):
+            if i == 2:  # the GPU is free again: only the reservation is wrong
+                wait_task(_find(si, vim.VirtualMachine, "lab-node1").PowerOffVM_Task(), "off")
+            vm = _intruder(si, **kwargs)
+            with pytest.raises(ApplyError) as exc:
+                power_on_vm(vm, "intruder")
+            assert words in str(exc.value)
+            wait_task(vm.Destroy_Task(), "destroy intruder")
+
+
+def test_a_power_on_refusal_fails_the_action_with_esxis_message(rack_twin, capsys):
+    from pyVmomi import vim
+
+    from provision.apply import wait_task
+
+    lab = rack_twin(LAB)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    with lab.connect() as si:
+        host = _find(si, vim.HostSystem, HOST)
+        env = host.parent.environmentBrowser.QueryConfigTarget(host=host)
+        system_id = next(p.systemId for p in env.pciPassthrough if p.pciDevice.id == "0000:17:00.0")
+        intruder = _intruder(si, system_id)
+        wait_task(intruder.PowerOnVM_Task(), "power on intruder")  # lab-node1 is off: allowed
+        wait_task(_find(si, vim.VirtualMachine, "lab-node1").Destroy_Task(), "destroy")
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 1
+    line = error_line(err)
+    assert "power on VM lab-node1 failed" in line
+    assert "0000:17:00.0 is already in use by virtual machine intruder" in line
+    record = last_record(lab, "provision")
+    assert record["status"] == "failed" and "already in use" in record["error"]
+    assert read_vms(lab)["lab-node1"]["power"] == "poweredOff"
