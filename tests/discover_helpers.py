@@ -45,8 +45,16 @@ def rack_data(hosts: int, base: Path = R750) -> dict[str, Any]:
     return data
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Shared objects written out each time: a spec may hold no anchors or aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def spec_of(data: dict[str, Any]) -> Spec:
-    return parse_spec(yaml.safe_dump(data, sort_keys=False), "<test spec>").spec
+    text = yaml.dump(data, Dumper=_NoAliases, sort_keys=False)
+    return parse_spec(text, "<test spec>").spec
 
 
 def observed_host(name: str, spec: Spec, host_index: int = 0) -> ObservedHost:

@@ -24,7 +24,7 @@ def _validate(spec, runs, tools) -> tuple[subprocess.CompletedProcess[str], dict
         "--tool-path",
         tools,
         "--check",
-        "gpu.count",
+        "node.reachable",
         "--no-facts",
     )
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
@@ -100,6 +100,6 @@ def test_pinned_keys_are_the_only_ones_trusted(ssh_hosts, fake_gpu_tools, tmp_pa
     runs = tmp_path / "runs"
     done, data = _validate(spec, runs, tools)
     assert data["host_keys"] == {"known_hosts": str(pins), "pinned": True, "enrolled": []}
-    assert data["nodes"]["node1"]["status"] == "passed"
+    assert data["nodes"]["node1"]["status"] == "passed", data["results"]
     assert data["nodes"]["node2"]["reachable"] is False
     assert not (runs / "vtest" / "known_hosts").exists()

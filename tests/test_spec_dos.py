@@ -37,7 +37,7 @@ def _check(path) -> subprocess.CompletedProcess[str]:
         (_laughs(), "anchors and aliases"),
         ("apiVersion: &v rackcert/v1\nkind: *v\n", "anchors and aliases"),
         ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nests deeper than"),
-        ("a: [" + ",".join(["0"] * 60_000) + "]\n", "more than 50000 values"),
+        ("a: [" + ",".join(["0"] * 31_000) + "]\n", "more than 30000 values"),
         ("a: '" + "x" * (2 << 20) + "'\n", "larger than"),
     ],
     ids=["billion-laughs", "one-alias", "deep", "many-nodes", "huge"],
@@ -51,4 +51,4 @@ def test_hostile_yaml_is_one_quick_error_line(tmp_path, text, message):
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    assert elapsed < 20, f"spec check took {elapsed:.1f} s"
+    assert elapsed < 30, f"spec check took {elapsed:.1f} s"

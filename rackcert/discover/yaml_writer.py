@@ -122,6 +122,8 @@ def render(data: dict[str, Any], notes: Notes | None = None, header: list[str] =
     yaml = YAML(typ="rt", pure=True)
     yaml.indent(mapping=2, sequence=4, offset=2)
     yaml.width = 4096  # one line per flow item, like the examples
+    # A drafted spec must pass `spec check`, which refuses anchors and aliases.
+    yaml.representer.ignore_aliases = lambda *_args: True
     out = io.StringIO()
     yaml.dump(root, out)
     return out.getvalue()
