@@ -221,6 +221,7 @@ class StorageNode(Model):
     iops: float = 0.0
     latency_ms: dict[str, float] = Field(default_factory=dict)
     node: str | None = Field(None, description="The bench node (ssh runs)")
+    wall_s: float | None = Field(None, description="The launch's wall time (ssh runs)")
 
 
 class StorageResult(Model):
