@@ -163,6 +163,9 @@ def provision_cmd(
         )
     path = run_dir.path / "provision.json"
     data = record.data
+    for name, state in data.vms.items():
+        if state.get("left_off") and not as_json:
+            console.print(f"[yellow]left powered off[/]: {name}: {state['left_off']}", emoji=False)
     if not data.actions:
         _say(as_json, record, path, "[green]nothing to do[/]: the rack matches the spec")
         return

@@ -156,6 +156,13 @@ def _print_checks(defs) -> None:
 
 
 def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
+    for e in record.data.host_keys.enrolled if record.data.host_keys else []:
+        console.print(
+            f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            " (first contact; enforced from now on)",
+            soft_wrap=True,
+            highlight=False,
+        )
     table = Table(title="validate", title_justify="left")
     for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
         table.add_column(col)
