@@ -598,7 +598,7 @@ def _clone_actions(
         _fmt_extra(extra),
         guestinfo_summary(spec, vm_spec, keys),
     ]
-    common = {"host": host.name}
+    common: dict[str, Any] = {"host": host.name}
     return [
         Action(
             "vm.clone",

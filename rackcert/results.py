@@ -13,14 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
 
 # The thresholds bench judges, a closed set: certification.required names some of them.
-VERDICT_CHECKS = (
-    "allreduce.correct",
-    "allreduce.busbw_fraction",
-    "resnet50.scaling_efficiency",
-    "resnet50.images_per_gpu",
-    "resnet50.loss_finite",
-    "storage.read",
-)
 VerdictCheckId = Literal[
     "allreduce.correct",
     "allreduce.busbw_fraction",

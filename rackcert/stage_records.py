@@ -254,6 +254,7 @@ class StorageNode(Model):
     iops: float = 0.0
     latency_ms: dict[str, float] = Field(default_factory=dict)
     node: str | None = Field(None, description="The bench node (ssh runs)")
+    wall_s: float | None = Field(None, description="The launch's wall time (ssh runs)")
     engine: str = Field("pread", description="fio (its version) or pread, the fallback reader")
     fio_error: str | None = Field(None, description="Why fio could not run (pread ran instead)")
     command: list[str] | None = Field(None, description="The fio command line that ran")

@@ -107,7 +107,7 @@ def test_naive_loop_measured_in_the_same_launch(bench: dict[str, Any]) -> None:
 
 
 def test_storage_reads_synthetic_files(bench: dict[str, Any]) -> None:
-    st = bench["data"]["storage"]
+    (st,) = bench["data"]["storage"]["nodes"]  # local: one node, the same shape as ssh runs
     assert st["synthetic"] is True and st["errors"] == 0 and st["reads"] > 0
     assert st["latency_ms"]["p50"] <= st["latency_ms"]["p99"] <= st["latency_ms"]["max"]
     assert list((bench["tmp"] / "data" / "rackcert-synthetic").iterdir())

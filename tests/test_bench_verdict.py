@@ -13,22 +13,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import ValidationError
 
 from rackcert.report.assemble import assemble
-from rackcert.results import (
-    AllreducePoint,
-    AllreduceResult,
-    ScalingPoint,
-    ScalingResult,
-    Status,
-    Verdict,
-)
+from rackcert.results import Status, Verdict, VerdictCheckId
 from rackcert.runs import RunDir
 from rackcert.spec import Certification
 from rackcert.spec_loader import load_spec
+from tests.test_bench_units import _ar, _sc
 from validation.bench import verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,37 +31,6 @@ EVIDENCE = ROOT / "docs" / "evidence"
 R750 = ROOT / "inventories" / "r750xa-4node.yaml"
 LAB = ROOT / "inventories" / "lab.yaml"
 H200 = ROOT / "inventories" / "h200-local.yaml"
-
-
-def _ar(world: int, fraction: float | None) -> AllreduceResult:
-    pt = AllreducePoint(
-        size_bytes=1 << 20, count=1 << 18, time_us=1.0, algbw_gbps=1, busbw_gbps=1, correct=True
-    )
-    return AllreduceResult(
-        backend="gloo",
-        device="cpu",
-        world_size=world,
-        points=[pt],
-        line_rate_gbps=100.0,
-        busbw_fraction=fraction,
-    )
-
-
-def _sc(per_gpu: list[float]) -> ScalingResult:
-    pts = [
-        ScalingPoint(
-            nodes=2**i,
-            gpus=2**i,
-            images_per_sec=v * 2**i,
-            images_per_sec_per_gpu=v,
-            speedup=v * 2**i / per_gpu[0],
-            efficiency=v / per_gpu[0],
-        )
-        for i, v in enumerate(per_gpu)
-    ]
-    return ScalingResult(
-        batch_per_gpu=256, precision="fp16", channels_last=True, device="cuda", points=pts
-    )
 
 
 CERT = Certification(resnet50_images_per_gpu_min=2500)
@@ -78,6 +42,11 @@ def test_default_required_is_what_the_rack_can_judge() -> None:
     assert load_spec(R750).spec.required_checks() == ALL  # 4 nodes x 1 GPU
     assert load_spec(LAB).spec.required_checks() == ALL  # 2 nodes x 2 GPUs
     assert load_spec(H200).spec.required_checks() == ["resnet50.images_per_gpu"]  # 1 GPU
+
+
+def test_the_verdict_judges_exactly_the_closed_set_of_check_ids() -> None:
+    v = verdict.judge(CERT, None, None, [], None, judge_link=True)
+    assert tuple(c.id for c in v.checks) == get_args(VerdictCheckId)
 
 
 def test_required_is_a_closed_set_in_the_spec() -> None:

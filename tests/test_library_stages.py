@@ -23,7 +23,7 @@ def test_stages_run_from_python_and_return_typed_records(rack_twin, tmp_path):
     plan = provision.run_plan(loaded, run)
     assert isinstance(plan, PlanRecord) and plan.status == "ok"
     assert plan.spec_sha256 == loaded.sha256
-    assert {a.kind for a in plan.data.actions} >= {"host.ats", "vm.create"}
+    assert {a.kind for a in plan.data.actions} >= {"host.ats", "vm.clone"}
 
     asked: list[int] = []
     done = provision.run(loaded, run, confirm=lambda actions: asked.append(len(actions)) or True)

@@ -22,6 +22,7 @@ from rackcert.cli.common import console, err_console
 from rackcert.cli.spec_cmds import spec_app
 from rackcert.errors import InputError, RackcertError, SpecError
 from rackcert.observed import Inventory
+from rackcert.pci import NVIDIA, vendor
 from rackcert.spec import VCenter
 
 DEFAULT_PASSWORD_ENV = "RACKCERT_VCENTER_PASSWORD"
@@ -189,7 +190,7 @@ def _rack_name(name: str | None, source, output: Path | None) -> str:
 
 def _say_read(endpoint, inventory: Inventory, inventory_file: Path | None) -> None:
     """One line on stderr: what was read and what it cost (never part of the draft)."""
-    gpus = sum(1 for h in inventory.hosts for d in h.pci_devices if d.vendor_id == 0x10DE)
+    gpus = sum(1 for h in inventory.hosts for d in h.pci_devices if vendor(d.vendor_id) == NVIDIA)
     if inventory_file:
         where = f"inventory {inventory_file}"
     else:

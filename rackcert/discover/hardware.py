@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 from rackcert.discover.catalog import Catalog, ServerModel
 from rackcert.observed import ObservedHost, PciDevice
+from rackcert.pci import is_mellanox_nic, is_nvidia_gpu
 from rackcert.spec import normalize_pci
 
-NVIDIA = 0x10DE
 MAX_NOTES = 5
 
 
@@ -107,7 +107,7 @@ def _gpus(host: ObservedHost, catalog: Catalog, notes: list[str]) -> list[GpuSee
     for dev in host.pci_devices:
         pci = _pci(dev)
         part = catalog.gpu(dev.vendor_id, dev.device_id)
-        is_display = (dev.vendor_id & 0xFFFF) == NVIDIA and (dev.class_id >> 8) == 0x03
+        is_display = is_nvidia_gpu(dev.vendor_id, dev.class_id)
         if pci is None or not (part or is_display):
             continue
         numa = dev.numa_node if dev.numa_node is not None else 0
@@ -135,7 +135,7 @@ def _nics(host: ObservedHost, catalog: Catalog, notes: list[str]) -> list[NicSee
         if pci is None:
             continue
         if part is None:
-            if (dev.vendor_id & 0xFFFF) == 0x15B3 and (dev.class_id >> 8) == 0x02:
+            if is_mellanox_nic(dev.vendor_id, dev.class_id, infiniband=False):
                 ids = f"{dev.vendor_id & 0xFFFF:04x}:{dev.device_id & 0xFFFF:04x}"
                 notes.append(f"{pci}: Mellanox {ids} is not in the NIC catalog; not listed")
             continue

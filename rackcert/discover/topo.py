@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from rackcert.discover.hardware import HostHardware
 from rackcert.errors import InputError
 from rackcert.observed import ObservedVm
+from rackcert.pci import NVIDIA, vendor
 from rackcert.spec import normalize_pci
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -130,7 +131,7 @@ def gpu_passthrough(vm: ObservedVm, host_gpus: set[str]) -> list[str]:
         if dev.backing != "fixed" or not dev.id:
             continue
         pci = normalize_pci(dev.id)
-        if pci in host_gpus or (dev.vendor_id or 0) & 0xFFFF == 0x10DE:
+        if pci in host_gpus or vendor(dev.vendor_id) == NVIDIA:
             out.append(pci)
     return out
 

@@ -25,15 +25,12 @@ from typing import Any
 
 from rackcert.errors import InputError, RackcertError
 from rackcert.paths import REPO_ROOT
+from rackcert.pci import DELL, INTEL, MELLANOX, NVIDIA
 from rackcert.spec import Gpu, HardwareProfile, Nic, Spec
 
 SOURCE_DIR = REPO_ROOT / "tests" / "vcsim"
 GOPATH = "/usr/share/gocode"
 
-NVIDIA = 0x10DE
-MELLANOX = 0x15B3
-INTEL = 0x8086
-DELL = 0x1028
 
 # PCI device ids (pci.ids): the twin reports what lspci / ESXi would for each model.
 _GPU_IDS: list[tuple[tuple[str, ...], int, int]] = [

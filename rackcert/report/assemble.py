@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel
 
+from rackcert import pci
 from rackcert.errors import RecordError
 from rackcert.observed import Inventory
 from rackcert.report import matrix as matrix_mod
@@ -65,7 +66,6 @@ EVIDENCE_STAGES = tuple(s for s in STAGES if s != "report")
 REQUIRED_STAGES = ("validate", "bench")  # a certificate needs both; the rest may be older runs
 OK_STATUSES = {"ok"}
 FAILED_STATUSES = {"failed"}
-NVIDIA, MELLANOX = 0x10DE, 0x15B3
 
 
 def _version() -> str:
@@ -193,10 +193,6 @@ def _referenced_inventory(
     return None, ""
 
 
-def _base_class(class_id: int) -> int:
-    return class_id >> 16 if class_id > 0xFFFF else class_id >> 8
-
-
 def _extra(model: BaseModel, *keys: str) -> Any:
     extra = model.model_extra or {}
     return next((extra[k] for k in keys if extra.get(k) not in (None, "")), None)
@@ -216,7 +212,7 @@ def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, d
                 passthru_active=d.passthru_active,
             )
             for d in h.pci_devices
-            if d.vendor_id == NVIDIA and _base_class(d.class_id) == 0x03
+            if pci.is_nvidia_gpu(d.vendor_id, d.class_id)
         ]
         nics = [
             NicRecord(
@@ -227,7 +223,7 @@ def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, d
                 passthru_active=d.passthru_active,
             )
             for d in h.pci_devices
-            if d.vendor_id == MELLANOX and _base_class(d.class_id) in (0x02, 0x0C)
+            if pci.is_mellanox_nic(d.vendor_id, d.class_id)
         ]
         bios = _extra(h, "bios_version", "bios")
         hosts.append(

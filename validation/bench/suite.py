@@ -468,7 +468,7 @@ def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -
         if why:
             return {"skipped": True, "reason": why, "nodes": found}
     by_name = {n.name: n for n in nodes}
-    results = []
+    results: list[dict[str, Any]] = []
     for a, b in perftest.pairs([n.name for n in nodes]):
         server, client = by_name[b], by_name[a]
         cuda = found[a]["cuda"] and found[b]["cuda"] and engine_gpus(spec, vms)
