@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from rackcert.errors import RackcertError
 
@@ -30,6 +31,14 @@ _DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError, ssl.SSLErr
 
 class ApplyError(RackcertError):
     """A vCenter task failed or the connection dropped; what was done is recorded."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long provision waits for what a real rack can take long for (seconds)."""
+
+    reboot: float = REBOOT_TIMEOUT_S
+    maintenance: float = 600.0
 
 
 @dataclass
@@ -84,18 +93,21 @@ def _power(si: Any, vms: list[dict[str, str]], on: bool, on_event: Event) -> Non
             wait_task(vm.PowerOffVM_Task(), f"power off VM {ref['name']}", on_event)
 
 
-def _prepare_host(si: Any, name: str, actions: list[Action], on_event: Event, done: Any) -> None:
+def _prepare_host(
+    si: Any, name: str, actions: list[Action], on_event: Event, done: Any, timeouts: Timeouts
+) -> None:
     """One host: maintenance mode, ATS, passthrough, reboot, exit maintenance mode."""
     from pyVmomi import vim
 
     host = _host(si, actions[0].params["host_moid"])
-    if not host.runtime.inMaintenanceMode:
-        wait_task(host.EnterMaintenanceMode_Task(timeout=0), f"{name}: enter maintenance mode")
+    operators = bool(host.runtime.inMaintenanceMode)
+    if not operators:
+        _enter_maintenance(host, name, on_event, timeouts)
+    keep = "; host left in maintenance mode: it was in it before provision (the operator's)"
     for action in actions:
         on_event("start", action, "")
         if action.kind == "host.ats":
-            option = vim.option.OptionValue(key=ATS_OPTION, value=True)
-            host.configManager.advancedOption.UpdateOptions(changedValue=[option])
+            _set_ats(host, name, action.params.get("option_type") or "bool")
         elif action.kind == "host.passthrough":
             configs = [
                 vim.host.PciPassthruConfig(id=pci, passthruEnabled=True)
@@ -103,19 +115,58 @@ def _prepare_host(si: Any, name: str, actions: list[Action], on_event: Event, do
             ]
             host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
         elif action.kind == "host.reboot":
-            wait_task(host.RebootHost_Task(force=False), f"{name}: reboot", on_event)
-            _wait_connected(host, name)
-        done(action, "")
-    wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+            boot = _reboot(host, name, action, on_event, timeouts)
+            done(action, f"booted {boot.isoformat()}" + (keep if operators else ""))
+            continue
+        done(action, keep[2:] if operators else "")
+    if not operators:
+        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
 
 
-def _wait_connected(host: Any, name: str, timeout: float = 1800) -> None:
-    """After a reboot vCenter shows the host notResponding until it is back."""
-    deadline = time.monotonic() + timeout
-    while host.runtime.connectionState != "connected":
-        if time.monotonic() > deadline:
-            raise ApplyError(f"{name}: not reconnected {timeout:.0f} s after the reboot")
-        time.sleep(2)
+def _set_ats(host: Any, name: str, option_type: str) -> None:
+    """VMkernel.Boot.atsSupport = on, typed as this host declares it (bool, or "TRUE")."""
+    from pyVmomi import vim
+
+    manager = host.configManager.advancedOption
+    try:
+        manager.QueryOptions(ATS_OPTION)
+    except vim.fault.InvalidName:
+        raise ApplyError(
+            f"{name}: this ESXi build has no {ATS_OPTION}: run `esxcli system settings kernel"
+            " set -s atsSupport -v TRUE` on the host, then reboot it"
+        ) from None
+    values = {"bool": True, "string": "TRUE", "int": 1, "long": 1}
+    value = values.get(option_type, True)
+    manager.UpdateOptions(changedValue=[vim.option.OptionValue(key=ATS_OPTION, value=value)])
+
+
+def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts) -> None:
+    """Maintenance mode, bounded: vCenter waits for VMs that cannot move until `timeout`.
+
+    The plan only gets here with no powered-on workload VM on the host (or with
+    them powered off by --power-cycle); a VM powered on since the plan would
+    make vCenter wait forever with timeout=0. evacuatePoweredOffVms is false:
+    powered-off VMs holding the host's passthrough devices stay registered
+    there (on a cluster without DRS, true would never succeed).
+    """
+    limit = int(timeouts.maintenance)
+    task = host.EnterMaintenanceMode_Task(timeout=limit, evacuatePoweredOffVms=False)
+    wait_task(task, f"{name}: enter maintenance mode", on_event, timeout=limit + 60)
+
+
+def _reboot(host: Any, name: str, action: Action, on_event: Event, timeouts: Timeouts) -> Any:
+    """Reboot and wait for a later boot time (provision/hostboot.py says why)."""
+    try:
+        return reboot_host(
+            host,
+            name,
+            lambda task, what: wait_task(task, what, on_event),
+            expect_active=list(action.params.get("passthrough") or []),
+            timeout=timeouts.reboot,
+            progress=lambda detail: on_event("progress", None, detail),
+        )
+    except RebootError as exc:
+        raise ApplyError(str(exc)) from None
 
 
 def _signed16(value: int) -> int:
@@ -231,9 +282,11 @@ def apply(
     power_cycle: bool = False,
     on_event: Event = _quiet,
     on_done: Callable[[ApplyResult], None] | None = None,
+    timeouts: Timeouts | None = None,
 ) -> ApplyResult:
     """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action."""
     result = ApplyResult()
+    timeouts = timeouts or Timeouts()
     current: list[Action] = []
     outer = on_event
 
@@ -262,6 +315,11 @@ def apply(
             if action.kind in HOST_KINDS:
                 hosts.setdefault(action.host, []).append(action)
         for name, host_actions in hosts.items():
+            for action in [a for a in host_actions if a.blocked]:
+                skip(action, action.blocked or "")
+            host_actions = [a for a in host_actions if not a.blocked]
+            if not host_actions:
+                continue
             running = host_actions[0].params.get("powered_on_vms") or []
             if running and not power_cycle:
                 skipped_hosts.add(name)
@@ -272,7 +330,7 @@ def apply(
             if running:
                 _power(si, running, on=False, on_event=on_event)
                 restart += running
-            _prepare_host(si, name, host_actions, on_event, done)
+            _prepare_host(si, name, host_actions, on_event, done, timeouts)
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue

@@ -7,10 +7,12 @@ number of hosts (benchmarks/discovery.py measures it against a naive walk).
 
 Per host it reads model, vendor, ESXi version, PCI devices with vendor/device
 ids, the NUMA node of each device (hardware.numaInfo), passthrough state
-(config.pciPassthruInfo), the ATS boot option (config.option carries the
-advanced options, so VMkernel.Boot.atsSupport needs no QueryOptions call per
-host), maintenance and reboot-required state. Per VM: passthrough devices with
-their backing ids, extraConfig, reservation, firmware and power state.
+(config.pciPassthruInfo), the ATS boot option and its declared type (the keyed
+paths `config.option["VMkernel.Boot.atsSupport"]` and
+`config.optionDef[...]` ask for that one option, not the host's whole list;
+absent on a build without it), maintenance and reboot-required state. Per VM:
+passthrough devices with their backing ids, extraConfig, reservation,
+firmware, power state and the extension that manages it (vCLS).
 """
 
 from __future__ import annotations
@@ -33,18 +35,22 @@ from rackcert.observed import (
 )
 
 ATS_OPTION = "VMkernel.Boot.atsSupport"
+ATS_VALUE = f'config.option["{ATS_OPTION}"]'
+ATS_DEF = f'config.optionDef["{ATS_OPTION}"]'
 
 HOST_PROPERTIES = [
     "name",
     "summary.hardware",
     "summary.rebootRequired",
     "config.product",
-    "config.option",
+    ATS_VALUE,
+    ATS_DEF,
     "config.pciPassthruInfo",
     "config.sharedPassthruGpuTypes",
     "hardware.pciDevice",
     "hardware.numaInfo",
     "hardware.systemInfo",
+    "hardware.biosInfo",  # HostBIOSInfo: biosVersion, releaseDate (certified-matrix BIOS row)
     "runtime.connectionState",
     "runtime.powerState",
     "runtime.inMaintenanceMode",
@@ -64,6 +70,7 @@ VM_PROPERTIES = [
     "config.memoryReservationLockedToMax",
     "config.memoryAllocation",
     "config.extraConfig",
+    "config.managedBy",
     "config.template",
     "guest.ipAddress",
 ]
@@ -227,8 +234,9 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
                 passthru_active=bool(info and info.passthruActive),
             )
         )
-    options = {o.key: o.value for o in props.get("config.option") or []}
-    ats = options.get(ATS_OPTION)
+    ats_value = props.get(ATS_VALUE)
+    ats = ats_value.value if ats_value is not None else None
+    ats_type = _option_type(props.get(ATS_DEF), ats)
     product = props.get("config.product")
     hardware = props.get("summary.hardware")
     system = props.get("hardware.systemInfo")
@@ -247,11 +255,24 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
         in_maintenance=bool(props.get("runtime.inMaintenanceMode", False)),
         reboot_required=bool(props.get("summary.rebootRequired", False)),
         ats_enabled=_truthy(ats) if ats is not None else None,
+        ats_option_type=ats_type,
         numa_nodes=int(getattr(numa, "numNodes", 0) or 0),
         memory_mb=int((getattr(hardware, "memorySize", 0) or 0) // (1024 * 1024)),
         pci_devices=devices,
         vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
+        bios_version=getattr(props.get("hardware.biosInfo"), "biosVersion", "") or "",
     )
+
+
+def _option_type(definition: Any, value: Any) -> str:
+    """bool/string/int/long from the host's OptionDef; "" when the host has no such option."""
+    kind = type(getattr(definition, "optionType", None)).__name__.lower()
+    for name in ("bool", "string", "long", "int"):
+        if name in kind:
+            return name
+    if value is None:
+        return ""
+    return "bool" if isinstance(value, bool) else "string" if isinstance(value, str) else "long"
 
 
 def _truthy(value: Any) -> bool:
@@ -286,6 +307,7 @@ def _vm(moid: str, props: dict[str, Any]) -> ObservedVm:
         hardware_version=props.get("config.version", "") or "",
         extra_config=extra,
         passthrough=devices,
+        managed_by=getattr(props.get("config.managedBy"), "extensionKey", "") or "",
         template=bool(props.get("config.template")),
         disks=disks,
         nics=nics,

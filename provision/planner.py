@@ -70,8 +70,32 @@ def _find_host(spec_host: Any, inventory: Inventory) -> ObservedHost:
 
 
 def _powered_on(host: ObservedHost, inventory: Inventory) -> list[dict[str, str]]:
-    vms = [v for v in inventory.vms if v.host == host.name and v.power_state == "poweredOn"]
+    """The host's powered-on workload VMs (agent VMs an extension manages are not workload)."""
+    vms = [
+        v
+        for v in inventory.vms
+        if v.host == host.name and v.power_state == "poweredOn" and not v.managed_by
+    ]
     return [{"name": v.name, "moid": v.moid} for v in sorted(vms, key=lambda v: v.name)]
+
+
+def left_alone(inventory: Inventory) -> list[dict[str, str]]:
+    """VMs that an extension manages (vCLS: com.vmware.vim.eam), which rackcert never touches.
+
+    vCenter 7.0.3 runs up to three vCLS agent VMs per cluster and powers them on
+    again when they are powered off; maintenance mode takes care of them. They
+    are never counted as workload, powered off or waited for.
+    """
+    return [
+        {
+            "name": v.name,
+            "host": v.host or "",
+            "managed_by": v.managed_by,
+            "reason": f"managed by vCenter extension {v.managed_by}: left alone",
+        }
+        for v in inventory.vms
+        if v.managed_by
+    ]
 
 
 def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) -> dict[str, str]:
@@ -97,20 +121,11 @@ def _host_actions(
     running = _powered_on(host, inventory)
     actions: list[Action] = []
     pending_boot = host.reboot_required
-    if host.ats_enabled is not True:
-        actions.append(
-            Action(
-                "host.ats",
-                host.name,
-                "VMkernel.Boot.atsSupport "
-                + ("unset" if host.ats_enabled is None else "false")
-                + " -> true",
-                "ATS lets the GPUs and the ConnectX-6 do P2P (GPUDirect) without the IOMMU"
-                " in the way (Dell design, step 1); takes effect at the next boot",
-                host=host.name,
-            )
-        )
-        pending_boot = True
+    ats = _ats_action(host)
+    ats_change = ats is not None and ats.blocked is None
+    if ats is not None:
+        actions.append(ats)
+        pending_boot = pending_boot or ats_change
     enable: list[str] = []
     activate: list[str] = []
     for pci, vm in _passthrough_ids(spec, placements, spec_host.name).items():
@@ -140,13 +155,9 @@ def _host_actions(
         )
     if enable or activate or pending_boot:
         waiting = [*enable, *activate]
-        why = "ATS" if host.ats_enabled is not True else "pending boot options"
+        why = "ATS" if ats_change else "pending boot options"
         if waiting:
-            why = (
-                ("ATS and " if host.ats_enabled is not True else "")
-                + "passthrough of "
-                + (", ".join(waiting))
-            )
+            why = ("ATS and " if ats_change else "") + "passthrough of " + (", ".join(waiting))
         actions.append(
             Action(
                 "host.reboot",
@@ -154,6 +165,7 @@ def _host_actions(
                 "maintenance mode, reboot, exit maintenance mode",
                 f"{why}: in effect only after a reboot",
                 host=host.name,
+                params={"passthrough": waiting},
             )
         )
     for action in actions:
@@ -167,6 +179,43 @@ def _host_actions(
                 " needs --power-cycle"
             )
     return actions
+
+
+ESXCLI_ATS = "esxcli system settings kernel set -s atsSupport -v TRUE"
+
+
+def _ats_action(host: ObservedHost) -> Action | None:
+    """ATS on, through the advanced option when this ESXi build has it; else blocked.
+
+    Whether VMkernel.Boot.atsSupport exists, and its type, is read from the host
+    (discovery: config.optionDef). Without it there is nothing the API can set,
+    so the action is blocked with the esxcli command, and no reboot is planned
+    for it (a reboot would not change anything, on every run).
+    """
+    if host.ats_enabled is True:
+        return None
+    reason = (
+        "ATS lets the GPUs and the ConnectX-6 do P2P (GPUDirect) without the IOMMU"
+        " in the way (Dell design, step 1); takes effect at the next boot"
+    )
+    if not host.ats_option_type:
+        return Action(
+            "host.ats",
+            host.name,
+            "VMkernel.Boot.atsSupport: not an advanced option on this host",
+            reason,
+            host=host.name,
+            blocked=f"this ESXi build has no VMkernel.Boot.atsSupport: run `{ESXCLI_ATS}`"
+            " on the host, then reboot it",
+        )
+    return Action(
+        "host.ats",
+        host.name,
+        f"VMkernel.Boot.atsSupport {'false' if host.ats_enabled is False else 'unset'} -> true",
+        reason,
+        host=host.name,
+        params={"option_type": host.ats_option_type},
+    )
 
 
 def _device_key(dev: Any) -> tuple[str, str]:

@@ -51,6 +51,11 @@ class ObservedHost(Observed):
     ats_enabled: bool | None = Field(
         None, description="ATS setting as configured (VMkernel.Boot.atsSupport); None: not seen"
     )
+    ats_option_type: str | None = Field(
+        None,
+        description="Declared type of VMkernel.Boot.atsSupport on this host (bool, string, ...);"
+        " empty: the ESXi build has no such option; None: not read",
+    )
     numa_nodes: int = 0
     memory_mb: int = 0
     pci_devices: list[PciDevice] = Field(default_factory=list)
@@ -102,6 +107,11 @@ class ObservedVm(Observed):
     hardware_version: str = ""
     extra_config: dict[str, str] = Field(default_factory=dict)
     passthrough: list[PassthroughDevice] = Field(default_factory=list)
+    managed_by: str = Field(
+        "",
+        description="config.managedBy.extensionKey: a VM an extension runs (vCLS agents:"
+        " com.vmware.vim.eam), never workload",
+    )
     template: bool = Field(False, description="config.template: a template, not a VM")
     disks: list[VirtualDisk] = Field(default_factory=list)
     nics: list[VirtualNic] = Field(default_factory=list)

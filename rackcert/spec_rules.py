@@ -177,6 +177,16 @@ def _placement(spec: Spec) -> Iterator[Problem]:
         yield Problem(("vms", exc.problem.vm_index, exc.problem.field), exc.problem.message)
 
 
+def _ansible_vars(spec: Spec) -> Iterator[Problem]:
+    from rackcert.configure.inventory import ansible_var_conflicts
+
+    for name in ansible_var_conflicts(spec):
+        yield Problem(
+            ("guest", "ansible_vars", name),
+            f"rackcert sets {name} from the spec; change the spec field it comes from instead",
+        )
+
+
 RULES = (
     _dup_names,
     _dup_pci,
@@ -186,6 +196,7 @@ RULES = (
     _guest_network,
     _capacity,
     _placement,
+    _ansible_vars,
 )
 
 

@@ -86,6 +86,11 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
     assert bench["data"]["allreduce"]["world_size"] >= 2
     assert all(p["correct"] for p in bench["data"]["allreduce"]["points"])
     assert bench["data"]["resnet50"]["points"]
+    # every stage record of the real run fits its published JSON Schema
+    from tests.test_stage_records import validate_run_dir
+
+    stages = ["plan", "provision", "configure", "validate", "bench", "report"]
+    assert validate_run_dir(run) == stages
     html = (run / "report.html").read_text()
     assert _stage(run, "report")["data"]["verdict"] == "FAIL"
     assert "FAIL" in html and "gpu.count" in html

@@ -55,6 +55,8 @@ _NIC_IDS: list[tuple[tuple[str, ...], int]] = [
     (("connectx-5",), 0x1017),
     (("bluefield-2",), 0xA2D6),
 ]
+# Short enough for tests; a real R750xa takes minutes, which the code's bounded wait allows.
+REBOOT_TIMING = {"connected_ms": 150, "down_ms": 600}
 _VGPU_SIZES = {80: (4, 8, 10, 16, 20, 40, 80), 40: (4, 5, 8, 10, 20, 40)}
 
 
@@ -300,6 +302,8 @@ def description_from_spec(
         "hosts": hosts,
         "vms": vms or [],
         "faults": faults or {},
+        # A host reboot as vCenter shows it: connected a while, notResponding, back (reboot.go).
+        "reboot": dict(REBOOT_TIMING),
         "templates": templates,
         **site_objects(templates, spec),
     }

@@ -3,6 +3,8 @@
     def test_x(rack_twin):
         lab = rack_twin()                                  # twin of inventories/r750xa-4node.yaml
         lab = rack_twin("inventories/lab.yaml", vms=[...], faults={"fail": [...]})
+        lab = rack_twin(desc={"reboot": {"connected_ms": 300, "down_ms": 900}})  # any key
+        lab = rack_twin(host_desc={"esx01.example.internal": {"maintenance": True}})  # "*": all
         lab = rack_twin(..., templates=[])                 # the spec's template is missing
         main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
         with lab.connect() as si: ...                      # a separate pyVmomi session
@@ -71,6 +73,8 @@ class TwinFactory:
         faults: dict[str, Any] | None = None,
         tls: str = "ca",
         hosts: int | None = None,
+        desc: dict[str, Any] | None = None,
+        host_desc: dict[str, dict[str, Any]] | None = None,
         templates: list[dict[str, Any]] | None = None,
         wait_for: str | None = "tools",
     ) -> TwinLab:
@@ -79,13 +83,16 @@ class TwinFactory:
         source = Path(spec) if Path(spec).is_absolute() else REPO_ROOT / spec
         loaded = load_spec(source).spec
         if hosts is None:
-            desc = twin.description_from_spec(
+            description = twin.description_from_spec(
                 loaded, files, port=0, vms=vms, faults=faults, templates=templates
             )
         else:
-            desc = twin.synthetic_description(hosts, loaded, files)
-        desc["tls"] = True
-        started = twin.start(desc, files)
+            description = twin.synthetic_description(hosts, loaded, files)
+        description["tls"] = True
+        description |= desc or {}
+        for host in description["hosts"]:
+            host |= (host_desc or {}).get("*", {}) | (host_desc or {}).get(host["name"], {})
+        started = twin.start(description, files)
         self.running.append(started)
         data = yaml.safe_load(source.read_text())
         vcenter = data["vcenter"]
