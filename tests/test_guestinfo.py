@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from provision import guestinfo
-from rackcert.spec_loader import load_spec
 from rackcert.spec_loader import parse_spec as load_text
 
 LAB = Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml"
@@ -41,7 +40,13 @@ print(json.dumps({"meta": {k: v for k, v in meta.items() if k != "network"},
 
 @pytest.fixture(scope="module")
 def lab():
-    return load_spec(LAB).spec
+    """The lab spec with a gateway and DNS, as a site's management network has them."""
+    text = LAB.read_text().replace(
+        "    prefix: 24\n", "    prefix: 24\n    gateway: 10.77.0.1\n    dns: [10.77.0.2]\n"
+    )
+    spec = load_text(text).spec
+    assert spec.network.management.gateway == "10.77.0.1"
+    return spec
 
 
 def _cloud_init(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -92,6 +97,7 @@ def test_vmware_datasource_decodes_the_guestinfo_keys(lab):
         subnet["address"] == "10.77.0.11" and str(subnet.get("prefix")) == "24"
     )
     assert any(r.get("gateway") == "10.77.0.1" for r in subnet.get("routes", []))
+    assert subnet.get("dns_nameservers") == ["10.77.0.2"]
     assert seen["user"].startswith("#cloud-config") and KEY in seen["user"]
 
 

@@ -217,15 +217,15 @@ def down(
 
     spec = load(_spec_path(spec_path)).spec
     workdir = _workdir(spec)
+    pid = _stop_agent(workdir)  # first, so it does not watch a vCenter going away
+    if pid:
+        console.print(f"guest agent stopped (pid {pid})")
     state = _state(workdir)
     if state and twin.stop_pid(int(state["pid"])):
         console.print(f"twin stopped (pid {state['pid']})")
     else:
         console.print("twin was not running")
     (workdir / "twin-state.json").unlink(missing_ok=True)
-    pid = _stop_agent(workdir)
-    if pid:
-        console.print(f"guest agent stopped (pid {pid})")
     if ssh_hosts and os.geteuid() == 0:
         from rackcert.lab import sshhosts
 
