@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host
-from provision.planner import HOST_KINDS, Action
+from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from rackcert.errors import RackcertError
 
 ATS_OPTION = "VMkernel.Boot.atsSupport"
@@ -45,6 +45,8 @@ class Timeouts:
 class ApplyResult:
     done: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # what each wait saw
+    moids: dict[str, str] = field(default_factory=dict)  # VMs cloned in this run
 
 
 def _quiet(_event: str, _action: Action | None, _detail: str) -> None:
@@ -253,6 +255,10 @@ def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
     vm = _vm(si, action.params["vm_moid"])
     host = _host(si, action.params["host_moid"])
     changes = _device_specs(host, action.host, action.params["add_devices"])
+    if action.params.get("disk") or action.params.get("nic"):
+        from provision.lifecycle import hardware_specs
+
+        changes += hardware_specs(vm, host, action)
     remove = set(action.params["remove_device_keys"])
     if remove:
         for dev in vm.config.hardware.device:
@@ -328,8 +334,9 @@ def apply(
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue
-            _apply_vm(si, action, power_cycle, skipped_hosts, on_event, done, skip, restart)
+            _apply_vm(si, action, power_cycle, skipped_hosts, on_event, done, skip, restart, result)
         _power(si, restart, on=True, on_event=on_event)
+        _raise_unanswered(result)
     except ApplyError:
         raise
     except _DROPPED as exc:
@@ -355,9 +362,18 @@ def _apply_vm(
     done: Callable[[Action, str], None],
     skip: Callable[[Action, str], None],
     restart: list[dict[str, str]],
+    result: ApplyResult | None = None,
 ) -> None:
     if action.blocked:
         skip(action, action.blocked)
+        return
+    if action.kind in LIFECYCLE_KINDS:
+        from provision.lifecycle import run_action
+
+        if action.host in skipped_hosts:
+            skip(action, f"host {action.host} was not prepared (powered-on VMs)")
+            return
+        run_action(si, action, result or ApplyResult(), on_event, done, skip)
         return
     if action.host in skipped_hosts:
         skip(action, f"host {action.host} was not prepared (powered-on VMs)")
@@ -375,3 +391,17 @@ def _apply_vm(
             restart.append(ref)
         _reconfigure_vm(si, action, on_event)
     done(action, "")
+
+
+def _raise_unanswered(result: ApplyResult) -> None:
+    """After every wait: VMs that did not answer in time fail the run (the rest are done)."""
+    late = [(n, s) for n, s in result.vms.items() if s.get("waited") and not s.get("answered")]
+    if late:
+        what = ", ".join(
+            f"{n} ({s['address']}, {s.get('power_state', '?')}, {s.get('seconds', 0):g} s)"
+            for n, s in late
+        )
+        raise ApplyError(
+            f"VM(s) did not answer after power-on: {what}; check the VM's console and its"
+            " cloud-init network (network.management), then re-run provision"
+        )

@@ -40,7 +40,7 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     Changes nothing. An empty plan means the rack is provisioned.
     """
     from provision.discovery import discover
-    from provision.planner import left_alone, plan
+    from provision.planner import left_alone
     from provision.session import connect
 
     started = utc_now()
@@ -48,8 +48,9 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
         inventory = discover(si)
     observed = inventory.model_dump(mode="json")
     agents = left_alone(inventory)
+    data: dict[str, Any]
     try:
-        actions = plan(loaded.spec, inventory)
+        actions = _plan(loaded, inventory)
     except RackcertError as exc:
         data = {"observed": observed, "actions": [], "left_alone": agents}
         run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
@@ -85,7 +86,6 @@ def run(
     """
     from provision.apply import ApplyError, ApplyResult, Timeouts, apply
     from provision.discovery import discover
-    from provision.planner import plan
     from provision.session import connect
 
     started = utc_now()
@@ -97,13 +97,14 @@ def run(
             run_dir.write_stage("provision", data, status=status, error=error, started_at=started)
 
         try:
-            actions = plan(loaded.spec, before)
+            actions = _plan(loaded, before)
         except RackcertError as exc:
             write("failed", str(exc))
             raise
         data.actions = [ActionRecord(**a.to_dict()) for a in actions]
         if not actions:
             data.observed_after = data.observed_before
+            data.vms = vm_states(loaded.spec, before, {})
             write()
             return _typed(run_dir, "provision")
         if on_plan is not None:
@@ -116,6 +117,7 @@ def run(
 
         def progress_record(result: ApplyResult) -> None:
             _take(data, result)
+            data.vms = dict(result.vms)
             write("partial")
 
         error: RackcertError | None = None
@@ -133,6 +135,7 @@ def run(
             error = exc
         try:
             data.observed_after = discover(si)
+            data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
         except RackcertError as exc:
             error = error or exc
         if error is not None:
@@ -151,3 +154,40 @@ def run(
 def _take(data: ProvisionData, result: Any) -> None:
     fresh = ProvisionData.model_validate({"done": result.done, "skipped": result.skipped})
     data.done, data.skipped = fresh.done, fresh.skipped
+
+
+def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:
+    """The plan, with the guests' SSH authorized keys (cloud-init user-data) read first."""
+    from provision.guestinfo import read_authorized_keys
+    from provision.planner import plan, require_keys
+
+    keys = read_authorized_keys(loaded.spec)
+    actions = plan(loaded.spec, inventory, authorized_keys=keys)
+    require_keys(actions, keys)
+    return actions
+
+
+def vm_states(spec: Any, inventory: Any, waits: dict[str, Any]) -> dict[str, Any]:
+    """Each spec VM after provision: power state, Tools IP, what the wait saw, why it is off."""
+    from provision.vmsettings import power_conflicts
+    from rackcert.placement import place
+
+    conflicts = power_conflicts(spec, place(spec), inventory)
+    out: dict[str, Any] = {}
+    for vm in spec.vms:
+        seen = inventory.vm(vm.name)
+        state: dict[str, Any] = {
+            "exists": seen is not None,
+            "power_state": seen.power_state if seen else None,
+            "guest_ip": seen.guest_ip if seen else "",
+            "address": vm.address,
+        }
+        state |= {k: v for k, v in waits.get(vm.name, {}).items() if k not in state}
+        if vm.name in conflicts and (seen is None or seen.power_state != "poweredOn"):
+            pci, holder = conflicts[vm.name]
+            state["left_off"] = (
+                f"shares passthrough device {pci} with {holder}, which runs"
+                " (vSphere powers on one holder of a device at a time)"
+            )
+        out[vm.name] = state
+    return out

@@ -63,6 +63,8 @@ class ObservedHost(Observed):
         default_factory=list, description="config.sharedPassthruGpuTypes (vGPU profiles)"
     )
     vm_names: list[str] = Field(default_factory=list)
+    datastores: list[str] = Field(default_factory=list, description="Datastores the host mounts")
+    networks: list[str] = Field(default_factory=list, description="Port groups on the host")
 
     def device(self, pci: str) -> PciDevice | None:
         return next((d for d in self.pci_devices if d.id == pci), None)
@@ -77,6 +79,18 @@ class PassthroughDevice(Observed):
     system_id: str | None = None
     vgpu: str | None = None
     label: str = ""
+
+
+class VirtualDisk(Observed):
+    key: int
+    capacity_gb: float = Field(description="capacityInKB / 1024^2")
+    datastore: str = Field("", description="From the backing's file name, [datastore] path")
+
+
+class VirtualNic(Observed):
+    key: int
+    type: str = Field(description="vmxnet3, e1000e, ...")
+    network: str = Field("", description="Port group (backing.deviceName)")
 
 
 class ObservedVm(Observed):
@@ -98,6 +112,10 @@ class ObservedVm(Observed):
         description="config.managedBy.extensionKey: a VM an extension runs (vCLS agents:"
         " com.vmware.vim.eam), never workload",
     )
+    template: bool = Field(False, description="config.template: a template, not a VM")
+    disks: list[VirtualDisk] = Field(default_factory=list)
+    nics: list[VirtualNic] = Field(default_factory=list)
+    guest_ip: str = Field("", description="guest.ipAddress as VMware Tools reports it")
 
 
 class Inventory(Observed):
@@ -105,6 +123,9 @@ class Inventory(Observed):
     api_version: str = ""
     hosts: list[ObservedHost] = Field(default_factory=list)
     vms: list[ObservedVm] = Field(default_factory=list)
+    templates: list[ObservedVm] = Field(
+        default_factory=list, description="VMs marked as templates (clone sources), not workload"
+    )
     round_trips: int = Field(0, description="SOAP calls discovery needed (constant in host count)")
     seconds: float = 0.0
 
@@ -113,3 +134,6 @@ class Inventory(Observed):
 
     def vm(self, name: str) -> ObservedVm | None:
         return next((v for v in self.vms if v.name == name), None)
+
+    def template(self, name: str) -> ObservedVm | None:
+        return next((t for t in self.templates if t.name == name), None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -25,14 +25,16 @@ from pydantic import (
 
 from rackcert.results import VerdictCheckId
 
-API_VERSION = "rackcert/v1"
-KIND = "Rack"
+API_VERSION: Final = "rackcert/v1"
+KIND: Final = "Rack"
 
 _PCI_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _THUMB_RE = re.compile(r"^([0-9A-F]{2}:){31}[0-9A-F]{2}$")
 
 Name = Annotated[str, Field(pattern=_NAME_RE, min_length=1, max_length=63)]
+# vSphere inventory names (templates, datastores, port groups) may hold spaces; at most 80 chars.
+VSphereName = Annotated[str, Field(pattern=r"^[^/\\%]+$", min_length=1, max_length=80)]
 
 
 def normalize_pci(value: str) -> str:
@@ -268,6 +270,29 @@ class VmTemplate(Strict):
     )
     hardware_version: str = Field("vmx-19", description="VM hardware version")
     guest_id: str = "ubuntu64Guest"
+    source: VSphereName | None = Field(
+        None,
+        description="vSphere VM template the VMs are cloned from (CloneVM_Task), by inventory"
+        " name; it must be marked as a template, have a disk, EFI firmware and cloud-init."
+        " Each clone's identity goes in through cloud-init's VMware guestinfo keys"
+        " (guestinfo.metadata, guestinfo.userdata, gzip+base64), which the guest and vCenter"
+        " users can read: only its hostname, address and the public SSH key, nothing secret."
+        " Without a source provision can only check VMs that already exist",
+    )
+    datastore: VSphereName | None = Field(
+        None, description="Datastore of the clone's files and disk (default: the template's)"
+    )
+    disk_gb: int | None = Field(
+        None,
+        ge=1,
+        le=62 * 1024,
+        description="Grow the template's first disk to this size (never shrinks it)",
+    )
+    network: VSphereName | None = Field(
+        None,
+        description="Port group of the VM's vmxnet3 management NIC, where vms[].address lives"
+        " (default: the template's NIC as it is); the data NIC is separate (nic)",
+    )
 
 
 class Vm(Strict):
@@ -353,9 +378,23 @@ class PackageSource(Strict):
         return self
 
 
+# The components whose package source configure's roles read (a closed set).
+SourceComponent = Literal["ofed", "nvidia_driver", "cuda", "container_toolkit", "dl_runtime"]
+
+
 class GuestSsh(Strict):
     user: UserName = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
+    public_key_file: str | None = Field(
+        None,
+        description="Public key put into cloned VMs' cloud-init user-data as the user's"
+        " authorized key (default: key_file + '.pub'); public, so safe in guestinfo",
+    )
+    known_hosts: str | None = Field(
+        None,
+        description="known_hosts file pinning the VMs' host keys; without it each key is"
+        " enrolled on first contact into the rack's known_hosts and enforced after",
+    )
     become: bool = False
 
 
@@ -371,9 +410,19 @@ class Guest(Strict):
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
-    sources: dict[str, PackageSource] = Field(
+    dl_venv: str = Field(
+        "/opt/rackcert/venv",
+        pattern=r"^/[A-Za-z0-9._/-]*$",
+        description="The nodes' deep-learning environment; the bench worker runs from it",
+    )
+    dl_system_site_packages: bool = Field(
+        False,
+        description="The DL environment sees the node image's own packages (its torch)",
+    )
+    sources: dict[SourceComponent, PackageSource] = Field(
         default_factory=dict,
-        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime)",
+        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime);"
+        " any other key is an error, so a misspelt component is never silently ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
     ansible_vars: dict[str, Any] = Field(
@@ -416,12 +465,42 @@ class Roce(Strict):
     dscp: int = Field(26, ge=0, le=63)
 
 
+class ManagementNet(Strict):
+    """The guests' management network, where vms[].address lives (cloud-init metadata).
+
+    It goes to each cloned VM through VMware guestinfo, which the guest and every
+    vCenter user with read access to the VM can read: addresses only, nothing secret.
+    """
+
+    prefix: int = Field(24, ge=8, le=32, description="Prefix length of vms[].address (e.g. 24)")
+    gateway: str | None = Field(None, description="Default gateway of the management network")
+    dns: list[str] = Field(default_factory=list, description="DNS servers given to the guests")
+    search: list[str] = Field(default_factory=list, description="DNS search domains")
+    boot_timeout_s: int = Field(
+        600,
+        ge=1,
+        le=7200,
+        description="How long provision waits for a powered-on VM (Tools IP or SSH) to answer",
+    )
+    wait_for: Literal["any", "ssh", "tools"] = Field(
+        "any",
+        description="What tells provision a VM is up: any (VMware Tools reports vms[].address"
+        " as guest.ipAddress, or SSH answers there), ssh (SSH must answer: configure needs it),"
+        " tools (guest.ipAddress only)",
+    )
+
+
 class Network(Strict):
     mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
     interface: InterfaceName | None = Field(
         None, description="Guest data interface; default: the route's"
     )
     roce: Roce = Field(default_factory=Roce)
+    management: ManagementNet = Field(
+        default_factory=ManagementNet,
+        description="Prefix, gateway and DNS of vms[].address, written to each clone's"
+        " guestinfo.metadata for cloud-init (readable by guest and vCenter users: no secrets)",
+    )
 
 
 class Certification(Strict):
@@ -445,6 +524,13 @@ class Certification(Strict):
         description="Bench checks whose skip makes the verdict INCOMPLETE (default: what the"
         " rack can judge: allreduce.busbw_fraction with 2+ GPUs, resnet50.scaling_efficiency"
         " with 2+ nodes, resnet50.images_per_gpu)",
+    )
+    dcgm_diag_level: int = Field(
+        1,
+        ge=0,
+        le=4,
+        description="`dcgmi diag -r LEVEL` on GPU nodes where DCGM is installed"
+        " (1 quick .. 4 extended; 0: not run)",
     )
 
 

@@ -16,7 +16,7 @@ place: the producer, the report and the published schema then agree.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,7 +24,7 @@ from rackcert.observed import Inventory
 from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.spec import Certification
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 StageStatus = Literal["ok", "failed", "partial"]
 
 
@@ -77,6 +77,11 @@ class ProvisionData(Model):
     done: list[DoneAction] = Field(default_factory=list)
     skipped: list[SkippedAction] = Field(default_factory=list)
     observed_after: Inventory | None = Field(None, description="Discovery after apply")
+    vms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each spec VM after provision: exists, power_state, guest_ip, address,"
+        " what the wait for Tools or SSH saw, and left_off (why it stays powered off)",
+    )
 
 
 # -- configure ----------------------------------------------------------------------------------
@@ -111,6 +116,22 @@ class ConfigureTotals(Model):
     unreachable: int = 0
 
 
+class EnrolledKey(Model):
+    host: str = Field(description="known_hosts name: address, or [address]:port")
+    key_type: str
+    fingerprint: str = Field(description="SHA256:... as ssh-keygen -l prints it")
+
+
+class HostKeys(Model):
+    """The rack's known_hosts this stage trusted (rackcert.known_hosts) and what it enrolled."""
+
+    known_hosts: str
+    pinned: bool = Field(False, description="The spec's guest.ssh.known_hosts: nothing enrolled")
+    enrolled: list[EnrolledKey] = Field(
+        default_factory=list, description="Keys trusted on first contact in this stage"
+    )
+
+
 class ConfigureData(Model):
     check: bool = False
     tags: list[str] = Field(default_factory=list)
@@ -128,6 +149,7 @@ class ConfigureData(Model):
         description="The operator's --extra-vars: @files as given, k=v as names only",
     )
     warnings: list[str] = Field(default_factory=list)
+    host_keys: HostKeys | None = None
 
 
 # -- validate -----------------------------------------------------------------------------------
@@ -171,6 +193,7 @@ class ValidateData(Model):
     )
     facts: str | None = Field(None, description="facts.json, when pyinfra's snapshot was taken")
     tool_path: str | None = None
+    host_keys: HostKeys | None = None
     compared_with: str | None = Field(
         None, description="The rack's last certified (PASS) run this one was compared with"
     )
@@ -205,6 +228,12 @@ class BenchLaunch(Model):
     ranks: list[BenchRank] | None = None
     resnet: dict[str, Any] | None = Field(None, description="The worker's raw ResNet50 answer")
     naive: dict[str, Any] | None = Field(None, description="The worker's raw naive-loop answer")
+    plain: dict[str, Any] | None = Field(
+        None, description="The worker's raw plain-loop reference answer (compiled fp16, no DDP)"
+    )
+    horovod_ref: dict[str, Any] | None = Field(
+        None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
+    )
 
 
 class StorageNode(Model):
@@ -225,6 +254,8 @@ class StorageNode(Model):
     iops: float = 0.0
     latency_ms: dict[str, float] = Field(default_factory=dict)
     node: str | None = Field(None, description="The bench node (ssh runs)")
+    engine: str = Field("pread", description="fio (its version) or pread, the fallback reader")
+    fio_error: str | None = Field(None, description="Why fio could not run (pread ran instead)")
 
 
 class StorageResult(Model):
@@ -274,6 +305,16 @@ class K8sManifests(Model):
     files: list[K8sFile] = Field(default_factory=list)
 
 
+class LaunchInfo(Model):
+    """How the ranks were started (validation.bench.suite.launch_record)."""
+
+    engine: str = Field(description="horovod or torch.distributed")
+    collectives: str = Field(description="nccl, gloo or mpi")
+    launcher: str = Field(description="torchrun, horovodrun or mpirun")
+    controller: str = Field(description="rendezvous: c10d, gloo or mpi")
+    launched_from: str = Field(description="this machine, or the first node's name")
+
+
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
@@ -293,6 +334,21 @@ class BenchData(Model):
     resnet50: ScalingResult | None = None
     allreduce: AllreduceResult | None = None
     naive_vs_default: NaiveVsDefault | None = None
+    launch: LaunchInfo | None = None
+    references: dict[str, Any] | None = Field(
+        None,
+        description="Reference loops timed in the same run (plain compiled loop, Horovod's"
+        " synthetic-benchmark defaults) and the default's ratio to each",
+    )
+    nccl_tests: dict[str, Any] | None = Field(
+        None, description="nccl-tests all_reduce_perf: its per-size table, or why it was skipped"
+    )
+    allreduce_side_by_side: list[dict[str, Any]] | None = Field(
+        None, description="nccl-tests and the torch sweep at the sizes both measured"
+    )
+    rdma: dict[str, Any] | None = Field(
+        None, description="ib_write_bw between node pairs, or why it was skipped"
+    )
     storage: StorageResult | None = None
     verdict: Verdict | None = None
 

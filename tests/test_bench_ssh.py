@@ -15,25 +15,25 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _remote_python(tmp_path: Path) -> str:
-    """This interpreter, as the test hosts can run it.
+NODE_VENV = "/opt/rackcert/venv"
 
-    The test hosts give each host a fresh /root, so where .venv's interpreter is installed
-    under /root (pyenv, on the development machine) it is not there inside them; then the
-    system python3 (same minor version, same ABI) runs with .venv's site-packages. On a
-    fresh Debian CI machine .venv is made from /usr/bin/python3 and used as it is.
-    """
-    if not Path(sys.base_prefix).resolve().is_relative_to("/root"):
-        return sys.executable
-    site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    wrapper = tmp_path / "python"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f"PYTHONPATH={site / 'site-packages'}${{PYTHONPATH:+:$PYTHONPATH}}"
-        ' exec /usr/bin/python3 "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return str(wrapper)
+
+def _install_worker(hosts, tmp_path: Path) -> str:
+    """What configure's dl_runtime role leaves on a node, without Ansible (fast): a venv
+    over the node image's Python (which has torch: the lab DL stack) with rackcert's
+    bench worker wheel installed offline. The hosts see neither this checkout nor .venv,
+    so the worker can only come from there. Returns the nodes' Python."""
+    from rackcert.configure.worker_wheel import build_worker_wheel
+
+    wheel = build_worker_wheel(tmp_path / "wheels")  # /tmp is shared with the test hosts
+    for h in hosts:
+        out = h.ssh(
+            f"python3 -m venv --system-site-packages --without-pip {NODE_VENV} && python3 -m pip"
+            f" --python {NODE_VENV}/bin/python install -q --no-index --no-deps {wheel}",
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+    return f"{NODE_VENV}/bin/python"
 
 
 def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
          "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts),
          "--storage-dir", str(data_dir), "--synthetic-data",
          "--runs-dir", str(tmp_path / "runs"), "--json", "--timeout", "300",
-         "--remote-python", _remote_python(tmp_path)],
+         "--remote-python", _install_worker([h1, h2], tmp_path)],
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
@@ -70,6 +70,9 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     assert [c[0] for c in commands] == ["ssh", "ssh"]
     assert f"root@{h1.address}" in commands[0] and f"root@{h2.address}" in commands[1]
     assert all(f"{h1.address}:29400" in c[-1] for c in commands)
+    assert all(c[-3] == "--" for c in commands)  # nothing after it is an ssh option
+    assert data["launch"]["launcher"] == "torchrun" and data["launch"]["controller"] == "c10d"
+    assert data["environment"]["python_executable"] == f"{NODE_VENV}/bin/python"
     storage = data["storage"]
     assert [n["node"] for n in storage["nodes"]] == ["lab-node1", "lab-node2"]
     assert all(n["reads"] > 0 and n["errors"] == 0 for n in storage["nodes"])
@@ -95,7 +98,7 @@ def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_p
          "--gpus-per-node", "1", "--backend", "gloo", "--quick", "--skip", "resnet,storage",
          "--max-bytes", "64", "--known-hosts", str(h1.known_hosts),
          "--runs-dir", str(tmp_path / "runs"), "--timeout", "120",
-         "--remote-python", _remote_python(tmp_path)],
+         "--remote-python", f"{NODE_VENV}/bin/python"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

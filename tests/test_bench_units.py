@@ -83,7 +83,8 @@ def test_naive_config_is_eager_fp32_nchw() -> None:
         False,
     )
     fast = resnet.TrainConfig.for_device("cuda")
-    assert fast.precision == "fp16" and fast.channels_last and fast.compile
+    assert fast.precision == "bf16" and fast.channels_last and fast.compile
+    assert fast.compile_mode == "auto" and fast.compile_optimizer
 
 
 def test_seeded_fused_sgd_matches_unfused_when_the_first_step_overflows() -> None:
@@ -223,7 +224,7 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
     assert len(cmds) == 2
     assert cmds[0][:2] == ["ssh", "-tt"]
     assert cmds[0][cmds[0].index("-p") + 1] == "2222" and cmds[0][cmds[0].index("-i") + 1] == "/k"
-    assert "BatchMode=yes" in cmds[0] and cmds[0][-3:-1] == ["X=1", "root@10.0.0.1"]
+    assert "BatchMode=yes" in cmds[0] and cmds[0][-4:-1] == ["X=1", "--", "root@10.0.0.1"]
     assert "root@10.0.0.1" in cmds[0] and "ubuntu@10.0.0.2" in cmds[1]
     for cmd in cmds:
         remote = shlex.split(cmd[-1])
@@ -234,16 +235,106 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
         assert tail[tail.index("--rdzv-endpoint") + 1] == "10.0.0.1:29400"
         assert tail[tail.index("--rdzv-id") + 1] == "rid"
         assert tail[tail.index("--nnodes") + 1] == "2"
-        assert "PYTHONPATH=/src" in remote
+        assert "PYTHONPATH=/src" in remote and remote[remote.index("exec") + 1 :][:2] == [
+            "env",
+            "-i",
+        ]
 
 
-def test_horovodrun_command_lists_every_host_with_its_slots() -> None:
+def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
+    nodes = [launch.Node("a", "10.0.0.1", 2222, "root", "/k"), launch.Node("b", "10.0.0.2")]
+    cmd = launch.ssh_horovodrun(
+        nodes, 4, ["--quick"], remote_python="/opt/rackcert/venv/bin/python", interface="ens3f0"
+    )
+    assert cmd[:2] == ["ssh", "-tt"] and cmd[-3:-1] == ["--", "root@10.0.0.1"]
+    remote = shlex.split(cmd[-1])
+    assert remote[:4] == ["cd", "/tmp", "&&", "exec"]
+    assert remote[4:6] == ["env", "-i"] and "PATH=" + launch.NODE_PATH in remote
+    hvd = remote[remote.index("/opt/rackcert/venv/bin/horovodrun") :]
+    assert hvd[hvd.index("-np") + 1] == "8"
+    assert hvd[hvd.index("-H") + 1] == "10.0.0.1:4,10.0.0.2:4"
+    assert hvd[hvd.index("--network-interface") + 1] == "ens3f0"
+    assert hvd[hvd.index("-p") + 1] == "2222" and "--gloo" in hvd
+    assert hvd[-6:] == ["/opt/rackcert/venv/bin/python", "-m", "validation.bench.worker",
+                        "--backend", "horovod", "--quick"]  # fmt: skip
+
+
+def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) -> None:
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "never-forwarded")
     nodes = [launch.Node("a", "10.0.0.1"), launch.Node("b", "10.0.0.2")]
-    cmd = launch.ssh_horovodrun(nodes, 4, [], remote_python="/py")
-    assert cmd[cmd.index("-np") + 1] == "8"
-    assert cmd[cmd.index("-H") + 1] == "10.0.0.1:4,10.0.0.2:4"
-    assert cmd[-5:] == ["/py", "-m", "validation.bench.worker", "--backend", "horovod"]
-    assert "--gloo" in cmd
+    cmd = launch.ssh_mpirun(nodes, 2, [], remote_python="/py", interface="eth1",
+                            known_hosts="~/.ssh/known_hosts", rdzv_port=29500)  # fmt: skip
+    assert cmd[-3:-1] == ["--", "root@10.0.0.1"]
+    remote = shlex.split(cmd[-1])
+    mpi = remote[remote.index("mpirun") :]
+    assert mpi[mpi.index("-np") + 1] == "4" and mpi[mpi.index("-H") + 1] == "10.0.0.1:2,10.0.0.2:2"
+    rsh = mpi[mpi.index("plm_rsh_args") + 1]
+    assert "StrictHostKeyChecking=yes" in rsh and "UserKnownHostsFile=~/.ssh/known_hosts" in rsh
+    assert mpi[mpi.index("btl_tcp_if_include") + 1] == "eth1"
+    exported = [mpi[i + 1] for i, a in enumerate(mpi) if a == "-x"]
+    assert "NCCL_DEBUG=INFO" in exported and "MASTER_ADDR=10.0.0.1" in exported
+    assert "MASTER_PORT=29500" in exported
+    assert "never-forwarded" not in cmd[-1]
+    assert mpi[-4:] == ["-m", "validation.bench.worker", "--backend", "torch"]
+
+
+def test_ssh_destination_follows_a_double_dash() -> None:
+    argv = launch.Node("n", "-oProxyCommand=x", user="root").ssh_argv()
+    assert argv[-2:] == ["--", "root@-oProxyCommand=x"]
+
+
+def test_launch_children_never_get_this_processes_whole_environment(tmp_path, monkeypatch):
+    """Before: execute() passed os.environ to every child (vCenter password included)."""
+    monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "vc-Secret-9921")
+    monkeypatch.setenv("RACKCERT_BECOME_PASSWORD", "become-Secret-1182")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    job = launch.Launch("env", [["env"]], env={"PYTHONPATH": "/src"})
+    (text,) = launch.execute_text(job, tmp_path / "env.log", timeout_s=30)
+    assert "vc-Secret-9921" not in text and "become-Secret-1182" not in text
+    assert "NCCL_SOCKET_IFNAME=eth0" in text and "PYTHONPATH=/src" in text and "PATH=" in text
+
+
+def test_node_launcher_and_record_follow_the_engine() -> None:
+    from validation.bench.suite import Engine, launch_record, launcher_of, remote_python
+
+    hvd, torch_ = Engine("horovod", "auto", "horovod"), Engine("torch", "auto", "nccl")
+    assert launcher_of(BenchOptions(), hvd) == "horovodrun"
+    assert launcher_of(BenchOptions(), torch_) == "torchrun"
+    assert launcher_of(BenchOptions(launcher="mpirun"), torch_) == "mpirun"
+    with pytest.raises(InputError, match="use --backend horovod"):
+        launcher_of(BenchOptions(launcher="horovodrun"), torch_)
+    lab = load_spec(LAB).spec
+    vms = tuple(lab.vms)
+    assert launch_record(BenchOptions(), hvd, vms)["launched_from"] == "lab-node1"
+    assert launch_record(BenchOptions(), torch_, vms)["controller"] == "c10d"
+    assert launch_record(BenchOptions(local=True), hvd, ())["launcher"] == "horovodrun"
+    assert remote_python(lab, BenchOptions()) == "/opt/rackcert/venv/bin/python"
+    assert remote_python(lab, BenchOptions(remote_python="/usr/bin/python3")) == "/usr/bin/python3"
+
+
+def test_worker_wheel_installs_offline_and_runs_in_a_fresh_environment(tmp_path) -> None:
+    import subprocess
+    import sys
+    import zipfile
+
+    from rackcert.configure.worker_wheel import MODULES, build_worker_wheel
+
+    wheel = build_worker_wheel(tmp_path / "w")
+    again = build_worker_wheel(tmp_path / "w2")
+    assert wheel.read_bytes() == again.read_bytes()  # deterministic
+    names = zipfile.ZipFile(wheel).namelist()
+    assert set(MODULES) <= set(names) and not any(n.startswith("rackcert/") for n in names)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+           "--no-index", "--no-deps", "-q", str(wheel)]  # fmt: skip
+    subprocess.run(pip, check=True, capture_output=True)
+    worker_help = [str(venv / "bin" / "python"), "-m", "validation.bench.worker", "--help"]
+    out = subprocess.run(
+        worker_help, capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin"}
+    )
+    assert out.returncode == 0 and "--tasks" in out.stdout, out.stderr
 
 
 def test_result_line_is_found_behind_an_engine_prefix() -> None:

@@ -7,16 +7,12 @@ then the report, all in one run directory, none of it through typer.
 
 from __future__ import annotations
 
-import pytest
-
 import provision
 import rackcert.report
 import validation.bench
 from rackcert.runs import RunDir
 from rackcert.spec_loader import load_spec
 from rackcert.stage_records import BenchRecord, PlanRecord, ProvisionRecord, ReportRecord
-
-pytestmark = pytest.mark.integration
 
 
 def test_stages_run_from_python_and_return_typed_records(rack_twin, tmp_path):

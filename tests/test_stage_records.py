@@ -15,8 +15,6 @@ from rackcert.runs import RunDir
 from rackcert.spec_loader import load_spec
 from rackcert.stage_records import RECORDS, Model, json_schema
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 LAB = ROOT / "inventories" / "lab.yaml"

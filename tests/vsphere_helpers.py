@@ -53,7 +53,21 @@ def read_vms(lab: Any) -> dict[str, Any]:
         for vm in view.view:
             if vm.config.managedBy:
                 continue
+            if vm.config.template:
+                continue  # a clone source, not a VM of the rack
+            devices = vm.config.hardware.device
             out[vm.name] = {
+                "disks_gb": [
+                    d.capacityInKB // 1024**2
+                    for d in devices
+                    if isinstance(d, vim.vm.device.VirtualDisk)
+                ],
+                "nics": [
+                    (type(d).__name__.rsplit(".", 1)[-1], d.backing.deviceName)
+                    for d in devices
+                    if isinstance(d, vim.vm.device.VirtualEthernetCard)
+                ],
+                "guest_ip": vm.guest.ipAddress,
                 "firmware": vm.config.firmware,
                 "locked": vm.config.memoryReservationLockedToMax,
                 "extra": {o.key: str(o.value) for o in vm.config.extraConfig},

@@ -6,7 +6,7 @@ pass), committed evidence is re-judged with this, from the same spec it was meas
 against; the figures are untouched. tests/test_bench_verdict.py fails when a committed
 record's verdict is not what the code judges.
 
-Usage: .venv/bin/python tools/rejudge_bench.py inventories/r750xa-4node.yaml \
+Usage: .venv/bin/python tools/rejudge_bench.py docs/evidence/h200-spec.yaml \
     docs/evidence/h200-bench.json [more bench.json ...]
 """
 

@@ -56,6 +56,7 @@ class NodeExpect(BaseModel):
     mount: MountExpect | None = None
     os: str = ""
     peers: list[Peer] = Field(default_factory=list)
+    dcgm_diag_level: int = 1
 
 
 def _mount(spec: Spec) -> MountExpect | None:
@@ -102,6 +103,7 @@ def expectations(spec: Spec) -> dict[str, NodeExpect]:
             container_toolkit=guest.container_toolkit,
             container_runtime=guest.container_runtime,
             rdma=rdma,
+            dcgm_diag_level=spec.certification.dcgm_diag_level,
             nic_model=nic.model if rdma and nic else None,
             nic_speed_gbps=nic.speed_gbps if rdma and nic else None,
             mtu=spec.network.mtu,

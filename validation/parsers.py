@@ -14,6 +14,7 @@ import io
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -313,3 +314,59 @@ def ssh_peers(text: str) -> dict[str, PeerResult]:
         if m:
             out[m.group(1)] = PeerResult(m.group(1), int(m.group(2)), m.group(3).strip())
     return out
+
+
+def dcgm_diag_json(text: str) -> dict[str, Any]:
+    """`dcgmi diag -r N -j` -> {version, results: [{test, category, entity, status,
+    warnings}]}, statuses lower-case (pass, fail, warn, skip...).
+
+    Two shapes, as DCGM documents them: 3.x nests tests under "DCGM GPU Diagnostic" ->
+    "test_categories" -> "tests" -> "results" (per GPU "gpu_ids"/"gpu_id", warnings as
+    strings or {"warning": ...}); 4.x has "tests" at the top with "results" per
+    entity ("entity_group", "entity_id") and warnings as {"message": ...}. Any line
+    dcgmi prints before the JSON document is ignored.
+    """
+    start = text.find("{")
+    if start < 0:
+        raise ParseError("dcgmi printed no JSON document")
+    try:
+        doc = json.loads(text[start : text.rfind("}") + 1])
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"dcgmi JSON: {exc}") from None
+    results: list[dict[str, Any]] = []
+
+    def warnings(entry: dict[str, Any]) -> list[str]:
+        out = []
+        for w in entry.get("warnings") or []:
+            if isinstance(w, dict):
+                out.append(str(w.get("message") or w.get("warning") or w))
+            else:
+                out.append(str(w))
+        return out
+
+    def add(test: dict[str, Any], category: str | None) -> None:
+        for entry in test.get("results") or []:
+            entity = entry.get("entity_id", entry.get("gpu_id", entry.get("gpu_ids")))
+            results.append(
+                {
+                    "test": test.get("name", "?"),
+                    "category": category,
+                    "entity": None if entity is None else str(entity),
+                    "status": str(entry.get("status", "?")).lower(),
+                    "warnings": warnings(entry),
+                }
+            )
+
+    legacy = doc.get("DCGM GPU Diagnostic")
+    if isinstance(legacy, dict):
+        for cat in legacy.get("test_categories") or []:
+            for test in cat.get("tests") or []:
+                add(test, cat.get("category"))
+        version = legacy.get("version")
+    else:
+        for test in doc.get("tests") or []:
+            add(test, test.get("category"))
+        version = doc.get("version")
+    if not results:
+        raise ParseError("dcgmi JSON holds no test results")
+    return {"version": version, "results": results}

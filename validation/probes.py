@@ -46,6 +46,7 @@ class Probe:
     name: str
     command: Callable[[NodeExpect], str]
     tool: str | None = None
+    timeout_s: Callable[[NodeExpect], int] | None = None  # default PROBE_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,16 @@ def _ssh_peers(expect: NodeExpect) -> str:
             f'echo "peer {name} rc=$? $(printf %s "$out" | tr "\\n" " " | cut -c1-200)" ) &'
         )
     return "\n".join(lines) + "\nwait"
+
+
+# DCGM's run levels take about 1, 3, 30 and 90 minutes (DCGM user guide, diagnostics).
+DCGM_TIMEOUT_S = {0: 30, 1: 300, 2: 900, 3: 3600, 4: 7200}
+
+
+def _dcgm_diag(expect: NodeExpect) -> str:
+    if expect.dcgm_diag_level == 0 or expect.gpus == 0:
+        return "echo 'dcgm diag not asked for'"
+    return f"dcgmi diag -r {int(expect.dcgm_diag_level)} -j"
 
 
 PROBES: dict[str, Probe] = {
@@ -161,6 +172,12 @@ PROBES: dict[str, Probe] = {
             ),
         ),
         Probe("ssh_peers", _ssh_peers, "ssh"),
+        Probe(
+            "dcgm_diag",
+            _dcgm_diag,
+            "dcgmi",
+            lambda e: DCGM_TIMEOUT_S.get(e.dcgm_diag_level, 7200) if e.gpus else 30,
+        ),
     ]
 }
 
@@ -176,6 +193,9 @@ def build_script(probes: Iterable[Probe], expect: NodeExpect, tool_path: str | N
     )
     for probe in probes:
         body = shlex.quote(probe.command(expect))
+        if probe.timeout_s is not None:  # its own limit, for this probe only
+            limit = int(probe.timeout_s(expect))
+            out.append(f"if command -v timeout >/dev/null 2>&1; then T='timeout -k 2 {limit}'; fi")
         out.append(f"echo '{BEGIN} {probe.name}@@'")
         if probe.tool:
             tool = shlex.quote(probe.tool)
@@ -187,6 +207,11 @@ def build_script(probes: Iterable[Probe], expect: NodeExpect, tool_path: str | N
         else:
             out.append(
                 f"$T sh -c {body} </dev/null 2>&1; printf '\\n{END} {probe.name} %s@@\\n' $?"
+            )
+        if probe.timeout_s is not None:  # back to the common limit
+            out.append(
+                "if command -v timeout >/dev/null 2>&1;"
+                f" then T='timeout -k 2 {PROBE_TIMEOUT_S}'; fi"
             )
     return "\n".join(out) + "\n"
 
@@ -204,7 +229,7 @@ def split_output(stdout: str) -> dict[str, ProbeOutput]:
             name, lines = line[len(BEGIN) + 1 : -2], []
             continue
         match = _END_RE.match(line)
-        if match and name == match.group(1):
+        if match and name is not None and name == match.group(1):
             text = "\n".join(lines).rstrip("\n")
             found[name] = ProbeOutput(name, int(match.group(2)), text, match.group(3))
             name = None

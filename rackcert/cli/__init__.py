@@ -63,10 +63,10 @@ def _click_metavars(command: click.Command, ctx: click.Context) -> click.Command
             param.metavar = "" if flag else _classic_metavar(param, ctx)
         elif isinstance(param, TyperArgument):
             metavar = _classic_metavar(param, ctx)
-            param.display_type_rich = lambda ctx=None, m=metavar: m  # type: ignore[method-assign]
+            param.display_type_rich = lambda ctx=None, m=metavar: m  # type: ignore[method-assign,misc]
             usage = (param.name or "arg").upper() + ("..." if param.nargs != 1 else "")
             usage = usage if param.required else f"[{usage}]"
-            param._usage_display_name = lambda u=usage: u  # type: ignore[method-assign]
+            param._usage_display_name = lambda u=usage: u  # type: ignore[method-assign,misc]
     make_help = command.get_help_option
 
     def help_option(help_ctx: click.Context, make=make_help):  # built per call, so wrap it
@@ -75,7 +75,7 @@ def _click_metavars(command: click.Command, ctx: click.Context) -> click.Command
             option.metavar = ""
         return option
 
-    command.get_help_option = help_option  # type: ignore[method-assign]
+    command.get_help_option = help_option  # type: ignore[method-assign,assignment]
     for sub in getattr(command, "commands", {}).values():
         _click_metavars(sub, ctx)
     return command
@@ -103,11 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("RACKCERT_DEBUG"):
             raise
         # Usage errors (typer vendors its own click, so match by shape, not by class).
-        if callable(getattr(exc, "show", None)) and isinstance(
-            getattr(exc, "exit_code", None), int
-        ):
-            exc.show()
-            return exc.exit_code
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         name = type(exc).__name__
         err_console.print(
             f"[bold red]internal error:[/] {name}: {escape(' '.join(str(exc).split()))}"

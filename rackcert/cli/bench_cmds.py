@@ -27,7 +27,7 @@ from rackcert.cli.common import (
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError
 
-_SKIPPABLE = ("allreduce", "resnet", "storage")
+_SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -96,6 +96,29 @@ def bench(
             "--naive/--no-naive", help="Also time a naive eager fp32 NCHW loop (default: on GPUs)"
         ),
     ] = None,
+    references: Annotated[
+        bool | None,
+        typer.Option(
+            "--references/--no-references",
+            help="Also time two reference loops: a plain compiled fp16 loop and Horovod's"
+            " synthetic-benchmark defaults (default: on GPUs)",
+        ),
+    ] = None,
+    compile_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--compile-mode",
+            help="torch.compile mode: auto (CUDA graphs at one rank), default,"
+            " reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
+        ),
+    ] = None,
+    compile_optimizer: Annotated[
+        bool | None,
+        typer.Option(
+            "--compile-optimizer/--no-compile-optimizer",
+            help="Compile the optimizer step too (bf16/fp32: no gradient scaler)",
+        ),
+    ] = None,
     compile_: Annotated[
         bool | None,
         typer.Option("--compile/--no-compile", help="torch.compile the model (default: on GPUs)"),
@@ -115,7 +138,7 @@ def bench(
     ] = None,
     skip: Annotated[
         str | None,
-        typer.Option("--skip", help="Comma list of allreduce,resnet,storage to leave out"),
+        typer.Option("--skip", help="Comma list of allreduce,resnet,storage,rdma to leave out"),
     ] = None,
     storage_dir: Annotated[
         Path | None, typer.Option("--storage-dir", help="Read this directory instead of the mount")
@@ -149,6 +172,17 @@ def bench(
         str, typer.Option("--image", help="Container image for the Kubernetes manifests")
     ] = "rackcert-bench:latest",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per launch")] = 1800.0,
+    nccl_tests: Annotated[
+        str | None,
+        typer.Option(
+            "--nccl-tests",
+            help="all_reduce_perf to run beside the sweep (default: the one on PATH, if any)",
+        ),
+    ] = None,
+    storage_engine: Annotated[
+        str,
+        typer.Option("--storage-engine", help="auto (fio when installed), fio or pread"),
+    ] = "auto",
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -171,6 +205,11 @@ def bench(
         raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
     if precision and precision not in ("fp16", "bf16", "fp32"):
         raise InputError(f"--precision {precision!r}: choose fp16, bf16 or fp32")
+    modes = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+    if compile_mode and compile_mode not in modes:
+        raise InputError(f"--compile-mode {compile_mode!r}: choose one of {', '.join(modes)}")
+    if storage_engine not in ("auto", "fio", "pread"):
+        raise InputError(f"--storage-engine {storage_engine!r}: choose auto, fio or pread")
     loaded = load(spec_path)
     opts = BenchOptions(
         local=local,
@@ -181,7 +220,10 @@ def bench(
         backend=backend,
         quick=quick,
         naive=naive,
+        references=references,
         compile=compile_,
+        compile_mode=compile_mode,
+        compile_optimizer=compile_optimizer,
         batch=batch,
         model=model,
         image_size=image_size,
@@ -197,6 +239,8 @@ def bench(
         rdzv_port=rdzv_port,
         image=image,
         timeout_s=timeout,
+        nccl_tests=nccl_tests,
+        storage_engine=storage_engine,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
@@ -234,12 +278,33 @@ def _show(data: dict[str, Any], path: Path) -> None:
         top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
         rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
         console.print(f"allreduce {ar['backend']} x{ar['world_size']}: busbw {rows}")
+    nt = data.get("nccl_tests") or {}
+    if nt and not nt.get("skipped"):
+        console.print(
+            f"nccl-tests {nt.get('version')} x{nt['world_size']}: avg busbw"
+            f" {nt['avg_busbw_gbps']} GB/s (the sweep's figures beside it in bench.json)"
+        )
+    elif nt:
+        console.print(f"nccl-tests: not run ({nt['reason']})")
+    rdma = data.get("rdma") or {}
+    if rdma.get("skipped"):
+        console.print(f"rdma: not run ({rdma['reason']})")
+    for pair in rdma.get("pairs", []):
+        best = pair.get("best_avg_gbps")
+        console.print(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
     nd = data.get("naive_vs_default")
     if nd:
         console.print(
             f"naive {nd['naive']['images_per_sec']:.1f} vs default"
             f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
         )
+    refs = data.get("references") or {}
+    for name in ("plain", "horovod_defaults"):
+        if name in refs:
+            console.print(
+                f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
+                f" x{refs[f'default_vs_{name}']:.2f}"
+            )
     st = data.get("storage") or {}
     if st and not st.get("skipped"):
         console.print(

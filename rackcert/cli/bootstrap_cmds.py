@@ -163,8 +163,11 @@ def bootstrap_cmd(
 
 DEMO_HELP = (
     "The whole flow on the embedded lab, no hardware needed: starts the vcsim rack twin and"
-    " the SSH test hosts, bootstraps inventories/lab.yaml (CPU Gloo benchmarks) and prints the"
-    " path of the HTML report.\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
+    " the lab's guest agent, bootstraps inventories/lab.yaml (provision clones the VMs from the"
+    " twin's template and powers them on, and the agent brings up an SSH test host for each;"
+    " CPU benchmarks with Horovod across both hosts, launched from lab-node1) and prints the"
+    " path of the HTML report."
+    "\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
     " them fail there, honestly, and the verdict says so. Needs root (network namespaces)."
 )
 
@@ -183,9 +186,9 @@ def demo_cmd(
     down(spec_path)
     up(spec_path)
     try:
-        # torch.distributed over SSH: horovodrun needs one interface name on every host, and
-        # the lab's hosts (eth0) and this machine (a bridge) have none in common.
-        bootstrap_cmd(spec_path, yes=True, quick=True, backend="gloo", runs_dir=runs_dir)
+        # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
+        # started on lab-node1 with the spec's data interface (eth0 on every node).
+        bootstrap_cmd(spec_path, yes=True, quick=True, backend="auto", runs_dir=runs_dir)
     finally:
         if not keep_lab:
             down(spec_path)

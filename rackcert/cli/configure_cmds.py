@@ -137,6 +137,8 @@ def configure_cmd(
     if as_json:
         print_json(run_dir.read_stage("configure") or {})
     else:
+        for e in result.enrolled:  # first contact: say which keys are trusted from now on
+            console.print(f"{e.describe()} (first contact; enforced from now on)", highlight=False)
         show_table(console, summary_table(result.hosts, check=check))
         t = result.totals
         console.print(

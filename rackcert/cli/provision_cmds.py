@@ -145,9 +145,10 @@ def provision_cmd(
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     title = f"provision rack {loaded.spec.metadata.name}"
 
-    def show(actions: list[Any]) -> None:
+    def planned(actions: list[Any]) -> None:
         if not as_json:
             show_table(console, _actions_table(actions, title))
+        bar.expect(len(actions))
 
     with _Progress(quiet=as_json) as bar:
         record = provision.run(
@@ -156,12 +157,15 @@ def provision_cmd(
             yes=yes,
             power_cycle=power_cycle,
             confirm=confirm_apply,
-            on_plan=lambda actions: (show(actions), bar.expect(len(actions))),
+            on_plan=planned,
             on_event=bar.event,
             timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
         )
     path = run_dir.path / "provision.json"
     data = record.data
+    for name, state in data.vms.items():
+        if state.get("left_off") and not as_json:
+            console.print(f"[yellow]left powered off[/]: {name}: {state['left_off']}", emoji=False)
     if not data.actions:
         _say(as_json, record, path, "[green]nothing to do[/]: the rack matches the spec")
         return

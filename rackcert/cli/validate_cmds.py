@@ -22,6 +22,7 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
+from rackcert.stage_records import ValidateNode, ValidateRecord
 
 
 @app.command("validate")
@@ -154,12 +155,19 @@ def _print_checks(defs) -> None:
     show_table(console, table)
 
 
-def _print_outcome(record, path: Path, junit: Path) -> None:  # noqa: ANN001 - ValidateRecord
+def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
+    for e in record.data.host_keys.enrolled if record.data.host_keys else []:
+        console.print(
+            f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            " (first contact; enforced from now on)",
+            soft_wrap=True,
+            highlight=False,
+        )
     table = Table(title="validate", title_justify="left")
     for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
         table.add_column(col)
     data = record.data
-    rows: dict[str, object] = dict(data.nodes)
+    rows: dict[str, ValidateNode | None] = dict(data.nodes)
     for r in data.results:  # hypervisor-only nodes (ESXi hosts)
         rows.setdefault(r.node, None)
     for name, info in rows.items():
@@ -181,8 +189,8 @@ def _print_outcome(record, path: Path, junit: Path) -> None:  # noqa: ANN001 - V
     for r in data.results:
         if r.status.value in ("fail", "error"):
             # A failing check of severity warning (or info) does not fail the run: WARN.
-            fatal = r.severity.value == "error"
-            word = f"[red]{r.status.value.upper()}[/]" if fatal else "[yellow]WARN[/]"
+            is_fatal = r.severity.value == "error"
+            word = f"[red]{r.status.value.upper()}[/]" if is_fatal else "[yellow]WARN[/]"
             console.print(
                 f"{word} {r.node} {r.id}: {r.reason or 'failed'}"
                 f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"

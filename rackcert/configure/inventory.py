@@ -22,9 +22,14 @@ import yaml
 
 from rackcert.errors import InputError
 from rackcert.placement import place
-from rackcert.spec import PackageSource, Spec
+from rackcert.spec import PackageSource, SourceComponent, Spec
 
-VENDOR_COMPONENTS = ("ofed", "nvidia_driver", "cuda", "container_toolkit")
+VENDOR_COMPONENTS: tuple[SourceComponent, ...] = (
+    "ofed",
+    "nvidia_driver",
+    "cuda",
+    "container_toolkit",
+)
 
 
 def _group_name(text: str) -> str:
@@ -81,6 +86,8 @@ def _guest_vars(spec: Spec) -> dict[str, Any]:
         "container_toolkit_runtime": g.container_runtime,
         "dl_runtime_packages": list(g.python_packages),
         "dl_runtime_horovod": g.horovod,
+        "dl_runtime_venv": g.dl_venv,
+        "dl_runtime_system_site_packages": g.dl_system_site_packages,
         "ssh_trust_user": g.ssh.user,
     }
     for comp in VENDOR_COMPONENTS:
@@ -138,7 +145,9 @@ def build_inventory(spec: Spec, *, key_file: str | None = None) -> dict[str, Any
         "rackcert_workers": {"hosts": {n: {} for n in names[1:]}},
     }
     for tpl in spec.vm_templates:
-        members = {vm.name: {} for vm in spec.vms if vm.template == tpl.name}
+        members: dict[str, dict[str, Any]] = {
+            vm.name: {} for vm in spec.vms if vm.template == tpl.name
+        }
         if members:
             children[f"template_{_group_name(tpl.name)}"] = {"hosts": members}
     group_vars = _group_vars(spec)

@@ -9,7 +9,7 @@ hook, `on_event(event, collector)`, called for every event after it is counted.
 Where things go (all inside the run directory):
     artifacts/configure/inventory/hosts.yml   generated from the spec
     artifacts/configure/ansible/<ident>/      ansible-runner's artifacts (events, stdout)
-    artifacts/configure/known_hosts           host keys seen this run (accept-new)
+    <runs>/<rack>/known_hosts                 the rack's host keys, enrolled once, then enforced
     configure.json                            per host ok/changed/failed/unreachable
 Secrets (a become password) are given to ansible-runner in memory, registered
 with REDACTOR, and every text artifact is scrubbed again after the run.
@@ -33,6 +33,7 @@ from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector, HostResult
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
+from rackcert.known_hosts import Enrolled, enroll, is_pinned, peer_lines, rack_file, ssh_options
 from rackcert.paths import playbooks_dir
 from rackcert.runs import RunDir, utc_now
 from rackcert.secrets import REDACTOR
@@ -52,6 +53,7 @@ class ConfigureResult:
     record: Path
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    enrolled: list[Enrolled] = field(default_factory=list)  # host keys trusted on first contact
 
     @property
     def ok(self) -> bool:
@@ -59,24 +61,25 @@ class ConfigureResult:
 
 
 def _ssh_args(known_hosts: Path) -> str:
+    """Ansible's ssh options: the rack's enrolled keys only (rackcert.known_hosts), strictly."""
     return " ".join(
         [
             "-o ControlMaster=auto -o ControlPersist=120s",
-            f"-o UserKnownHostsFile={known_hosts}",
-            "-o StrictHostKeyChecking=accept-new",
+            *(f"-o {opt}" for opt in ssh_options(known_hosts)[1::2]),
             "-o IdentitiesOnly=yes -o BatchMode=yes",
             "-o ConnectTimeout=10 -o ServerAliveInterval=5 -o ServerAliveCountMax=3",
         ]
     )
 
 
-def _envvars(artifacts: Path, control_dir: Path, forks: int) -> dict[str, str]:
+def _envvars(artifacts: Path, control_dir: Path, forks: int, known_hosts: Path) -> dict[str, str]:
     roles = playbooks_dir() / "roles"
     return {
         "ANSIBLE_ROLES_PATH": str(roles),
         # site.yml names roles by FQCN (rackcert.gpu.*): the shipped roles, as a collection.
         "ANSIBLE_COLLECTIONS_PATH": str(collections_root(control_dir / "collections")),
-        "ANSIBLE_SSH_ARGS": _ssh_args(artifacts / "known_hosts"),
+        "ANSIBLE_SSH_ARGS": _ssh_args(known_hosts),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_FORKS": str(forks),
@@ -91,6 +94,30 @@ def _envvars(artifacts: Path, control_dir: Path, forks: int) -> dict[str, str]:
         "ANSIBLE_SYSTEM_WARNINGS": "False",
         "PATH": _path_with_ansible(),
     }
+
+
+@dataclass
+class _HostKeys:
+    path: Path
+    pinned: bool
+    enrolled: list[Enrolled]
+    peer_lines: list[str]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "known_hosts": str(self.path),
+            "pinned": self.pinned,
+            "enrolled": [e.to_dict() for e in self.enrolled],
+        }
+
+
+def _host_keys(spec: Any, run: RunDir) -> _HostKeys:
+    """Enrol the VMs the rack's known_hosts does not know yet; the lines ssh_trust installs."""
+    path = rack_file(spec, run)
+    pinned = is_pinned(spec)
+    enrolled = enroll(path, [(vm.address, vm.ssh_port) for vm in spec.vms], pinned=pinned)
+    peers = [(vm.name, vm.address, vm.ssh_port) for vm in spec.vms]
+    return _HostKeys(path, pinned, enrolled, peer_lines(path, peers) if path.is_file() else [])
 
 
 def _runner_env(
@@ -147,7 +174,11 @@ def _failure_line(collector: EventCollector, rc: int, stdout_tail: str) -> str |
         return f"ansible-playbook exited {rc}: {stdout_tail or 'no output'}"
     first = bad[0]
     where = first.failures[0] if first.failures else None
-    detail = f" at '{where.role + ' : ' if where.role else ''}{where.task}': {where.message}"
+    detail = (
+        f" at '{where.role + ' : ' if where.role else ''}{where.task}': {where.message}"
+        if where is not None
+        else ""
+    )
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
     return (
         f"{len(bad)} of {len(collector.hosts)} hosts not configured: {first.name}"
@@ -207,9 +238,15 @@ def configure(
     artifacts = run.artifacts("configure")
     inventory = write_inventory(build_inventory(spec), artifacts / "inventory")
     (artifacts / "tmp").mkdir(exist_ok=True)
+    # The bench worker the nodes run (`rackcert bench --nodes`): dl_runtime installs it.
+    from rackcert.configure.worker_wheel import build_worker_wheel
+
+    wheel = build_worker_wheel(artifacts / "wheels")
+    extravars = {"dl_runtime_worker_wheel": str(wheel), **(extravars or {})}
     collector = EventCollector()
     ident = started.replace(":", "").replace("-", "")
     REDACTOR.add(become_password)
+    keys = _host_keys(spec, run)
 
     def handler(event: dict[str, Any]) -> bool:
         collector.handle(event)
@@ -218,6 +255,8 @@ def configure(
         return True  # keep the event in the artifacts
 
     cmdline = ["--check"] if check else []
+    # ssh_trust installs the host keys the controller enrolled (or the spec pinned).
+    extravars = {"ssh_trust_known_hosts": keys.peer_lines, **(extravars or {})}
     if extravars:
         # Written by rackcert, every string `!unsafe`: extra vars are data, never templates.
         extra_file = artifacts / "inventory" / "extra_vars.yml"
@@ -234,12 +273,12 @@ def configure(
         """configure.json from what the collector saw: on success, failure or interruption."""
         return _write_record(
             run, collector, started, check, tags, skip_tags, limit, playbook, rc,
-            artifacts, inventory, ident, error, operator_vars,
+            artifacts, inventory, ident, error, keys.record(), operator_vars,
         )  # fmt: skip
 
     rc, status = 1, "failed"
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
-        envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)))
+        envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)), keys.path)
         try:
             runner = ansible_runner.interface.init_runner(
                 private_data_dir=str(artifacts),
@@ -294,6 +333,7 @@ def configure(
         record=record_path,
         error=error,
         warnings=collector.warnings,
+        enrolled=keys.enrolled,
     )
 
 
@@ -311,6 +351,7 @@ def _write_record(
     inventory: Path,
     ident: str,
     error: str | None,
+    host_keys: dict[str, Any],
     operator_vars: Sequence[str] = (),
 ) -> Path:
     """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
@@ -329,6 +370,7 @@ def _write_record(
         "ansible_ident": ident,
         "extra_vars": [_extra_vars_label(v) for v in operator_vars],
         "warnings": collector.warnings,
+        "host_keys": host_keys,
     }
     status = "failed" if error or rc != 0 else "ok"
     return run.write_stage("configure", data, status=status, error=error, started_at=started)

@@ -14,9 +14,15 @@ machine plays several hosts:
   default dot files only), so `apt install`, `/root/.ssh`, `/etc/hosts`, mounts
   and dpkg's database are per host and vanish with it; the machine itself is
   never changed by a playbook, and its own dot files (pyenv shims...) do not leak
-  in. Everything else (/tmp, /work, /run, the rackcert checkout and its .venv) is
-  shared, read-write. `shared`
-  paths stay shared even below an overlaid directory (the lab's NFS stand-in).
+  in. The rackcert checkout and the controller's virtualenv are hidden (an empty
+  tmpfs over each, `private`): a node runs rackcert's bench worker from its own
+  environment, as on a real rack. Everything else (/tmp, /run, ...) is shared,
+  read-write. `shared` paths stay shared even below an overlaid directory (the lab's
+  NFS stand-in).
+- the node image's DL framework: where the machine has the lab DL stack
+  (LAB_DL_SITE, made by .ci/setup.d/45-lab-dl-stack.sh: torch, torchvision, Horovod),
+  each host's system Python sees it through a .pth in its own /usr (as a DL image has
+  its framework installed system-wide).
 - name: `unshare --uts`, so `hostname` answers the host's own name; /etc/hosts
   lists every host of the set.
 
@@ -62,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.errors import InputError, RackcertError
+from rackcert.paths import REPO_ROOT
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -73,6 +80,8 @@ PRIVATE_MNT = Path("/run/rackcert-sshhosts/private")
 # outside /root, which each host replaces by a fresh home.
 RUNTIME_ROOT = Path("/run/rackcert-sshhosts/hosts")
 SWITCH_MTU = 9216
+LAB_DL_SITE = Path(os.environ.get("RACKCERT_LAB_DL_SITE", "/opt/rackcert-lab/dl-site"))
+DL_PTH = "/usr/lib/python3/dist-packages/rackcert-lab-dl.pth"
 OVERLAID = ("etc", "usr", "var", "opt", "home", "srv", "mnt")
 _ALIAS_TAG = "rackcert-sshhosts owner="
 # Owner: "lab", or a pid optionally tagged (`1234x2`) so one process can own separate sets.
@@ -360,7 +369,9 @@ def _sshd_config(host_dir: Path, address: str, port: int) -> str:
     )
 
 
-def _setup_script(name: str, host_dir: Path, shared: Sequence[Path]) -> str:
+def _setup_script(
+    name: str, host_dir: Path, shared: Sequence[Path], private: Sequence[Path] = ()
+) -> str:
     """Shell run inside the new namespaces, then replaced by sshd (same pid)."""
     mnt = shlex.quote(str(PRIVATE_MNT))
     lines = ["set -e", f"mount -t tmpfs -o mode=0755 rackcert-host {mnt}"]
@@ -379,9 +390,19 @@ def _setup_script(name: str, host_dir: Path, shared: Sequence[Path]) -> str:
         "cp /usr/share/base-files/dot.bashrc /root/.bashrc 2>/dev/null || true",
         "cp /usr/share/base-files/dot.profile /root/.profile 2>/dev/null || true",
     ]
+    # Hidden before the shared paths move in, so a shared path below a private one stays.
+    for path in private:
+        p = shlex.quote(str(path))
+        lines.append(
+            f"if [ -d {p} ]; then mount -t tmpfs -o mode=0755,size=1m rackcert-private {p}; fi"
+        )
     for i, path in enumerate(shared):
         p = shlex.quote(str(path))
         lines += [f"mkdir -p {p}", f"mount --move {mnt}/shared{i} {p}"]
+    site = shlex.quote(str(LAB_DL_SITE))
+    lines.append(
+        f"if [ -d {site} ] && [ -d {Path(DL_PTH).parent} ]; then echo {site} > {DL_PTH}; fi"
+    )
     lines += [
         f"hostname {shlex.quote(name)}",
         f"echo {shlex.quote(name)} > /etc/hostname",
@@ -419,6 +440,7 @@ def start_hosts(
     port: int = 22,
     mtu: int = 1500,
     shared: Sequence[Path | str] = (),
+    private: Sequence[Path | str] | None = None,
     timeout: float = 15.0,
 ) -> list[TestHost]:
     """Start one sshd per name in its own namespaces on `subnet` (a /24); wait until each answers.
@@ -434,6 +456,8 @@ def start_hosts(
         port: SSH port on each host's address.
         mtu: initial MTU of every host's eth0.
         shared: directories that stay shared between hosts and the machine (created).
+        private: directories the hosts must not see (default: the rackcert checkout and
+            this interpreter's virtualenv, so nodes use their own environment).
 
     On any failure the hosts started so far are stopped and SshHostError is raised.
 
@@ -468,6 +492,10 @@ def start_hosts(
         shared_paths.append(python_home)
     for p in shared_paths:
         p.mkdir(parents=True, exist_ok=True)
+    if private is None:
+        private = [REPO_ROOT, Path(sys.prefix)] if sys.prefix != sys.base_prefix else [REPO_ROOT]
+    hidden = [Path(p).expanduser().resolve() for p in private]
+    hidden = [p for p in hidden if p not in shared_paths and p != Path("/")]
     bridge = bridge_name(subnet)
     if not _link_exists(bridge):
         _create_bridge(subnet, owner)
@@ -493,7 +521,7 @@ def start_hosts(
                 _start_one(name, addr, port, net, owner, bridge, i, state_dir, key_file, mtu)
             )
             hosts[-1].known_hosts = known_hosts
-            _launch(hosts[-1], shared_paths)
+            _launch(hosts[-1], shared_paths, hidden)
         deadline = time.monotonic() + timeout
         for host in hosts:
             _wait_ready(host, deadline)
@@ -590,8 +618,8 @@ def _start_one(
     )
 
 
-def _launch(host: TestHost, shared: Sequence[Path]) -> None:
-    script = _setup_script(host.name, host.runtime_dir, shared)
+def _launch(host: TestHost, shared: Sequence[Path], private: Sequence[Path] = ()) -> None:
+    script = _setup_script(host.name, host.runtime_dir, shared, private)
     log = open(host.state_dir / "launch.log", "wb")  # noqa: SIM115 - owned by the child
     try:
         host._proc = subprocess.Popen(

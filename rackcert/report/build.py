@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -67,7 +68,7 @@ def learn_secrets(run: RunDir, redactor: Redactor = REDACTOR) -> None:
         return
     if not isinstance(spec, dict):
         return
-    vc = spec.get("vcenter") if isinstance(spec.get("vcenter"), dict) else {}
+    vc: dict[str, Any] = spec["vcenter"] if isinstance(spec.get("vcenter"), dict) else {}
     ssh = (
         ((spec.get("guest") or {}).get("ssh") or {}) if isinstance(spec.get("guest"), dict) else {}
     )

@@ -8,14 +8,14 @@ in as `schemas/run.schema.json` (`rackcert report schema` prints it).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 
-RECORD_SCHEMA = "rackcert/run"
-RECORD_VERSION = 1
+RECORD_SCHEMA: Final = "rackcert/run"
+RECORD_VERSION: Final = 1
 MatrixStatus = Literal["matches", "differs", "unknown"]
 
 

@@ -5,6 +5,7 @@
         lab = rack_twin("inventories/lab.yaml", vms=[...], faults={"fail": [...]})
         lab = rack_twin(desc={"reboot": {"connected_ms": 300, "down_ms": 900}})  # any key
         lab = rack_twin(host_desc={"esx01.example.internal": {"maintenance": True}})  # "*": all
+        lab = rack_twin(..., templates=[])                 # the spec's template is missing
         main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
         with lab.connect() as si: ...                      # a separate pyVmomi session
 
@@ -18,6 +19,7 @@ keyed by the sources' hash, and guarded by a file lock.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,13 +75,17 @@ class TwinFactory:
         hosts: int | None = None,
         desc: dict[str, Any] | None = None,
         host_desc: dict[str, dict[str, Any]] | None = None,
+        templates: list[dict[str, Any]] | None = None,
+        wait_for: str | None = "tools",
     ) -> TwinLab:
         workdir = self.base / f"twin{len(self.running)}"
         files = twin.TwinFiles.in_dir(workdir)
         source = Path(spec) if Path(spec).is_absolute() else REPO_ROOT / spec
         loaded = load_spec(source).spec
         if hosts is None:
-            description = twin.description_from_spec(loaded, files, port=0, vms=vms, faults=faults)
+            description = twin.description_from_spec(
+                loaded, files, port=0, vms=vms, faults=faults, templates=templates
+            )
         else:
             description = twin.synthetic_description(hosts, loaded, files)
         description["tls"] = True
@@ -97,6 +103,18 @@ class TwinFactory:
             password_file=str(files.password_file),
         )
         vcenter.pop("password_env", None)
+        # The site's key pair for the guests (cloud-init user-data authorizes its .pub).
+        key = workdir / "id_ed25519"
+        if not key.is_file():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+            )
+        data.setdefault("guest", {}).setdefault("ssh", {})["key_file"] = str(key)
+        # The twin's guests answer through VMware Tools (guest.ipAddress); only a test that
+        # runs the lab's guest agent has SSH hosts to wait for (wait_for=None: the spec's).
+        if wait_for is not None:
+            net = data.setdefault("network", {}).setdefault("management", {})
+            net["wait_for"] = wait_for
         vcenter["tls"] = {
             "ca": {"verify": True, "ca_file": str(files.cert_file)},
             "thumbprint": {"verify": True, "thumbprint": started.thumbprint},

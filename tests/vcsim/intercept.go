@@ -134,6 +134,11 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		hs := obj.(*simulator.HostSystem)
 		ref := rebootTask(hs, req.Force)
 		return &ref
+	case *types.CloneVM_Task:
+		if vm, ok := obj.(*simulator.VirtualMachine); ok && vm.Config.Template {
+			ref := cloneTask(vm, req) // template.go: CloneVM_Task as vCenter does it
+			return &ref
+		}
 	case *types.EnterMaintenanceMode_Task:
 		ref := enterMaintenance(obj.(*simulator.HostSystem), req)
 		return &ref

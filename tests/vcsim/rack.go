@@ -96,6 +96,14 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := addSiteObjects(ctx, c, rack, desc); err != nil {
+		return nil, err
+	}
+	for _, td := range desc.Templates {
+		if err := createTemplate(ctx, c, folders, pool, rack, td); err != nil {
+			return nil, fmt.Errorf("creating template %s: %v", td.Name, err)
+		}
+	}
 	agents := -1
 	if desc.AgentVMs != nil {
 		agents = *desc.AgentVMs
@@ -128,6 +136,7 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 	if !ok {
 		return fmt.Errorf("no host %s", vd.Host)
 	}
+	var err error
 	spec := types.VirtualMachineConfigSpec{
 		Name:     vd.Name,
 		GuestId:  "ubuntu64Guest",
@@ -135,6 +144,11 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 		MemoryMB: vd.MemoryMB,
 		Firmware: orDefault(vd.Firmware, "bios"),
 		Files:    &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+	}
+	if vd.DiskGB > 0 {
+		if spec.DeviceChange, err = diskSpec("LocalDS_0", vd.DiskGB); err != nil {
+			return err
+		}
 	}
 	host := object.NewHostSystem(c, hs.Reference())
 	task, err := folders.VmFolder.CreateVM(ctx, spec, pool, host)

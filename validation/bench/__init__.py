@@ -31,7 +31,7 @@ def run(
     """The bench stage: launch, measure, judge; records bench.json and returns it typed.
 
     `options` (or BenchOptions' fields as keywords) say what to run. With no known_hosts
-    given, the nodes' host keys validate recorded in this run are the ones trusted. A
+    given, the rack's known_hosts (rackcert.known_hosts) is the one trusted. A
     verdict of FAIL or INCOMPLETE is evidence, returned in the record; a launch that fails
     raises a RackcertError after recording what was measured before it.
 
@@ -43,7 +43,9 @@ def run(
     from validation.bench.suite import BenchOptions, run_bench
 
     opts = replace(options or BenchOptions(), **fields)
-    recorded = run_dir.path / "artifacts" / "validate" / "known_hosts"
+    from rackcert.known_hosts import rack_file
+
+    recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys
     if opts.known_hosts is None and recorded.is_file():
         opts.known_hosts = recorded
     run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))

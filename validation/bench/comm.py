@@ -20,6 +20,8 @@ class Comm:
     world_size: int = 1
     local_rank: int = 0
     device: Any = None
+    data_parallel: str = "none"  # what wrap() did: DDP, horovod, or none (one rank)
+    wraps_optimizer: bool = False  # wrap() replaced the optimizer (Horovod's)
 
     def allreduce_(self, tensor: Any) -> None:
         """Sum `tensor` in place over all ranks; returns when the result is usable."""
@@ -70,12 +72,26 @@ def _pick_device(want: str, local_rank: int) -> Any:
     return torch.device("cpu")
 
 
+def _from_open_mpi() -> None:
+    """Ranks started by mpirun (the second launcher): torch's env:// rendezvous reads
+    RANK/WORLD_SIZE/LOCAL_RANK, Open MPI sets OMPI_COMM_WORLD_*; MASTER_ADDR/PORT come
+    from the launcher's -x."""
+    for ours, theirs in (
+        ("RANK", "OMPI_COMM_WORLD_RANK"),
+        ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+        ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ):
+        if ours not in os.environ and theirs in os.environ:
+            os.environ[ours] = os.environ[theirs]
+
+
 class TorchComm(Comm):
     """torch.distributed from torchrun's environment (env:// rendezvous): NCCL or Gloo."""
 
     def __init__(self, device: str = "auto") -> None:
         import torch.distributed as dist
 
+        _from_open_mpi()
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.device = _pick_device(device, self.local_rank)
         self.backend = "nccl" if self.device.type == "cuda" else "gloo"
@@ -117,8 +133,15 @@ class TorchComm(Comm):
             dist.barrier()
 
     def wrap(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
+        """DDP across ranks; nothing at world size 1, where there is no gradient to average
+        and DDP would only add its bucket copies, hooks and a 1-rank allreduce per step
+        (and split a compiled model into one graph per bucket)."""
         from torch.nn.parallel import DistributedDataParallel as DDP
 
+        if self.world_size == 1:
+            self.data_parallel = "none (1 rank)"
+            return model, optimizer
+        self.data_parallel = "DDP"
         ids = [self.device.index] if self.device.type == "cuda" else None
         # broadcast_buffers=False: no per-step broadcast of BatchNorm statistics (Horovod does
         # not sync them either); they only matter for evaluation, which a benchmark never does.
@@ -163,15 +186,21 @@ class HorovodComm(Comm):
         self._hvd.barrier() if hasattr(self._hvd, "barrier") else self.allgather_floats([0.0])
 
     def wrap(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
+        """hvd.DistributedOptimizer across ranks; nothing at world size 1 (as for DDP)."""
+        if self.world_size == 1:
+            self.data_parallel = "none (1 rank)"
+            return model, optimizer
         hvd = self._hvd
+        self.data_parallel = "horovod"
+        self.wraps_optimizer = True
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         dist_opt = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
         return model, dist_opt
 
     def step(self, optimizer: Any, scaler: Any | None) -> None:
-        if scaler is None:
-            optimizer.step()
+        if scaler is None or not self.wraps_optimizer:
+            super().step(optimizer, scaler)
             return
         # Horovod's AMP recipe: finish the gradient allreduce, then let the scaler step.
         optimizer.synchronize()

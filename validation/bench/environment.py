@@ -11,6 +11,7 @@ import platform
 import shutil
 import socket
 import subprocess
+import sys
 from typing import Any
 
 
@@ -38,6 +39,9 @@ def collect() -> dict[str, Any]:
     env: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "python": platform.python_version(),
+        # Where the worker ran from: the nodes' own environment, not the controller's.
+        "python_executable": sys.executable,
+        "worker_module": os.path.dirname(os.path.abspath(__file__)),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "torch": None,

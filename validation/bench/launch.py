@@ -27,7 +27,18 @@ from rackcert.errors import RackcertError
 MARKER = "RACKCERT_RESULT "  # validation.bench.worker.MARKER, without importing torch-side code
 WORKER = ["-m", "validation.bench.worker"]
 # Variables that steer NCCL/Gloo/torch and must reach remote ranks too.
-FORWARD_ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "NVSHMEM_", "CUDA_VISIBLE_DEVICES", "OMP_")
+FORWARD_ENV_PREFIXES = (
+    "NCCL_",
+    "GLOO_",
+    "TORCH_",
+    "TORCHINDUCTOR_",
+    "NVSHMEM_",
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_",
+    "HOROVOD_",
+)
+# PATH on the nodes for a launcher's children: the node's own tools, nothing of ours.
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class LaunchError(RackcertError):
@@ -49,7 +60,8 @@ class Node:
         argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-p", str(self.port)]
         if self.key_file:
             argv += ["-i", os.path.expanduser(self.key_file), "-o", "IdentitiesOnly=yes"]
-        return [*argv, *self.ssh_options, f"{self.user}@{self.address}"]
+        # "--": nothing after it is an option, whatever a spec's address or user holds.
+        return [*argv, *self.ssh_options, "--", f"{self.user}@{self.address}"]
 
 
 @dataclass
@@ -109,7 +121,7 @@ def ssh_torchrun(
     worker_args: list[str],
     *,
     remote_python: str,
-    remote_dir: str,
+    remote_dir: str | None,
     rdzv_port: int = 29400,
     rdzv_id: str | None = None,
     env: dict[str, str] | None = None,
@@ -117,8 +129,7 @@ def ssh_torchrun(
 ) -> list[list[str]]:
     """One `ssh node torchrun ...` per node, all joining the c10d rendezvous on nodes[0]."""
     rdzv_id = rdzv_id or f"rackcert-{uuid.uuid4().hex[:12]}"
-    forwarded = {**_forwarded_env(), **(env or {}), "PYTHONPATH": remote_dir}
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(forwarded.items()))
+    extra = {**(env or {}), "PYTHONPATH": remote_dir} if remote_dir else dict(env or {})
     torchrun = [
         remote_python,
         "-m",
@@ -140,10 +151,19 @@ def ssh_torchrun(
         *WORKER,
         *worker_args,
     ]
-    remote = f"cd {shlex.quote(remote_dir)} && exec env {exports} {shlex.join(torchrun)}"
+    where = shlex.quote(remote_dir) if remote_dir else "/tmp"
+    remote = f"cd {where} && exec {_node_env(extra)} {shlex.join(torchrun)}"
     # -tt: the remote torchrun hangs on a pty, so stopping the local ssh client (a node
     # failed, the launch timed out) hangs it up instead of leaving ranks behind.
     return [[*node.ssh_argv()[:1], "-tt", *node.ssh_argv()[1:], remote] for node in nodes]
+
+
+def _node_env(env: dict[str, str] | None) -> str:
+    """`env -i K=V ...` for a command on a node: the engines' own variables from here plus
+    what the launch names, never this process's environment (secrets live there)."""
+    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
+    return f'env -i HOME="$HOME" USER="$USER" {pairs}'  # the node's own HOME (its ~/.ssh)
 
 
 def ssh_horovodrun(
@@ -152,23 +172,80 @@ def ssh_horovodrun(
     worker_args: list[str],
     *,
     remote_python: str,
-    python: str = sys.executable,
+    interface: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[str]:
-    """horovodrun over the nodes' SSH (it starts the remote ranks itself), Gloo controller."""
+    """horovodrun started ON THE FIRST NODE (as the seed ran it), over the nodes' own SSH
+    trust (configure's ssh_trust role): `ssh node1 -- horovodrun -np N -H a:g,b:g ...`.
+
+    `--network-interface` is the spec's data interface: the nodes' names for it, which
+    this machine does not share (the reason horovodrun from here found no common
+    interface). Gloo is the controller (Horovod built without MPI); the collectives run
+    on NCCL where Horovod was built with HOROVOD_GPU_OPERATIONS=NCCL and the ranks use
+    GPUs, on Gloo otherwise. horovodrun's own hops to the other nodes use its ssh
+    options (`-o StrictHostKeyChecking=no`, hard-coded in Horovod 0.28); the first hop,
+    from here, is as strict as the spec's known_hosts allows. The ranks inherit
+    horovodrun's environment, which `env -i` keeps to named variables.
+    """
     first = nodes[0]
+    horovodrun = str(Path(remote_python).parent / "horovodrun")
     argv = [
-        horovodrun_binary(python),
+        horovodrun,
         "--gloo",
         "-np",
         str(len(nodes) * nproc_per_node),
         "-H",
         ",".join(f"{n.address}:{nproc_per_node}" for n in nodes),
-        "--ssh-port",
+        "-p",
         str(first.port),
+        "--start-timeout",
+        "120",
     ]
-    if first.key_file:
-        argv += ["--ssh-identity-file", os.path.expanduser(first.key_file)]
-    return [*argv, remote_python, *WORKER, "--backend", "horovod", *worker_args]
+    if interface:
+        argv += ["--network-interface", interface]
+    argv += [remote_python, *WORKER, "--backend", "horovod", *worker_args]
+    remote = f"cd /tmp && exec {_node_env(env)} {shlex.join(argv)}"
+    ssh = first.ssh_argv()
+    return [ssh[0], "-tt", *ssh[1:], remote]
+
+
+def ssh_mpirun(
+    nodes: list[Node],
+    nproc_per_node: int,
+    worker_args: list[str],
+    *,
+    remote_python: str,
+    backend: str = "torch",
+    interface: str | None = None,
+    known_hosts: str | None = None,
+    rdzv_port: int = 29400,
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """Open MPI's mpirun (Debian's openmpi-bin) started on the first node: the second
+    launcher. Its ssh hops take `plm_rsh_args`, so they can be strict: with a known_hosts
+    file on the nodes, StrictHostKeyChecking=yes. Ranks get only the variables named
+    with `-x`. The torch backend reads its rank from Open MPI's OMPI_COMM_WORLD_*
+    variables and meets at the first node (MASTER_ADDR/PORT); the horovod backend needs
+    a Horovod built with MPI."""
+    first = nodes[0]
+    rsh = f"-p {first.port} -o BatchMode=yes"
+    if known_hosts:
+        rsh += f" -o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts}"
+    named = {**_forwarded_env(), **(env or {})}
+    if backend == "torch":
+        named |= {"MASTER_ADDR": first.address, "MASTER_PORT": str(rdzv_port)}
+    argv = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes) * nproc_per_node), "-H",
+            ",".join(f"{n.address}:{nproc_per_node}" for n in nodes), "--bind-to", "none",
+            "--map-by", "slot", "--mca", "plm_rsh_args", rsh]  # fmt: skip
+    if interface:
+        argv += ["--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include",
+                 interface]  # fmt: skip
+    for key in sorted(named):
+        argv += ["-x", f"{key}={named[key]}"]
+    argv += [remote_python, *WORKER, "--backend", backend, *worker_args]
+    remote = f"cd /tmp && exec {_node_env(env)} {shlex.join(argv)}"
+    ssh = first.ssh_argv()
+    return [ssh[0], "-tt", *ssh[1:], remote]
 
 
 def parse_result(text: str) -> dict[str, Any] | None:
@@ -201,15 +278,45 @@ def _last_error_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[str, Any] | None]:
-    """Run every command of the launch at once; return each command's result line (or None).
+def execute_text(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[str]:
+    """Run every command of the launch at once; return each command's output.
 
     All output goes to `log`. If one command fails, the others are stopped (they are
     this process's own children: ssh clients or the local engine). Raises LaunchError
     with the first failing command's exit code and its last error line.
     """
+    texts, _wall = _run_all(launch, log, timeout_s)
+    return texts
+
+
+def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[str, Any] | None]:
+    """As execute_text, then each command's result line (or None); at least one must be."""
+    texts, wall = _run_all(launch, log, timeout_s)
+    results = [parse_result(text) for text in texts]
+    if all(r is None for r in results):
+        raise LaunchError(f"bench launch {launch.label!r} ended without a result line; log: {log}")
+    for r in results:
+        if r is not None:
+            r["wall_s"] = wall
+    return results
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a launcher child gets: named variables only, never this process's
+    whole environment (which may hold RACKCERT_VCENTER_PASSWORD, a become password or a
+    token). PATH, HOME, locale and terminal, the ssh agent socket, the engines' own
+    variables (NCCL_, GLOO_, ...), then what the launch adds."""
+    keep = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR",
+            "SSH_AUTH_SOCK", "LD_LIBRARY_PATH", "VIRTUAL_ENV")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(_forwarded_env())
+    env.update(extra or {})
+    return env
+
+
+def _run_all(launch: Launch, log: Path, timeout_s: float) -> tuple[list[str], float]:
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **launch.env}
+    env = child_env(launch.env)
     started = time.monotonic()
     procs: list[tuple[subprocess.Popen[bytes], Path]] = []
     for i, argv in enumerate(launch.commands):
@@ -257,13 +364,7 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
         raise LaunchError(
             f"bench launch {launch.label!r} failed ({why}): {_last_error_line(text)}; log: {log}"
         )
-    results = [parse_result(text) for text in texts]
-    if all(r is None for r in results):
-        raise LaunchError(f"bench launch {launch.label!r} ended without a result line; log: {log}")
-    for r in results:
-        if r is not None:
-            r["wall_s"] = wall
-    return results
+    return texts, wall
 
 
 def first_result(results: list[dict[str, Any] | None]) -> dict[str, Any]:

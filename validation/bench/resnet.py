@@ -7,8 +7,16 @@ several timed intervals; per interval each rank's images/s, summed over ranks fo
 total. The spread is 1.96 sigma of the total over the intervals, as Horovod prints it.
 
 Fast by default on GPUs (what a tuned run does, and what certification should measure):
-fp16 autocast with a gradient scaler, channels-last, cudnn.benchmark, torch.compile. The
-`naive` configuration (eager fp32, NCHW) is kept to show what the defaults are worth.
+bf16 autocast (no gradient scaler: bf16 has fp32's exponent range), channels-last,
+cudnn.benchmark, torch.compile with CUDA graphs at one rank, the optimizer step compiled
+too, no data-parallel wrapper when there is one rank (nothing to average). Each of these
+was measured on an H200 (docs/bench-h200.md); GPUs without bf16 fall back to fp16 with
+a gradient scaler. The `naive`
+configuration (eager fp32, NCHW) is kept to show what the defaults are worth, and two
+reference loops measured in the same run say where the default stands: `plain` (the
+short loop a tuned user writes: torch.compile, fp16 autocast, channels-last, plain SGD,
+no wrapper) and `horovod` (Horovod's pytorch_synthetic_benchmark defaults: eager fp32,
+batch 32, SGD without momentum, cudnn.benchmark on).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ class TrainConfig:
     model: str = "resnet50"
     batch: int = 256
     image_size: int = 224
-    precision: str = "fp16"  # fp16 | bf16 | fp32
+    precision: str = "bf16"  # fp16 | bf16 | fp32
     channels_last: bool = True
     cudnn_benchmark: bool = True
     compile: bool = True
@@ -33,6 +41,11 @@ class TrainConfig:
     intervals: int = 5
     steps_per_interval: int = 10
     fused_optimizer: bool = True
+    momentum: float = 0.9
+    # torch.compile mode: "auto" = reduce-overhead (CUDA graphs) at one rank, the default
+    # mode across ranks (DDP splits the graph at its buckets; not measured with graphs)
+    compile_mode: str | None = "auto"
+    compile_optimizer: bool = True  # the optimizer step compiled too (without a scaler)
 
     @classmethod
     def for_device(cls, device_type: str, quick: bool = False) -> TrainConfig:
@@ -67,6 +80,37 @@ class TrainConfig:
             fused_optimizer=False,
         )
 
+    def plain(self) -> TrainConfig:
+        """Reference: the loop a tuned user writes (compiled, fp16 + GradScaler, channels-last,
+        torch.optim.SGD with its default implementation, no wrapper at one rank)."""
+        return replace(
+            self,
+            precision="fp16",
+            channels_last=True,
+            cudnn_benchmark=True,
+            compile=True,
+            compile_mode=None,
+            compile_optimizer=False,
+            fused_optimizer=False,
+            momentum=0.9,
+        )
+
+    def horovod_defaults(self) -> TrainConfig:
+        """Reference: Horovod's pytorch_synthetic_benchmark as shipped (eager fp32, NCHW,
+        batch 32, `optim.SGD(lr=0.01)` without momentum, `cudnn.benchmark = True`)."""
+        return replace(
+            self,
+            batch=32,
+            precision="fp32",
+            channels_last=False,
+            cudnn_benchmark=True,
+            compile=False,
+            compile_mode=None,
+            compile_optimizer=False,
+            fused_optimizer=False,
+            momentum=0.0,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -84,10 +128,12 @@ def _build(cfg: TrainConfig, comm: Any) -> tuple[Any, Any, Any, Any, Any]:
     # Fused SGD on GPUs: GradScaler hands it the scale and the inf flag as tensors, so a step
     # never waits for the GPU (with an unfused optimizer GradScaler reads found_inf with
     # .item() every step, which drains the kernel launch queue).
-    opt_kw = {"fused": True} if (cuda and cfg.fused_optimizer) else {}
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **opt_kw)
-    if opt_kw.get("fused"):
-        seed_momentum(optimizer)
+    fused = cuda and cfg.fused_optimizer and not optimizer_compiled(cfg, comm)
+    opt_kw = {"fused": True} if fused else {}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=cfg.momentum, **opt_kw)
+    # Zero momentum buffers for every implementation: the same first step as SGD's own
+    # (buf = grad), and one optimizer graph from the first step when it is compiled.
+    seed_momentum(optimizer)
     model, optimizer = comm.wrap(model, optimizer)
     gen = torch.Generator(device=comm.device).manual_seed(1000 + comm.rank)
     shape = (cfg.batch, 3, cfg.image_size, cfg.image_size)
@@ -115,6 +161,29 @@ def seed_momentum(optimizer: Any) -> None:
             optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
 
 
+def optimizer_compiled(cfg: TrainConfig, comm: Any) -> bool:
+    """Whether the optimizer step is compiled: asked for, the model compiled, no gradient
+    scaler (its step is Python around the optimizer's) and no Horovod optimizer wrapper
+    (its step waits for the gradient allreduce first)."""
+    horovod_wrapped = comm.backend == "horovod" and comm.world_size > 1
+    return cfg.compile and cfg.compile_optimizer and cfg.precision != "fp16" and not horovod_wrapped
+
+
+def _compile_optimizer_step(optimizer: Any) -> None:
+    """Compile the optimizer's step (PyTorch's "compiling the optimizer" recipe): its
+    per-parameter updates become a few generated kernels. An instance attribute, so the
+    eager method is one `pop` away if compilation fails."""
+    import torch
+
+    eager_step = optimizer.step
+
+    @torch.compile(fullgraph=False)
+    def compiled_step() -> None:
+        eager_step()
+
+    optimizer.step = compiled_step
+
+
 def _amp(cfg: TrainConfig, device_type: str) -> Any:
     import torch
 
@@ -133,13 +202,27 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
+    if (
+        cfg.precision == "bf16"
+        and comm.device.type == "cuda"
+        and not torch.cuda.is_bf16_supported()
+    ):
+        cfg = replace(cfg, precision="fp16")  # pre-Ampere: fp16 with a gradient scaler
+    mode = cfg.compile_mode
+    if mode == "auto":
+        mode = "reduce-overhead" if comm.world_size == 1 and comm.device.type == "cuda" else None
     model, optimizer, scaler, data, target = _build(cfg, comm)
     eager = model
     compile_error = None
+    graphs = cfg.compile and mode in ("reduce-overhead", "max-autotune")
     if cfg.compile:
-        model = torch.compile(model)
+        model = torch.compile(model, mode=mode)
+        if optimizer_compiled(cfg, comm):
+            _compile_optimizer_step(optimizer)
 
     def step() -> Any:
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         model.zero_grad(set_to_none=True)  # Horovod's optimizer takes no set_to_none
         with _amp(cfg, comm.device.type):
             loss = F.cross_entropy(model(data), target)
@@ -160,6 +243,8 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
             raise
         compile_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         model = eager
+        graphs = False
+        optimizer.__dict__.pop("step", None)  # back to the eager optimizer step too
         for _ in range(max(1, cfg.warmup_steps)):
             step()
         comm.synchronize()
@@ -178,7 +263,15 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
     per_rank = [r[: cfg.intervals] for r in rows]
     totals = [sum(r[i] for r in per_rank) for i in range(cfg.intervals)]
     return {
-        "config": {**cfg.to_dict(), "compiled": cfg.compile and compile_error is None},
+        "config": {
+            **cfg.to_dict(),
+            "compiled": cfg.compile and compile_error is None,
+            "compile_mode_used": (mode or "default") if cfg.compile else None,
+            "cuda_graphs": graphs,
+            "optimizer_compiled": optimizer_compiled(cfg, comm) and compile_error is None,
+            "data_parallel": comm.data_parallel,
+            "gradient_scaler": scaler is not None,
+        },
         "compile_error": compile_error,
         "world_size": comm.world_size,
         "warmup_s": warmup_s,

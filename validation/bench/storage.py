@@ -11,6 +11,11 @@ make a re-read look like memory bandwidth; `posix_fadvise(DONTNEED)` asks the ke
 drop each file first (honoured by local file systems and the Linux NFS client), and the
 result says whether the data was synthetic.
 
+Engine: fio (Debian's fio, `--output-format=json`) when it is installed, the tool storage
+vendors quote; this module's own `pread` readers otherwise, or when fio fails (the
+result says which ran and why). Both read the same files with the same block size,
+reader count and duration.
+
 Runs alone, without torch: `python -m validation.bench.storage DIR [--synthetic] [--quick]`
 prints one `RACKCERT_RESULT <json>` line (how the launcher reads it back over SSH).
 """
@@ -22,6 +27,8 @@ import json
 import math
 import os
 import random
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -149,8 +156,121 @@ def _reader(
     out.append((latencies, nbytes, errors))
 
 
-def run(root: Path | str, cfg: StorageConfig, *, allow_synthetic: bool) -> dict[str, Any]:
-    """Benchmark random reads under `root`; raises FileNotFoundError/ValueError when it cannot."""
+ENGINES = ("auto", "fio", "pread")
+
+
+def fio_command(fio: str, root: Path, cfg: StorageConfig) -> list[str]:
+    """fio reading every file under root at random 1-block offsets, `readers` jobs, timed."""
+    return [
+        fio,
+        "--name=rackcert-randread",
+        f"--opendir={root}",
+        "--readonly",
+        "--rw=randread",
+        f"--bs={cfg.block_bytes}",
+        f"--numjobs={cfg.readers}",
+        "--time_based",
+        f"--runtime={max(1, round(cfg.duration_s * 1000))}ms",
+        "--ioengine=psync",
+        "--invalidate=1",  # drop the page cache of the files first, as the pread path asks
+        "--group_reporting",
+        "--output-format=json",
+    ]
+
+
+def parse_fio(text: str) -> dict[str, Any]:
+    """fio's JSON report (after any lines fio prints before it) -> this module's figures.
+
+    Uses the first job (group reporting sums the jobs): read bw_bytes, iops, total_ios,
+    clat_ns percentiles and max, the job's error; fio's runtime is in milliseconds.
+    """
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("fio printed no JSON report")
+    report = json.loads(text[start:])
+    job = report["jobs"][0]
+    read = job["read"]
+    pct = read.get("clat_ns", {}).get("percentile", {})
+
+    def ms(q: str) -> float:
+        return float(pct.get(q, 0.0)) / 1e6
+
+    # job_runtime sums the jobs under group reporting; bytes / bandwidth is the wall time.
+    bw = float(read["bw_bytes"])
+    seconds = int(read["io_bytes"]) / bw if bw > 0 else 0.0
+    return {
+        "engine": report.get("fio version", "fio"),
+        "duration_s": seconds,
+        "reads": int(read["total_ios"]),
+        "errors": int(job.get("error", 0)),
+        "bytes_read": int(read["io_bytes"]),
+        "throughput_mb_s": float(read["bw_bytes"]) / 1e6,
+        "iops": float(read["iops"]),
+        "latency_ms": {
+            "p50": ms("50.000000"),
+            "p90": ms("90.000000"),
+            "p99": ms("99.000000"),
+            "p99.9": ms("99.900000"),
+            "max": float(read.get("clat_ns", {}).get("max", 0.0)) / 1e6,
+        },
+    }
+
+
+def run_fio(fio: str, root: Path, cfg: StorageConfig) -> dict[str, Any]:
+    """Run fio over root; raises ValueError with fio's last line when it gives no report."""
+    argv = fio_command(fio, root, cfg)
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=cfg.duration_s + 120, check=False
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ValueError(f"fio exit {proc.returncode}: {last[0][:200]}")
+    return {**parse_fio(proc.stdout), "command": argv}
+
+
+def run(
+    root: Path | str, cfg: StorageConfig, *, allow_synthetic: bool, engine: str = "auto"
+) -> dict[str, Any]:
+    """Prepare the files, then read them with fio (when installed) or the pread readers."""
+    if engine not in ENGINES:
+        raise ValueError(f"storage engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    fio = shutil.which("fio") if engine in ("auto", "fio") else None
+    if engine == "fio" and fio is None:
+        raise ValueError("storage engine fio: fio is not installed")
+    if fio is None:
+        return {**run_pread(root, cfg, allow_synthetic=allow_synthetic), "engine": "pread"}
+    root = Path(root)
+    files, synthetic = _files(root, cfg, allow_synthetic)
+    base = {
+        "path": str(root),
+        "synthetic": synthetic,
+        "files": len(files),
+        "bytes_in_files": sum(s for _p, s in files),
+        "cache_drop_requested": True,
+        "readers": cfg.readers,
+        "block_bytes": cfg.block_bytes,
+    }
+    try:
+        return {**base, **run_fio(fio, root, cfg)}
+    except (ValueError, KeyError, IndexError, subprocess.TimeoutExpired) as exc:
+        if engine == "fio":
+            raise ValueError(f"storage engine fio: {exc}") from None
+        result = run_pread(root, cfg, allow_synthetic=allow_synthetic)
+        return {**result, "engine": "pread", "fio_error": str(exc)[:300]}
+
+
+def _files(
+    root: Path, cfg: StorageConfig, allow_synthetic: bool
+) -> tuple[list[tuple[Path, int]], bool]:
+    created = prepare(root, cfg, allow_synthetic=allow_synthetic)["synthetic_created"]
+    files = data_files(root, cfg.max_files)
+    return files, created or any(p.parent.name == "rackcert-synthetic" for p, _s in files)
+
+
+def run_pread(root: Path | str, cfg: StorageConfig, *, allow_synthetic: bool) -> dict[str, Any]:
+    """This module's own readers: `readers` threads of random `pread`s for `duration_s`.
+
+    Raises FileNotFoundError/ValueError when it cannot."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"data directory {root} does not exist")
@@ -205,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthetic", action="store_true", help="create files if there are none")
     parser.add_argument("--quick", action="store_true", help="few readers, half a second")
     parser.add_argument("--prepare", action="store_true", help="only create synthetic files")
+    parser.add_argument("--engine", choices=ENGINES, default="auto", help="fio, pread or auto")
     args = parser.parse_args(argv)
     cfg = StorageConfig.quick() if args.quick else StorageConfig()
     cfg = replace(
@@ -217,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.prepare:
             result = prepare(Path(args.root), cfg, allow_synthetic=args.synthetic)
         else:
-            result = run(args.root, cfg, allow_synthetic=args.synthetic)
+            result = run(args.root, cfg, allow_synthetic=args.synthetic, engine=args.engine)
     except (OSError, ValueError) as exc:
         print(f"storage benchmark: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,11 +27,12 @@ from rackcert.paths import REPO_ROOT
 from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec import Spec, Vm
-from validation.bench import k8s, launch, storage, verdict
+from validation.bench import k8s, launch, nccltests, perftest, storage, verdict
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
 BACKENDS = ("auto", "nccl", "gloo", "horovod")
+LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun")
 WORLD1_NOTE = (
     "world size 1: the sweep proves the engine path and the reduced values; an in-place"
     " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
@@ -52,7 +52,10 @@ class BenchOptions:
     backend: str = "auto"
     quick: bool = False
     naive: bool | None = None
+    references: bool | None = None
     compile: bool | None = None
+    compile_mode: str | None = None
+    compile_optimizer: bool | None = None
     batch: int | None = None
     model: str | None = None
     image_size: int | None = None
@@ -63,11 +66,17 @@ class BenchOptions:
     synthetic_data: bool | None = None
     line_rate_gbps: float | None = None
     known_hosts: Path | None = None
-    remote_python: str | None = None
-    remote_dir: str | None = None
+    node_known_hosts: str | None = None  # known_hosts path ON the nodes (mpirun's hops)
+    remote_python: str | None = None  # default: the spec's guest.dl_venv/bin/python
+    remote_dir: str | None = None  # a rackcert checkout on the nodes (default: none, the
+    # worker is installed in the nodes' environment by configure's dl_runtime role)
+    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun
+    network_interface: str | None = None  # default: the spec's network.interface
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
+    nccl_tests: str | None = None  # all_reduce_perf to run (default: the one on PATH)
+    storage_engine: str = "auto"  # fio when installed, else pread
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,24 @@ class Engine:
 
 
 Progress = Callable[[str], None]
+
+
+def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path) -> Engine:
+    """The engine on the nodes: what --backend says; auto asks the first node whether
+    Horovod imports in its environment (the controller's own packages say nothing)."""
+    if opts.backend not in BACKENDS:
+        raise InputError(f"--backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
+    # The template's GPUs are what the spec asks; the worker sees what the node has.
+    device = "auto"
+    if opts.backend == "horovod" or (
+        opts.backend == "auto" and node_has_horovod(spec, opts, points[-1].vms, log)
+    ):
+        return Engine("horovod", device, "horovod")
+    if opts.backend == "gloo":
+        return Engine("torch", "cpu", "gloo")
+    if opts.backend == "nccl":
+        return Engine("torch", "cuda", "nccl")
+    return Engine("torch", "auto", "nccl")
 
 
 def _horovod_imports() -> bool:
@@ -206,6 +233,10 @@ def worker_args(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[st
             args += [flag, str(value)]
     if opts.compile is not None:
         args.append("--compile" if opts.compile else "--no-compile")
+    if opts.compile_mode is not None:
+        args += ["--compile-mode", opts.compile_mode]
+    if opts.compile_optimizer is not None:
+        args.append("--compile-optimizer" if opts.compile_optimizer else "--no-compile-optimizer")
     return args
 
 
@@ -227,20 +258,94 @@ def build_launch(
             env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
         return launch.Launch(label, [cmd], env=env, cwd=str(REPO_ROOT))
     nodes = nodes_of(spec, point.vms, opts)
-    remote_python = opts.remote_python or sys.executable
-    remote_dir = opts.remote_dir or str(REPO_ROOT)
-    if engine.worker_backend == "horovod":
-        cmd = launch.ssh_horovodrun(nodes, point.procs_per_node, args, remote_python=remote_python)
-        return launch.Launch(label, [cmd], env={"PYTHONPATH": remote_dir}, cwd=remote_dir)
+    py = remote_python(spec, opts)
+    env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
+    iface = opts.network_interface or spec.network.interface
+    which = launcher_of(opts, engine)
+    if which == "horovodrun":
+        cmd = launch.ssh_horovodrun(
+            nodes, point.procs_per_node, args, remote_python=py, interface=iface, env=env
+        )
+        return launch.Launch(label, [cmd])
+    if which == "mpirun":
+        cmd = launch.ssh_mpirun(
+            nodes,
+            point.procs_per_node,
+            args,
+            remote_python=py,
+            backend=engine.worker_backend,
+            interface=iface,
+            known_hosts=opts.node_known_hosts,
+            rdzv_port=opts.rdzv_port,
+            env=env,
+        )
+        return launch.Launch(label, [cmd])
     cmds = launch.ssh_torchrun(
         nodes,
         point.procs_per_node,
         args,
-        remote_python=remote_python,
-        remote_dir=remote_dir,
+        remote_python=py,
+        remote_dir=opts.remote_dir,
         rdzv_port=opts.rdzv_port,
     )
     return launch.Launch(label, cmds)
+
+
+def remote_python(spec: Spec, opts: BenchOptions) -> str:
+    """The nodes' interpreter: --remote-python, else the DL environment configure built."""
+    return opts.remote_python or f"{spec.guest.dl_venv.rstrip('/')}/bin/python"
+
+
+def launcher_of(opts: BenchOptions, engine: Engine) -> str:
+    """horovodrun for Horovod and torchrun for torch.distributed unless told (mpirun)."""
+    if opts.launcher not in LAUNCHERS:
+        raise InputError(f"--launcher {opts.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+    if opts.launcher != "auto":
+        if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
+            raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
+        if opts.launcher == "torchrun" and engine.worker_backend == "horovod":
+            raise InputError("--launcher torchrun starts torch.distributed ranks, not Horovod")
+        return opts.launcher
+    return "horovodrun" if engine.worker_backend == "horovod" else "torchrun"
+
+
+def launch_record(opts: BenchOptions, engine: Engine, vms: tuple[Vm, ...]) -> dict[str, Any]:
+    """What bench.json says about how the ranks were started: engine, launcher, controller
+    (rendezvous) and where the launcher ran."""
+    which = "torchrun" if opts.local and engine.worker_backend != "horovod" else None
+    if opts.local and engine.worker_backend == "horovod":
+        which = "horovodrun"
+    which = which or launcher_of(opts, engine)
+    controller = {"torchrun": "c10d", "horovodrun": "gloo", "mpirun": "mpi"}[which]
+    if opts.local:
+        where = "this machine"
+    elif which == "torchrun":
+        where = "this machine, one ssh per node"
+    else:
+        where = vms[0].name
+    return {
+        "engine": "horovod" if engine.worker_backend == "horovod" else "torch.distributed",
+        "collectives": engine.name,
+        "launcher": which,
+        "controller": controller,
+        "launched_from": where,
+    }
+
+
+def _node_gpus(spec: Spec, vms: tuple[Vm, ...]) -> int:
+    return (spec.template(vms[0].template).gpus or 0) if vms else 0
+
+
+def node_has_horovod(spec: Spec, opts: BenchOptions, vms: tuple[Vm, ...], log: Path) -> bool:
+    """Whether horovod.torch imports in the first node's environment (auto backend)."""
+    node = nodes_of(spec, vms[:1], opts)[0]
+    py = remote_python(spec, opts)
+    probe = launch.Launch("horovod probe", [[*node.ssh_argv(), f"{py} -c 'import horovod.torch'"]])
+    try:
+        launch.execute_text(probe, log, timeout_s=120)
+    except launch.LaunchError:
+        return False
+    return True
 
 
 def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]) -> list[str]:
@@ -252,6 +357,9 @@ def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
         naive = opts.naive if opts.naive is not None else engine.device == "cuda"
         if naive and point == points[0]:
             tasks.append("naive")
+        refs = opts.references if opts.references is not None else engine.device == "cuda"
+        if refs and point == points[0]:
+            tasks += ["plain", "horovod_ref"]
     return tasks
 
 
@@ -285,7 +393,7 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
             note = f"{root} does not exist here; synthetic files in a scratch directory"
             root = scratch
         try:
-            result = storage.run(root, cfg, allow_synthetic=allow)
+            result = storage.run(root, cfg, allow_synthetic=allow, engine=opts.storage_engine)
         except (OSError, ValueError) as exc:
             return {"skipped": True, "reason": str(exc)}
         finally:
@@ -294,10 +402,13 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
         total = result["throughput_mb_s"]
         return {"note": note, "path": result["path"], "throughput_mb_s": total, "nodes": [result]}
     nodes = nodes_of(spec, points[-1].vms, opts)
-    py = opts.remote_python or sys.executable
-    rdir = opts.remote_dir or str(REPO_ROOT)
-    base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
+    py = remote_python(spec, opts)
+    rdir = opts.remote_dir
+    base = f"cd /tmp && {py} -m validation.bench.storage {root}"
+    if rdir:
+        base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
     base += " --quick" if opts.quick else ""
+    base += f" --engine {opts.storage_engine}"
     log = run.artifacts("bench") / "storage.log"
     if allow:
         prep = launch.Launch(
@@ -309,6 +420,78 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
     per_node = [{**r, "node": n.name} for r, n in zip(results, nodes, strict=True) if r]
     total = sum(r["throughput_mb_s"] for r in per_node)
     return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
+
+
+# -- engines of the vendors: nccl-tests, perftest -------------------------------------------
+def run_nccl_tests(
+    opts: BenchOptions, engine: Engine, run: RunDir, points: list[Point]
+) -> dict[str, Any]:
+    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run."""
+    if not opts.local:
+        return {
+            "skipped": True,
+            "reason": "across nodes all_reduce_perf needs an MPI build of nccl-tests and"
+            " mpirun; the allreduce figures are the sweep's",
+        }
+    if engine.device != "cuda":
+        return {"skipped": True, "reason": "no GPU here: nccl-tests drives GPUs only"}
+    binary = nccltests.find(opts.nccl_tests)
+    if binary is None:
+        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH"
+        return {"skipped": True, "reason": f"nccl-tests not installed ({where} not found)"}
+    gpus = points[-1].gpus
+    top = opts.max_bytes or ((64 << 20) if opts.quick else (1 << 30))
+    log = run.artifacts("bench") / "nccl-tests.log"
+    try:
+        return nccltests.run_local(binary, gpus, top, log, timeout_s=opts.timeout_s)
+    except (nccltests.NcclTestsParseError, OSError) as exc:
+        return {"skipped": True, "reason": str(exc), "failed": True}
+
+
+def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
+    """ib_write_bw between node pairs where every node has an RDMA device, else the reason."""
+    if opts.local:
+        return {"skipped": True, "reason": "one machine: RDMA is measured between node pairs"}
+    vms = points[-1].vms
+    if len(vms) < 2:
+        return {"skipped": True, "reason": "one node: RDMA is measured between node pairs"}
+    nodes = nodes_of(spec, vms, opts)
+    log = run.artifacts("bench") / "rdma-probe.log"
+    probe = launch.Launch("rdma probe", [[*n.ssh_argv(), perftest.PROBE] for n in nodes])
+    try:
+        answers = launch.execute_text(probe, log, timeout_s=60)
+    except launch.LaunchError as exc:
+        return {"skipped": True, "reason": f"could not ask the nodes: {exc}"}
+    found = {n.name: perftest.parse_probe(text) for n, text in zip(nodes, answers, strict=True)}
+    for n in nodes:
+        why = perftest.skip_reason(n.name, found[n.name])
+        if why:
+            return {"skipped": True, "reason": why, "nodes": found}
+    by_name = {n.name: n for n in nodes}
+    results = []
+    for a, b in perftest.pairs([n.name for n in nodes]):
+        server, client = by_name[b], by_name[a]
+        cuda = found[a]["cuda"] and found[b]["cuda"] and engine_gpus(spec, vms)
+        dev_s, dev_c = found[b]["devices"][0], found[a]["devices"][0]
+        job = launch.Launch(
+            f"ib_write_bw {a} -> {b}",
+            [
+                [*server.ssh_argv(), perftest.server_command(dev_s, cuda)],
+                [*client.ssh_argv(), perftest.client_command(server.address, dev_c, cuda)],
+            ],
+        )
+        texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
+        try:
+            parsed = perftest.parse(texts[1])
+        except perftest.PerftestParseError as exc:
+            results.append({"client": a, "server": b, "error": str(exc)})
+            continue
+        results.append({"client": a, "server": b, "use_cuda": bool(cuda), **parsed})
+    return {"engine": perftest.BINARY, "pairs": results}
+
+
+def engine_gpus(spec: Spec, vms: tuple[Vm, ...]) -> bool:
+    return bool(vms) and (spec.template(vms[0].template).gpus or 0) > 0
 
 
 # -- assembly ---------------------------------------------------------------------------------
@@ -375,6 +558,39 @@ def naive_vs_default(raw: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+REFERENCES = {
+    "plain": "plain loop: torch.compile, fp16 autocast + GradScaler, channels_last, plain SGD,"
+    " no DDP wrapper",
+    "horovod_ref": "Horovod synthetic-benchmark defaults: eager fp32, NCHW, batch 32, SGD"
+    " without momentum",
+}
+
+
+def references(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The reference loops measured in the same launch as the default, and the ratios of
+    the default's images/s to each (per GPU, so batch sizes may differ)."""
+    if "resnet" not in raw or not any(k in raw for k in REFERENCES):
+        return None
+    fast = raw["resnet"]
+    out: dict[str, Any] = {"world_size": raw["world_size"], "default": _row(fast)}
+    for key, what in REFERENCES.items():
+        if key in raw:
+            name = "horovod_defaults" if key == "horovod_ref" else key
+            out[name] = {**_row(raw[key]), "description": what}
+            out[f"default_vs_{name}"] = fast["images_per_sec"] / raw[key]["images_per_sec"]
+    return out
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "images_per_sec": r["images_per_sec"],
+        "spread": r["spread"],
+        "warmup_s": r["warmup_s"],
+        "loss_finite": r["loss_finite"],
+        "config": r["config"],
+    }
+
+
 def run_bench(
     spec: Spec, run: RunDir, opts: BenchOptions, progress: Progress = lambda _m: None
 ) -> dict[str, Any]:
@@ -382,10 +598,11 @@ def run_bench(
     after recording what was measured before it (status failed)."""
     started = utc_now()
     gpu_count = local_gpu_count() if opts.local else (opts.gpus_per_node or 1)
-    engine = choose_engine(opts.backend, gpu_count > 0 if opts.local else True)
-    if not opts.local and opts.backend == "auto" and engine.name == "nccl":
-        engine = Engine("torch", "auto", "nccl")
     points = plan_points(spec, opts, gpu_count)
+    if opts.local:
+        engine = choose_engine(opts.backend, gpu_count > 0)
+    else:
+        engine = remote_engine(spec, opts, points, run.artifacts("bench") / "probe.log")
     line_rate = opts.line_rate_gbps or spec.line_rate_gbps()
     art = run.artifacts("bench")
     data: dict[str, Any] = {
@@ -394,8 +611,9 @@ def run_bench(
             "name": engine.name,
             "worker_backend": engine.worker_backend,
             "device": engine.device,
-            "horovod_available": _horovod_imports(),
+            "horovod_available": _horovod_imports() if opts.local else engine.name == "horovod",
         },
+        "launch": launch_record(opts, engine, points[-1].vms),
         "quick": opts.quick,
         "judge_link": not opts.local or opts.line_rate_gbps is not None,
         "thresholds": spec.certification.model_dump(),
@@ -437,11 +655,14 @@ def run_bench(
                     "ranks": raw.get("ranks"),
                     "resnet": raw.get("resnet"),
                     "naive": raw.get("naive"),
+                    "plain": raw.get("plain"),
+                    "horovod_ref": raw.get("horovod_ref"),
                 }
             )
             data["environment"] = raw.get("environment", {})
             if engine.device == "auto":  # nodes chose: the worker says what it ran on
                 engine = Engine(engine.worker_backend, raw["device"], raw["backend"])
+                data["launch"]["collectives"] = engine.name
             if "resnet" in raw:
                 measured.append((point, raw["resnet"]))
                 data["resnet50"] = scaling_result(measured, engine).model_dump()
@@ -451,6 +672,15 @@ def run_bench(
                 data["allreduce"] = ar.model_dump()
                 best = max(p.busbw_gbps for p in ar.points)
                 progress(f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s")
+            refs = references(raw)
+            if refs:
+                data["references"] = refs
+                for name in ("plain", "horovod_defaults"):
+                    if name in refs:
+                        progress(
+                            f"  {name} {refs[name]['images_per_sec']:.1f} images/s: default"
+                            f" x{refs[f'default_vs_{name}']:.2f}"
+                        )
             comparison = naive_vs_default(raw)
             if comparison:
                 data["naive_vs_default"] = comparison
@@ -459,6 +689,19 @@ def run_bench(
                     f" {comparison['default']['images_per_sec']:.1f} images/s:"
                     f" x{comparison['ratio']:.2f}"
                 )
+            record()
+        if "allreduce" not in opts.skip:
+            data["nccl_tests"] = run_nccl_tests(opts, engine, run, points)
+            nt = data["nccl_tests"]
+            if not nt.get("skipped"):
+                progress(f"  nccl-tests: avg busbw {nt['avg_busbw_gbps']} GB/s")
+                if "allreduce" in data:
+                    data["allreduce_side_by_side"] = nccltests.side_by_side(
+                        nt, data["allreduce"]["points"]
+                    )
+            record()
+        if "rdma" not in opts.skip:
+            data["rdma"] = run_rdma(spec, opts, run, points)
             record()
         if "storage" not in opts.skip:
             progress("storage: parallel random reads")

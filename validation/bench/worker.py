@@ -28,7 +28,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="validation.bench.worker", description=__doc__)
     p.add_argument("--backend", choices=["torch", "horovod"], default="torch")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--tasks", default="allreduce,resnet", help="comma list: allreduce,resnet,naive")
+    p.add_argument(
+        "--tasks",
+        default="allreduce,resnet",
+        help="comma list: allreduce,resnet,naive,plain,horovod_ref (the last two: references)",
+    )
     p.add_argument("--quick", action="store_true", help="small sizes, few steps")
     p.add_argument("--min-bytes", type=int, default=8)
     p.add_argument("--max-bytes", type=int, help="default 1 GiB on GPUs, 64 MiB on CPUs")
@@ -39,6 +43,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int)
     p.add_argument("--image-size", type=int)
     p.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
+    p.add_argument(
+        "--compile-mode",
+        choices=[
+            "auto",
+            "default",
+            "reduce-overhead",
+            "max-autotune",
+            "max-autotune-no-cudagraphs",
+        ],
+    )
+    p.add_argument(
+        "--compile-optimizer", dest="compile_optimizer", action="store_true", default=None
+    )
+    p.add_argument("--no-compile-optimizer", dest="compile_optimizer", action="store_false")
+    p.add_argument("--fused", dest="fused", action="store_true", default=None)
+    p.add_argument("--no-fused", dest="fused", action="store_false")
     p.add_argument("--compile", dest="compile", action="store_true", default=None)
     p.add_argument("--no-compile", dest="compile", action="store_false")
     p.add_argument("--channels-last", dest="channels_last", action="store_true", default=None)
@@ -61,6 +81,9 @@ def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConf
             "image_size": args.image_size,
             "precision": args.precision,
             "compile": args.compile,
+            "compile_mode": None if args.compile_mode == "default" else args.compile_mode,
+            "compile_optimizer": args.compile_optimizer,
+            "fused_optimizer": args.fused,
             "channels_last": args.channels_last,
             "warmup_steps": args.warmup_steps,
             "intervals": args.intervals,
@@ -68,7 +91,24 @@ def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConf
         }.items()
         if v is not None
     }
+    if args.compile_mode == "default":
+        overrides["compile_mode"] = None
     return replace(cfg, **overrides)
+
+
+def reference_config(args: argparse.Namespace, device_type: str, which: str) -> resnet.TrainConfig:
+    """The fixed reference loops, on the same schedule as the default (model and image size
+    may be overridden, the recipe may not). Horovod's batch 32 runs 8x the steps per
+    interval, so its intervals time as many images as the default's."""
+    base = resnet.TrainConfig.for_device(device_type, args.quick)
+    for key, value in (("model", args.model), ("image_size", args.image_size)):
+        if value is not None:
+            base = replace(base, **{key: value})
+    if which == "plain":
+        return base.plain()
+    ref = base.horovod_defaults()
+    scale = max(1, base.batch // ref.batch)
+    return replace(ref, steps_per_interval=base.steps_per_interval * scale)
 
 
 def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], int, int]:
@@ -108,6 +148,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["resnet"] = resnet.train(comm, train_config(args, comm.device.type))
         if "naive" in tasks:
             out["naive"] = resnet.train(comm, train_config(args, comm.device.type).naive())
+        for ref in ("plain", "horovod_ref"):
+            if ref in tasks:
+                which = "plain" if ref == "plain" else "horovod"
+                out[ref] = resnet.train(comm, reference_config(args, comm.device.type, which))
     finally:
         comm.close()
     return out if comm.rank == 0 else {}

@@ -256,4 +256,44 @@ def peermem(view: NodeView) -> Outcome:
     return passed("nvidia_peermem loaded", "nvidia_peermem")
 
 
+@check("gpu.dcgm.diag", probes=("dcgm_diag",))
+def dcgm_diag(view: NodeView) -> Outcome:
+    """`dcgmi diag -r LEVEL -j` (certification.dcgm_diag_level) reports no failed test.
+
+    Skipped, with its reason, where the VM has no GPUs, the level is 0 or DCGM is not
+    installed. Warnings do not fail the check; they are listed.
+    Fix: read the failed test's message in DCGM's diagnostics guide; start nv-hostengine.
+    """
+    if (skip := _needs_gpus(view)) is not None:
+        return skip
+    level = view.expect.dcgm_diag_level
+    if level == 0:
+        return skipped("certification.dcgm_diag_level is 0", "not run")
+    want = f"no failed test at level {level}"
+    out = view.outputs.get("dcgm_diag")
+    if out is not None and out.missing:
+        return skipped("DCGM is not installed (dcgmi not found)", want)
+    if out is None:
+        return failed("not asked", want, "probe dcgm_diag was not run")
+    if out.rc == 124:
+        return failed("timed out", want, out.why())
+    try:
+        # dcgmi exits non-zero when a test fails; its JSON report is still the answer.
+        report = parsers.dcgm_diag_json(out.text)
+    except ParseError as exc:
+        first = out.why() if out.rc else str(exc)
+        return failed("no report", want, f"dcgmi diag gave no JSON report: {first}")
+    bad = [r for r in report["results"] if r["status"] in ("fail", "failed", "error")]
+    warned = [r for r in report["results"] if r["status"] in ("warn", "warning")]
+    ran = len({r["test"] for r in report["results"]})
+    if bad:
+        seen = "; ".join(
+            f"{r['test']} on {r['entity'] or 'all GPUs'}: {'; '.join(r['warnings'])[:160]}"
+            for r in bad[:3]
+        )
+        return failed(f"{len(bad)} failed: {seen}", want, "DCGM diagnostic failed")
+    note = f", {len(warned)} warning(s): {warned[0]['test']}" if warned else ""
+    return passed(f"{ran} test(s) passed at level {level}{note}", want)
+
+
 __all__ = ["FATAL_XIDS", "ParseError"]

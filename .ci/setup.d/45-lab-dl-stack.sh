@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The lab nodes' deep-learning framework: torch, torchvision and Horovod (with what they
+# need) as the node image ships them, in /opt/rackcert-lab/dl-site. The SSH test hosts
+# see it through a .pth in their own system Python's dist-packages (rackcert.lab.sshhosts),
+# the way a DL image has its framework installed system-wide; rackcert's dl_runtime role
+# then builds the nodes' environment over it (guest.dl_system_site_packages) and installs
+# the bench worker there. Hard links of .venv's installed files (same file system): no copy,
+# no download, ~2 s; the hosts never see .venv or the checkout themselves.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TARGET=${RACKCERT_LAB_DL_SITE:-/opt/rackcert-lab/dl-site}
+"${RACKCERT_PYTHON:-.venv/bin/python}" - "$TARGET" <<'PYEOF'
+import os, re, shutil, sys
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+target = Path(sys.argv[1])
+# (distribution, extra) pairs; markers evaluated for this Python, extras followed
+# (torch reaches its CUDA libraries through cuda-toolkit's extras).
+seen, todo = set(), [("torch", ""), ("torchvision", ""), ("horovod", "")]
+while todo:
+    name, extra = todo.pop()
+    name = re.sub(r"[-_.]+", "-", name).lower()
+    if (name, extra) in seen:
+        continue
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        continue
+    seen.add((name, extra))
+    for text in dist.requires or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue
+        todo += [(req.name, "")] + [(req.name, e) for e in req.extras]
+seen = {name for name, _extra in seen}
+tmp = target.with_name(target.name + ".tmp")
+shutil.rmtree(tmp, ignore_errors=True)
+count = 0
+for name in sorted(seen):
+    dist = metadata.distribution(name)
+    base = Path(dist.locate_file(""))
+    for f in dist.files or []:
+        src = base / f
+        if not src.is_file() or ".." in f.parts:
+            continue
+        dst = tmp / f
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+        count += 1
+shutil.rmtree(target, ignore_errors=True)
+target.parent.mkdir(parents=True, exist_ok=True)
+tmp.rename(target)
+print(f"lab DL stack: {len(seen)} distributions, {count} files in {target}")
+PYEOF

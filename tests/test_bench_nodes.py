@@ -1,0 +1,78 @@
+"""The bench on the nodes themselves, as on a real rack: configure's dl_runtime role
+installs rackcert's bench worker into the nodes' own environment (/opt/rackcert/venv,
+over the node image's torch and Horovod), the test hosts see neither this checkout nor
+its virtualenv, and `rackcert bench --nodes 2` starts Horovod across both hosts with
+horovodrun launched FROM THE FIRST NODE over the SSH trust configure set up.
+Needs root (the ssh_hosts fixture) and the lab DL stack (.ci/setup.d/45-lab-dl-stack.sh)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from rackcert.configure.runner import configure
+from rackcert.lab.sshhosts import LAB_DL_SITE
+from rackcert.paths import REPO_ROOT
+from rackcert.runs import RunDir
+from tests.plugins.configure import spec_for_hosts
+
+SECRET = "env-Only-Vcenter-Secret-5531"
+
+
+def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
+    ssh_hosts, fake_vendor_repo, tmp_path: Path
+) -> None:
+    assert (LAB_DL_SITE / "horovod").is_dir(), "run .ci/setup.d/45-lab-dl-stack.sh"
+    h1, h2 = ssh_hosts(["node1", "node2"])
+    # The nodes cannot see the controller's code or packages.
+    for path in (REPO_ROOT / "validation" / "bench" / "worker.py", Path(sys.prefix) / "bin"):
+        assert h1.ssh(f"test -e {shlex.quote(str(path))}").returncode == 1, path
+    # lab.yaml's guest: horovod, dl_system_site_packages; network.interface eth0.
+    loaded = spec_for_hosts([h1, h2], tmp_path, sources=fake_vendor_repo.sources)
+    assert loaded.spec.guest.horovod and loaded.spec.network.interface == "eth0"
+    run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    result = configure(loaded, run, tags=["ssh_trust", "dl_runtime"])
+    assert result.ok, result
+    check = h1.ssh("/opt/rackcert/venv/bin/horovodrun --check-build", timeout=180)
+    assert "[X] PyTorch" in check.stdout and "[X] Gloo" in check.stdout, check.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
+         "--gpus-per-node", "1", "--quick", "--model", "resnet18", "--skip", "storage",
+         "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts), "--run", str(run.path),
+         "--json", "--timeout", "400"],
+        capture_output=True, text=True, timeout=700, cwd=REPO_ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RACKCERT_VCENTER_PASSWORD": SECRET},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["engine"]["name"] == "horovod"
+    assert data["launch"] == {"engine": "horovod", "collectives": "horovod",
+                              "launcher": "horovodrun", "controller": "gloo",
+                              "launched_from": "node1"}  # fmt: skip
+    (launch,) = data["launches"]
+    (cmd,) = launch["commands"]
+    assert cmd[:2] == ["ssh", "-tt"] and cmd[-3:-1] == ["--", f"root@{h1.address}"]
+    assert "StrictHostKeyChecking=yes" in cmd
+    remote = shlex.split(cmd[-1])
+    assert remote[remote.index("-H") + 1] == f"{h1.address}:1,{h2.address}:1"
+    assert remote[remote.index("--network-interface") + 1] == "eth0"
+    assert "/opt/rackcert/venv/bin/horovodrun" in remote and "env" in remote
+    assert {r["host"] for r in launch["ranks"]} == {"node1", "node2"}
+    env = data["environment"]
+    assert env["python_executable"] == "/opt/rackcert/venv/bin/python"
+    assert env["worker_module"].startswith("/opt/rackcert/venv/lib/")
+    assert env["horovod"] == "0.28.1"
+    ar = data["allreduce"]
+    assert ar["backend"] == "horovod" and ar["world_size"] == 2
+    assert all(p["correct"] for p in ar["points"])
+    assert data["resnet50"]["points"][0]["images_per_sec"] > 0
+    assert data["verdict"]["passed"], data["verdict"]
+    assert data["rdma"]["skipped"] and "no RDMA device" in data["rdma"]["reason"]
+    assert "MPI build" in data["nccl_tests"]["reason"]
+    # The launch carried no secret of this process's environment to the nodes.
+    log = Path(launch["log"]).read_text()
+    assert SECRET not in log and SECRET not in json.dumps(data)
