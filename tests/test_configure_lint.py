@@ -7,15 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rackcert.configure.collection import collections_root
 from rackcert.paths import playbooks_dir
 
 BIN = Path(sys.executable).parent
 
 
 def _env() -> dict[str, str]:
+    home = Path(os.environ.get("TMPDIR", "/tmp")) / f"rackcert-lint-{os.getpid()}"
     return dict(
         os.environ,
         ANSIBLE_ROLES_PATH=str(playbooks_dir() / "roles"),
+        # site.yml names the roles rackcert.gpu.*: the checkout's playbooks/ as that collection.
+        ANSIBLE_COLLECTIONS_PATH=str(collections_root(home / "collections")),
         ANSIBLE_HOME=os.environ.get("TMPDIR", "/tmp") + f"/rackcert-lint-{os.getpid()}",
         PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     )
