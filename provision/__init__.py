@@ -4,3 +4,7 @@
 spine (`rackcert.*`). pyVmomi is imported inside functions so that the CLI stays
 fast and works where pyVmomi is not installed.
 """
+
+from provision.stage import run, run_plan
+
+__all__ = ["run", "run_plan"]

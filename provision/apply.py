@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.planner import HOST_KINDS, Action
+from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host
+from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from rackcert.errors import RackcertError
 
 ATS_OPTION = "VMkernel.Boot.atsSupport"
@@ -32,10 +33,20 @@ class ApplyError(RackcertError):
     """A vCenter task failed or the connection dropped; what was done is recorded."""
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """How long provision waits for what a real rack can take long for (seconds)."""
+
+    reboot: float = REBOOT_TIMEOUT_S
+    maintenance: float = 600.0
+
+
 @dataclass
 class ApplyResult:
     done: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # what each wait saw
+    moids: dict[str, str] = field(default_factory=dict)  # VMs cloned in this run
 
 
 def _quiet(_event: str, _action: Action | None, _detail: str) -> None:
@@ -82,18 +93,21 @@ def _power(si: Any, vms: list[dict[str, str]], on: bool, on_event: Event) -> Non
             wait_task(vm.PowerOffVM_Task(), f"power off VM {ref['name']}", on_event)
 
 
-def _prepare_host(si: Any, name: str, actions: list[Action], on_event: Event, done: Any) -> None:
+def _prepare_host(
+    si: Any, name: str, actions: list[Action], on_event: Event, done: Any, timeouts: Timeouts
+) -> None:
     """One host: maintenance mode, ATS, passthrough, reboot, exit maintenance mode."""
     from pyVmomi import vim
 
     host = _host(si, actions[0].params["host_moid"])
-    if not host.runtime.inMaintenanceMode:
-        wait_task(host.EnterMaintenanceMode_Task(timeout=0), f"{name}: enter maintenance mode")
+    operators = bool(host.runtime.inMaintenanceMode)
+    if not operators:
+        _enter_maintenance(host, name, on_event, timeouts)
+    keep = "; host left in maintenance mode: it was in it before provision (the operator's)"
     for action in actions:
         on_event("start", action, "")
         if action.kind == "host.ats":
-            option = vim.option.OptionValue(key=ATS_OPTION, value=True)
-            host.configManager.advancedOption.UpdateOptions(changedValue=[option])
+            _set_ats(host, name, action.params.get("option_type") or "bool")
         elif action.kind == "host.passthrough":
             configs = [
                 vim.host.PciPassthruConfig(id=pci, passthruEnabled=True)
@@ -101,19 +115,58 @@ def _prepare_host(si: Any, name: str, actions: list[Action], on_event: Event, do
             ]
             host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
         elif action.kind == "host.reboot":
-            wait_task(host.RebootHost_Task(force=False), f"{name}: reboot", on_event)
-            _wait_connected(host, name)
-        done(action, "")
-    wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+            boot = _reboot(host, name, action, on_event, timeouts)
+            done(action, f"booted {boot.isoformat()}" + (keep if operators else ""))
+            continue
+        done(action, keep[2:] if operators else "")
+    if not operators:
+        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
 
 
-def _wait_connected(host: Any, name: str, timeout: float = 1800) -> None:
-    """After a reboot vCenter shows the host notResponding until it is back."""
-    deadline = time.monotonic() + timeout
-    while host.runtime.connectionState != "connected":
-        if time.monotonic() > deadline:
-            raise ApplyError(f"{name}: not reconnected {timeout:.0f} s after the reboot")
-        time.sleep(2)
+def _set_ats(host: Any, name: str, option_type: str) -> None:
+    """VMkernel.Boot.atsSupport = on, typed as this host declares it (bool, or "TRUE")."""
+    from pyVmomi import vim
+
+    manager = host.configManager.advancedOption
+    try:
+        manager.QueryOptions(ATS_OPTION)
+    except vim.fault.InvalidName:
+        raise ApplyError(
+            f"{name}: this ESXi build has no {ATS_OPTION}: run `esxcli system settings kernel"
+            " set -s atsSupport -v TRUE` on the host, then reboot it"
+        ) from None
+    values = {"bool": True, "string": "TRUE", "int": 1, "long": 1}
+    value = values.get(option_type, True)
+    manager.UpdateOptions(changedValue=[vim.option.OptionValue(key=ATS_OPTION, value=value)])
+
+
+def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts) -> None:
+    """Maintenance mode, bounded: vCenter waits for VMs that cannot move until `timeout`.
+
+    The plan only gets here with no powered-on workload VM on the host (or with
+    them powered off by --power-cycle); a VM powered on since the plan would
+    make vCenter wait forever with timeout=0. evacuatePoweredOffVms is false:
+    powered-off VMs holding the host's passthrough devices stay registered
+    there (on a cluster without DRS, true would never succeed).
+    """
+    limit = int(timeouts.maintenance)
+    task = host.EnterMaintenanceMode_Task(timeout=limit, evacuatePoweredOffVms=False)
+    wait_task(task, f"{name}: enter maintenance mode", on_event, timeout=limit + 60)
+
+
+def _reboot(host: Any, name: str, action: Action, on_event: Event, timeouts: Timeouts) -> Any:
+    """Reboot and wait for a later boot time (provision/hostboot.py says why)."""
+    try:
+        return reboot_host(
+            host,
+            name,
+            lambda task, what: wait_task(task, what, on_event),
+            expect_active=list(action.params.get("passthrough") or []),
+            timeout=timeouts.reboot,
+            progress=lambda detail: on_event("progress", None, detail),
+        )
+    except RebootError as exc:
+        raise ApplyError(str(exc)) from None
 
 
 def _signed16(value: int) -> int:
@@ -202,6 +255,10 @@ def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
     vm = _vm(si, action.params["vm_moid"])
     host = _host(si, action.params["host_moid"])
     changes = _device_specs(host, action.host, action.params["add_devices"])
+    if action.params.get("disk") or action.params.get("nic"):
+        from provision.lifecycle import hardware_specs
+
+        changes += hardware_specs(vm, host, action)
     remove = set(action.params["remove_device_keys"])
     if remove:
         for dev in vm.config.hardware.device:
@@ -225,9 +282,11 @@ def apply(
     power_cycle: bool = False,
     on_event: Event = _quiet,
     on_done: Callable[[ApplyResult], None] | None = None,
+    timeouts: Timeouts | None = None,
 ) -> ApplyResult:
     """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action."""
     result = ApplyResult()
+    timeouts = timeouts or Timeouts()
     current: list[Action] = []
     outer = on_event
 
@@ -256,6 +315,11 @@ def apply(
             if action.kind in HOST_KINDS:
                 hosts.setdefault(action.host, []).append(action)
         for name, host_actions in hosts.items():
+            for action in [a for a in host_actions if a.blocked]:
+                skip(action, action.blocked or "")
+            host_actions = [a for a in host_actions if not a.blocked]
+            if not host_actions:
+                continue
             running = host_actions[0].params.get("powered_on_vms") or []
             if running and not power_cycle:
                 skipped_hosts.add(name)
@@ -266,12 +330,13 @@ def apply(
             if running:
                 _power(si, running, on=False, on_event=on_event)
                 restart += running
-            _prepare_host(si, name, host_actions, on_event, done)
+            _prepare_host(si, name, host_actions, on_event, done, timeouts)
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue
-            _apply_vm(si, action, power_cycle, skipped_hosts, on_event, done, skip, restart)
+            _apply_vm(si, action, power_cycle, skipped_hosts, on_event, done, skip, restart, result)
         _power(si, restart, on=True, on_event=on_event)
+        _raise_unanswered(result)
     except ApplyError:
         raise
     except _DROPPED as exc:
@@ -297,9 +362,18 @@ def _apply_vm(
     done: Callable[[Action, str], None],
     skip: Callable[[Action, str], None],
     restart: list[dict[str, str]],
+    result: ApplyResult | None = None,
 ) -> None:
     if action.blocked:
         skip(action, action.blocked)
+        return
+    if action.kind in LIFECYCLE_KINDS:
+        from provision.lifecycle import run_action
+
+        if action.host in skipped_hosts:
+            skip(action, f"host {action.host} was not prepared (powered-on VMs)")
+            return
+        run_action(si, action, result or ApplyResult(), on_event, done, skip)
         return
     if action.host in skipped_hosts:
         skip(action, f"host {action.host} was not prepared (powered-on VMs)")
@@ -317,3 +391,17 @@ def _apply_vm(
             restart.append(ref)
         _reconfigure_vm(si, action, on_event)
     done(action, "")
+
+
+def _raise_unanswered(result: ApplyResult) -> None:
+    """After every wait: VMs that did not answer in time fail the run (the rest are done)."""
+    late = [(n, s) for n, s in result.vms.items() if s.get("waited") and not s.get("answered")]
+    if late:
+        what = ", ".join(
+            f"{n} ({s['address']}, {s.get('power_state', '?')}, {s.get('seconds', 0):g} s)"
+            for n, s in late
+        )
+        raise ApplyError(
+            f"VM(s) did not answer after power-on: {what}; check the VM's console and its"
+            " cloud-init network (network.management), then re-run provision"
+        )

@@ -7,10 +7,12 @@ number of hosts (benchmarks/discovery.py measures it against a naive walk).
 
 Per host it reads model, vendor, ESXi version, PCI devices with vendor/device
 ids, the NUMA node of each device (hardware.numaInfo), passthrough state
-(config.pciPassthruInfo), the ATS boot option (config.option carries the
-advanced options, so VMkernel.Boot.atsSupport needs no QueryOptions call per
-host), maintenance and reboot-required state. Per VM: passthrough devices with
-their backing ids, extraConfig, reservation, firmware and power state.
+(config.pciPassthruInfo), the ATS boot option and its declared type (the keyed
+paths `config.option["VMkernel.Boot.atsSupport"]` and
+`config.optionDef[...]` ask for that one option, not the host's whole list;
+absent on a build without it), maintenance and reboot-required state. Per VM:
+passthrough devices with their backing ids, extraConfig, reservation,
+firmware, power state and the extension that manages it (vCLS).
 """
 
 from __future__ import annotations
@@ -22,24 +24,38 @@ import time
 from typing import Any
 
 from rackcert.errors import RackcertError
-from rackcert.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
+from rackcert.observed import (
+    Inventory,
+    ObservedHost,
+    ObservedVm,
+    PassthroughDevice,
+    PciDevice,
+    VirtualDisk,
+    VirtualNic,
+)
 
 ATS_OPTION = "VMkernel.Boot.atsSupport"
+ATS_VALUE = f'config.option["{ATS_OPTION}"]'
+ATS_DEF = f'config.optionDef["{ATS_OPTION}"]'
 
 HOST_PROPERTIES = [
     "name",
     "summary.hardware",
     "summary.rebootRequired",
     "config.product",
-    "config.option",
+    ATS_VALUE,
+    ATS_DEF,
     "config.pciPassthruInfo",
     "config.sharedPassthruGpuTypes",
     "hardware.pciDevice",
     "hardware.numaInfo",
     "hardware.systemInfo",
+    "hardware.biosInfo",  # HostBIOSInfo: biosVersion, releaseDate (certified-matrix BIOS row)
     "runtime.connectionState",
     "runtime.powerState",
     "runtime.inMaintenanceMode",
+    "datastore",
+    "network",
 ]
 VM_PROPERTIES = [
     "name",
@@ -54,7 +70,11 @@ VM_PROPERTIES = [
     "config.memoryReservationLockedToMax",
     "config.memoryAllocation",
     "config.extraConfig",
+    "config.managedBy",
+    "config.template",
+    "guest.ipAddress",
 ]
+NAMED = ["name"]  # datastores and networks: their names, for the hosts' lists
 _TRANSIENT = (
     ConnectionError,
     ssl.SSLError,  # a vCenter gone mid-TLS-stream: SSLEOFError
@@ -93,6 +113,8 @@ def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
         propSet=[
             pc.PropertySpec(type=vim.HostSystem, pathSet=HOST_PROPERTIES),
             pc.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
+            pc.PropertySpec(type=vim.Datastore, pathSet=NAMED),
+            pc.PropertySpec(type=vim.Network, pathSet=NAMED),
         ],
         reportMissingObjectsInResults=False,
     )
@@ -104,7 +126,7 @@ def retrieve_all(si: Any) -> list[Any]:
 
     content = si.content
     view = content.viewManager.CreateContainerView(
-        content.rootFolder, [vim.HostSystem, vim.VirtualMachine], True
+        content.rootFolder, [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network], True
     )
     try:
         pc = content.propertyCollector
@@ -141,21 +163,35 @@ def discover(si: Any) -> Inventory:
             ) from None
     hosts: list[ObservedHost] = []
     vms: list[tuple[ObservedVm, str | None]] = []
+    names = {
+        o.obj._moId: next((p.val for p in o.propSet if p.name == "name"), "")
+        for o in objects
+        if isinstance(o.obj, vim.Datastore | vim.Network)
+    }
     for obj in objects:
         props = {p.name: p.val for p in obj.propSet}
         if isinstance(obj.obj, vim.HostSystem):
             hosts.append(_host(obj.obj._moId, props))
+            hosts[-1].datastores = sorted(
+                names.get(r._moId, "") for r in props.get("datastore") or []
+            )
+            hosts[-1].networks = sorted(names.get(r._moId, "") for r in props.get("network") or [])
         elif isinstance(obj.obj, vim.VirtualMachine):
             host_ref = props.get("runtime.host")
             vms.append((_vm(obj.obj._moId, props), host_ref._moId if host_ref else None))
     by_moid = {h.moid: h for h in hosts}
-    out_vms = []
+    out_vms, templates = [], []
     for vm, host_moid in vms:
         host = by_moid.get(host_moid or "")
+        if vm.template:
+            vm.host = host.name if host else None
+            templates.append(vm)
+            continue
         if host is not None:
             vm.host = host.name
             host.vm_names.append(vm.name)
         out_vms.append(vm)
+    templates.sort(key=lambda v: v.name)
     hosts.sort(key=lambda h: h.name)
     out_vms.sort(key=lambda v: v.name)
     for host in hosts:
@@ -165,6 +201,7 @@ def discover(si: Any) -> Inventory:
         api_version=about.apiVersion,
         hosts=hosts,
         vms=out_vms,
+        templates=templates,
         round_trips=counter.calls,
         seconds=round(time.perf_counter() - started, 4),
     )
@@ -197,8 +234,9 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
                 passthru_active=bool(info and info.passthruActive),
             )
         )
-    options = {o.key: o.value for o in props.get("config.option") or []}
-    ats = options.get(ATS_OPTION)
+    ats_value = props.get(ATS_VALUE)
+    ats = ats_value.value if ats_value is not None else None
+    ats_type = _option_type(props.get(ATS_DEF), ats)
     product = props.get("config.product")
     hardware = props.get("summary.hardware")
     system = props.get("hardware.systemInfo")
@@ -217,11 +255,24 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
         in_maintenance=bool(props.get("runtime.inMaintenanceMode", False)),
         reboot_required=bool(props.get("summary.rebootRequired", False)),
         ats_enabled=_truthy(ats) if ats is not None else None,
+        ats_option_type=ats_type,
         numa_nodes=int(getattr(numa, "numNodes", 0) or 0),
         memory_mb=int((getattr(hardware, "memorySize", 0) or 0) // (1024 * 1024)),
         pci_devices=devices,
         vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
+        bios_version=getattr(props.get("hardware.biosInfo"), "biosVersion", "") or "",
     )
+
+
+def _option_type(definition: Any, value: Any) -> str:
+    """bool/string/int/long from the host's OptionDef; "" when the host has no such option."""
+    kind = type(getattr(definition, "optionType", None)).__name__.lower()
+    for name in ("bool", "string", "long", "int"):
+        if name in kind:
+            return name
+    if value is None:
+        return ""
+    return "bool" if isinstance(value, bool) else "string" if isinstance(value, str) else "long"
 
 
 def _truthy(value: Any) -> bool:
@@ -233,10 +284,14 @@ def _truthy(value: Any) -> bool:
 def _vm(moid: str, props: dict[str, Any]) -> ObservedVm:
     from pyVmomi import vim
 
-    devices = []
+    devices, disks, nics = [], [], []
     for dev in props.get("config.hardware.device") or []:
         if isinstance(dev, vim.vm.device.VirtualPCIPassthrough):
             devices.append(_passthrough(dev, vim))
+        elif isinstance(dev, vim.vm.device.VirtualDisk):
+            disks.append(_disk(dev))
+        elif isinstance(dev, vim.vm.device.VirtualEthernetCard):
+            nics.append(_nic(dev, vim))
     alloc = props.get("config.memoryAllocation")
     extra = {o.key: str(o.value) for o in props.get("config.extraConfig") or []}
     return ObservedVm(
@@ -252,7 +307,25 @@ def _vm(moid: str, props: dict[str, Any]) -> ObservedVm:
         hardware_version=props.get("config.version", "") or "",
         extra_config=extra,
         passthrough=devices,
+        managed_by=getattr(props.get("config.managedBy"), "extensionKey", "") or "",
+        template=bool(props.get("config.template")),
+        disks=disks,
+        nics=nics,
+        guest_ip=props.get("guest.ipAddress") or "",
     )
+
+
+def _disk(dev: Any) -> VirtualDisk:
+    name = getattr(dev.backing, "fileName", "") or ""
+    datastore = name[1 : name.index("]")] if name.startswith("[") and "]" in name else ""
+    return VirtualDisk(
+        key=dev.key, capacity_gb=round((dev.capacityInKB or 0) / 1024**2, 3), datastore=datastore
+    )
+
+
+def _nic(dev: Any, vim: Any) -> VirtualNic:
+    kind = type(dev).__name__.rsplit(".", 1)[-1].removeprefix("Virtual").lower()
+    return VirtualNic(key=dev.key, type=kind, network=getattr(dev.backing, "deviceName", "") or "")
 
 
 def _passthrough(dev: Any, vim: Any) -> PassthroughDevice:

@@ -10,12 +10,15 @@ provisioned rack plans nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from provision import guestinfo
 from provision.vmsettings import (
     DeviceWant,
     nic_ports,
+    power_conflicts,
     wanted_devices,
     wanted_extra_config,
 )
@@ -25,6 +28,8 @@ from rackcert.placement import VmPlacement, place
 from rackcert.spec import GpuMode, Spec
 
 HOST_KINDS = ("host.ats", "host.passthrough", "host.reboot")
+# A new VM: clone the template, customize the clone, power it on, wait until it answers.
+LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
 
 
 class PlanError(RackcertError):
@@ -65,8 +70,32 @@ def _find_host(spec_host: Any, inventory: Inventory) -> ObservedHost:
 
 
 def _powered_on(host: ObservedHost, inventory: Inventory) -> list[dict[str, str]]:
-    vms = [v for v in inventory.vms if v.host == host.name and v.power_state == "poweredOn"]
+    """The host's powered-on workload VMs (agent VMs an extension manages are not workload)."""
+    vms = [
+        v
+        for v in inventory.vms
+        if v.host == host.name and v.power_state == "poweredOn" and not v.managed_by
+    ]
     return [{"name": v.name, "moid": v.moid} for v in sorted(vms, key=lambda v: v.name)]
+
+
+def left_alone(inventory: Inventory) -> list[dict[str, str]]:
+    """VMs that an extension manages (vCLS: com.vmware.vim.eam), which rackcert never touches.
+
+    vCenter 7.0.3 runs up to three vCLS agent VMs per cluster and powers them on
+    again when they are powered off; maintenance mode takes care of them. They
+    are never counted as workload, powered off or waited for.
+    """
+    return [
+        {
+            "name": v.name,
+            "host": v.host or "",
+            "managed_by": v.managed_by,
+            "reason": f"managed by vCenter extension {v.managed_by}: left alone",
+        }
+        for v in inventory.vms
+        if v.managed_by
+    ]
 
 
 def _passthrough_ids(spec: Spec, placements: list[VmPlacement], host_name: str) -> dict[str, str]:
@@ -92,20 +121,11 @@ def _host_actions(
     running = _powered_on(host, inventory)
     actions: list[Action] = []
     pending_boot = host.reboot_required
-    if host.ats_enabled is not True:
-        actions.append(
-            Action(
-                "host.ats",
-                host.name,
-                "VMkernel.Boot.atsSupport "
-                + ("unset" if host.ats_enabled is None else "false")
-                + " -> true",
-                "ATS lets the GPUs and the ConnectX-6 do P2P (GPUDirect) without the IOMMU"
-                " in the way (Dell design, step 1); takes effect at the next boot",
-                host=host.name,
-            )
-        )
-        pending_boot = True
+    ats = _ats_action(host)
+    ats_change = ats is not None and ats.blocked is None
+    if ats is not None:
+        actions.append(ats)
+        pending_boot = pending_boot or ats_change
     enable: list[str] = []
     activate: list[str] = []
     for pci, vm in _passthrough_ids(spec, placements, spec_host.name).items():
@@ -135,13 +155,9 @@ def _host_actions(
         )
     if enable or activate or pending_boot:
         waiting = [*enable, *activate]
-        why = "ATS" if host.ats_enabled is not True else "pending boot options"
+        why = "ATS" if ats_change else "pending boot options"
         if waiting:
-            why = (
-                ("ATS and " if host.ats_enabled is not True else "")
-                + "passthrough of "
-                + (", ".join(waiting))
-            )
+            why = ("ATS and " if ats_change else "") + "passthrough of " + (", ".join(waiting))
         actions.append(
             Action(
                 "host.reboot",
@@ -149,6 +165,7 @@ def _host_actions(
                 "maintenance mode, reboot, exit maintenance mode",
                 f"{why}: in effect only after a reboot",
                 host=host.name,
+                params={"passthrough": waiting},
             )
         )
     for action in actions:
@@ -164,6 +181,43 @@ def _host_actions(
     return actions
 
 
+ESXCLI_ATS = "esxcli system settings kernel set -s atsSupport -v TRUE"
+
+
+def _ats_action(host: ObservedHost) -> Action | None:
+    """ATS on, through the advanced option when this ESXi build has it; else blocked.
+
+    Whether VMkernel.Boot.atsSupport exists, and its type, is read from the host
+    (discovery: config.optionDef). Without it there is nothing the API can set,
+    so the action is blocked with the esxcli command, and no reboot is planned
+    for it (a reboot would not change anything, on every run).
+    """
+    if host.ats_enabled is True:
+        return None
+    reason = (
+        "ATS lets the GPUs and the ConnectX-6 do P2P (GPUDirect) without the IOMMU"
+        " in the way (Dell design, step 1); takes effect at the next boot"
+    )
+    if not host.ats_option_type:
+        return Action(
+            "host.ats",
+            host.name,
+            "VMkernel.Boot.atsSupport: not an advanced option on this host",
+            reason,
+            host=host.name,
+            blocked=f"this ESXi build has no VMkernel.Boot.atsSupport: run `{ESXCLI_ATS}`"
+            " on the host, then reboot it",
+        )
+    return Action(
+        "host.ats",
+        host.name,
+        f"VMkernel.Boot.atsSupport {'false' if host.ats_enabled is False else 'unset'} -> true",
+        reason,
+        host=host.name,
+        params={"option_type": host.ats_option_type},
+    )
+
+
 def _device_key(dev: Any) -> tuple[str, str]:
     return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
 
@@ -175,11 +229,13 @@ def _vm_action(
     nic_port: str | None,
     host: ObservedHost,
     observed: ObservedVm | None,
+    keys: Sequence[str] = (),
 ) -> Action | None:
     tmpl = spec.template(vm_spec.template)
     profile = spec.host_profile(placement.host)
     devices = wanted_devices(tmpl, placement, nic_port)
     extra = wanted_extra_config(tmpl, placement, profile)
+    identity = guestinfo.guestinfo(spec, vm_spec, keys) if tmpl.source else {}
     memory_mb = tmpl.memory_gb * 1024
     desired = {
         "name": vm_spec.name,
@@ -197,7 +253,7 @@ def _vm_action(
     where = f"on {host.name} with {gpus}"
     if placement.nvlink_pair:
         where += " (NVLink-bridged pair)"
-    if observed is None:
+    if observed is None and tmpl.source is None:
         return Action(
             "vm.create",
             vm_spec.name,
@@ -206,6 +262,20 @@ def _vm_action(
             f"VM {vm_spec.name} of template {tmpl.name} does not exist; placement puts it {where}",
             host=host.name,
             params={"desired": desired, "host_moid": host.moid},
+            blocked="vm_templates[].source is not set: an empty VM has no disk and cannot boot;"
+            " name the template to clone",
+        )
+    if observed is None:
+        return None  # cloned: _clone_actions plans it
+    if not observed.disks:
+        return Action(
+            "vm.disk",
+            vm_spec.name,
+            "VM exists without a disk",
+            "a VM without a disk cannot boot; rackcert clones VMs but does not replace one:"
+            " delete it (provision then clones it from the template) or attach its disk",
+            host=host.name,
+            blocked="VM has no disk",
         )
     changes: list[str] = []
     if observed.host and observed.host != host.name:
@@ -240,6 +310,11 @@ def _vm_action(
     if remove:
         gone = [have_key for have_key, d in have.items() if d.key in remove]
         changes.append("remove passthrough " + ", ".join(k[1] for k in gone))
+    hardware = _hardware_changes(tmpl, observed, host)
+    changes += hardware.pop("changes")
+    identity_changes = {k: v for k, v in identity.items() if observed.extra_config.get(k) != v}
+    if identity_changes:
+        changes.append(guestinfo_summary(spec, vm_spec, keys))
     if not changes:
         return None
     running = observed.power_state == "poweredOn"
@@ -256,9 +331,10 @@ def _vm_action(
             "desired": desired,
             "host_moid": host.moid,
             "vm_moid": observed.moid,
-            "extra_config": extra_changes,
+            "extra_config": extra_changes | identity_changes,
             "add_devices": [_device_params(d, host) for d in add],
             "remove_device_keys": remove,
+            **hardware,
         },
         needs_power_cycle=running,
     )
@@ -280,8 +356,12 @@ def _fmt_extra(extra: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in extra.items()) or "no extraConfig"
 
 
-def plan(spec: Spec, inventory: Inventory) -> list[Action]:
-    """Ordered actions that take the rack in `inventory` to the spec; [] when it is there."""
+def plan(spec: Spec, inventory: Inventory, *, authorized_keys: Sequence[str] = ()) -> list[Action]:
+    """Ordered actions that take the rack in `inventory` to the spec; [] when it is there.
+
+    `authorized_keys` are the public keys the cloned VMs' cloud-init user-data
+    authorizes (`guestinfo.read_authorized_keys(spec)`); the CLI reads them.
+    """
     placements = place(spec)
     actions: list[Action] = []
     for spec_host in spec.hosts:
@@ -291,12 +371,232 @@ def plan(spec: Spec, inventory: Inventory) -> list[Action]:
     for spec_host in spec.hosts:
         ports |= nic_ports(placements, templates, spec_host.name)
     by_vm = {p.vm: p for p in placements}
+    created: list[str] = []
     for vm_spec in spec.vms:
         placement = by_vm[vm_spec.name]
         host = _find_host(spec.host(placement.host), inventory)
+        observed = inventory.vm(vm_spec.name)
+        if observed is None and spec.template(vm_spec.template).source:
+            actions += _clone_actions(
+                spec, vm_spec, placement, ports.get(vm_spec.name), host, inventory, authorized_keys
+            )
+            created.append(vm_spec.name)
+            continue
         action = _vm_action(
-            spec, vm_spec, placement, ports.get(vm_spec.name), host, inventory.vm(vm_spec.name)
+            spec, vm_spec, placement, ports.get(vm_spec.name), host, observed, authorized_keys
         )
         if action is not None:
             actions.append(action)
-    return actions
+    return actions + _power_actions(spec, placements, inventory, actions, created)
+
+
+def require_keys(actions: list[Action], keys: Sequence[str]) -> None:
+    """A clone whose cloud-init user-data authorizes no key could never be reached."""
+    clones = [a.target for a in actions if a.kind == "vm.clone"]
+    if clones and not keys:
+        raise PlanError(
+            f"VM {clones[0]}: no SSH public key for its cloud-init user-data (guest.ssh:"
+            " public_key_file, or key_file + '.pub'): a clone would accept no key"
+        )
+
+
+# -- cloned VMs: clone, customize, power on, wait ---------------------------------------------
+def guestinfo_summary(spec: Spec, vm_spec: Any, keys: Sequence[str]) -> str:
+    """The cloud-init identity in words (the values themselves are long base64)."""
+    mgmt = spec.network.management
+    via = f" via {mgmt.gateway}" if mgmt.gateway else ""
+    return (
+        f"guestinfo (cloud-init): hostname {vm_spec.name}, {vm_spec.address}/{mgmt.prefix}{via},"
+        f" {len(keys)} authorized key(s)"
+    )
+
+
+def _template_of(spec: Spec, tmpl: Any, inventory: Inventory, host: ObservedHost) -> ObservedVm:
+    """The template a VM is cloned from, checked before anything is created."""
+    source = tmpl.source
+    found = inventory.template(source)
+    if found is None:
+        vm = inventory.vm(source)
+        what = "a VM, not marked as template" if vm else "not in vCenter"
+        raise PlanError(
+            f"vm_templates {tmpl.name}: source template {source!r} is {what}"
+            f" ({inventory.vcenter}); import it and mark it as template, or fix"
+            " vm_templates[].source: nothing was changed"
+        )
+    if found.firmware != "efi":
+        raise PlanError(
+            f"vm_templates {tmpl.name}: template {source!r} boots with {found.firmware or '?'}"
+            " firmware, but the VMs need EFI (64-bit MMIO for passthrough GPUs) and firmware"
+            " cannot be switched under an installed guest: use an EFI template"
+        )
+    if not found.disks:
+        raise PlanError(
+            f"vm_templates {tmpl.name}: template {source!r} has no disk: a clone could not boot"
+        )
+    datastore = tmpl.datastore or found.disks[0].datastore
+    if datastore not in host.datastores:
+        raise PlanError(
+            f"vm_templates {tmpl.name}: datastore {datastore!r} is not mounted on host {host.name}"
+            f" (it has {', '.join(host.datastores) or 'none'}): fix vm_templates[].datastore"
+        )
+    if tmpl.network and tmpl.network not in host.networks:
+        raise PlanError(
+            f"vm_templates {tmpl.name}: port group {tmpl.network!r} is not on host {host.name}"
+            f" (it has {', '.join(host.networks) or 'none'}): fix vm_templates[].network"
+        )
+    return found
+
+
+def _hardware_changes(tmpl: Any, vm: ObservedVm, host: ObservedHost) -> dict[str, Any]:
+    """Disk to grow and management NIC to attach: {"changes": [...], "disk": ..., "nic": ...}."""
+    out: dict[str, Any] = {"changes": [], "disk": None, "nic": None}
+    if tmpl.disk_gb and vm.disks and vm.disks[0].capacity_gb < tmpl.disk_gb:
+        have = vm.disks[0].capacity_gb
+        out["changes"].append(f"disk {have:g} -> {tmpl.disk_gb} GB")
+        out["disk"] = {"capacity_kb": tmpl.disk_gb * 1024 * 1024}
+    vmxnet3 = [n for n in vm.nics if n.type == "vmxnet3"]
+    if tmpl.network and not any(n.network == tmpl.network for n in vmxnet3):
+        where = f"{vmxnet3[0].network or '?'} -> " if vmxnet3 else "add vmxnet3 on "
+        out["changes"].append(f"management NIC {where}{tmpl.network}")
+        out["nic"] = {"network": tmpl.network, "edit": bool(vmxnet3)}
+    return out
+
+
+def _clone_actions(
+    spec: Spec,
+    vm_spec: Any,
+    placement: VmPlacement,
+    nic_port: str | None,
+    host: ObservedHost,
+    inventory: Inventory,
+    keys: Sequence[str],
+) -> list[Action]:
+    """Clone the template onto the planned host and datastore, then customize the clone."""
+    tmpl = spec.template(vm_spec.template)
+    source = _template_of(spec, tmpl, inventory, host)
+    datastore = tmpl.datastore or source.disks[0].datastore
+    profile = spec.host_profile(placement.host)
+    devices = wanted_devices(tmpl, placement, nic_port)
+    extra = wanted_extra_config(tmpl, placement, profile)
+    identity = guestinfo.guestinfo(spec, vm_spec, keys)
+    hardware = _hardware_changes(tmpl, source, host)
+    desired = {
+        "name": vm_spec.name,
+        "host": host.name,
+        "num_cpus": tmpl.vcpus,
+        "memory_mb": tmpl.memory_gb * 1024,
+        "firmware": "efi",
+        "memory_reservation_locked": True,
+        "guest_id": tmpl.guest_id,
+        "hardware_version": tmpl.hardware_version,
+        "extra_config": extra,
+        "devices": [_device_params(d, host) for d in devices],
+    }
+    gpus = ", ".join(placement.gpus) or "no GPU"
+    where = f"on {host.name} with {gpus}" + (" (NVLink pair)" if placement.nvlink_pair else "")
+    passthrough = ", ".join(d.id or d.vgpu or "?" for d in devices) or "none"
+    customize = [
+        f"{tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, passthrough {passthrough}",
+        *hardware["changes"],
+        _fmt_extra(extra),
+        guestinfo_summary(spec, vm_spec, keys),
+    ]
+    common = {"host": host.name}
+    return [
+        Action(
+            "vm.clone",
+            vm_spec.name,
+            f"clone template {source.name} to {host.name}, datastore {datastore}",
+            f"VM {vm_spec.name} of template {tmpl.name} does not exist; placement puts it {where}",
+            params={
+                "template_moid": source.moid,
+                "template": source.name,
+                "host_moid": host.moid,
+                "datastore": datastore,
+                "name": vm_spec.name,
+            },
+            **common,
+        ),
+        Action(
+            "vm.customize",
+            vm_spec.name,
+            "; ".join(customize),
+            f"the clone has the template's hardware ({source.num_cpus} vCPU,"
+            f" {source.memory_mb // 1024} GB, {source.disks[0].capacity_gb:g} GB disk);"
+            " cloud-init reads its identity from guestinfo at first boot",
+            params={
+                "desired": desired,
+                "host_moid": host.moid,
+                "vm_moid": None,
+                "extra_config": extra | identity,
+                "add_devices": desired["devices"],
+                "remove_device_keys": [],
+                "disk": hardware["disk"],
+                "nic": hardware["nic"],
+            },
+            **common,
+        ),
+    ]
+
+
+def _power_actions(
+    spec: Spec,
+    placements: list[VmPlacement],
+    inventory: Inventory,
+    actions: list[Action],
+    created: list[str],
+) -> list[Action]:
+    """Power on the spec's VMs that are off (created now or found off), then wait for each.
+
+    A VM sharing a passthrough device with an earlier VM of the spec that runs is
+    left off (vSphere powers on one holder of a device at a time); `power_conflicts`
+    says which, and the CLI prints it. A VM with a blocked action is not started.
+    """
+    blocked = {a.target for a in actions if a.blocked}
+    conflicts = power_conflicts(spec, placements, inventory)
+    mgmt = spec.network.management
+    on: list[Action] = []
+    waits: list[Action] = []
+    for vm_spec in spec.vms:
+        observed = inventory.vm(vm_spec.name)
+        if vm_spec.name in blocked or vm_spec.name in conflicts:
+            continue
+        if vm_spec.name not in created and (
+            observed is None or observed.power_state != "poweredOff"
+        ):
+            continue
+        spec_host = spec.host(next(p.host for p in placements if p.vm == vm_spec.name))
+        host = _find_host(spec_host, inventory).name
+        new = vm_spec.name in created
+        on.append(
+            Action(
+                "vm.power_on",
+                vm_spec.name,
+                "power on",
+                "new clone: cloud-init applies hostname, address and key at first boot"
+                if new
+                else "VM is powered off; the rack's nodes run",
+                host=host,
+                params={"vm_moid": observed.moid if observed else None},
+            )
+        )
+        ssh = f"SSH on {vm_spec.address}:{vm_spec.ssh_port}"
+        tools = f"VMware Tools to report {vm_spec.address}"
+        what = {"any": f"{tools} or {ssh}", "ssh": ssh, "tools": tools}[mgmt.wait_for]
+        waits.append(
+            Action(
+                "vm.wait",
+                vm_spec.name,
+                f"wait up to {mgmt.boot_timeout_s} s for {what}",
+                "configure reaches the VM over SSH at vms[].address once it has booted",
+                host=host,
+                params={
+                    "vm_moid": observed.moid if observed else None,
+                    "address": vm_spec.address,
+                    "port": vm_spec.ssh_port,
+                    "timeout_s": mgmt.boot_timeout_s,
+                    "wait_for": mgmt.wait_for,
+                },
+            )
+        )
+    return on + waits

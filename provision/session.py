@@ -37,6 +37,13 @@ def _where(vc: VCenter) -> str:
 def ssl_context(vc: VCenter) -> ssl.SSLContext | None:
     """The TLS context the spec asks for; None for plain http (simulators only)."""
     if vc.protocol == "http":
+        if vc.allow_plain_http:  # the spec load refuses it otherwise for a non-loopback host
+            warnings.warn(
+                f"{_where(vc)}: plain http (allow_plain_http: true in the spec): the password"
+                " crosses the network in clear",
+                InsecureSessionWarning,
+                stacklevel=3,
+            )
         return None
     tls = vc.tls
     if not tls.verify:
@@ -145,6 +152,16 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
         raise SessionError(f"cannot reach {_where(vc)}: {reason}") from None
     except vim.fault.VimFault as exc:
         raise SessionError(f"{_where(vc)}: login failed: {exc.msg}") from None
+    except Exception as exc:
+        # pyVmomi raises a bare Exception when no supported API version answers (an
+        # HTTP 500/503 from a vCenter whose services are down, or another service there).
+        if "is not a VIM server" not in str(exc):
+            raise
+        raise SessionError(
+            f"{_where(vc)}: did not answer as a vCenter (its services may be down, or"
+            f" {vc.protocol}://{vc.host}:{vc.port} is another service); check host, port and"
+            " protocol"
+        ) from None
 
 
 def _with_retries(call: Any, attempts: int = 3) -> Any:

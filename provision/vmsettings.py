@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rackcert.observed import Inventory
 from rackcert.placement import VmPlacement
-from rackcert.spec import GpuMode, HardwareProfile, NicMode, VmTemplate
+from rackcert.spec import GpuMode, HardwareProfile, NicMode, Spec, VmTemplate
 
 MMIO_ENABLE = "pciPassthru.use64bitMMIO"
 MMIO_SIZE = "pciPassthru.64bitMMIOSizeGB"
@@ -95,4 +96,49 @@ def wanted_extra_config(
                 out[f"pciPassthru{n}.cfg.enable_uvm"] = "0"
     if tmpl.numa_affinity and placement.numa is not None and gpus:
         out[NUMA_AFFINITY] = str(placement.numa)
+    return out
+
+
+def power_conflicts(
+    spec: Spec, placements: list[VmPlacement], inventory: Inventory
+) -> dict[str, tuple[str, str]]:
+    """VM -> (PCI id, holder): spec VMs that cannot run because another VM holds a device.
+
+    vSphere powers on one VM per fixed passthrough device at a time (DirectPath I/O:
+    a device is owned by one running VM). Holders are the VMs running now, then
+    the spec's VMs in order; a later VM that needs a held device stays off. This
+    is how the seed's alternative setups (two 1-GPU VMs sharing a NIC port) look.
+    """
+    templates = {v.name: spec.template(v.template) for v in spec.vms}
+    wanted: dict[str, tuple[str, set[str]]] = {}
+    for spec_host in spec.hosts:
+        ports = nic_ports(placements, templates, spec_host.name)
+        for p in placements:
+            if p.host != spec_host.name:
+                continue
+            tmpl = templates[p.vm]
+            ids = {d.id for d in wanted_devices(tmpl, p, ports.get(p.vm)) if d.id}
+            wanted[p.vm] = (spec_host.name, ids)
+    held: dict[tuple[str, str], str] = {}
+    address = {h.name: h.address for h in spec.hosts}
+    for vm in inventory.vms:
+        if vm.power_state != "poweredOn":
+            continue
+        host = next((n for n, a in address.items() if a == vm.host or n == vm.host), vm.host)
+        for dev in vm.passthrough:
+            if dev.id:
+                held.setdefault((host or "", dev.id), vm.name)
+    out: dict[str, tuple[str, str]] = {}
+    for vm_spec in spec.vms:
+        host, ids = wanted[vm_spec.name]
+        clash = sorted(
+            (pci, held[(host, pci)])
+            for pci in ids
+            if held.get((host, pci), vm_spec.name) != vm_spec.name
+        )
+        if clash:
+            out[vm_spec.name] = clash[0]
+            continue
+        for pci in ids:
+            held[(host, pci)] = vm_spec.name
     return out

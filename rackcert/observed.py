@@ -51,6 +51,11 @@ class ObservedHost(Observed):
     ats_enabled: bool | None = Field(
         None, description="ATS setting as configured (VMkernel.Boot.atsSupport); None: not seen"
     )
+    ats_option_type: str | None = Field(
+        None,
+        description="Declared type of VMkernel.Boot.atsSupport on this host (bool, string, ...);"
+        " empty: the ESXi build has no such option; None: not read",
+    )
     numa_nodes: int = 0
     memory_mb: int = 0
     pci_devices: list[PciDevice] = Field(default_factory=list)
@@ -58,6 +63,8 @@ class ObservedHost(Observed):
         default_factory=list, description="config.sharedPassthruGpuTypes (vGPU profiles)"
     )
     vm_names: list[str] = Field(default_factory=list)
+    datastores: list[str] = Field(default_factory=list, description="Datastores the host mounts")
+    networks: list[str] = Field(default_factory=list, description="Port groups on the host")
 
     def device(self, pci: str) -> PciDevice | None:
         return next((d for d in self.pci_devices if d.id == pci), None)
@@ -74,6 +81,18 @@ class PassthroughDevice(Observed):
     label: str = ""
 
 
+class VirtualDisk(Observed):
+    key: int
+    capacity_gb: float = Field(description="capacityInKB / 1024^2")
+    datastore: str = Field("", description="From the backing's file name, [datastore] path")
+
+
+class VirtualNic(Observed):
+    key: int
+    type: str = Field(description="vmxnet3, e1000e, ...")
+    network: str = Field("", description="Port group (backing.deviceName)")
+
+
 class ObservedVm(Observed):
     name: str
     moid: str
@@ -88,6 +107,15 @@ class ObservedVm(Observed):
     hardware_version: str = ""
     extra_config: dict[str, str] = Field(default_factory=dict)
     passthrough: list[PassthroughDevice] = Field(default_factory=list)
+    managed_by: str = Field(
+        "",
+        description="config.managedBy.extensionKey: a VM an extension runs (vCLS agents:"
+        " com.vmware.vim.eam), never workload",
+    )
+    template: bool = Field(False, description="config.template: a template, not a VM")
+    disks: list[VirtualDisk] = Field(default_factory=list)
+    nics: list[VirtualNic] = Field(default_factory=list)
+    guest_ip: str = Field("", description="guest.ipAddress as VMware Tools reports it")
 
 
 class Inventory(Observed):
@@ -95,6 +123,9 @@ class Inventory(Observed):
     api_version: str = ""
     hosts: list[ObservedHost] = Field(default_factory=list)
     vms: list[ObservedVm] = Field(default_factory=list)
+    templates: list[ObservedVm] = Field(
+        default_factory=list, description="VMs marked as templates (clone sources), not workload"
+    )
     round_trips: int = Field(0, description="SOAP calls discovery needed (constant in host count)")
     seconds: float = 0.0
 
@@ -103,3 +134,6 @@ class Inventory(Observed):
 
     def vm(self, name: str) -> ObservedVm | None:
         return next((v for v in self.vms if v.name == name), None)
+
+    def template(self, name: str) -> ObservedVm | None:
+        return next((t for t in self.templates if t.name == name), None)

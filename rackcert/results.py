@@ -6,8 +6,29 @@ The report never re-derives a verdict: it shows what these records say.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
+
+# The thresholds bench judges, a closed set: certification.required names some of them.
+VERDICT_CHECKS = (
+    "allreduce.correct",
+    "allreduce.busbw_fraction",
+    "resnet50.scaling_efficiency",
+    "resnet50.images_per_gpu",
+    "resnet50.loss_finite",
+    "storage.read",
+)
+VerdictCheckId = Literal[
+    "allreduce.correct",
+    "allreduce.busbw_fraction",
+    "resnet50.scaling_efficiency",
+    "resnet50.images_per_gpu",
+    "resnet50.loss_finite",
+    "storage.read",
+]
 
 
 class Severity(StrEnum):
@@ -37,6 +58,8 @@ class CheckResult(BaseModel):
 
 
 class AllreducePoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     size_bytes: int
     count: int
     time_us: float
@@ -47,6 +70,8 @@ class AllreducePoint(BaseModel):
 
 
 class AllreduceResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     backend: str
     device: str
     world_size: int
@@ -58,6 +83,8 @@ class AllreduceResult(BaseModel):
 
 
 class ScalingPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     nodes: int
     gpus: int
     images_per_sec: float = Field(description="Total images/s across all GPUs")
@@ -68,6 +95,8 @@ class ScalingPoint(BaseModel):
 
 
 class ScalingResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     model: str = "resnet50"
     batch_per_gpu: int
     precision: str
@@ -80,16 +109,51 @@ class ScalingResult(BaseModel):
 
 
 class VerdictCheck(BaseModel):
-    """One threshold judged: what was seen against what the spec asks."""
+    """One threshold judged: what was seen against what the spec asks.
+
+    status skip means "not judged" (nothing measured, no threshold, or nothing to compare):
+    never a pass. A required check that is not judged makes the verdict INCOMPLETE.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(description="Stable id, e.g. resnet50.scaling_efficiency")
     status: Status
     observed: str = ""
     expected: str = ""
-    reason: str = ""
+    reason: str = Field("", description="Why it was not judged (status skip)")
+    required: bool = Field(False, description="Listed in certification.required")
 
 
 class Verdict(BaseModel):
+    """Bench's verdict: FAIL when a check failed, INCOMPLETE when a required check was not
+    judged or nothing was judged at all, PASS otherwise. `passed` is verdict == PASS."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: VerdictWord
     passed: bool
     reasons: list[str] = Field(default_factory=list, description="One line per failed check")
+    not_judged: list[str] = Field(
+        default_factory=list, description="One line per check not judged, with why"
+    )
+    required: list[str] = Field(
+        default_factory=list, description="The checks whose skip makes the verdict INCOMPLETE"
+    )
     checks: list[VerdictCheck] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_records(cls, raw: object) -> object:
+        """Records from before the three-way verdict carry only `passed`; a PASS there said
+        nothing about what was skipped, so it reads as INCOMPLETE, never as PASS."""
+        if isinstance(raw, dict) and "verdict" not in raw and "passed" in raw:
+            word = "INCOMPLETE" if raw["passed"] else "FAIL"
+            return {**raw, "verdict": word, "passed": False}
+        return raw
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Verdict:
+        if self.passed != (self.verdict == "PASS"):
+            raise ValueError(f"passed={self.passed} disagrees with verdict {self.verdict}")
+        return self

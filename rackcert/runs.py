@@ -11,14 +11,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rackcert.errors import RecordError
+from pydantic import BaseModel, ValidationError
+
+from rackcert.errors import InputError, RecordError
 from rackcert.secrets import REDACTOR
+
+if TYPE_CHECKING:
+    from rackcert.stage_records import StageRecord
 
 SCHEMA_VERSION = 1
 STAGES = ("plan", "provision", "configure", "validate", "bench", "report")
@@ -71,20 +77,60 @@ def atomic_write_json(path: Path, obj: Any) -> None:
         ) from None
 
 
-def read_json(path: Path) -> Any:
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # far above any stage record; a bigger file is not one
+
+
+def read_capped(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
+    """A record file's text, only from a regular file of at most `limit` bytes.
+
+    A run directory is not trusted: a FIFO planted as meta.json would hang the
+    reader, a device or a huge file would fill memory.
+    """
     try:
-        return json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise RecordError(f"{path}: no such record") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{path}: unreadable record: not a regular file")
+        if info.st_size > limit:
+            raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: unreadable record: not UTF-8") from None
+
+
+def read_json(path: Path) -> Any:
+    text = read_capped(path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise RecordError(f"{path}: unreadable record: {exc}") from None
 
 
 @dataclass(frozen=True)
 class RunDir:
-    """One run of one rack: the directory and what is recorded in it."""
+    """One run of one rack: the directory and what is recorded in it.
+
+    `spec_sha256` is the digest of the spec the producer that opened the run loaded; every
+    stage record it writes carries it. `open(path, spec_sha256=...)` refuses a run made from
+    another version of the spec.
+    """
 
     path: Path
+    spec_sha256: str | None = None
 
     @classmethod
     def create(cls, root: Path, rack: str, spec_sha256: str, spec_text: str) -> RunDir:
@@ -95,7 +141,7 @@ class RunDir:
             path.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise RecordError(f"cannot create run directory {path}: {exc.strerror}") from None
-        run = cls(path)
+        run = cls(path, spec_sha256)
         atomic_write_bytes_checked(path / "spec.yaml", spec_text.encode())
         run._write(
             "meta.json",
@@ -109,11 +155,18 @@ class RunDir:
         return run
 
     @classmethod
-    def open(cls, path: Path | str) -> RunDir:
+    def open(cls, path: Path | str, *, spec_sha256: str | None = None) -> RunDir:
+        """An existing run; with `spec_sha256`, only one made from that version of the spec."""
         path = Path(path).resolve()
         if not (path / "meta.json").is_file():
             raise RecordError(f"{path}: not a rackcert run directory (no meta.json)")
-        return cls(path)
+        run = cls(path, spec_sha256)
+        if spec_sha256 is not None and run.meta.get("spec_sha256") != spec_sha256:
+            raise InputError(
+                f"{path}: that run was made from another version of the spec (sha256 differs);"
+                " start a new run instead"
+            )
+        return run
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -127,30 +180,55 @@ class RunDir:
     def write_stage(
         self,
         stage: str,
-        data: dict[str, Any],
+        data: dict[str, Any] | BaseModel,
         *,
         status: str = "ok",
         error: str | None = None,
         started_at: str | None = None,
     ) -> Path:
-        """Record one stage's observations; status is ok, failed or partial."""
+        """Record one stage's observations; status is ok, failed or partial.
+
+        The record goes through the stage's model (rackcert.stage_records): a shape the
+        model does not name is refused with one line, before anything is written.
+        """
+        from rackcert.stage_records import RECORDS
+
         meta = self.meta
-        record = {
+        raw = {
             "schema_version": SCHEMA_VERSION,
             "stage": stage,
             "rack": meta["rack"],
-            "spec_sha256": meta["spec_sha256"],
+            "spec_sha256": self.spec_sha256 or meta["spec_sha256"],
             "status": status,
             "error": error,
             "started_at": started_at or utc_now(),
             "finished_at": utc_now(),
-            "data": data,
+            "data": data.model_dump(mode="json") if isinstance(data, BaseModel) else data,
         }
-        return self._write(f"{stage}.json", record)
+        try:
+            record = RECORDS[stage].model_validate(raw)
+        except ValidationError as exc:
+            raise RecordError(f"{stage}.json not written: {_first_error(exc)}") from None
+        return self._write(f"{stage}.json", record.model_dump(mode="json"))
 
     def read_stage(self, stage: str) -> dict[str, Any] | None:
         path = self.path / f"{stage}.json"
         return read_json(path) if path.is_file() else None
+
+    def read_record(self, stage: str) -> StageRecord | None:
+        """`<stage>.json` through its model; None when not recorded, RecordError when it does
+        not fit (another version of rackcert, or a hand edit)."""
+        from rackcert.stage_records import RECORDS
+
+        raw = self.read_stage(stage)
+        if raw is None:
+            return None
+        try:
+            return RECORDS[stage].model_validate(raw)
+        except ValidationError as exc:
+            raise RecordError(
+                f"{stage}.json does not fit its schema: {_first_error(exc)}"
+            ) from None
 
     def stages(self) -> list[str]:
         """Stages recorded, in pipeline order."""
@@ -161,6 +239,13 @@ class RunDir:
         path = self.path / "artifacts" / stage
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "record"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {err['msg']}{more}"
 
 
 def atomic_write_bytes_checked(path: Path, data: bytes) -> None:
@@ -178,10 +263,51 @@ class RunSummary:
     stages: list[str]
     statuses: dict[str, str]
     verdict: str | None
+    problem: str | None = None  # why the run cannot be read; the other fields are then guesses
 
 
-def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSummary]:
-    """Runs under `root`, oldest first; unreadable directories are skipped."""
+def _text(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def summarize(run_path: Path) -> RunSummary:
+    """One run's summary; a run whose records are malformed is returned with `problem` set.
+
+    A run directory is not trusted input: meta.json may be a list, a stage record
+    a number. Such a run is shown as unreadable instead of hiding every other run.
+    """
+    run = RunDir(run_path)
+    unreadable = RunSummary(run_path.parent.name, run_path, "", [], {}, None, "unreadable")
+    try:
+        meta = run.meta
+        if not isinstance(meta, dict):
+            raise RecordError(f"{run_path / 'meta.json'}: not a JSON object")
+        statuses: dict[str, str] = {}
+        records: dict[str, dict[str, Any]] = {}
+        for stage in run.stages():
+            record = run.read_stage(stage)
+            if not isinstance(record, dict):
+                raise RecordError(f"{run_path / (stage + '.json')}: not a JSON object")
+            records[stage] = record
+            statuses[stage] = _text(record.get("status"), "?")
+    except RecordError as exc:
+        return RunSummary(**{**unreadable.__dict__, "problem": f"unreadable: {exc}"})
+    data = records.get("report", {}).get("data")
+    verdict = data.get("verdict") if isinstance(data, dict) else None
+    return RunSummary(
+        rack=_text(meta.get("rack"), run_path.parent.name),
+        path=run_path,
+        created_at=_text(meta.get("created_at")),
+        stages=list(statuses),
+        statuses=statuses,
+        verdict=verdict if isinstance(verdict, str) else None,
+    )
+
+
+def list_runs(
+    root: Path = DEFAULT_ROOT, rack: str | None = None, *, include_unreadable: bool = False
+) -> list[RunSummary]:
+    """Runs under `root`, oldest first; unreadable runs only when `include_unreadable`."""
     root = Path(root)
     out: list[RunSummary] = []
     if not root.is_dir():
@@ -190,22 +316,7 @@ def list_runs(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[RunSum
         if rack and rack_dir.name != rack:
             continue
         for run_path in sorted(p for p in rack_dir.iterdir() if (p / "meta.json").is_file()):
-            try:
-                run = RunDir(run_path)
-                meta = run.meta
-                statuses = {s: (run.read_stage(s) or {}).get("status", "?") for s in run.stages()}
-            except RecordError:
-                continue
-            report = run.read_stage("report") or {}
-            verdict = (report.get("data") or {}).get("verdict")
-            out.append(
-                RunSummary(
-                    rack=meta.get("rack", rack_dir.name),
-                    path=run_path,
-                    created_at=meta.get("created_at", ""),
-                    stages=list(statuses),
-                    statuses=statuses,
-                    verdict=verdict if isinstance(verdict, str) else None,
-                )
-            )
+            summary = summarize(run_path)
+            if summary.problem is None or include_unreadable:
+                out.append(summary)
     return out

@@ -9,20 +9,32 @@ wish. Cross-field rules (references, NVLink pairs, GPU ownership) live in
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-API_VERSION = "rackcert/v1"
-KIND = "Rack"
+from rackcert.results import VerdictCheckId
+
+API_VERSION: Final = "rackcert/v1"
+KIND: Final = "Rack"
 
 _PCI_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _THUMB_RE = re.compile(r"^([0-9A-F]{2}:){31}[0-9A-F]{2}$")
 
 Name = Annotated[str, Field(pattern=_NAME_RE, min_length=1, max_length=63)]
+# vSphere inventory names (templates, datastores, port groups) may hold spaces; at most 80 chars.
+VSphereName = Annotated[str, Field(pattern=r"^[^/\\%]+$", min_length=1, max_length=80)]
 
 
 def normalize_pci(value: str) -> str:
@@ -43,10 +55,77 @@ PciAddress = Annotated[
 ]
 
 
+# Jinja's statement, expression and comment openers. Every spec value reaches Ansible, which
+# templates strings from inventory files and extra vars on the controller: a spec string that
+# holds one of these would run code there (`{{ lookup('pipe', ...) }}`). No spec value needs them.
+_JINJA_MARKERS = ("{{", "{%", "{#")
+
+
+def _template_free(value: Any) -> Any:
+    """Refuse Jinja markers in a validated field: its strings, list items and mapping keys.
+
+    Runs after validation, so nested models are model instances here and check their own
+    fields (the error then names the exact field).
+    """
+    if isinstance(value, str):
+        for marker in _JINJA_MARKERS:
+            if marker in value:
+                raise ValueError(
+                    f"{marker!r} is not allowed in a spec value (Ansible would evaluate it as a"
+                    " Jinja template on the controller)"
+                )
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            _template_free(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _template_free(key)
+            _template_free(item)
+    return value
+
+
 class Strict(BaseModel):
-    """Base for every spec model: unknown keys are errors."""
+    """Base for every spec model: unknown keys are errors, and no value is a Jinja template."""
 
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_templates(cls, value: Any) -> Any:
+        return _template_free(value)
+
+
+# RFC 1123 host name labels (letters, digits, hyphen; no leading or trailing hyphen), at most
+# 253 characters in all. An address that starts with "-" would be read as an option by ssh.
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def check_host_address(value: str) -> str:
+    """A host name (RFC 1123) or an IPv4/IPv6 address, nothing a command line could misread."""
+    text = value.strip()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    labels = text.rstrip(".").split(".")
+    if len(text) > 253 or not all(_HOST_LABEL_RE.match(label) for label in labels):
+        raise ValueError(f"not a host name or IP address: {value!r}")
+    return text
+
+
+HostAddress = Annotated[
+    str, AfterValidator(check_host_address), Field(description="Host name or IP address")
+]
+
+# POSIX portable user name (IEEE Std 1003.1, 3.437 and 3.282): letters, digits, ".", "_",
+# "-", not starting with "-"; 32 characters is the Linux shadow-utils limit.
+_USER_RE = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$"
+UserName = Annotated[str, Field(pattern=_USER_RE, description="POSIX user name")]
+
+# Linux interface names: at most IFNAMSIZ-1 = 15 bytes, no "/", ":" or white space
+# (net/core/dev.c dev_valid_name); a leading "-" is refused too, as ip(8) would read an option.
+_IFNAME_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$"
+InterfaceName = Annotated[str, Field(pattern=_IFNAME_RE, description="Network interface name")]
 
 
 class Metadata(Strict):
@@ -77,10 +156,15 @@ class TLS(Strict):
 
 
 class VCenter(Strict):
-    host: str = Field(min_length=1, description="vCenter (or ESXi) host name or address")
+    host: HostAddress = Field(description="vCenter (or ESXi) host name or address")
     port: int = Field(443, ge=1, le=65535)
     protocol: Literal["https", "http"] = Field(
         "https", description="http only for a local simulator; never for a real vCenter"
+    )
+    allow_plain_http: bool = Field(
+        False,
+        description="Let protocol: http reach a host that is not loopback (the password"
+        " then crosses the network in clear). Off: such a spec is refused.",
     )
     user: str = Field(min_length=1)
     password_env: str | None = Field(None, description="Environment variable holding the password")
@@ -88,6 +172,27 @@ class VCenter(Strict):
     datacenter: str | None = None
     cluster: str | None = None
     tls: TLS = Field(default_factory=TLS)
+
+    @model_validator(mode="after")
+    def _plain_http_stays_local(self) -> VCenter:
+        """The login sends the password: over http it may only travel the loopback."""
+        if self.protocol == "http" and not self.allow_plain_http and not _is_loopback(self.host):
+            raise ValueError(
+                f"protocol: http to {self.host}, which is not loopback, would send the vCenter"
+                " password in clear; use https, or set allow_plain_http: true on purpose"
+            )
+        return self
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Gpu(Strict):
@@ -119,7 +224,7 @@ class HardwareProfile(Strict):
 
 class Host(Strict):
     name: Name
-    address: str = Field(min_length=1, description="ESXi management address as vCenter knows it")
+    address: HostAddress = Field(description="ESXi management address as vCenter knows it")
     profile: Name = Field(description="Name of a hardware_profiles entry")
     esxi_version: str = Field("7.0.3", description="Expected ESXi version, e.g. 7.0.3")
 
@@ -165,13 +270,36 @@ class VmTemplate(Strict):
     )
     hardware_version: str = Field("vmx-19", description="VM hardware version")
     guest_id: str = "ubuntu64Guest"
+    source: VSphereName | None = Field(
+        None,
+        description="vSphere VM template the VMs are cloned from (CloneVM_Task), by inventory"
+        " name; it must be marked as a template, have a disk, EFI firmware and cloud-init."
+        " Each clone's identity goes in through cloud-init's VMware guestinfo keys"
+        " (guestinfo.metadata, guestinfo.userdata, gzip+base64), which the guest and vCenter"
+        " users can read: only its hostname, address and the public SSH key, nothing secret."
+        " Without a source provision can only check VMs that already exist",
+    )
+    datastore: VSphereName | None = Field(
+        None, description="Datastore of the clone's files and disk (default: the template's)"
+    )
+    disk_gb: int | None = Field(
+        None,
+        ge=1,
+        le=62 * 1024,
+        description="Grow the template's first disk to this size (never shrinks it)",
+    )
+    network: VSphereName | None = Field(
+        None,
+        description="Port group of the VM's vmxnet3 management NIC, where vms[].address lives"
+        " (default: the template's NIC as it is); the data NIC is separate (nic)",
+    )
 
 
 class Vm(Strict):
     name: Name
     template: Name = Field(description="Name of a vm_templates entry")
     host: str = Field("auto", description="Host name, or 'auto' for placement by the planner")
-    address: str = Field(min_length=1, description="Guest address rackcert reaches over SSH")
+    address: HostAddress = Field(description="Guest address rackcert reaches over SSH")
     ssh_port: int = Field(22, ge=1, le=65535)
     allow_split_pair: bool = Field(
         False, description="Allow this VM's GPUs to break up an NVLink pair (explicit override)"
@@ -181,22 +309,100 @@ class Vm(Strict):
     )
 
 
-class PackageSource(Strict):
-    """Where a vendor package comes from; a local path makes air-gapped sites work."""
+# What the vendor_package role can turn into a package source (tasks/local-*.yml there):
+# a repository directory, a tarball it unpacks (MLNX_OFED's .tgz) or an ISO it mounts.
+_TARBALL_SUFFIXES = (".tgz", ".tar.gz")
+_DIRECTORY_LOOKALIKES = (".zip", ".tar", ".tar.xz", ".tar.bz2", ".txz", ".rpm", ".deb", ".run")
+_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-    repo_url: str | None = None
-    path: str | None = Field(None, description="Local ISO, tarball or apt/yum repo directory")
+
+def source_kind(path: str) -> str:
+    """`directory`, `tarball` or `iso`: how the roles use a `path` source."""
+    lower = path.lower()
+    if lower.endswith(_TARBALL_SUFFIXES):
+        return "tarball"
+    if lower.endswith(".iso"):
+        return "iso"
+    return "directory"
+
+
+class PackageSource(Strict):
+    """Where a vendor package comes from; a local path makes air-gapped sites work.
+
+    A repository is checked against its signing key (`key_url` or `key_file`); a `path`
+    on the node is the operator's own copy and trusted unless a key is given.
+    """
+
+    repo_url: str | None = Field(None, description="apt/yum repository URL (file:// works too)")
+    path: str | None = Field(
+        None,
+        description="On the node: a repository directory, a .tgz to unpack (MLNX_OFED) or an .iso",
+    )
     package: str | None = Field(None, description="Package name when it differs from the default")
+    key_url: str | None = Field(None, description="URL of the repository's signing key")
+    key_file: str | None = Field(
+        None,
+        description="Signing key on the controller, copied to the node (.asc armoured or .gpg)",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _usable_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith("/"):
+            raise ValueError(f"path must be absolute on the node: {value!r}")
+        lower = value.lower()
+        if source_kind(value) == "directory" and lower.endswith(_DIRECTORY_LOOKALIKES):
+            raise ValueError(
+                f"{value!r}: the roles take a repository directory, a .tgz/.tar.gz tarball or an"
+                " .iso image; unpack this file into a repository directory and give that"
+            )
+        return value
+
+    @field_validator("key_file")
+    @classmethod
+    def _key_suffix(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().endswith((".asc", ".gpg", ".key", ".pub")):
+            raise ValueError(
+                f"{value!r}: a signing key file ends in .asc (armoured) or .gpg (binary keyring)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_key(self) -> PackageSource:
+        if self.key_url and self.key_file:
+            raise ValueError("give key_url or key_file, not both")
+        if (self.key_url or self.key_file) and not (self.repo_url or self.path):
+            raise ValueError("a signing key needs a repo_url or path to check")
+        return self
+
+
+# The components whose package source configure's roles read (a closed set).
+SourceComponent = Literal["ofed", "nvidia_driver", "cuda", "container_toolkit", "dl_runtime"]
 
 
 class GuestSsh(Strict):
-    user: str = "root"
+    user: UserName = "root"
     key_file: str | None = Field(None, description="Private key rackcert uses to reach the VMs")
+    public_key_file: str | None = Field(
+        None,
+        description="Public key put into cloned VMs' cloud-init user-data as the user's"
+        " authorized key (default: key_file + '.pub'); public, so safe in guestinfo",
+    )
+    known_hosts: str | None = Field(
+        None,
+        description="known_hosts file pinning the VMs' host keys; without it each key is"
+        " enrolled on first contact into the rack's known_hosts and enforced after",
+    )
     become: bool = False
 
 
 class Guest(Strict):
-    os: str = Field("ubuntu-22.04", description="ubuntu-20.04, ubuntu-22.04, rhel-8, rhel-9")
+    os: str = Field(
+        "ubuntu-22.04",
+        description="debian-12, ubuntu-20.04, ubuntu-22.04, ubuntu-24.04, rhel-8, rhel-9",
+    )
     nvidia_driver: str | None = Field(None, description="Pinned version (470.82.01) or branch")
     cuda: str | None = Field(None, description="CUDA toolkit version, e.g. 11.4")
     ofed: str | None = Field(None, description="MLNX_OFED / DOCA-OFED version, e.g. 5.4-3.1.0.0")
@@ -213,15 +419,31 @@ class Guest(Strict):
         False,
         description="The DL environment sees the node image's own packages (its torch)",
     )
-    sources: dict[str, PackageSource] = Field(
+    sources: dict[SourceComponent, PackageSource] = Field(
         default_factory=dict,
-        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime)",
+        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime);"
+        " any other key is an error, so a misspelt component is never silently ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
+    ansible_vars: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Role variables the spec does not model (mlx_ats_skip_reboot, nvidia_driver_dkms,"
+            " dl_runtime_mode); passed to Ansible as data, never templated"
+        ),
+    )
+
+    @field_validator("ansible_vars")
+    @classmethod
+    def _var_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in value if not isinstance(k, str) or not _VAR_NAME_RE.match(k)]
+        if bad:
+            raise ValueError(f"not an Ansible variable name: {bad[0]!r}")
+        return value
 
 
 class Nfs(Strict):
-    server: str = Field(min_length=1)
+    server: HostAddress = Field(description="NFS server host name or address")
     export: str = Field(min_length=1)
     mount_point: str = Field("/mnt/data", min_length=1)
     options: list[str] = Field(default_factory=lambda: ["vers=3", "nconnect=8", "hard"])
@@ -243,10 +465,42 @@ class Roce(Strict):
     dscp: int = Field(26, ge=0, le=63)
 
 
+class ManagementNet(Strict):
+    """The guests' management network, where vms[].address lives (cloud-init metadata).
+
+    It goes to each cloned VM through VMware guestinfo, which the guest and every
+    vCenter user with read access to the VM can read: addresses only, nothing secret.
+    """
+
+    prefix: int = Field(24, ge=8, le=32, description="Prefix length of vms[].address (e.g. 24)")
+    gateway: str | None = Field(None, description="Default gateway of the management network")
+    dns: list[str] = Field(default_factory=list, description="DNS servers given to the guests")
+    search: list[str] = Field(default_factory=list, description="DNS search domains")
+    boot_timeout_s: int = Field(
+        600,
+        ge=1,
+        le=7200,
+        description="How long provision waits for a powered-on VM (Tools IP or SSH) to answer",
+    )
+    wait_for: Literal["any", "ssh", "tools"] = Field(
+        "any",
+        description="What tells provision a VM is up: any (VMware Tools reports vms[].address"
+        " as guest.ipAddress, or SSH answers there), ssh (SSH must answer: configure needs it),"
+        " tools (guest.ipAddress only)",
+    )
+
+
 class Network(Strict):
     mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
-    interface: str | None = Field(None, description="Guest data interface; default: the route's")
+    interface: InterfaceName | None = Field(
+        None, description="Guest data interface; default: the route's"
+    )
     roce: Roce = Field(default_factory=Roce)
+    management: ManagementNet = Field(
+        default_factory=ManagementNet,
+        description="Prefix, gateway and DNS of vms[].address, written to each clone's"
+        " guestinfo.metadata for cloud-init (readable by guest and vCenter users: no secrets)",
+    )
 
 
 class Certification(Strict):
@@ -257,11 +511,19 @@ class Certification(Strict):
     allreduce_busbw_fraction_min: float = Field(
         0.7, gt=0, le=1.5, description="Allreduce busbw at the largest sizes / line rate, at least"
     )
-    resnet50_images_per_gpu_min: float = Field(
-        0, ge=0, description="ResNet50 images/s per GPU, at least (0: not judged)"
+    resnet50_images_per_gpu_min: float | None = Field(
+        None,
+        ge=0,
+        description="ResNet50 images/s per GPU, at least (absent or 0: not judged, never a pass)",
     )
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
+    )
+    required: list[VerdictCheckId] | None = Field(
+        None,
+        description="Bench checks whose skip makes the verdict INCOMPLETE (default: what the"
+        " rack can judge: allreduce.busbw_fraction with 2+ GPUs, resnet50.scaling_efficiency"
+        " with 2+ nodes, resnet50.images_per_gpu)",
     )
     dcgm_diag_level: int = Field(
         1,
@@ -298,6 +560,21 @@ class Spec(Strict):
 
     def host_profile(self, host_name: str) -> HardwareProfile:
         return self.profile(self.host(host_name).profile)
+
+    def required_checks(self) -> list[str]:
+        """certification.required, else what this rack can judge: busbw needs 2+ GPUs in its
+        VMs, scaling needs 2+ nodes, images per GPU needs one GPU."""
+        if self.certification.required is not None:
+            return list(self.certification.required)
+        if self.vms:
+            gpus = sum(self.template(v.template).gpus for v in self.vms)
+            nodes = len(self.vms)
+        else:
+            gpus = sum(len(self.host_profile(h.name).gpus) for h in self.hosts)
+            nodes = len(self.hosts)
+        out = ["allreduce.busbw_fraction"] if gpus >= 2 else []
+        out += ["resnet50.scaling_efficiency"] if nodes >= 2 else []
+        return [*out, "resnet50.images_per_gpu"]
 
     def line_rate_gbps(self) -> float | None:
         """The link a multi-node allreduce crosses: the override, else the slowest NIC port."""

@@ -7,6 +7,7 @@ broken reference, because later rules would only repeat the same mistake.
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -122,6 +123,36 @@ def _templates(spec: Spec) -> Iterator[Problem]:
             )
 
 
+def _guest_network(spec: Spec) -> Iterator[Problem]:
+    """A cloned VM gets vms[].address as its static address (cloud-init): it must be an IP."""
+    mgmt = spec.network.management
+    sources = {t.name for t in spec.vm_templates if t.source}
+    for index, vm in enumerate(spec.vms):
+        if vm.template not in sources:
+            continue
+        try:
+            iface = ipaddress.ip_interface(f"{vm.address}/{mgmt.prefix}")
+        except ValueError:
+            yield Problem(
+                ("vms", index, "address"),
+                f"{vm.address!r} must be an IP address: a VM cloned from a template gets it"
+                " as its static address through cloud-init",
+            )
+            continue
+        if mgmt.gateway:
+            try:
+                inside = ipaddress.ip_address(mgmt.gateway) in iface.network
+            except ValueError:
+                inside = False
+            if not inside:
+                yield Problem(
+                    ("network", "management", "gateway"),
+                    f"gateway {mgmt.gateway} is not in {iface.network}, the network of"
+                    f" vms[{index}].address {vm.address}/{mgmt.prefix}",
+                )
+                return
+
+
 def _capacity(spec: Spec) -> Iterator[Problem]:
     """More GPUs pinned to a host than its profile has: said plainly, before placement."""
     by_host: Counter[str] = Counter()
@@ -146,7 +177,27 @@ def _placement(spec: Spec) -> Iterator[Problem]:
         yield Problem(("vms", exc.problem.vm_index, exc.problem.field), exc.problem.message)
 
 
-RULES = (_dup_names, _dup_pci, _references, _nvlink_symmetry, _templates, _capacity, _placement)
+def _ansible_vars(spec: Spec) -> Iterator[Problem]:
+    from rackcert.configure.inventory import ansible_var_conflicts
+
+    for name in ansible_var_conflicts(spec):
+        yield Problem(
+            ("guest", "ansible_vars", name),
+            f"rackcert sets {name} from the spec; change the spec field it comes from instead",
+        )
+
+
+RULES = (
+    _dup_names,
+    _dup_pci,
+    _references,
+    _nvlink_symmetry,
+    _templates,
+    _guest_network,
+    _capacity,
+    _placement,
+    _ansible_vars,
+)
 
 
 def find_problems(spec: Spec) -> list[Problem]:

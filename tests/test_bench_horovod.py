@@ -34,7 +34,7 @@ def test_bench_through_horovodrun_two_processes(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 1, proc.stderr[-2000:]  # INCOMPLETE: one local point
     data = json.loads(proc.stdout)
     assert data["engine"]["name"] == "horovod"
     (launch,) = data["launches"]
@@ -49,4 +49,6 @@ def test_bench_through_horovodrun_two_processes(tmp_path: Path) -> None:
     sc = data["resnet50"]
     assert sc["backend"] == "horovod" and sc["points"][0]["images_per_sec"] > 0
     assert launch["resnet"]["loss_finite"] is True
-    assert data["verdict"]["passed"] is True
+    v = data["verdict"]
+    assert v["verdict"] == "INCOMPLETE" and v["reasons"] == []
+    assert {c["id"]: c["status"] for c in v["checks"]}["allreduce.correct"] == "pass"

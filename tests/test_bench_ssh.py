@@ -57,7 +57,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 1, proc.stderr[-2000:]  # INCOMPLETE: --skip resnet
     data = json.loads(proc.stdout)
     assert data["mode"] == "ssh"
     ar = data["allreduce"]
@@ -80,6 +80,8 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     assert checks["allreduce.correct"] == "pass" and checks["storage.read"] == "pass"
     # the lab asks 1e-4 of 100 Gb/s (1.25 MB/s) at the largest sizes: 256 KiB..1 MiB here
     assert checks["allreduce.busbw_fraction"] == "pass", data["verdict"]
+    assert data["verdict"]["verdict"] == "INCOMPLETE"
+    assert any("resnet50.scaling_efficiency (required)" in n for n in data["verdict"]["not_judged"])
 
 
 def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_path: Path) -> None:

@@ -42,7 +42,40 @@ def test_lab_inventory_hosts_groups_and_role_vars(tmp_path):
     assert v["network_mtu"] == 9000
     assert (v["storage_nfs_fstype"], v["storage_nfs_options"]) == ("none", ["bind"])
     path = write_inventory(inv, tmp_path)
-    assert yaml.safe_load(path.read_text()) == inv
+    assert _load_inventory(path) == inv
+
+
+class _UnsafeCountingLoader(yaml.SafeLoader):
+    """Reads Ansible's `!unsafe` scalars as plain strings; fails on any untagged string value."""
+
+
+def _unsafe_scalar(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    return loader.construct_scalar(node)
+
+
+_UnsafeCountingLoader.add_constructor("!unsafe", _unsafe_scalar)
+
+
+def _load_inventory(path):
+    """The written inventory, checking every string value with "{" carries `!unsafe`."""
+    node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+    tagged: list[str] = []
+
+    def walk(n, is_key=False):
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                walk(k, True)
+                walk(v)
+        elif isinstance(n, yaml.SequenceNode):
+            for item in n.value:
+                walk(item)
+        elif n.tag == "tag:yaml.org,2002:str" and not is_key and "{" in n.value:
+            raise AssertionError(f"string value {n.value!r} is not !unsafe")
+        elif n.tag == "!unsafe":
+            tagged.append(n.value)
+
+    walk(node)
+    return yaml.load(path.read_text(), Loader=_UnsafeCountingLoader)
 
 
 def test_sources_become_role_vars():

@@ -45,7 +45,7 @@ def _site(ssh_hosts, fake_vendor_repo, work):
         )
     finally:
         os.environ.pop("RACKCERT_TEST_UNRELATED_PASSWORD", None)
-    run2 = [p for p in (runs / "lab").iterdir() if p != run1.path][0]
+    run2 = [p for p in (runs / "lab").iterdir() if p.is_dir() and p != run1.path][0]
     return {"hosts": hosts, "first": first, "cli": cli, "run1": run1.path, "run2": run2}
 
 
@@ -119,6 +119,12 @@ def _jumbo_frames_ssh_trust_and_shared_mount(site):
     assert hop.stdout.split() == ["node2", "node1"]
     keys = {h.path("/root/.ssh/id_rackcert_cluster.pub").read_text() for h in (h1, h2)}
     assert len(keys) == 1
+    # The nodes trust exactly the host keys the controller enrolled (no ssh-keyscan of
+    # their own): every key in a node's known_hosts is one from the rack's known_hosts.
+    rack = {tuple(ln.split()[1:3]) for ln in (site["run1"].parent / "known_hosts").open()}
+    node = h1.path("/root/.ssh/known_hosts").read_text().splitlines()
+    trusted = {tuple(ln.split()[1:3]) for ln in node if ln and not ln.startswith("#")}
+    assert trusted and trusted <= rack
     # The bind-mounted "export" is one directory seen by both nodes.
     wrote = h1.ssh("echo from-node1 > /mnt/rackcert-data/probe && findmnt -n /mnt/rackcert-data")
     assert wrote.returncode == 0, wrote.stderr

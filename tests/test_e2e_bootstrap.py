@@ -1,9 +1,12 @@
-"""End to end on real components: bootstrap the lab rack (vcsim twin + SSH test hosts).
+"""End to end on real components: bootstrap the lab rack (vcsim twin + guest agent).
 
-One fault is injected on the way: vCenter fails the task that creates the first
-VM. The flow must stop at provision with the fault's own line, still write the
-report of what was done, and `--resume` must finish the job from there. Then
-the whole run is searched for the vCenter password and the SSH key material.
+No host answers before provision: the SSH hosts are born from the VMs that
+provision clones and powers on (the lab's guest agent). One fault is injected
+on the way: vCenter fails the task that clones the first VM. The flow must stop
+at provision with the fault's own line, still write the report of what was
+done (and still no host answers), and `--resume` must finish the job from there:
+configure reaches exactly the hosts provision powered on. Then the whole run is
+searched for the vCenter password and the SSH key material.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-import yaml
-
+from provision.lifecycle import ssh_answers
 from rackcert.paths import REPO_ROOT
 from rackcert.runs import list_runs
 
@@ -30,24 +33,12 @@ def _bootstrap(spec_path, runs, *extra):
     )  # fmt: skip
 
 
-def _lab(tmp_path, rack_twin, ssh_hosts):
-    """The lab spec pointed at a fresh twin (with a fault) and at fresh SSH hosts."""
-    twin = rack_twin(
-        "inventories/lab.yaml",
-        faults={"fail": [{"method": "CreateVM_Task", "count": 1, "message": INJECTED}]},
+def _lab(agent_lab):
+    """The lab spec pointed at a fresh twin (with a fault) and its guest agent."""
+    lab = agent_lab(
+        faults={"fail": [{"method": "CloneVM_Task", "count": 1, "message": INJECTED}]},
     )
-    export = tmp_path / "export"
-    export.mkdir()
-    hosts = ssh_hosts(["lab-node1", "lab-node2"], shared=[export])
-    data = yaml.safe_load(twin.spec_path.read_text())
-    for vm, host in zip(data["vms"], hosts, strict=True):
-        vm["address"] = host.address
-    data["guest"]["ssh"]["key_file"] = str(hosts[0].key_file)
-    data["storage"]["nfs"]["export"] = str(export)
-    data["storage"]["nfs"]["mount_point"] = str(tmp_path / "mnt-data")
-    spec_path = tmp_path / "lab-e2e.yaml"
-    spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return twin, hosts, spec_path
+    return lab, lab.spec_path
 
 
 def _stage(run, name):
@@ -55,8 +46,11 @@ def _stage(run, name):
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, rack_twin, ssh_hosts):
-    twin, hosts, spec_path = _lab(tmp_path, rack_twin, ssh_hosts)
+def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
+    lab, spec_path = _lab(agent_lab)
+    twin = lab.twin
+    addresses = [vm.address for vm in lab.spec.vms]
+    assert not any(ssh_answers(a, 22) for a in addresses), "a host answered before provision"
     runs = tmp_path / "runs"
 
     first = _bootstrap(spec_path, runs)
@@ -71,6 +65,7 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, rack_twin, ssh_ho
     assert provision["status"] == "failed" and provision["error"]
     assert provision["data"]["done"], "what was done before the fault is recorded"
     assert _stage(run, "configure") is None
+    assert lab.agent.guests == {} and not any(ssh_answers(a, 22) for a in addresses)
     report = _stage(run, "report")
     assert report["data"]["verdict"] in ("FAIL", "INCOMPLETE")
     assert (run / "report.html").is_file()
@@ -79,6 +74,7 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, rack_twin, ssh_ho
     assert "Traceback" not in second.stderr + second.stdout
     assert "plan: already recorded ok, skipped (--resume)" in second.stdout
     assert _stage(run, "provision")["status"] == "ok"
+    assert set(lab.agent.guests) == {"lab-node1", "lab-node2"}
     configure = _stage(run, "configure")
     assert configure["status"] == "ok", configure["error"]
     validate = _stage(run, "validate")
@@ -90,6 +86,11 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, rack_twin, ssh_ho
     assert bench["data"]["allreduce"]["world_size"] >= 2
     assert all(p["correct"] for p in bench["data"]["allreduce"]["points"])
     assert bench["data"]["resnet50"]["points"]
+    # every stage record of the real run fits its published JSON Schema
+    from tests.test_stage_records import validate_run_dir
+
+    stages = ["plan", "provision", "configure", "validate", "bench", "report"]
+    assert validate_run_dir(run) == stages
     html = (run / "report.html").read_text()
     assert _stage(run, "report")["data"]["verdict"] == "FAIL"
     assert "FAIL" in html and "gpu.count" in html
@@ -102,7 +103,9 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, rack_twin, ssh_ho
 
     password = twin.twin.files.password_file.read_text().strip()
     key_lines = [
-        line for line in hosts[0].key_file.read_text().splitlines() if "PRIVATE KEY" not in line
+        line
+        for line in Path(lab.spec.guest.ssh.key_file).read_text().splitlines()
+        if "PRIVATE KEY" not in line
     ]
     secrets = [password, *key_lines]
     for path in run.rglob("*"):
@@ -112,3 +115,30 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, rack_twin, ssh_ho
                 assert secret.encode() not in blob, f"secret found in {path}"
     for secret in secrets:
         assert secret not in first.stdout + first.stderr + second.stdout + second.stderr
+
+    # A VM powered off through the vSphere API: its host goes away, validate fails that
+    # node as unreachable and still judges the other one.
+    from pyVmomi import vim
+
+    from provision.apply import wait_task
+
+    with lab.connect() as si:
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(
+            content.rootFolder, [vim.VirtualMachine], True
+        )
+        node2 = next(v for v in view.view if v.name == "lab-node2")
+        wait_task(node2.PowerOffVM_Task(), "power off lab-node2")
+    assert lab.agent.wait_for({"lab-node1"}, timeout=30), lab.agent.events
+    again = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "validate", str(spec_path), "--runs-dir",
+         str(runs), "--run", str(run), "--check", "net", "--check", "ssh", "--no-facts"],
+        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert again.returncode == 1 and "Traceback" not in again.stdout + again.stderr
+    data = _stage(run, "validate")["data"]
+    assert data["nodes"]["lab-node2"]["status"] == "failed"
+    by = {(r["node"], r["id"]): r for r in data["results"]}
+    assert by[("lab-node1", "net.mtu")]["status"] == "pass"
+    assert by[("lab-node1", "ssh.peers")]["status"] == "fail"  # its peer is gone
+    assert all(r["status"] != "pass" for (node, _), r in by.items() if node == "lab-node2")

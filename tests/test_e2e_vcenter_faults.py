@@ -25,7 +25,7 @@ def _provision(spec_path, runs, *, wait=True):
 def test_vcsim_killed_mid_provision(rack_twin):
     # Every VM creation takes 3 s, so the kill lands while provision is creating VMs.
     lab = rack_twin(
-        "inventories/lab.yaml", faults={"slow": [{"method": "CreateVM_Task", "ms": 3000}]}
+        "inventories/lab.yaml", faults={"slow": [{"method": "CloneVM_Task", "ms": 3000}]}
     )
     runs = lab.runs_dir
     proc = _provision(lab.spec_path, runs, wait=False)

@@ -94,3 +94,17 @@ def test_recorded_text_is_escaped(report_runs):
     html = render_html(assemble(run))
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_dollar_signs_in_recorded_names_are_drawn_as_text(report_runs):
+    """matplotlib read `$...$` in a model name as mathtext: an odd count crashed the plot."""
+    import json
+
+    run = report_runs()
+    bench = json.loads((run.path / "bench.json").read_text())
+    bench["data"]["resnet50"]["model"] = "resnet50 $\\frac{$ v2"  # unbalanced braces
+    bench["data"]["allreduce"]["backend"] = "gloo $x^$"
+    (run.path / "bench.json").write_text(json.dumps(bench))
+    html = render_html(assemble(run))
+    assert html.count("<svg") == 2
+    assert "resnet50 $\\frac{$ v2 weak-scaling speedup" in html

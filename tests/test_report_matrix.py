@@ -71,7 +71,8 @@ def test_matches_differs_unknown_per_component(report_runs):
     assert rows["nvidia_driver"].status == "differs"
     assert rows["nvidia_driver"].observed["mn-node3"] == "535.54.03"
     assert rows["nic_firmware"].status == "unknown"  # nothing in this run observed it
-    assert rec.matrix.counts == {"matches": 9, "differs": 1, "unknown": 1}
+    assert rows["bios_version"].status == "unknown"  # discovery does not record the BIOS
+    assert rec.matrix.counts == {"matches": 8, "differs": 1, "unknown": 2}
 
 
 def test_missing_reference_is_a_note_not_a_crash(report_runs, tmp_path, monkeypatch):

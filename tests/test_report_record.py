@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from rackcert.report.assemble import assemble
+from rackcert.report.html import render_html
 from rackcert.report.record import json_schema
 from rackcert.runs import RunDir
 from tests.plugins.report import TABLE2
@@ -50,7 +51,7 @@ def test_full_run_record_has_every_part(built_pair):
     assert doc["software"]["mn-node2"]["os"] == "Ubuntu 20.04"
     assert doc["settings"]["mn-node1"]["pciPassthru.64bitMMIOSizeGB"] == "256"
     assert doc["settings"]["esx01"]["ats_enabled"] == "true"
-    assert doc["check_counts"]["total"] == 46 and doc["check_counts"]["skipped"] == 1
+    assert doc["check_counts"]["total"] == 50 and doc["check_counts"]["skipped"] == 1
     figures = {p["nodes"]: p["images_per_sec"] for p in doc["bench"]["resnet50"]["points"]}
     assert figures == {n: round(v, 2) for n, v in TABLE2.items()}
     assert [r["nodes"] for r in doc["bench"]["reference_resnet50"]] == [1, 2, 4]
@@ -92,43 +93,57 @@ def test_bench_verdict_is_taken_as_recorded_not_rejudged(report_runs):
     assert passed.verdict.verdict == "PASS"
     failed = assemble(report_runs(bench_passed=False))
     assert failed.verdict.verdict == "FAIL"
-    assert any(r.startswith("bench: ResNet50") for r in failed.verdict.reasons)
+    assert any(r.startswith("bench: resnet50.images_per_gpu") for r in failed.verdict.reasons)
 
 
 def test_unreadable_stage_and_foreign_spec_are_reported_not_crashed(report_runs):
     run = report_runs()
     (run.path / "configure.json").write_text("{ not json")
     bench = json.loads((run.path / "bench.json").read_text())
-    bench["spec_sha256"] = "0" * 64
     bench["data"]["resnet50"] = {"points": "nonsense"}
     (run.path / "bench.json").write_text(json.dumps(bench))
+    validate = json.loads((run.path / "validate.json").read_text())
+    validate["spec_sha256"] = "0" * 64
+    (run.path / "validate.json").write_text(json.dumps(validate))
     rec = assemble(run)
     stages = {s.stage: s for s in rec.stages}
     assert stages["configure"].status == "unreadable"
-    assert stages["bench"].spec_sha256_matches is False
+    assert stages["bench"].status == "unreadable"
+    assert stages["validate"].spec_sha256_matches is False
     assert rec.verdict.verdict == "INCOMPLETE"
     reasons = " | ".join(rec.verdict.reasons)
     assert "stage configure is unreadable" in reasons
-    assert "bench was recorded for a different spec" in reasons
-    assert "unreadable bench resnet50" in reasons
+    assert "stage validate was recorded for a different spec" in reasons
+    assert "stage bench is unreadable: bench.json does not fit its schema: data.resnet50" in reasons
 
 
-def test_ansible_stats_shape_and_failed_stage_status(report_runs):
+def test_a_key_no_model_names_is_refused_before_anything_is_written(report_runs):
+    from rackcert.errors import RecordError
+
     run = report_runs(stages=("validate", "bench"))
+    # the "ansible stats" shape the report once read and configure never wrote
+    with pytest.raises(RecordError, match=r"configure.json not written: data.ok: Extra inputs"):
+        run.write_stage("configure", {"ok": {"mn-node1": 40}, "dark": {"mn-node2": 1}})
+    assert not (run.path / "configure.json").exists()
+
+
+def test_failed_configure_host_shows_its_task_messages(report_runs):
+    from rackcert.configure.events import HostResult, TaskProblem
+
+    run = report_runs(stages=("validate", "bench"))
+    bad = HostResult(name="mn-node1", ok=40, changed=2, failed=1)
+    bad.failures.append(TaskProblem("install driver", "nvidia_driver", "install failed"))
+    gone = HostResult(name="mn-node2", unreachable=True)
     run.write_stage(
         "configure",
-        {
-            "ok": {"mn-node1": 40},
-            "changed": {"mn-node1": 2},
-            "failures": {"mn-node1": 1},
-            "dark": {"mn-node2": 1},
-        },
+        {"hosts": {h.name: h.to_dict() for h in (bad, gone)}},
         status="failed",
         error="mn-node1: task nvidia_driver : install failed",
     )
     rec = assemble(RunDir.open(run.path))
     by_host = {c.host: c for c in rec.configure}
     assert by_host["mn-node1"].failed == 1 and by_host["mn-node1"].changed == 2
+    assert by_host["mn-node1"].messages == ["install driver: install failed"]
     assert by_host["mn-node2"].unreachable == 1
     assert rec.verdict.verdict == "FAIL"
     assert "stage configure failed: mn-node1: task nvidia_driver : install failed" in (
@@ -136,11 +151,10 @@ def test_ansible_stats_shape_and_failed_stage_status(report_runs):
     )
 
 
-def test_nvlink_pairs_from_guest_topology(report_runs):
-    topo = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV12\t0-31\nGPU1\tNV12\t X \t0-31\n"
-    run = report_runs(extra_facts={"mn-node1": {"nvidia_topology": topo}})
-    pairs = assemble(run).hardware.nvlink_pairs
-    assert [(p.node, p.gpus, p.link) for p in pairs] == [("mn-node1", ["GPU0", "GPU1"], "NV12")]
+def test_nvlink_pairs_are_what_the_passing_nvlink_check_saw(report_runs):
+    pairs = assemble(report_runs()).hardware.nvlink_pairs
+    assert [p.node for p in pairs] == ["mn-node1", "mn-node2", "mn-node3", "mn-node4"]
+    assert {p.source for p in pairs} == {"check gpu.nvlink.active"}
 
 
 def test_failed_warning_check_does_not_fail_the_run(report_runs):
@@ -183,3 +197,31 @@ def test_after_upgrade_run_uses_the_discovery_validate_referenced(report_runs):
     validate["data"]["hypervisor_source"] = "/nonexistent/provision.json"
     (later.path / "validate.json").write_text(json.dumps(validate))
     assert assemble(later).hardware.hosts == []
+
+
+def test_incomplete_bench_makes_the_run_incomplete_and_says_what_was_not_judged(report_runs):
+    run = report_runs()
+    rec = json.loads((run.path / "bench.json").read_text())
+    data = rec["data"]
+    data.pop("allreduce")  # as `rackcert bench --skip allreduce` records it
+    from rackcert.spec_loader import load_spec
+    from validation.bench.verdict import rejudge
+
+    spec = load_spec(run.path / "spec.yaml").spec
+    data["verdict"] = rejudge(spec, data).model_dump(mode="json")
+    run.write_stage("bench", data)
+    out = assemble(run)
+    assert out.verdict.verdict == "INCOMPLETE"
+    assert "bench: allreduce.busbw_fraction (required) not judged: allreduce not run" in (
+        out.verdict.reasons
+    )
+    assert "bench allreduce.correct: allreduce not run" in out.verdict.not_judged
+    html = render_html(out)
+    assert 'id="not-judged"' in html and "allreduce.correct: allreduce not run" in html
+
+
+def test_pass_lists_what_passed_next_to_what_was_not_judged(report_runs):
+    rec = assemble(report_runs())
+    assert rec.verdict.verdict == "PASS"
+    assert any(r.startswith("bench: resnet50.images_per_gpu passed: ") for r in rec.verdict.reasons)
+    assert rec.verdict.not_judged == []

@@ -11,10 +11,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.request
 import uuid
 
-from tests.plugins.report import start_serve, stop, write_run
+import pytest
+
+from tests.plugins.report import SPEC, start_serve, stop, write_run
 
 KEY_LINE = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
 
@@ -94,14 +97,15 @@ def test_seeded_secrets_appear_in_no_output(tmp_path):
         listing = json.loads(urllib.request.urlopen(base + "api/runs", timeout=60).read())
         pages = [base, base + "api/runs"]
         for item in listing:
-            pages += [
-                base + item["report"].lstrip("/"),
-                base + item["files"].lstrip("/"),
-                base + item["files"].lstrip("/") + "facts.json",
-                base + item["files"].lstrip("/") + "live",
-            ]
+            # serve resolves no secrets (a planted spec must not make it open files): what it
+            # shows was masked when written. The planted facts.json and the live view rendered
+            # from it are raw by construction here, so only the built report is searched.
+            pages += [base + item["report"].lstrip("/"), base + item["files"].lstrip("/")]
+            pages += [base + link.lstrip("/") for link in item["links"].values()]
         for url in pages:
-            outputs.append(urllib.request.urlopen(url, timeout=120).read().decode())
+            outputs.append(
+                urllib.request.urlopen(url, timeout=120).read().decode("utf-8", "replace")
+            )
     finally:
         stop(proc)
 
@@ -111,3 +115,117 @@ def test_seeded_secrets_appear_in_no_output(tmp_path):
             assert needle.encode() not in data, f"{needle[:8]}... in {path.name}"
     for text in outputs:
         assert secret not in text and KEY_LINE not in text
+
+
+HOSTILE = "Vc&<b>\"q'-{}"  # every character HTML escaping changes
+
+
+def _page_text(html_text: str) -> str:
+    """What a browser shows: the text and attribute values, entities decoded."""
+    from html.parser import HTMLParser
+
+    parts: list[str] = []
+
+    class Text(HTMLParser):
+        def handle_data(self, data: str) -> None:
+            parts.append(data)
+
+        def handle_starttag(self, tag, attrs) -> None:
+            parts.extend(v or "" for _k, v in attrs)
+
+    Text(convert_charrefs=True).feed(html_text)
+    return "\n".join(parts)
+
+
+def test_secret_with_html_characters_is_masked_in_report_and_pdf(tmp_path):
+    """Scrubbing after escaping missed `&amp;`-forms: the password showed in clear."""
+    secret = HOSTILE.format(uuid.uuid4().hex[:8])
+    run = write_run(tmp_path / "runs")
+    _plant(run, secret)
+    env = {
+        **os.environ,
+        "RACKCERT_VCENTER_PASSWORD": secret,
+        "HOME": str(tmp_path),
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "report", str(run.path), "--format", "html,pdf"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    page = (run.path / "report.html").read_text()
+    shown = _page_text(page)
+    assert "Checks by node" in shown
+    assert secret not in shown, "the password is visible in report.html"
+    assert "login with ******** refused" in shown
+    pdf_text = subprocess.run(
+        ["pdftotext", str(run.path / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Checks by node" in pdf_text and secret not in pdf_text
+
+
+def test_live_render_masks_the_escaped_form(tmp_path):
+    """/live renders in memory: the record is scrubbed before the template escapes it."""
+    from rackcert.report.assemble import assemble
+    from rackcert.report.html import render_html
+    from rackcert.secrets import Redactor
+
+    secret = HOSTILE.format(uuid.uuid4().hex[:8])
+    run = write_run(tmp_path / "runs")
+    _plant(run, secret)
+    redactor = Redactor()
+    redactor.add(secret)
+    shown = _page_text(render_html(assemble(run), redactor))
+    assert "Linux ********" in shown and secret not in shown
+
+
+@pytest.mark.parametrize("value", ["abc", "x"])
+def test_secret_too_short_to_mask_is_refused(tmp_path, value):
+    """A 3-character password could never be masked: one error line, exit 2, no traceback."""
+    env = {**os.environ, "RACKCERT_VCENTER_PASSWORD": value, "RACKCERT_RUNS_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "plan", str(SPEC)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "shorter than 4 characters" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert len((done.stderr + done.stdout).strip().splitlines()) == 1
+
+
+def test_password_file_must_be_a_small_regular_file(tmp_path):
+    """A FIFO as password_file hung the reader; a huge file is no password."""
+    from rackcert.errors import InputError
+    from rackcert.secrets import resolve_secret
+
+    fifo = tmp_path / "pw.fifo"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | str] = []
+
+    def read_fifo() -> None:
+        try:
+            outcome.append(resolve_secret(None, str(fifo), "vCenter password"))
+        except BaseException as exc:  # noqa: BLE001 - the thread reports what it got
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read_fifo, daemon=True)
+    reader.start()
+    reader.join(10)
+    assert outcome, "reading a FIFO as password_file hangs"
+    assert isinstance(outcome[0], InputError) and "not a regular file" in str(outcome[0])
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * (1 << 20))
+    with pytest.raises(InputError, match="larger than"):
+        resolve_secret(None, str(big), "vCenter password")
+    good = tmp_path / "pw"
+    good.write_text("long-enough-pw\n")
+    assert resolve_secret(None, str(good), "vCenter password") == "long-enough-pw"

@@ -195,3 +195,16 @@ def test_pci_addresses_are_normalised(tmp_path):
     data["hardware_profiles"][0]["gpus"][1]["nvlink_peer"] = "0000:17:00.0".upper()
     spec = load_spec(write_spec(tmp_path, data)).spec
     assert spec.hardware_profiles[0].gpus[0].pci == "0000:17:00.0"
+
+
+def test_a_misspelt_guest_source_component_is_an_error_not_ignored(tmp_path):
+    data = example_data()
+    data.setdefault("guest", {})["sources"] = {
+        "ofed": {"path": "/mnt/ofed"},
+        "nvidia-driver": {"path": "/mnt/driver"},  # the component is nvidia_driver
+    }
+    message = _error(tmp_path, data)
+    assert "guest.sources" in message and "nvidia-driver" in message, message
+    assert "nvidia_driver" in message  # says which keys are allowed
+    data["guest"]["sources"] = {"nvidia_driver": {"path": "/mnt/driver"}}
+    assert load_spec(write_spec(tmp_path, data)).spec.guest.sources["nvidia_driver"].path

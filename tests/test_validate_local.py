@@ -181,3 +181,46 @@ def test_rdma_vm_with_fake_ofed_tools(tmp_path, fake_gpu_tools):
     # No InfiniBand in this machine's /sys and no nvidia_peermem module: said, not crashed.
     assert by["rdma.speed"]["status"] == "fail" and by["rdma.speed"]["observed"] == "no RDMA ports"
     assert by["gpu.peermem"]["status"] == "fail"
+
+
+def test_a_failing_warning_check_prints_warn_exits_0_and_junit_agrees(tmp_path):
+    """os.release has severity warning: a different OS is WARN, not FAIL, and not 'failed'."""
+    import yaml
+
+    spec = yaml.safe_load(H200_SPEC.read_text())
+    spec["guest"]["os"] = "rhel-9"  # this machine is not RHEL 9
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    runs, junit = tmp_path / "runs", tmp_path / "junit.xml"
+    done = rackcert(
+        "validate", str(path), "--local", "--runs-dir", str(runs), "--check", "os.release",
+        "--no-facts", "--junit", str(junit), env={"COLUMNS": "250"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARN h200-node1 os.release: OS differs from the spec" in done.stdout
+    assert "FAIL h200-node1" not in done.stdout
+    (summary,) = [ln for ln in done.stdout.splitlines() if ln.startswith("OK ")]
+    assert summary.startswith("OK 0 passed, 0 failed, 0 errors, 1 warnings"), summary
+    data = record(runs)["data"]
+    assert data["summary"]["failed"] == 0 and data["summary"]["warnings"] == 1
+    root = ET.parse(junit).getroot()
+    assert all(s.get("failures") == "0" and s.get("errors") == "0" for s in root)
+    (case,) = root.iter("testcase")
+    assert case.find("failure") is None and case.find("system-err").text.startswith("WARN ")
+
+
+def test_junit_failures_are_exactly_the_error_severity_ones():
+    from rackcert.results import CheckResult, Severity, Status
+    from validation.junit import junit_xml
+
+    results = [
+        CheckResult(id="gpu.driver", node="n1", status=Status.failed, reason="old"),
+        CheckResult(id="time.sync", node="n1", severity=Severity.warning, status=Status.failed),
+        CheckResult(id="os.release", node="n1", severity=Severity.warning, status=Status.error),
+    ]
+    (suite,) = ET.fromstring(junit_xml(results))
+    assert (suite.get("failures"), suite.get("errors")) == ("1", "0")
+    cases = {c.get("name"): c for c in suite}
+    assert cases["gpu.driver"].find("failure") is not None
+    assert cases["time.sync"].find("failure") is None
+    assert cases["os.release"].find("error") is None

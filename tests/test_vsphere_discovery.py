@@ -37,7 +37,10 @@ def test_discovery_reports_the_hardware_spec_discover_needs(rack_twin):
     bridge = host.device("0000:16:02.0")
     assert bridge.vendor_id == 0x8086  # arrives as a negative xsd:short
     assert "grid_a100d-40c" in host.vgpu_types
-    assert host.vm_names == ["old-vm"]
+    workload = [n for n in host.vm_names if not inv.vm(n).managed_by]
+    assert workload == ["old-vm"]
+    agents = [v for v in inv.vms if v.managed_by == "com.vmware.vim.eam"]
+    assert len(agents) == 3 and all(v.name.startswith("vCLS-") for v in agents)
     vm = inv.vm("old-vm")
     assert (vm.host, vm.power_state, vm.num_cpus) == (host.name, "poweredOn", 4)
     assert inv.round_trips == 5
@@ -49,7 +52,8 @@ def test_round_trips_do_not_grow_with_hosts(rack_twin):
         lab = rack_twin(R750, hosts=count)
         with lab.connect() as si:
             inv = discover(si)
-        assert len(inv.hosts) == count and len(inv.vms) == count
+        workload = [v for v in inv.vms if not v.managed_by]
+        assert len(inv.hosts) == count and len(workload) == count
         trips.append(inv.round_trips)
     assert trips[0] == trips[1] == 5
 

@@ -23,6 +23,10 @@ def test_lab_up_plan_provision_down(tmp_path: Path, capsys, vcsim_binary):
     port = _free_port()
     data["vcenter"].update(port=port, password_file=str(tmp_path / "lab" / "vcenter.password"))
     data["vcenter"]["tls"]["ca_file"] = str(tmp_path / "lab" / "vcsim-cert.pem")
+    data["guest"]["ssh"]["key_file"] = str(tmp_path / "lab" / "id_ed25519")
+    # No guest agent here (--no-ssh-hosts): the twin's guests report their address through
+    # VMware Tools, which is what provision waits for.
+    data["network"]["management"]["wait_for"] = "tools"
     spec = tmp_path / "lab.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     runs = ["--runs-dir", str(tmp_path / "runs")]
@@ -34,6 +38,7 @@ def test_lab_up_plan_provision_down(tmp_path: Path, capsys, vcsim_binary):
         assert main(["lab", "status", str(spec), "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["running"] and status["port"] == port
+        assert (tmp_path / "lab" / "id_ed25519.pub").is_file()  # lab up made the guests' key
         assert main(["provision", str(spec), "--yes", *runs]) == 0
         capsys.readouterr()
         assert main(["plan", str(spec), "--json", *runs]) == 0

@@ -22,7 +22,7 @@ def test_vgpu_vms_get_vmiop_backings_and_no_passthrough(rack_twin, tmp_path, cap
     lab = rack_twin(_vgpu_spec(tmp_path))
     actions = plan_json(lab, capsys)["actions"]
     assert "host.passthrough" not in [a["kind"] for a in actions]
-    create = next(a for a in actions if a["target"] == "lab-node1")
+    create = next(a for a in actions if (a["target"], a["kind"]) == ("lab-node1", "vm.customize"))
     extra = create["params"]["desired"]["extra_config"]
     assert "pciPassthru.64bitMMIOSizeGB" not in extra
     assert extra["pciPassthru0.cfg.enable_uvm"] == "0"
@@ -99,9 +99,10 @@ def test_twin_refuses_like_esxi_under_powered_on_vms(rack_twin):
         content = si.RetrieveContent()
         view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
         host = next(h for h in view.view if h.name == "lab-esx01.lab.internal")
-        vm = host.vm[0]
+        vm = next(v for v in host.vm if v.name == "busy")  # the host also holds a template
         for task, words in (
-            (host.EnterMaintenanceMode_Task(timeout=0), "power them off or migrate them"),
+            # vCenter waits for a VM that cannot move until the timeout (0 would be forever)
+            (host.EnterMaintenanceMode_Task(timeout=1), "Operation timed out"),
             (host.RebootHost_Task(force=True), "cannot be rebooted"),
         ):
             try:

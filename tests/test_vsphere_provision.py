@@ -20,9 +20,18 @@ def test_plan_lists_host_and_vm_actions(rack_twin, capsys):
         assert ("host.reboot", host) in kinds
     # hosts come first, one host's actions together, then the VMs in spec order
     assert [k for k, _ in kinds[:12]] == ["host.ats", "host.passthrough", "host.reboot"] * 4
-    vms = [t for k, t in kinds if k == "vm.create"]
+    vms = [t for k, t in kinds if k == "vm.clone"]
     assert vms == [v.name for v in lab.spec.vms]
-    by_vm = {a["target"]: a for a in data["actions"] if a["kind"] == "vm.create"}
+    assert [t for k, t in kinds if k == "vm.customize"] == vms
+    # only the VMs that can run together are powered on and waited for: the rest share
+    # the host's NIC port with a VM that runs (vSphere runs one holder of a device)
+    running = ["mn-node1", "mn-node2", "mn-node3", "mn-node4"]
+    assert [t for k, t in kinds if k == "vm.power_on"] == running
+    assert [t for k, t in kinds if k == "vm.wait"] == running
+    assert [k for k, _ in kinds[12:]] == ["vm.clone", "vm.customize"] * 9 + ["vm.power_on"] * 4 + [
+        "vm.wait"
+    ] * 4
+    by_vm = {a["target"]: a for a in data["actions"] if a["kind"] == "vm.customize"}
     extra = by_vm["s1-pair"]["params"]["desired"]["extra_config"]
     assert extra["pciPassthru.64bitMMIOSizeGB"] == "512"
     assert extra["pciPassthru.allowP2P"] == "true"
@@ -41,8 +50,13 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
     assert code == 0, err
     record = last_record(lab, "provision")
     assert record["status"] == "ok"
-    assert len(record["data"]["done"]) == len(record["data"]["actions"]) == 21
+    assert len(record["data"]["done"]) == len(record["data"]["actions"]) == 12 + 18 + 8
     assert record["data"]["observed_after"]["hosts"][0]["ats_enabled"] is True
+    states = record["data"]["vms"]
+    assert states["mn-node1"]["answered"] == "tools" and states["mn-node1"]["power_state"] == (
+        "poweredOn"
+    )
+    assert "shares passthrough device 0000:4b:00.0 with mn-node1" in states["s1-pair"]["left_off"]
 
     hosts = read_hosts(lab)
     for name, host in hosts.items():
@@ -59,6 +73,19 @@ def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
     for name, vm in vms.items():
         assert vm["firmware"] == "efi", name
         assert vm["locked"] is True, name
+        assert vm["disks_gb"] == [200], name  # the template's 16 GB disk, grown
+        assert vm["nics"] == [("VirtualVmxnet3", "mgmt-vlan10")], name
+        assert vm["extra"]["guestinfo.metadata.encoding"] == "gzip+base64"
+        assert (vm["power"] == "poweredOn") == (name.startswith("mn-node")), name
+        assert (
+            vm["guest_ip"]
+            == (
+                next(v.address for v in lab.spec.vms if v.name == name)
+                if name.startswith("mn-node")
+                else None
+            )
+            or not vm["guest_ip"]
+        )
         assert vm["extra"]["pciPassthru.use64bitMMIO"] == "TRUE"
         ids = [d[0] for d in vm["passthrough"]]
         gpus = [d for d in vm["passthrough"] if (d[1], d[2]) == GPU]
@@ -96,6 +123,7 @@ def test_powered_on_vm_and_its_host_are_left_alone_without_power_cycle(rack_twin
         "cpus": 4,
         "memory_mb": 8192,
         "firmware": "bios",
+        "disk_gb": 40,
     }
     lab = rack_twin(R750, vms=[running])
     before = read_hosts(lab)
@@ -161,6 +189,7 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
         "cpus": 32,
         "memory_mb": 65536,
         "firmware": "bios",
+        "disk_gb": 40,
     }
     faults = {"fail": [{"method": "ReconfigVM_Task", "target": "s1-pair", "count": 1}]}
     lab = rack_twin(R750, vms=[existing], faults=faults)

@@ -38,7 +38,10 @@ def last_record(lab: Any, stage: str) -> dict[str, Any]:
 
 
 def read_vms(lab: Any) -> dict[str, Any]:
-    """name -> (config, runtime.powerState) read with a separate pyVmomi session."""
+    """Workload VM name -> (config, runtime.powerState), read with a separate pyVmomi session.
+
+    vCLS agent VMs (config.managedBy, the twin deploys them like vCenter 7.0.3) are left out.
+    """
     from pyVmomi import vim
 
     out = {}
@@ -48,7 +51,23 @@ def read_vms(lab: Any) -> dict[str, Any]:
             content.rootFolder, [vim.VirtualMachine], True
         )
         for vm in view.view:
+            if vm.config.managedBy:
+                continue
+            if vm.config.template:
+                continue  # a clone source, not a VM of the rack
+            devices = vm.config.hardware.device
             out[vm.name] = {
+                "disks_gb": [
+                    d.capacityInKB // 1024**2
+                    for d in devices
+                    if isinstance(d, vim.vm.device.VirtualDisk)
+                ],
+                "nics": [
+                    (type(d).__name__.rsplit(".", 1)[-1], d.backing.deviceName)
+                    for d in devices
+                    if isinstance(d, vim.vm.device.VirtualEthernetCard)
+                ],
+                "guest_ip": vm.guest.ipAddress,
                 "firmware": vm.config.firmware,
                 "locked": vm.config.memoryReservationLockedToMax,
                 "extra": {o.key: str(o.value) for o in vm.config.extraConfig},
@@ -78,7 +97,10 @@ def read_hosts(lab: Any) -> dict[str, Any]:
         content = si.RetrieveContent()
         view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
         for host in view.view:
-            ats = host.configManager.advancedOption.QueryOptions("VMkernel.Boot.atsSupport")
+            try:
+                ats = host.configManager.advancedOption.QueryOptions("VMkernel.Boot.atsSupport")
+            except vim.fault.InvalidName:
+                ats = [vim.option.OptionValue(value=None)]  # a build without the option
             out[host.name] = {
                 "ats": ats[0].value,
                 "active": sorted(

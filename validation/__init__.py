@@ -14,3 +14,10 @@ Layout, one job per module:
 
 `validation` never imports `provision`; both read `rackcert.*`.
 """
+
+
+def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - validation.stage.run's signature
+    """The validate stage (validation.stage.run), importable as `validation.run`."""
+    from validation.stage import run as _run
+
+    return _run(*args, **kwargs)

@@ -108,6 +108,8 @@ class LoadedModules(FactBase):
 def _fact_classes() -> dict[str, type[FactBase]]:
     from pyinfra.facts import deb, rpm, server
 
+    from validation.nic_firmware import NicFirmware
+
     return {
         "hostname": server.Hostname,
         "os": server.LinuxDistribution,
@@ -120,10 +122,13 @@ def _fact_classes() -> dict[str, type[FactBase]]:
         "rpm_packages": rpm.RpmPackages,
         "nics": NetInterfaces,
         "gpus": NvidiaGpus,
+        "nic_firmware": NicFirmware,
     }
 
 
-def _host_data(target: dict[str, Any], known_hosts: str) -> tuple[str, dict[str, Any]]:
+def _host_data(
+    target: dict[str, Any], known_hosts: str, strict: str = "yes"
+) -> tuple[str, dict[str, Any]]:
     spec = target["hostspec"]
     if spec.startswith("local://"):
         return "@local", {}
@@ -135,7 +140,7 @@ def _host_data(target: dict[str, Any], known_hosts: str) -> tuple[str, dict[str,
         "ssh_port": int(port or 22),
         "ssh_user": user or "root",
         "ssh_known_hosts_file": known_hosts,
-        "ssh_strict_host_key_checking": "accept-new",
+        "ssh_strict_host_key_checking": strict,
         "ssh_look_for_keys": False,
         "ssh_allow_agent": False,
     }
@@ -144,14 +149,14 @@ def _host_data(target: dict[str, Any], known_hosts: str) -> tuple[str, dict[str,
     return target["expect"]["node"], data
 
 
-def collect(targets: list[dict[str, Any]], known_hosts: str) -> dict[str, Any]:
+def collect(targets: list[dict[str, Any]], known_hosts: str, strict: str = "yes") -> dict[str, Any]:
     """Facts of every target, by node name; a node that fails has an `error` instead."""
     from pyinfra.api import Config, Inventory, State
     from pyinfra.api.connect import connect_all
     from pyinfra.api.facts import get_facts
 
     start = time.monotonic()
-    hosts = [_host_data(t, known_hosts) for t in targets]
+    hosts = [_host_data(t, known_hosts, strict) for t in targets]
     names = {name: t["expect"]["node"] for (name, _), t in zip(hosts, targets, strict=True)}
     inventory = Inventory(([(n, d) for n, d in hosts], {}))
     state = State(inventory, Config(CONNECT_TIMEOUT=5, FAIL_PERCENT=100))
@@ -193,9 +198,10 @@ def _jsonable(value: Any) -> Any:
 def main(argv: list[str]) -> int:
     job_path, out_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())
-    known_hosts = str(out_path.parent / "facts_known_hosts")
+    known_hosts = job.get("known_hosts") or str(out_path.parent / "facts_known_hosts")
+    strict = "yes" if job.get("known_hosts") else "accept-new"
     try:
-        data = collect(job["targets"], known_hosts)
+        data = collect(job["targets"], known_hosts, strict)
     except Exception as exc:  # noqa: BLE001 - facts are evidence, not a verdict: record why not
         data = {"collector": "pyinfra", "error": f"{type(exc).__name__}: {exc}", "nodes": {}}
     from rackcert.runs import atomic_write_json

@@ -31,6 +31,9 @@ class Job(BaseModel):
     checks: list[str]
     tool_path: str | None = Field(None, description="PATH prefix on the nodes; {node} expands")
     events: str = Field(description="JSON-lines file the plugin appends results to")
+    known_hosts: str | None = Field(
+        None, description="The rack's known_hosts (rackcert.known_hosts), enforced strictly"
+    )
 
 
 @dataclass

@@ -109,16 +109,28 @@ class VmCtx:
 
 @hv_check("hv.host.ats", "host")
 def host_ats(ctx: HostCtx) -> Outcome:
-    """ATS is enabled on the ESXi host (VMkernel boot option atsSupport), needed for GPU P2P.
+    """ATS is in effect on the ESXi host (boot option atsSupport, since a boot), for GPU P2P.
 
     Fix: rackcert provision (sets atsSupport in maintenance mode and reboots the host).
     """
-    seen = ctx.observed.ats_enabled
+    host = ctx.observed
+    seen = host.ats_enabled
     if seen is None:
-        return failed("unknown", "enabled", "discovery did not read the ATS setting")
+        if host.ats_option_type == "":
+            return failed(
+                "no such option",
+                "in effect",
+                "this ESXi build has no VMkernel.Boot.atsSupport: run `esxcli system settings"
+                " kernel set -s atsSupport -v TRUE` on the host and reboot it",
+            )
+        return failed("unknown", "in effect", "discovery did not read the ATS setting")
     if not seen:
-        return failed("disabled", "enabled", "ATS is off")
-    return passed("enabled", "enabled")
+        return failed("disabled", "in effect", "ATS is off")
+    # A boot option runs from the next boot: configured with a reboot still pending
+    # (summary.rebootRequired) is not the runtime value yet.
+    if host.reboot_required:
+        return failed("configured, reboot pending", "in effect", "ATS is not in effect yet")
+    return passed("in effect", "in effect")
 
 
 def _passthrough(ctx: HostCtx, pcis: list[str], what: str) -> Outcome:

@@ -1,4 +1,10 @@
-"""JUnit XML from CheckResults, for CI systems: one testsuite per node, one case per check."""
+"""JUnit XML from CheckResults, for CI systems: one testsuite per node, one case per check.
+
+JUnit agrees with validate's exit code: only a check of severity error that fails or
+errors is a <failure>/<error>. A failing warning (or info) check does not fail the run,
+so it is a passing case whose <system-err> starts with WARN; CI shows it, and does not go
+red for it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-from rackcert.results import CheckResult, Status
+from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import atomic_write_bytes_checked
 
 
@@ -16,20 +22,23 @@ def junit_xml(results: list[CheckResult], name: str = "rackcert.validate") -> by
         by_node[r.node].append(r)
     root = ET.Element("testsuites", name=name)
     for node, items in by_node.items():
+        fatal = [r for r in items if r.severity is Severity.error]
         suite = ET.SubElement(
             root,
             "testsuite",
             name=node,
             tests=str(len(items)),
-            failures=str(sum(r.status is Status.failed for r in items)),
-            errors=str(sum(r.status is Status.error for r in items)),
+            failures=str(sum(r.status is Status.failed for r in fatal)),
+            errors=str(sum(r.status is Status.error for r in fatal)),
             skipped=str(sum(r.status is Status.skipped for r in items)),
         )
         for r in items:
             case = ET.SubElement(suite, "testcase", classname=node, name=r.id)
             detail = f"observed: {r.observed}\nexpected: {r.expected}\nfix: {r.fix}"
             message = f"[{r.severity.value}] {r.reason}"
-            if r.status is Status.failed:
+            if r.status in (Status.failed, Status.error) and r.severity is not Severity.error:
+                ET.SubElement(case, "system-err").text = f"WARN {r.reason}\n{detail}"
+            elif r.status is Status.failed:
                 ET.SubElement(case, "failure", message=message).text = detail
             elif r.status is Status.error:
                 ET.SubElement(case, "error", message=message).text = detail

@@ -229,7 +229,7 @@ def split_output(stdout: str) -> dict[str, ProbeOutput]:
             name, lines = line[len(BEGIN) + 1 : -2], []
             continue
         match = _END_RE.match(line)
-        if match and name == match.group(1):
+        if match and name is not None and name == match.group(1):
             text = "\n".join(lines).rstrip("\n")
             found[name] = ProbeOutput(name, int(match.group(2)), text, match.group(3))
             name = None

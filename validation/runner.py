@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.errors import InputError
+from rackcert.known_hosts import enroll, is_pinned, rack_file, ssh_config_lines
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, atomic_write_bytes_checked, utc_now
 from rackcert.spec_loader import LoadedSpec
@@ -51,14 +52,12 @@ class Outcome:
         return bool(self.summary["ok"])
 
 
-def _ssh_config(run: RunDir) -> Path:
-    """Non-interactive SSH for validate: no password prompts, run-local known_hosts (TOFU)."""
+def _ssh_config(run: RunDir, known_hosts: Path) -> Path:
+    """Non-interactive SSH for validate: no password prompts, the rack's enrolled keys only."""
     art = run.artifacts("validate")
     path = art / "ssh_config"
-    text = (
-        "Host *\n  BatchMode yes\n  StrictHostKeyChecking accept-new\n"
-        f"  UserKnownHostsFile {art / 'known_hosts'}\n  LogLevel ERROR\n  ConnectTimeout 5\n"
-    )
+    pins = "".join(f"  {line}\n" for line in ssh_config_lines(known_hosts))
+    text = f"Host *\n  BatchMode yes\n{pins}  LogLevel ERROR\n  ConnectTimeout 5\n"
     atomic_write_bytes_checked(path, text.encode())
     return path
 
@@ -92,7 +91,7 @@ def targets(
     key_path = str(Path(key).expanduser()) if key else None
     if need_key and key_path and not Path(key_path).is_file():
         raise InputError(f"guest.ssh.key_file {key} does not exist; create it or fix the spec")
-    config = str(ssh_config or _ssh_config(run))
+    config = str(ssh_config or _ssh_config(run, rack_file(spec, run)))
     return [
         Target(
             expect=e,
@@ -130,12 +129,12 @@ def _suite_cmd(job_path: Path, art: Path) -> list[str]:
 
 
 def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env.pop("PYTEST_ADDOPTS", None)
+    """A short named environment (rackcert.childenv): no password variable reaches the suite."""
+    from rackcert.childenv import child_env
+
     root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    path = root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    return child_env({"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": path})
 
 
 class _Follow:
@@ -302,13 +301,21 @@ def validate(
     art = run.artifacts("validate")
     events = art / "events.jsonl"
     events.unlink(missing_ok=True)
-    job = Job(targets=tgts, checks=[d.id for d in defs], tool_path=tool_path, events=str(events))
+    host_keys = _enroll(loaded, run, tgts) if not local and ssh_config is None else None
+    job = Job(
+        targets=tgts,
+        checks=[d.id for d in defs],
+        tool_path=tool_path,
+        events=str(events),
+        known_hosts=host_keys["known_hosts"] if host_keys else None,
+    )
     job_path = art / "job.json"
     atomic_write_bytes_checked(job_path, job.model_dump_json(indent=2).encode())
     facts_path = run.path / "facts.json"
     procs = _start(art, job_path, facts_path if facts and defs else None, bool(defs))
 
-    hv_results, hv_source = [], None  # hypervisor checks run here while the guests answer
+    hv_results: list[CheckResult] = []
+    hv_source: str | None = None  # hypervisor checks run here while the guests answer
     if hypervisor if hypervisor is not None else (hv_selected and not local):
         scope = names if nodes else None
         hv_results, hv_source = _hypervisor(loaded, run, runs_root, scope, hv_patterns, skip)
@@ -330,6 +337,7 @@ def validate(
         "hypervisor_source": hv_source,
         "facts": str(facts_path.name) if facts and facts_path.is_file() else None,
         "tool_path": tool_path,
+        "host_keys": host_keys,
     }
     junit_path = write_junit(art / "junit.xml", results)
     if junit:
@@ -337,7 +345,23 @@ def validate(
     status = "ok" if summary["ok"] else "failed"
     error = None if summary["ok"] else f"{summary['error_failures']} error-severity check(s) failed"
     record = run.write_stage("validate", data, status=status, error=error, started_at=started)
-    return Outcome(results, node_info, summary, record, junit or junit_path, facts_path)
+    extra = {"host_keys": host_keys} if host_keys else {}
+    return Outcome(results, node_info, summary, record, junit or junit_path, facts_path, extra)
+
+
+def _enroll(loaded: LoadedSpec, run: RunDir, tgts: list[Target]) -> dict[str, Any]:
+    """Enrol the nodes the rack's known_hosts does not know yet (first contact); recorded,
+    and shown by the CLI (Outcome.extra["host_keys"])."""
+    spec = loaded.spec
+    path = rack_file(spec, run)
+    enrolled = enroll(
+        path, [(t.expect.address, t.expect.ssh_port) for t in tgts], pinned=is_pinned(spec)
+    )
+    return {
+        "known_hosts": str(path),
+        "pinned": is_pinned(spec),
+        "enrolled": [e.to_dict() for e in enrolled],
+    }
 
 
 def _not_run(defs, names, got: list[CheckResult], art: Path, rc: int) -> list[CheckResult]:
@@ -416,14 +440,17 @@ def _versions(results: list[CheckResult]) -> dict[str, str]:
 
 
 def _summary(results: list[CheckResult], seconds: float) -> dict[str, Any]:
-    counts = Counter(r.status.value for r in results)
+    """Counts that add up to total: a failing check of severity warning or info is a
+    warning, never counted as failed (it does not fail the run)."""
     failing = [r for r in results if _failing(r)]
+    bad = (Status.failed, Status.error)
     return {
         "total": len(results),
-        "passed": counts.get("pass", 0),
-        "failed": counts.get("fail", 0),
-        "errors": counts.get("error", 0),
-        "skipped": counts.get("skip", 0),
+        "passed": sum(r.status is Status.passed for r in results),
+        "failed": sum(r.status is Status.failed and r.severity is Severity.error for r in results),
+        "errors": sum(r.status is Status.error and r.severity is Severity.error for r in results),
+        "warnings": sum(r.status in bad and r.severity is not Severity.error for r in results),
+        "skipped": sum(r.status is Status.skipped for r in results),
         "error_failures": len(failing),
         "failing": sorted({f"{r.node}:{r.id}" for r in failing}),
         "ok": not failing,

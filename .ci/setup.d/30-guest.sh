@@ -7,10 +7,15 @@
 #   python3-apt              Ansible's apt module on the hosts
 #   python3-venv             the dl_runtime role's virtual environment
 #   dpkg-dev                 dpkg-scanpackages for the tests' local apt repo of fake vendor packages
+#   python3-debian           ansible.builtin.deb822_repository on the hosts (the vendor sources)
+#   gnupg                    the tests' signing keys and signed InRelease of a vendor repo
+#   xorriso                  the tests' stand-in MLNX_OFED .iso (xorriso -as mkisofs)
+#   libarchive-tools         bsdtar: the roles unpack an ISO with it where the kernel has no iso9660
 # Runs as root; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PACKAGES=(openssh-server openssh-client iproute2 util-linux python3-apt python3-venv dpkg-dev)
+PACKAGES=(openssh-server openssh-client iproute2 util-linux python3-apt python3-venv dpkg-dev
+  python3-debian gnupg xorriso libarchive-tools)
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

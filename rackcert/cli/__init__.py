@@ -14,6 +14,8 @@ import sys
 
 import typer
 from rich.markup import escape
+from typer import _click as click
+from typer.core import TyperArgument, TyperOption
 
 from rackcert.cli.common import app, err_console
 from rackcert.errors import RackcertError
@@ -37,11 +39,55 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"rackcert.cli.{_name}")
 
 
+_CLICK_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN"}
+
+
+def _classic_metavar(param: TyperOption | TyperArgument, ctx: click.Context) -> str:
+    label = param.display_type(ctx).strip("<>")
+    if label.startswith("list["):
+        return "LIST"
+    if "|" in label:  # a choice: show the choices, as click does
+        return f"[{label}]"
+    return _CLICK_NAMES.get(label, label.upper())
+
+
+def _click_metavars(command: click.Command, ctx: click.Context) -> click.Command:
+    """Name option values the way click and every Unix tool do (TEXT, INTEGER, PATH, LIST).
+
+    Why: typer 0.29 shows Python annotations (`<bool>`, `<list[str]>`) as metavars, and a
+    flag gets one although it takes no value. Set once on the built command tree.
+    """
+    for param in command.params:
+        if isinstance(param, TyperOption) and param.metavar is None:
+            flag = param.is_flag or param.count
+            param.metavar = "" if flag else _classic_metavar(param, ctx)
+        elif isinstance(param, TyperArgument):
+            metavar = _classic_metavar(param, ctx)
+            param.display_type_rich = lambda ctx=None, m=metavar: m  # type: ignore[method-assign,misc]
+            usage = (param.name or "arg").upper() + ("..." if param.nargs != 1 else "")
+            usage = usage if param.required else f"[{usage}]"
+            param._usage_display_name = lambda u=usage: u  # type: ignore[method-assign,misc]
+    make_help = command.get_help_option
+
+    def help_option(help_ctx: click.Context, make=make_help):  # built per call, so wrap it
+        option = make(help_ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option  # type: ignore[method-assign,assignment]
+    for sub in getattr(command, "commands", {}).values():
+        _click_metavars(sub, ctx)
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point."""
     try:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
-        code = app(args=argv, standalone_mode=False)
+        command = typer.main.get_command(app)
+        _click_metavars(command, click.Context(command))
+        code = command.main(args=argv, prog_name="rackcert", standalone_mode=False)
     except RackcertError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
@@ -57,11 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("RACKCERT_DEBUG"):
             raise
         # Usage errors (typer vendors its own click, so match by shape, not by class).
-        if callable(getattr(exc, "show", None)) and isinstance(
-            getattr(exc, "exit_code", None), int
-        ):
-            exc.show()
-            return exc.exit_code
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         name = type(exc).__name__
         err_console.print(
             f"[bold red]internal error:[/] {name}: {escape(' '.join(str(exc).split()))}"

@@ -24,6 +24,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.output import show_table
 from rackcert.errors import InputError
 
 _SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
@@ -205,9 +206,11 @@ def bench(
 
     Allreduce sweep (8 B .. 1 GiB; algbw, busbw as nccl-tests), ResNet50 synthetic
     weak scaling (images/s per GPU and total, speedup, efficiency), storage random reads,
-    Kubeflow PyTorchJob/MPIJob manifests. Exit 1 when the verdict fails.
+    Kubeflow PyTorchJob/MPIJob manifests. Exit 0 only on PASS: 1 when the verdict is FAIL
+    or INCOMPLETE (a check certification.required names, or every check, was not judged).
     """
-    from validation.bench.suite import BenchOptions, run_bench
+    import validation.bench
+    from validation.bench.suite import BenchOptions
 
     skipped = set(_names(skip) or [])
     unknown = skipped - set(_SKIPPABLE)
@@ -259,12 +262,9 @@ def bench(
         network_interface=network_interface,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
-    recorded = rundir.path / "artifacts" / "validate" / "known_hosts"
-    if opts.known_hosts is None and recorded.is_file():
-        # The nodes' host keys validate recorded in this run: trust exactly those.
-        opts.known_hosts = recorded
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
-    data = run_bench(loaded.spec, rundir, opts, say)
+    record = validation.bench.run(loaded, rundir, opts, progress=say)
+    data = record.data.model_dump(mode="json")
     if as_json:
         print_json({"run": str(rundir.path), **data})
     else:
@@ -291,7 +291,7 @@ def _show(data: dict[str, Any], path: Path) -> None:
                 f"{p['speedup']:.2f}",
                 f"{p['efficiency']:.3f}",
             )
-        console.print(t)
+        show_table(console, t)
     ar = data.get("allreduce")
     if ar:
         top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
@@ -331,6 +331,11 @@ def _show(data: dict[str, Any], path: Path) -> None:
         )
     v = data["verdict"]
     for c in v["checks"]:
-        console.print(f"  {c['status']:>4}  {c['id']}: {c['observed']} {c['reason']}".rstrip())
-    word = "[green]PASS[/]" if v["passed"] else "[red]FAIL[/]"
-    console.print(f"verdict: {word}; bench.json in {path}")
+        status = "not judged" if c["status"] == "skip" else c["status"]
+        need = " (required)" if c.get("required") else ""
+        line = f"  {status:>10}  {c['id']}{need}: {c['observed']} {c['reason']}"
+        console.print(line.rstrip(), soft_wrap=True)
+    colour = {"PASS": "green", "FAIL": "red"}.get(v["verdict"], "yellow")
+    console.print(f"verdict: [{colour}]{v['verdict']}[/]; bench.json in {path}", soft_wrap=True)
+    if v["verdict"] == "INCOMPLETE":
+        console.print("  not judged: " + "; ".join(v["not_judged"]), soft_wrap=True)

@@ -1,9 +1,11 @@
 """`rackcert bootstrap` and `rackcert demo`: the six stages as one resumable flow.
 
-Each stage is the same function its own command runs, pointed at one run
+Each stage is its package's entry point (`provision.run_plan`, `provision.run`,
+`rackcert.configure.run`, `validation.run`, `validation.bench.run`,
+`rackcert.report.run`), the same ones the stage commands call, pointed at one run
 directory. Two kinds of failure are told apart: a stage that could not do its
-work (vCenter refused a task, Ansible failed a host) stops the flow, while
-validate and bench that ran and recorded failing checks are evidence, not
+work (vCenter refused a task, Ansible failed a host) raises and stops the flow,
+while validate and bench return records of failing checks: evidence, not
 breakage, so the flow goes on and the report judges. The report is written
 whatever happened, from what was recorded.
 """
@@ -16,33 +18,8 @@ from typing import Annotated
 import typer
 
 from rackcert.cli.common import RunsRootOpt, SpecArg, app, console, default_runs_root, load
-from rackcert.errors import InputError, RackcertError
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
 from rackcert.runs import RunDir
-
-JUDGING_STAGES = ("validate", "bench")
-
-
-def _judging(name: str, fn, stage_started: dict[str, str]):  # noqa: ANN001, ANN202
-    """Wrap validate/bench: failing checks that were recorded do not stop the flow."""
-
-    def run(run_dir: RunDir) -> None:
-        from rackcert.runs import utc_now
-
-        started = utc_now()
-        try:
-            fn(run_dir)
-        except (RackcertError, typer.Exit) as exc:
-            record = run_dir.read_stage(name) or {}
-            recorded_now = record.get("finished_at", "") >= started and record.get("data")
-            if not recorded_now:
-                if isinstance(exc, RackcertError):
-                    raise
-                raise RackcertError(f"{name} failed without a record") from None
-            console.print(f"[yellow]{name} recorded failing checks; the report will judge[/]")
-        stage_started[name] = started
-
-    return run
 
 
 def build_stages(
@@ -53,45 +30,69 @@ def build_stages(
     quick: bool,
     local_bench: bool,
     backend: str = "auto",
+    runs_root: Path | None = None,
 ) -> tuple[list[Stage], Stage]:
-    """The six stages of the design, each calling the command of the same name."""
-    from rackcert.cli.bench_cmds import bench
-    from rackcert.cli.configure_cmds import configure_cmd
-    from rackcert.cli.provision_cmds import plan_cmd, provision_cmd
-    from rackcert.cli.validate_cmds import validate_cmd
+    """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
-    started: dict[str, str] = {}
+    validate and bench return their records whatever the checks said (failing checks are
+    evidence; the report judges); a stage raises only when it could not do its work.
+    """
+    import provision
+    import rackcert.configure
+    import rackcert.report
+    import validation
+    import validation.bench
+    from rackcert.cli.bench_cmds import _show
+    from rackcert.cli.provision_cmds import _actions_table, confirm_apply
+    from rackcert.cli.validate_cmds import _print_outcome
+
+    loaded = load(spec_path)
+    root = runs_root or default_runs_root()
 
     def plan(run: RunDir) -> None:
-        plan_cmd(spec_path, run=run.path)
+        record = provision.run_plan(loaded, run)
+        if record.data.actions:
+            console.print(_actions_table(record.data.actions, "plan"))
 
-    def provision(run: RunDir) -> None:
-        provision_cmd(spec_path, yes=yes, power_cycle=power_cycle, run=run.path)
+    def provision_stage(run: RunDir) -> None:
+        provision.run(
+            loaded,
+            run,
+            yes=yes,
+            power_cycle=power_cycle,
+            confirm=confirm_apply,
+            on_plan=lambda actions: console.print(_actions_table(actions, "provision")),
+        )
 
     def configure(run: RunDir) -> None:
-        configure_cmd(spec_path, run=run.path)
+        record = rackcert.configure.run(loaded, run)
+        t = record.data.totals
+        console.print(f"{t.hosts} hosts: {t.ok} ok, {t.changed} changes")
 
     def validate(run: RunDir) -> None:
-        validate_cmd(spec_path, run=run.path)
+        record = validation.run(loaded, run, runs_root=root)
+        _print_outcome(record, run.path / "validate.json", run.artifacts("validate") / "junit.xml")
 
     def bench_stage(run: RunDir) -> None:
-        bench(spec_path, quick=quick, local=local_bench, backend=backend, run=run.path)
+        say = lambda m: console.print(m, highlight=False)  # noqa: E731
+        record = validation.bench.run(
+            loaded, run, local=local_bench, quick=quick, backend=backend, progress=say
+        )
+        _show(record.data.model_dump(mode="json"), run.path)
 
     def report(run: RunDir) -> None:
-        from rackcert.report.build import build_report
-
-        outcome = build_report(run)
-        colour = {"PASS": "green", "FAIL": "red"}.get(outcome.verdict, "yellow")
-        console.print(f"verdict: [bold {colour}]{outcome.verdict}[/]")
-        for reason in outcome.record.verdict.reasons[:8]:
+        record = rackcert.report.run(loaded, run)
+        colour = {"PASS": "green", "FAIL": "red"}.get(record.data.verdict or "", "yellow")
+        console.print(f"verdict: [bold {colour}]{record.data.verdict}[/]")
+        for reason in record.data.reasons[:8]:
             console.print(f"  - {reason}", soft_wrap=True)
 
     stages = [
         Stage("plan", plan, "read vCenter, diff with the spec"),
-        Stage("provision", provision, "ATS, passthrough, VMs"),
+        Stage("provision", provision_stage, "ATS, passthrough, VMs"),
         Stage("configure", configure, "guest stack through Ansible"),
-        Stage("validate", _judging("validate", validate, started), "checks on every node"),
-        Stage("bench", _judging("bench", bench_stage, started), "allreduce, ResNet50, storage"),
+        Stage("validate", validate, "checks on every node"),
+        Stage("bench", bench_stage, "allreduce, ResNet50, storage"),
     ]
     return stages, Stage("report", report, "run.json, HTML, PDF, manifest")
 
@@ -142,12 +143,7 @@ def bootstrap_cmd(
 ) -> None:
     loaded = load(spec_path)
     if resume is not None:
-        run = RunDir.open(resume)
-        if run.meta.get("spec_sha256") != loaded.sha256:
-            raise InputError(
-                f"--resume {resume}: that run was made from another version of the spec"
-                " (sha256 differs); start a new run instead"
-            )
+        run = RunDir.open(resume, spec_sha256=loaded.sha256)
     else:
         run = RunDir.create(
             runs_dir or default_runs_root(), loaded.spec.metadata.name, loaded.sha256, loaded.text
@@ -160,15 +156,18 @@ def bootstrap_cmd(
         quick=quick,
         local_bench=local_bench,
         backend=backend,
+        runs_root=runs_dir,
     )
     _finish(run_pipeline(stages, run, resume=resume is not None, final=report, console=console))
 
 
 DEMO_HELP = (
     "The whole flow on the embedded lab, no hardware needed: starts the vcsim rack twin and"
-    " the SSH test hosts, bootstraps inventories/lab.yaml (CPU benchmarks) and prints the"
-    " path of the HTML report; it benches with Horovod across both hosts, launched from"
-    " lab-node1.\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
+    " the lab's guest agent, bootstraps inventories/lab.yaml (provision clones the VMs from the"
+    " twin's template and powers them on, and the agent brings up an SSH test host for each;"
+    " CPU benchmarks with Horovod across both hosts, launched from lab-node1) and prints the"
+    " path of the HTML report."
+    "\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
     " them fail there, honestly, and the verdict says so. Needs root (network namespaces)."
 )
 

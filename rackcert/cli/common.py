@@ -22,12 +22,72 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed.
 console = Console(highlight=False, emoji=False)
 err_console = Console(stderr=True, highlight=False, emoji=False)
+
+# The components whose versions decide what rackcert does; `--version` prints them all, the
+# way a bug report needs them. Read from installed metadata: nothing heavy is imported.
+VERSIONED = ("rackcert", "pyvmomi", "ansible-core", "ansible-runner", "pydantic", "torch")
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of rackcert and its main components ("not installed" if absent)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for dist in VERSIONED:
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        for name, ver in versions().items():
+            typer.echo(f"{name} {ver}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Show rackcert's version and those of Python, pyVmomi, ansible-core and torch.",
+        ),
+    ] = False,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="More detail; repeat for more (configure passes it to Ansible as -v, -vv...).",
+        ),
+    ] = 0,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print only errors; the exit code tells the result."),
+    ] = False,
+    log_file: Annotated[
+        Path | None,
+        typer.Option("--log-file", help="Also append a plain copy of the output to this file."),
+    ] = None,
+) -> None:
+    """Options every command takes (given before the command: `rackcert -q validate ...`)."""
+    from rackcert.cli.output import apply
+
+    apply({"out": console, "err": err_console}, verbosity=verbose, quiet=quiet, log=log_file)
+
 
 SpecArg = Annotated[
     Path, typer.Argument(help="Rack spec (YAML), e.g. inventories/lab.yaml", show_default=False)
@@ -56,9 +116,10 @@ def load(spec_path: Path) -> LoadedSpec:
 
 
 def open_or_create_run(loaded: LoadedSpec, runs_root: Path, run: Path | None) -> RunDir:
-    """The run a stage writes into: the one given with --run, else a new one."""
+    """The run a stage writes into: the one given with --run (made from this very spec,
+    else an input error), else a new one."""
     if run is not None:
-        return RunDir.open(run)
+        return RunDir.open(run, spec_sha256=loaded.sha256)
     return RunDir.create(runs_root, loaded.spec.metadata.name, loaded.sha256, loaded.text)
 
 

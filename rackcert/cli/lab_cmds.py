@@ -3,13 +3,20 @@
 `lab up` builds the twin if needed and starts it in the background from the spec
 (default inventories/lab.yaml): loopback only, TLS with a self-signed certificate
 written where the spec's tls.ca_file points, the password in the spec's
-password_file (created if absent). Then it starts the spec's VMs as SSH test hosts.
+password_file (created if absent), the guests' SSH key pair at guest.ssh.key_file.
+Then it starts the lab's guest agent (rackcert.lab.guest_agent), which brings up
+an SSH test host for each twin VM that powers on with cloud-init guestinfo: no
+host answers before provision has cloned and powered on the VMs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,7 +82,10 @@ def parse_faults(fail: list[str], slow: list[str], drop: list[str]) -> dict[str,
 
 
 UP_HELP = (
-    "Start the vcsim twin of the spec's rack in the background (and its VMs as SSH test hosts)."
+    "Start the vcsim twin of the spec's rack in the background, and the lab's guest agent."
+    "\n\nThe agent watches the twin's VMs (WaitForUpdatesEx) and brings up an SSH test host"
+    " for each VM that powers on with cloud-init guestinfo (hostname, address, key), and takes"
+    " it down at power-off: hosts are born from provision, not from lab up."
     "\n\nLoopback only, TLS with a self-signed certificate written where the spec's"
     " tls.ca_file points, a random password written to its password_file (0600) unless one"
     " exists. --fail, --slow and --drop inject faults (COUNT -1: every call). Builds the twin"
@@ -95,10 +105,14 @@ def up(
         list[str], typer.Option("--drop", help="Drop the connection: METHOD[:COUNT]")
     ] = [],  # noqa: B006
     ssh_hosts: Annotated[
-        bool, typer.Option("--ssh-hosts/--no-ssh-hosts", help="Also start the VMs' SSH hosts")
+        bool,
+        typer.Option(
+            "--ssh-hosts/--no-ssh-hosts",
+            help="Also run the guest agent (SSH hosts for the VMs provision powers on)",
+        ),
     ] = True,
 ) -> None:
-    """Start the vcsim twin of the spec's rack (and its VMs as SSH test hosts)."""
+    """Start the vcsim twin of the spec's rack and the guest agent."""
     from rackcert.lab import twin
 
     loaded = load(_spec_path(spec_path))
@@ -120,14 +134,75 @@ def up(
             f" password in {files.password_file}, SHA-256 {started.thumbprint}",
             emoji=False,
         )
-    if ssh_hosts and spec.vms:
+    if spec.guest.ssh.key_file:
         from rackcert.lab import sshhosts
 
-        hosts = sshhosts.start_lab_hosts(spec)
+        sshhosts.ensure_keypair(Path(spec.guest.ssh.key_file).expanduser())
+    if ssh_hosts and spec.vms:
+        pid = _start_agent(_spec_path(spec_path), workdir)
         console.print(
-            "[green]SSH hosts up[/]: " + ", ".join(f"{h.name} {h.address}" for h in hosts),
+            f"[green]guest agent up[/] (pid {pid}): an SSH host for each VM that powers on"
+            f" with cloud-init guestinfo; log {workdir / 'agent.log'}",
             emoji=False,
         )
+
+
+def _agent_pid(workdir: Path) -> int | None:
+    """The running agent's pid, if the pid file names a live `lab agent` process."""
+    try:
+        pid = int((workdir / "agent.pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if b"lab\x00agent" in cmdline else None
+
+
+def _start_agent(spec_path: Path, workdir: Path) -> int:
+    """`rackcert lab agent SPEC` detached; needs root (network namespaces)."""
+    if os.geteuid() != 0:
+        raise InputError("lab up: the guest agent needs root (network namespaces for SSH hosts)")
+    pid = _agent_pid(workdir)
+    if pid:
+        return pid
+    log = open(workdir / "agent.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rackcert.cli", "lab", "agent", str(spec_path.resolve())],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+    log.close()
+    (workdir / "agent.pid").write_text(str(proc.pid))
+    return proc.pid
+
+
+def _stop_agent(workdir: Path) -> int | None:
+    pid = _agent_pid(workdir)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _agent_pid(workdir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _agent_pid(workdir):
+            os.kill(pid, signal.SIGKILL)
+    (workdir / "agent.pid").unlink(missing_ok=True)
+    return pid
+
+
+@lab_app.command("agent", hidden=True)
+def agent_cmd(spec_path: LabSpecArg = None) -> None:
+    """Run the lab's guest agent in the foreground (lab up starts it detached)."""
+    import logging
+
+    from rackcert.lab.guest_agent import GuestAgent
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    spec = load(_spec_path(spec_path)).spec
+    agent = GuestAgent(spec)
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
+    signal.signal(signal.SIGINT, lambda *_: agent.stop())
+    agent.run()
 
 
 @lab_app.command("down")
@@ -148,6 +223,9 @@ def down(
     else:
         console.print("twin was not running")
     (workdir / "twin-state.json").unlink(missing_ok=True)
+    pid = _stop_agent(workdir)
+    if pid:
+        console.print(f"guest agent stopped (pid {pid})")
     if ssh_hosts and os.geteuid() == 0:
         from rackcert.lab import sshhosts
 
@@ -160,9 +238,13 @@ def status(spec_path: LabSpecArg = None, as_json: JsonOpt = False) -> None:
     spec = load(_spec_path(spec_path)).spec
     state = _state(_workdir(spec))
     if as_json:
-        print_json({"running": bool(state), **(state or {})})
+        print_json(
+            {"running": bool(state), **(state or {}), "agent_pid": _agent_pid(_workdir(spec))}
+        )
         return
     if state:
         console.print(f"twin running: {state['url']} (pid {state['pid']}), {state['hosts']} hosts")
     else:
         console.print("twin not running (rackcert lab up starts it)")
+    agent = _agent_pid(_workdir(spec))
+    console.print(f"guest agent running (pid {agent})" if agent else "guest agent not running")

@@ -29,8 +29,8 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
-from rackcert.errors import InputError, RackcertError
-from rackcert.runs import utc_now
+from rackcert.cli.output import show_table
+from rackcert.errors import InputError
 
 
 def _actions_table(actions: list[Any], title: str) -> Table:
@@ -74,36 +74,28 @@ def plan_cmd(
     spec and records plan.json {observed, actions}. Changes nothing. Exit 0 also when the
     plan is empty (the rack is provisioned).
     """
-    from provision.discovery import discover
-    from provision.planner import plan
-    from provision.session import connect
+    from provision import run_plan
 
     loaded = load(spec_path)
-    started = utc_now()
-    with connect(loaded.spec) as si:
-        inventory = discover(si)
-    record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
-    observed = inventory.model_dump(mode="json")
-    try:
-        actions = plan(loaded.spec, inventory)
-    except RackcertError as exc:
-        record.write_stage(
-            "plan",
-            {"observed": observed, "actions": []},
-            status="failed",
-            error=str(exc),
-            started_at=started,
-        )
-        raise
-    data = {"observed": observed, "actions": [a.to_dict() for a in actions]}
-    path = record.write_stage("plan", data, started_at=started)
+    run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    record = run_plan(loaded, run_dir)
+    path, actions = run_dir.path / "plan.json", record.data.actions
+    agents = record.data.left_alone
     if as_json:
-        print_json(data | {"record": str(path)})
+        print_json(record.data.model_dump(mode="json") | {"record": str(path)})
         return
+    if agents:
+        console.print(
+            f"left alone: {len(agents)} VM(s) vCenter extensions manage"
+            f" ({', '.join(sorted({a.managed_by for a in agents}))}):"
+            f" {', '.join(a.name for a in agents)}",
+            markup=False,
+            emoji=False,
+        )
     if not actions:
         console.print(f"[green]nothing to do[/]: the rack matches {spec_path} (recorded {path})")
         return
-    console.print(_actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
+    show_table(console, _actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
     console.print(f"{len(actions)} action(s); recorded {path}")
 
 
@@ -119,6 +111,22 @@ def provision_cmd(
             " then power them on again",
         ),
     ] = False,
+    reboot_timeout: Annotated[
+        float,
+        typer.Option(
+            "--reboot-timeout",
+            help="Seconds to wait for a rebooted host to be back (later boot time, connected)",
+            min=1,
+        ),
+    ] = 1800.0,
+    maintenance_timeout: Annotated[
+        float,
+        typer.Option(
+            "--maintenance-timeout",
+            help="Seconds vCenter may take to put a host in maintenance mode before it gives up",
+            min=1,
+        ),
+    ] = 600.0,
     as_json: JsonOpt = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
@@ -130,91 +138,53 @@ def provision_cmd(
     run with the task's message; provision.json records what was done, and a re-run
     finishes the job. Exit 0 when the rack matches the spec afterwards.
     """
-    from provision.apply import ApplyError, ApplyResult, apply
-    from provision.discovery import discover
-    from provision.planner import plan
-    from provision.session import connect
+    import provision
+    from provision.apply import Timeouts
 
     loaded = load(spec_path)
-    started = utc_now()
-    with connect(loaded.spec) as si:
-        before = discover(si)
-        record = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
-        data: dict[str, Any] = {
-            "observed_before": before.model_dump(mode="json"),
-            "actions": [],
-            "done": [],
-            "skipped": [],
-            "observed_after": None,
-        }
-        try:
-            actions = plan(loaded.spec, before)
-        except RackcertError as exc:
-            record.write_stage(
-                "provision", data, status="failed", error=str(exc), started_at=started
-            )
-            raise
-        data["actions"] = [a.to_dict() for a in actions]
-        if not actions:
-            data["observed_after"] = data["observed_before"]
-            path = record.write_stage("provision", data, started_at=started)
-            _say(as_json, data, path, "[green]nothing to do[/]: the rack matches the spec")
-            return
+    run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    title = f"provision rack {loaded.spec.metadata.name}"
+
+    def planned(actions: list[Any]) -> None:
         if not as_json:
-            console.print(_actions_table(actions, f"provision rack {loaded.spec.metadata.name}"))
-        if not yes:
-            if not sys.stdin.isatty():
-                raise InputError("provision changes the rack: pass --yes to apply without asking")
-            if not typer.confirm(f"Apply {len(actions)} action(s)?", default=False):
-                raise typer.Abort()
+            show_table(console, _actions_table(actions, title))
+        bar.expect(len(actions))
 
-        def progress_record(result: ApplyResult) -> None:
-            data["done"], data["skipped"] = result.done, result.skipped
-            record.write_stage("provision", data, status="partial", started_at=started)
-
-        error: RackcertError | None = None
-        with _Progress(len(actions), quiet=as_json) as bar:
-            try:
-                result = apply(
-                    si,
-                    actions,
-                    power_cycle=power_cycle,
-                    on_event=bar.event,
-                    on_done=progress_record,
-                )
-                data["done"], data["skipped"] = result.done, result.skipped
-            except ApplyError as exc:
-                error = exc
-        try:
-            data["observed_after"] = discover(si).model_dump(mode="json")
-        except RackcertError as exc:
-            error = error or exc
-        if error is not None:
-            record.write_stage(
-                "provision", data, status="failed", error=str(error), started_at=started
-            )
-            raise error
-        status = "partial" if data["skipped"] else "ok"
-        path = record.write_stage("provision", data, status=status, started_at=started)
-    if data["skipped"]:
-        first = data["skipped"][0]
-        raise RackcertError(
-            f"provisioned partially: {len(data['skipped'])} action(s) skipped, first"
-            f" {first['target']}: {first['skipped']} (recorded {path})"
+    with _Progress(quiet=as_json) as bar:
+        record = provision.run(
+            loaded,
+            run_dir,
+            yes=yes,
+            power_cycle=power_cycle,
+            confirm=confirm_apply,
+            on_plan=planned,
+            on_event=bar.event,
+            timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
         )
-    _say(as_json, data, path, f"[green]provisioned[/]: {len(data['done'])} action(s) done")
+    path = run_dir.path / "provision.json"
+    data = record.data
+    for name, state in data.vms.items():
+        if state.get("left_off") and not as_json:
+            console.print(f"[yellow]left powered off[/]: {name}: {state['left_off']}", emoji=False)
+    if not data.actions:
+        _say(as_json, record, path, "[green]nothing to do[/]: the rack matches the spec")
+        return
+    _say(as_json, record, path, f"[green]provisioned[/]: {len(data.done)} action(s) done")
 
 
-def _say(as_json: bool, data: dict[str, Any], path: Any, text: str) -> None:
+def confirm_apply(actions: list[Any]) -> bool:
+    """Ask on a terminal before changing the rack; elsewhere say to pass --yes."""
+    if not sys.stdin.isatty():
+        raise InputError("provision changes the rack: pass --yes to apply without asking")
+    if not typer.confirm(f"Apply {len(actions)} action(s)?", default=False):
+        raise typer.Abort()
+    return True
+
+
+def _say(as_json: bool, record: Any, path: Any, text: str) -> None:
     if as_json:
-        print_json(
-            {
-                "actions": data["actions"],
-                "done": data["done"],
-                "skipped": data["skipped"],
-                "record": str(path),
-            }
-        )
+        data = record.data.model_dump(mode="json")
+        print_json({k: data[k] for k in ("actions", "done", "skipped")} | {"record": str(path)})
     else:
         console.print(f"{text} (recorded {escape(str(path))})", emoji=False)
 
@@ -222,7 +192,7 @@ def _say(as_json: bool, data: dict[str, Any], path: Any, text: str) -> None:
 class _Progress:
     """Rich progress bar over the plan's actions; the current step as its description."""
 
-    def __init__(self, total: int, quiet: bool) -> None:
+    def __init__(self, quiet: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self.quiet = quiet
@@ -234,7 +204,11 @@ class _Progress:
             transient=True,
             disable=quiet,
         )
-        self.task = self.progress.add_task("provisioning", total=total)
+        self.task = self.progress.add_task("provisioning", total=None, visible=False)
+
+    def expect(self, total: int) -> None:
+        """The plan is known: the bar counts its actions (shown from the first event on)."""
+        self.progress.update(self.task, total=total)
 
     def __enter__(self) -> _Progress:
         self.progress.__enter__()
@@ -244,6 +218,7 @@ class _Progress:
         self.progress.__exit__(*exc)  # type: ignore[arg-type]
 
     def event(self, kind: str, action: Any, detail: str) -> None:
+        self.progress.update(self.task, visible=True)
         if kind == "start" and action is not None:
             self.progress.update(self.task, description=f"{action.target}: {action.kind}")
         elif kind == "progress":

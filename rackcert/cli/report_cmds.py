@@ -144,20 +144,60 @@ def build_cmd(
     say(f"  manifest {target.path / 'MANIFEST.sha256'} sha256 {outcome.manifest_sha256}")
 
 
+@report_app.command("sign")
+def sign_cmd(
+    run: RunArg,
+    key: Annotated[
+        Path,
+        typer.Option("--key", help="SSH private key that vouches for the run", show_default=False),
+    ],
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+) -> None:
+    """Sign a run's MANIFEST.sha256 with an SSH key (ssh-keygen -Y sign, namespace rackcert).
+
+    The signature goes to MANIFEST.sha256.sig beside the manifest (not inside it). Run it after `rackcert report`; check it with `rackcert report verify RUN --key KEY.pub`.
+    """  # noqa: E501 - typer rewraps; one line per paragraph reads best in --help
+    from rackcert.report.manifest import verify
+    from rackcert.report.signing import sign
+
+    target = resolve_run(run, runs_dir)
+    result = verify(target.path)
+    if not result.ok:
+        raise RecordError(
+            f"{target.path}: differs from MANIFEST.sha256 ({'; '.join(result.problems()[:3])});"
+            " refusing to sign a changed run"
+        )
+    path = sign(target.path, key)
+    say(f"[green]signed[/] {target.path}: {path.name} over MANIFEST.sha256 ({result.files} files)")
+
+
 @report_app.command("verify")
 def verify_cmd(
     run: RunArg,
-    runs_dir: RunsRootOpt = None,
-    as_json: JsonOpt = False,  # type: ignore[assignment]
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
+    as_json: JsonOpt = False,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            help="SSH public key the run must be signed with (report sign)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Check every file of a run directory against its MANIFEST.sha256.
+    """Check every file of a run directory against its MANIFEST.sha256 (and its signature).
 
-    Exit 0 when nothing changed; exit 1 listing every changed, added or removed file.
-    """
+    Exit 0 when nothing changed; exit 1 listing every changed, added or removed file. With --key, the manifest must also carry a valid signature by that key: without one, anyone who can write the run could recompute the manifest.
+    """  # noqa: E501 - typer rewraps; one line per paragraph reads best in --help
     from rackcert.report.manifest import verify
 
     target = resolve_run(run, runs_dir)
     result = verify(target.path)
+    signer = None
+    if key is not None and result.ok:
+        from rackcert.report.signing import verify_signature
+
+        signer = verify_signature(target.path, key)
     if as_json:
         emit_json(
             {
@@ -168,6 +208,7 @@ def verify_cmd(
                 "changed": result.changed,
                 "added": result.added,
                 "removed": result.removed,
+                "signed_by": signer,
             }
         )
     elif result.ok:
@@ -175,6 +216,8 @@ def verify_cmd(
             f"[green]OK[/] {target.path}: {result.files} files match MANIFEST.sha256"
             f" (sha256 {result.manifest_sha256})"
         )
+        if signer:
+            say(f"[green]signed[/] by {key}: {signer}")
     else:
         say(f"[bold red]CHANGED[/] {target.path}: differs from MANIFEST.sha256")
         for line in result.problems():
@@ -224,11 +267,25 @@ def _print_diff(d) -> None:  # type: ignore[no-untyped-def]
 
 
 @report_app.command("schema")
-def schema_cmd() -> None:
-    """Print the JSON Schema of run.json (checked in as schemas/run.schema.json)."""
+def schema_cmd(
+    stage: str = typer.Option(
+        "run",
+        "--stage",
+        help="Whose schema: run (run.json) or a stage record: plan, provision, configure,"
+        " validate, bench, report",
+    ),
+) -> None:
+    """Print the JSON Schema of run.json or of one stage record (schemas/<name>.schema.json)."""
     from rackcert.report.record import json_schema
+    from rackcert.stage_records import RECORDS
+    from rackcert.stage_records import json_schema as stage_schema
 
-    typer.echo(json.dumps(json_schema(), indent=2))
+    if stage == "run":
+        typer.echo(json.dumps(json_schema(), indent=2))
+    elif stage in RECORDS:
+        typer.echo(json.dumps(stage_schema(stage), indent=2))
+    else:
+        raise InputError(f"--stage {stage!r}: choose run or one of {', '.join(RECORDS)}")
 
 
 @app.command("serve")
@@ -248,7 +305,7 @@ def serve_cmd(
         server = make_server(root, host, port)
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    bound_host, bound_port = server.server_address[:2]
+    bound_host, bound_port = str(server.server_address[0]), server.server_address[1]
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(
             f"[yellow]warning:[/] listening on {host}: run records describe your"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
+from rackcert.cli.output import show_table
 from rackcert.runs import list_runs
 
 runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
@@ -19,7 +21,7 @@ def list_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """List run directories with the stages each recorded and their status."""
-    runs = list_runs(runs_dir or default_runs_root(), rack)
+    runs = list_runs(runs_dir or default_runs_root(), rack, include_unreadable=True)
     if as_json:
         print_json(
             [
@@ -29,6 +31,7 @@ def list_cmd(
                     "created_at": r.created_at,
                     "stages": r.statuses,
                     "verdict": r.verdict,
+                    "problem": r.problem,
                 }
                 for r in runs
             ]
@@ -42,5 +45,9 @@ def list_cmd(
         table.add_column(col)
     for r in runs:
         stages = " ".join(f"{s}:{st}" for s, st in r.statuses.items()) or "-"
-        table.add_row(r.rack, r.created_at, stages, r.verdict or "-", str(r.path))
-    console.print(table)
+        verdict = "unreadable" if r.problem else (r.verdict or "-")
+        table.add_row(r.rack, r.created_at, stages, verdict, str(r.path))
+    show_table(console, table)
+    for r in runs:
+        if r.problem:  # one line each, after the table: what is wrong and where
+            console.print(f"[yellow]warning:[/] {escape(r.problem)}", soft_wrap=True)

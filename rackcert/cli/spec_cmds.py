@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from rackcert.cli.common import JsonOpt, SpecArg, app, console, load, print_json
+from rackcert.cli.output import show_table
 from rackcert.placement import place
 from rackcert.spec import Spec
 
@@ -76,7 +77,7 @@ def check(spec_path: SpecArg, as_json: JsonOpt = False) -> None:
             str(h["nics"]),
             f"{vms} ({h['gpus_used']})",
         )
-    console.print(table)
+    show_table(console, table)
     totals = data["totals"]
     modes = Counter(t.nvlink.value for t in loaded.spec.vm_templates)
     console.print(

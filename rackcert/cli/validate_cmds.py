@@ -9,22 +9,31 @@ import typer
 from rich.table import Table
 
 from rackcert.cli.common import (
+    JsonOpt,
     RunOpt,
     RunsRootOpt,
-    SpecArg,
     app,
     console,
     default_runs_root,
     err_console,
     load,
     open_or_create_run,
+    print_json,
 )
-from rackcert.errors import RackcertError
+from rackcert.cli.output import show_table
+from rackcert.errors import InputError, RackcertError
+from rackcert.stage_records import ValidateNode, ValidateRecord
 
 
 @app.command("validate")
 def validate_cmd(
-    spec_path: SpecArg,
+    spec_path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Rack spec (YAML), e.g. inventories/lab.yaml (not needed with --list)",
+            show_default=False,
+        ),
+    ] = None,
     node: Annotated[
         list[str] | None, typer.Option("--node", "-n", help="Only this VM (repeatable)")
     ] = None,
@@ -70,6 +79,7 @@ def validate_cmd(
     ] = True,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check every VM of the spec (GPUs, driver, CUDA, NVLink, OFED, RDMA, mounts, MTU, SSH
     trust, clock) and the hypervisor settings provision recorded, all nodes in parallel.
@@ -82,15 +92,18 @@ def validate_cmd(
     if list_checks:
         _print_checks(select(None))
         return
-    from validation.runner import validate
+    import validation
 
+    if spec_path is None:
+        raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
     loaded = load(spec_path)
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
-    outcome = validate(
+    record = validation.run(
         loaded,
         run_dir,
         runs_root=root,
+        compare=compare,
         nodes=node,
         checks=check,
         skip=skip,
@@ -101,43 +114,34 @@ def validate_cmd(
         facts=not no_facts,
         console=err_console if err_console.is_terminal else None,
     )
-    _print_outcome(outcome)
-    regressions = _compare_with_certified(root, run_dir) if compare else []
-    if outcome.ok and regressions:
-        raise RackcertError(
-            f"validate: {len(regressions)} regression(s) since the last certified run:"
-            f" {regressions[0]}; record {outcome.record}"
-        )
-    if not outcome.ok:
-        failing = outcome.summary["failing"]
+    path = run_dir.path / "validate.json"
+    data = record.data
+    if as_json:
+        # CI reads the record itself (the diff with the certified run is in it).
+        print_json({"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})})
+    else:
+        junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
+        _print_outcome(record, path, junit_path)
+        if compare and data.compared_with is None:
+            console.print("no certified (PASS) run of this rack yet: nothing to compare with")
+        elif data.compared_with:
+            console.print(
+                f"compared with the last certified run {data.compared_with}", soft_wrap=True
+            )
+            for line in data.changes:
+                console.print(line, soft_wrap=True)
+    failing = data.summary.failing
+    if failing:
         more = f" (+{len(failing) - 5} more)" if len(failing) > 5 else ""
         raise RackcertError(
             f"validate failed: {len(failing)} error-severity check(s) failed:"
-            f" {', '.join(failing[:5])}{more}; record {outcome.record}"
+            f" {', '.join(failing[:5])}{more}; record {path}"
         )
-
-
-def _compare_with_certified(root: Path, run_dir) -> list[str]:  # noqa: ANN001 - RunDir
-    """The after-upgrade view: what changed since the last certified run of this rack.
-
-    A validate-only run has no benchmark figures, so only versions, settings, hardware
-    and checks are compared; a missing bench is not a regression.
-    """
-    from rackcert.report.assemble import assemble
-    from rackcert.report.diff import diff_records, format_diff, last_certified
-
-    certified = last_certified(root, run_dir.meta["rack"], before=run_dir.path)
-    if certified is None:
-        console.print("no certified (PASS) run of this rack yet: nothing to compare with")
-        return []
-    d = diff_records(assemble(certified), assemble(run_dir))
-    if "bench" not in run_dir.stages():
-        d.figures = []
-        d.regressions = [r for r in d.regressions if not r.startswith("verdict ")]
-    console.print(f"compared with the last certified run {certified.path}", soft_wrap=True)
-    for line in format_diff(d):
-        console.print(line, soft_wrap=True)
-    return d.regressions
+    if data.regressions:
+        raise RackcertError(
+            f"validate: {len(data.regressions)} regression(s) since the last certified run:"
+            f" {data.regressions[0]}; record {path}"
+        )
 
 
 def _print_checks(defs) -> None:
@@ -148,43 +152,56 @@ def _print_checks(defs) -> None:
         table.add_column(col)
     for d in [*defs, *HV_CHECKS]:
         table.add_row(d.id, d.severity.value, d.summary, d.fix)
-    console.print(table)
+    show_table(console, table)
 
 
-def _print_outcome(outcome) -> None:
-    table = Table(title="validate", title_justify="left")
-    for col in ("node", "status", "pass", "fail", "error", "skip", "note"):
-        table.add_column(col)
-    rows = dict(outcome.nodes)
-    for r in outcome.results:  # hypervisor-only nodes (ESXi hosts)
-        rows.setdefault(r.node, {"status": None, "counts": {}, "error": ""})
-    for name, info in rows.items():
-        mine = [r for r in outcome.results if r.node == name]
-        counts = {
-            s: sum(r.status.value == s for r in mine) for s in ("pass", "fail", "error", "skip")
-        }
-        failing = any(
-            r.severity.value == "error" and r.status.value in ("fail", "error") for r in mine
+def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
+    for e in record.data.host_keys.enrolled if record.data.host_keys else []:
+        console.print(
+            f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            " (first contact; enforced from now on)",
+            soft_wrap=True,
+            highlight=False,
         )
-        bad = info.get("status") == "failed" or failing
+    table = Table(title="validate", title_justify="left")
+    for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
+        table.add_column(col)
+    data = record.data
+    rows: dict[str, ValidateNode | None] = dict(data.nodes)
+    for r in data.results:  # hypervisor-only nodes (ESXi hosts)
+        rows.setdefault(r.node, None)
+    for name, info in rows.items():
+        mine = [r for r in data.results if r.node == name]
+        fatal = [r for r in mine if r.severity.value == "error"]
+        bad_fatal = [r for r in fatal if r.status.value in ("fail", "error")]
+        counts = {
+            "pass": sum(r.status.value == "pass" for r in mine),
+            "fail": sum(r.status.value == "fail" for r in fatal),
+            "error": sum(r.status.value == "error" for r in fatal),
+            "warn": sum(r.status.value in ("fail", "error") for r in mine) - len(bad_fatal),
+            "skip": sum(r.status.value == "skip" for r in mine),
+        }
+        bad = (info is not None and info.status == "failed") or bool(bad_fatal)
         status = "[red]FAILED[/]" if bad else "[green]passed[/]"
-        note = info.get("error", "") if info.get("status") is not None else "hypervisor"
+        note = info.error if info is not None else "hypervisor"
         table.add_row(name, status, *(str(counts[s]) for s in counts), note[:60])
-    console.print(table)
-    for r in outcome.results:
+    show_table(console, table)
+    for r in data.results:
         if r.status.value in ("fail", "error"):
-            sev = "red" if r.severity.value == "error" else "yellow"
+            # A failing check of severity warning (or info) does not fail the run: WARN.
+            is_fatal = r.severity.value == "error"
+            word = f"[red]{r.status.value.upper()}[/]" if is_fatal else "[yellow]WARN[/]"
             console.print(
-                f"[{sev}]{r.status.value.upper()}[/] {r.node} {r.id}: {r.reason or 'failed'}"
+                f"{word} {r.node} {r.id}: {r.reason or 'failed'}"
                 f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"
                 + (f"\n    fix: {r.fix}" if r.fix else ""),
                 soft_wrap=True,
             )
-    s = outcome.summary
-    verdict = "[green]OK[/]" if s["ok"] else "[red]FAILED[/]"
+    s = data.summary
+    verdict = "[green]OK[/]" if s.ok else "[red]FAILED[/]"
     console.print(
-        f"{verdict} {s['passed']} passed, {s['failed']} failed, {s['errors']} errors,"
-        f" {s['skipped']} skipped in {s['wall_seconds']:.1f}s; record {outcome.record};"
-        f" JUnit {outcome.junit}",
+        f"{verdict} {s.passed} passed, {s.failed} failed, {s.errors} errors,"
+        f" {s.warnings} warnings, {s.skipped} skipped in {s.wall_seconds:.1f}s;"
+        f" record {path}; JUnit {junit}",
         soft_wrap=True,
     )

@@ -1,1 +1,30 @@
 """Configure stage: the guest OS layer through Ansible (inventory, runner, record, display)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rackcert.runs import RunDir
+    from rackcert.spec_loader import LoadedSpec
+    from rackcert.stage_records import ConfigureRecord
+
+
+def run(loaded: LoadedSpec, run_dir: RunDir, **options: Any) -> ConfigureRecord:
+    """The configure stage: site.yml through ansible-runner; records configure.json.
+
+    `options` are `rackcert.configure.runner.configure`'s (check, tags, skip_tags, limit,
+    become_password, extravars, on_event). Returns the typed record; raises a RackcertError
+    (after recording) when a host failed or was unreachable.
+
+        >>> record = run(load_spec("inventories/lab.yaml"), run_dir, check=True)
+        >>> record.data.totals.failed
+    """
+    from rackcert.configure.runner import configure
+    from rackcert.errors import RackcertError
+
+    result = configure(loaded, run_dir, **options)
+    record = run_dir.read_record("configure")
+    if not result.ok:
+        raise RackcertError(f"configure failed: {result.error} (record: {result.record})")
+    return record  # type: ignore[return-value]

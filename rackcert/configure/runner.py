@@ -9,7 +9,7 @@ hook, `on_event(event, collector)`, called for every event after it is counted.
 Where things go (all inside the run directory):
     artifacts/configure/inventory/hosts.yml   generated from the spec
     artifacts/configure/ansible/<ident>/      ansible-runner's artifacts (events, stdout)
-    artifacts/configure/known_hosts           host keys seen this run (accept-new)
+    <runs>/<rack>/known_hosts                 the rack's host keys, enrolled once, then enforced
     configure.json                            per host ok/changed/failed/unreachable
 Secrets (a become password) are given to ansible-runner in memory, registered
 with REDACTOR, and every text artifact is scrubbed again after the run.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -27,9 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackcert.childenv import secret_variables
+from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector, HostResult
-from rackcert.configure.inventory import build_inventory, write_inventory
+from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
+from rackcert.known_hosts import Enrolled, enroll, is_pinned, peer_lines, rack_file, ssh_options
 from rackcert.paths import playbooks_dir
 from rackcert.runs import RunDir, utc_now
 from rackcert.secrets import REDACTOR
@@ -49,6 +53,7 @@ class ConfigureResult:
     record: Path
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    enrolled: list[Enrolled] = field(default_factory=list)  # host keys trusted on first contact
 
     @property
     def ok(self) -> bool:
@@ -56,22 +61,25 @@ class ConfigureResult:
 
 
 def _ssh_args(known_hosts: Path) -> str:
+    """Ansible's ssh options: the rack's enrolled keys only (rackcert.known_hosts), strictly."""
     return " ".join(
         [
             "-o ControlMaster=auto -o ControlPersist=120s",
-            f"-o UserKnownHostsFile={known_hosts}",
-            "-o StrictHostKeyChecking=accept-new",
+            *(f"-o {opt}" for opt in ssh_options(known_hosts)[1::2]),
             "-o IdentitiesOnly=yes -o BatchMode=yes",
             "-o ConnectTimeout=10 -o ServerAliveInterval=5 -o ServerAliveCountMax=3",
         ]
     )
 
 
-def _envvars(artifacts: Path, control_dir: Path, forks: int) -> dict[str, str]:
+def _envvars(artifacts: Path, control_dir: Path, forks: int, known_hosts: Path) -> dict[str, str]:
     roles = playbooks_dir() / "roles"
     return {
         "ANSIBLE_ROLES_PATH": str(roles),
-        "ANSIBLE_SSH_ARGS": _ssh_args(artifacts / "known_hosts"),
+        # site.yml names roles by FQCN (rackcert.gpu.*): the shipped roles, as a collection.
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_root(control_dir / "collections")),
+        "ANSIBLE_SSH_ARGS": _ssh_args(known_hosts),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir),
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_FORKS": str(forks),
@@ -86,6 +94,45 @@ def _envvars(artifacts: Path, control_dir: Path, forks: int) -> dict[str, str]:
         "ANSIBLE_SYSTEM_WARNINGS": "False",
         "PATH": _path_with_ansible(),
     }
+
+
+@dataclass
+class _HostKeys:
+    path: Path
+    pinned: bool
+    enrolled: list[Enrolled]
+    peer_lines: list[str]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "known_hosts": str(self.path),
+            "pinned": self.pinned,
+            "enrolled": [e.to_dict() for e in self.enrolled],
+        }
+
+
+def _host_keys(spec: Any, run: RunDir) -> _HostKeys:
+    """Enrol the VMs the rack's known_hosts does not know yet; the lines ssh_trust installs."""
+    path = rack_file(spec, run)
+    pinned = is_pinned(spec)
+    enrolled = enroll(path, [(vm.address, vm.ssh_port) for vm in spec.vms], pinned=pinned)
+    peers = [(vm.name, vm.address, vm.ssh_port) for vm in spec.vms]
+    return _HostKeys(path, pinned, enrolled, peer_lines(path, peers) if path.is_file() else [])
+
+
+def _runner_env(
+    prepared: dict[str, str], ours: dict[str, str], withheld: Sequence[str]
+) -> dict[str, str]:
+    """ansible-runner seeds Ansible's environment with ours whole: keep only named variables.
+
+    What runner itself set or changed (its callback plugin path, our ANSIBLE_*
+    settings) stays; what it merely copied from this process goes, unless
+    rackcert.childenv names it. The password variables are withheld outright.
+    """
+    from rackcert.childenv import child_env
+
+    own = {k: v for k, v in prepared.items() if os.environ.get(k) != v or k in ours}
+    return child_env(own, withheld=withheld)
 
 
 def _drop_environment(directory: Path) -> None:
@@ -127,7 +174,11 @@ def _failure_line(collector: EventCollector, rc: int, stdout_tail: str) -> str |
         return f"ansible-playbook exited {rc}: {stdout_tail or 'no output'}"
     first = bad[0]
     where = first.failures[0] if first.failures else None
-    detail = f" at '{where.role + ' : ' if where.role else ''}{where.task}': {where.message}"
+    detail = (
+        f" at '{where.role + ' : ' if where.role else ''}{where.task}': {where.message}"
+        if where is not None
+        else ""
+    )
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
     return (
         f"{len(bad)} of {len(collector.hosts)} hosts not configured: {first.name}"
@@ -153,8 +204,10 @@ def configure(
     limit: str | None = None,
     become_password: str | None = None,
     extravars: dict[str, Any] | None = None,
+    operator_vars: Sequence[str] = (),
     on_event: EventHook | None = None,
     playbook: Path | None = None,
+    verbosity: int = 0,
 ) -> ConfigureResult:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return the result.
 
@@ -165,8 +218,12 @@ def configure(
         tags / skip_tags: only / not these roles (each role is tagged with its name).
         limit: an Ansible host pattern, e.g. one VM name.
         become_password: sudo password, held in memory only.
-        extravars: extra variables (tests use them to point vendor roles at a local repo).
+        extravars: extra variables (tests use them to point vendor roles at a local repo),
+            written `!unsafe`: data, never templates.
+        operator_vars: the operator's own `--extra-vars` values (`@file.yml`, `k=v`, JSON),
+            passed to ansible-playbook as `-e` unchanged, after `extravars` (so they win).
         on_event: called as on_event(event, collector) after each event is counted.
+        verbosity: Ansible's -v count (`rackcert -vv configure` passes 2).
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -189,6 +246,7 @@ def configure(
     collector = EventCollector()
     ident = started.replace(":", "").replace("-", "")
     REDACTOR.add(become_password)
+    keys = _host_keys(spec, run)
 
     def handler(event: dict[str, Any]) -> bool:
         collector.handle(event)
@@ -197,6 +255,15 @@ def configure(
         return True  # keep the event in the artifacts
 
     cmdline = ["--check"] if check else []
+    # ssh_trust installs the host keys the controller enrolled (or the spec pinned).
+    extravars = {"ssh_trust_known_hosts": keys.peer_lines, **(extravars or {})}
+    if extravars:
+        # Written by rackcert, every string `!unsafe`: extra vars are data, never templates.
+        extra_file = artifacts / "inventory" / "extra_vars.yml"
+        extra_file.write_text(dump_unsafe_yaml(extravars))
+        cmdline += ["--extra-vars", shlex.quote(f"@{extra_file}")]
+    for value in operator_vars:  # the operator's own Ansible input: as given, like -e
+        cmdline += ["--extra-vars", shlex.quote(value)]
     passwords = {}
     if become_password:
         cmdline.append("--ask-become-pass")
@@ -206,29 +273,32 @@ def configure(
         """configure.json from what the collector saw: on success, failure or interruption."""
         return _write_record(
             run, collector, started, check, tags, skip_tags, limit, playbook, rc,
-            artifacts, inventory, ident, error,
+            artifacts, inventory, ident, error, keys.record(), operator_vars,
         )  # fmt: skip
 
     rc, status = 1, "failed"
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
+        envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)), keys.path)
         try:
-            runner = ansible_runner.run(
+            runner = ansible_runner.interface.init_runner(
                 private_data_dir=str(artifacts),
                 artifact_dir=str(artifacts / "ansible"),
                 ident=ident,
                 playbook=str(playbook),
                 inventory=str(inventory),
-                envvars=_envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32))),
-                extravars=extravars,
+                envvars=envvars,
                 passwords=passwords,
                 cmdline=" ".join(cmdline) or None,
                 tags=",".join(tags) or None,
                 skip_tags=",".join(skip_tags) or None,
                 limit=limit,
+                verbosity=verbosity or None,
                 event_handler=handler,
                 quiet=True,
                 settings={"suppress_ansible_output": True, "job_timeout": 3600},
             )
+            runner.config.env = _runner_env(runner.config.env, envvars, secret_variables(spec))
+            runner.run()
             rc = int(runner.rc if runner.rc is not None else 1)
             status = "ok" if runner.status == "successful" and rc == 0 else "failed"
         except KeyboardInterrupt:
@@ -263,6 +333,7 @@ def configure(
         record=record_path,
         error=error,
         warnings=collector.warnings,
+        enrolled=keys.enrolled,
     )
 
 
@@ -280,6 +351,8 @@ def _write_record(
     inventory: Path,
     ident: str,
     error: str | None,
+    host_keys: dict[str, Any],
+    operator_vars: Sequence[str] = (),
 ) -> Path:
     """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
@@ -295,10 +368,23 @@ def _write_record(
         "artifacts": str(artifacts.relative_to(run.path)),
         "inventory": str(inventory.relative_to(run.path)),
         "ansible_ident": ident,
+        "extra_vars": [_extra_vars_label(v) for v in operator_vars],
         "warnings": collector.warnings,
+        "host_keys": host_keys,
     }
     status = "failed" if error or rc != 0 else "ok"
     return run.write_stage("configure", data, status=status, error=error, started_at=started)
+
+
+def _extra_vars_label(value: str) -> str:
+    """What the record keeps of one --extra-vars value: the file, or the variable names.
+
+    Values stay out: an operator may pass a token on the command line.
+    """
+    if value.startswith("@"):
+        return value
+    names = [w.split("=", 1)[0] for w in shlex.split(value) if "=" in w]
+    return " ".join(f"{n}=..." for n in names) if names else "(inline YAML/JSON)"
 
 
 def _path_with_ansible() -> str:

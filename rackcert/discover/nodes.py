@@ -51,7 +51,9 @@ def ssh_argv(target: Target, known_hosts: Path | None, timeout: int) -> list[str
         argv += ["-i", str(Path(target.key_file).expanduser()), "-o", "IdentitiesOnly=yes"]
     if known_hosts:
         argv += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
-    return [*argv, f"{target.user}@{target.address}", REMOTE]
+    # "--" ends ssh's options: a user or address that starts with "-" is then a destination,
+    # never an option such as -oProxyCommand (which would run a command here).
+    return [*argv, "--", f"{target.user}@{target.address}", REMOTE]
 
 
 def _one(target: Target, known_hosts: Path | None, timeout: int) -> GuestTopo | str:

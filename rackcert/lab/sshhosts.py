@@ -194,7 +194,7 @@ class TestHost:
     def ssh(self, command: str, *, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """Run `command` on the host over real SSH; returns the completed process."""
         return subprocess.run(
-            ["ssh", *self.ssh_options(), f"{self.user}@{self.address}", command],
+            ["ssh", *self.ssh_options(), "--", f"{self.user}@{self.address}", command],
             capture_output=True,
             text=True,
             timeout=timeout,

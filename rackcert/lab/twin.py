@@ -55,6 +55,8 @@ _NIC_IDS: list[tuple[tuple[str, ...], int]] = [
     (("connectx-5",), 0x1017),
     (("bluefield-2",), 0xA2D6),
 ]
+# Short enough for tests; a real R750xa takes minutes, which the code's bounded wait allows.
+REBOOT_TIMING = {"connected_ms": 150, "down_ms": 600}
 _VGPU_SIZES = {80: (4, 8, 10, 16, 20, 40, 80), 40: (4, 5, 8, 10, 20, 40)}
 
 
@@ -220,6 +222,54 @@ def ensure_password(path: Path) -> None:
         handle.write(secrets.token_urlsafe(18) + "\n")
 
 
+# What a site's cloud-image template looks like before rackcert customizes a clone.
+TEMPLATE_DISK_GB = 16
+TEMPLATE_CPUS = 2
+TEMPLATE_MEMORY_MB = 2048
+DEFAULT_DATASTORE = "LocalDS_0"  # the twin's datastore on every host
+DEFAULT_NETWORK = "VM Network"  # the port group every ESXi host starts with
+
+
+def site_templates(spec: Spec, *, firmware: str = "efi") -> list[dict[str, Any]]:
+    """The templates the spec's vm_templates[].source name, as the site prepared them.
+
+    A cloud image with cloud-init, imported once and marked as template: EFI, a
+    16 GB disk on the spec's datastore, a vmxnet3 NIC on the spec's port group, on
+    the first host. `firmware` lets a test describe a BIOS template.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for tmpl in spec.vm_templates:
+        if not tmpl.source or tmpl.source in out:
+            continue
+        out[tmpl.source] = {
+            "name": tmpl.source,
+            "host": spec.hosts[0].address,
+            "datastore": tmpl.datastore or DEFAULT_DATASTORE,
+            "network": tmpl.network or DEFAULT_NETWORK,
+            "guest_id": tmpl.guest_id,
+            "firmware": firmware,
+            "hardware_version": tmpl.hardware_version,
+            "disk_gb": TEMPLATE_DISK_GB,
+            "cpus": TEMPLATE_CPUS,
+            "memory_mb": TEMPLATE_MEMORY_MB,
+        }
+    return list(out.values())
+
+
+def site_objects(templates: list[dict[str, Any]], spec: Spec) -> dict[str, list[str]]:
+    """Datastores and port groups the site has besides the twin's defaults."""
+    datastores = {t["datastore"] for t in templates} | {
+        t.datastore for t in spec.vm_templates if t.datastore
+    }
+    networks = {t["network"] for t in templates} | {
+        t.network for t in spec.vm_templates if t.network
+    }
+    return {
+        "datastores": sorted(datastores - {DEFAULT_DATASTORE}),
+        "networks": sorted(networks - {DEFAULT_NETWORK}),
+    }
+
+
 def description_from_spec(
     spec: Spec,
     files: TwinFiles,
@@ -228,9 +278,15 @@ def description_from_spec(
     vms: list[dict[str, Any]] | None = None,
     faults: dict[str, Any] | None = None,
     tls: bool | None = None,
+    templates: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The twin of a spec's rack: its hosts under the names vCenter knows them by."""
+    """The twin of a spec's rack: its hosts under the names vCenter knows them by.
+
+    `templates` (default: `site_templates(spec)`) are the site's VM templates; []
+    describes a vCenter where the spec's template is missing.
+    """
     vc = spec.vcenter
+    templates = site_templates(spec) if templates is None else templates
     hosts = [
         host_description(h.address, spec.profile(h.profile), h.esxi_version) for h in spec.hosts
     ]
@@ -246,6 +302,10 @@ def description_from_spec(
         "hosts": hosts,
         "vms": vms or [],
         "faults": faults or {},
+        # A host reboot as vCenter shows it: connected a while, notResponding, back (reboot.go).
+        "reboot": dict(REBOOT_TIMING),
+        "templates": templates,
+        **site_objects(templates, spec),
     }
 
 
@@ -256,6 +316,8 @@ def synthetic_description(count: int, spec: Spec, files: TwinFiles) -> dict[str,
     desc["hosts"] = [
         host_description(f"esx{i:03d}.bench.internal", profile, "7.0.3") for i in range(count)
     ]
+    for template in desc["templates"]:
+        template["host"] = desc["hosts"][0]["name"]
     desc["vms"] = [
         {"name": f"vm{i:03d}", "host": f"esx{i:03d}.bench.internal", "cpus": 8, "memory_mb": 16384}
         for i in range(count)

@@ -1,8 +1,9 @@
-"""Assemble run.json from a run directory's stage files, reading each one tolerantly.
+"""Assemble run.json from a run directory's stage files, each read through its model.
 
-Stages are written by other parts of rackcert (and by other versions of it), so
-a missing stage, a missing key or an unreadable part is recorded as such
-instead of failing the report: a report of a partial run says what is missing.
+Every stage file is read with `model_validate` of its record (rackcert.stage_records), the
+same model its producer wrote through; a missing stage, or one that does not fit its model
+(another version of rackcert, a hand edit), is recorded as such instead of failing the
+report: a report of a partial run says what is missing.
 The verdict only combines what the stages recorded about themselves (stage
 status, each check's status, bench's own verdict); it never re-judges figures.
 
@@ -16,10 +17,10 @@ from __future__ import annotations
 import hashlib
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from rackcert.errors import RecordError
 from rackcert.observed import Inventory
@@ -41,20 +42,29 @@ from rackcert.report.record import (
     VmRecord,
 )
 from rackcert.report.software import (
-    find_topo,
     nodes_of,
-    nvlink_pairs_from_topo,
     versions_from_checks,
     versions_from_facts,
     versions_from_packages,
 )
-from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Severity, Status, Verdict
+from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import STAGES, RunDir, read_json, utc_now
+from rackcert.stage_records import (
+    BenchData,
+    ConfigureData,
+    PlanData,
+    ProvisionData,
+    ValidateData,
+)
+from rackcert.stage_records import Model as DataModel
+from rackcert.stage_records import StageRecord as StageRecordModel
+
+M = TypeVar("M", bound=DataModel)
 
 EVIDENCE_STAGES = tuple(s for s in STAGES if s != "report")
 REQUIRED_STAGES = ("validate", "bench")  # a certificate needs both; the rest may be older runs
-OK_STATUSES = {"ok", "pass", "passed", "success"}
-FAILED_STATUSES = {"failed", "fail", "error"}
+OK_STATUSES = {"ok"}
+FAILED_STATUSES = {"failed"}
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
 
 
@@ -65,25 +75,24 @@ def _version() -> str:
         return "unknown"
 
 
-def _read_stages(run: RunDir) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    records: dict[str, dict[str, Any]] = {}
+def _read_stages(run: RunDir) -> tuple[dict[str, StageRecordModel], dict[str, str]]:
+    records: dict[str, StageRecordModel] = {}
     unreadable: dict[str, str] = {}
     for stage in EVIDENCE_STAGES:
         try:
-            rec = run.read_stage(stage)
+            rec = run.read_record(stage)
         except RecordError as exc:
             unreadable[stage] = str(exc)
             continue
-        if isinstance(rec, dict):
+        if rec is not None:
             records[stage] = rec
-        elif rec is not None:
-            unreadable[stage] = f"{stage}.json is not a JSON object"
     return records, unreadable
 
 
-def _data(records: dict[str, dict[str, Any]], stage: str) -> dict[str, Any]:
-    data = (records.get(stage) or {}).get("data")
-    return data if isinstance(data, dict) else {}
+def _data(records: dict[str, StageRecordModel], stage: str, model: type[M]) -> M:
+    """The typed data of `stage`, or an empty one when the stage is not recorded."""
+    rec = records.get(stage)
+    return rec.data if rec is not None and isinstance(rec.data, model) else model()
 
 
 def _run_info(run: RunDir) -> RunInfo:
@@ -103,7 +112,7 @@ def _run_info(run: RunDir) -> RunInfo:
 
 
 def _stage_records(
-    records: dict[str, dict[str, Any]], unreadable: dict[str, str], spec_sha: str
+    records: dict[str, StageRecordModel], unreadable: dict[str, str], spec_sha: str
 ) -> list[StageRecord]:
     out = []
     for stage in EVIDENCE_STAGES:
@@ -115,42 +124,36 @@ def _stage_records(
         elif rec is None:
             out.append(StageRecord(stage=stage, present=False))
         else:
-            sha = rec.get("spec_sha256")
             out.append(
                 StageRecord(
                     stage=stage,
                     present=True,
-                    status=str(rec.get("status") or "unknown"),
-                    error=rec.get("error") if isinstance(rec.get("error"), str) else None,
-                    started_at=rec.get("started_at"),
-                    finished_at=rec.get("finished_at"),
-                    spec_sha256_matches=(sha == spec_sha) if sha and spec_sha else None,
+                    status=rec.status,
+                    error=rec.error,
+                    started_at=rec.started_at,
+                    finished_at=rec.finished_at,
+                    spec_sha256_matches=rec.spec_sha256 == spec_sha if spec_sha else None,
                 )
             )
     return out
 
 
-def _inventory(records: dict[str, dict[str, Any]]) -> tuple[Inventory | None, str]:
+def _inventory(records: dict[str, StageRecordModel]) -> tuple[Inventory | None, str]:
     """The newest discovery recorded: after provisioning, else before, else the plan's."""
-    candidates = [
-        ("validate", "observed"),
-        ("validate", "inventory"),
-        ("provision", "observed_after"),
-        ("provision", "observed_before"),
-        ("plan", "observed"),
-    ]
-    for stage, key in candidates:
-        raw = _data(records, stage).get(key)
-        if isinstance(raw, dict):
-            try:
-                return Inventory.model_validate(raw), f"{stage}.json {key}"
-            except ValidationError:
-                continue
+    prov = _data(records, "provision", ProvisionData)
+    plan = _data(records, "plan", PlanData)
+    for inv, where in (
+        (prov.observed_after, "provision.json observed_after"),
+        (prov.observed_before, "provision.json observed_before"),
+        (plan.observed, "plan.json observed"),
+    ):
+        if inv is not None:
+            return inv, where
     return None, ""
 
 
 def _referenced_inventory(
-    run: RunDir, records: dict[str, dict[str, Any]]
+    run: RunDir, records: dict[str, StageRecordModel]
 ) -> tuple[Inventory | None, str]:
     """The discovery validate used from an earlier run of the rack (data.hypervisor_source).
 
@@ -158,8 +161,8 @@ def _referenced_inventory(
     provision.json / plan.json it read. That file is evidence too, but outside this run
     directory (and its manifest): the source says so.
     """
-    src = _data(records, "validate").get("hypervisor_source")
-    if not isinstance(src, str) or not src:
+    src = _data(records, "validate", ValidateData).hypervisor_source
+    if not src:
         return None, ""
     path = Path(src)
     candidates = [
@@ -168,14 +171,22 @@ def _referenced_inventory(
     ]
     for cand in candidates:
         if cand.is_file() and (cand.parent / "meta.json").is_file() and cand.parent != run.path:
+            stage = cand.stem
+            if stage not in ("plan", "provision"):
+                continue
             try:
-                rec = read_json(cand)
-                if rec.get("rack") != run.meta.get("rack"):
-                    continue
-                data = rec.get("data") or {}
-                raw = data.get("observed_after") or data.get("observed")
-                inv = Inventory.model_validate(raw)
-            except (RecordError, ValidationError, AttributeError):
+                rec = RunDir(cand.parent).read_record(stage)
+            except RecordError:
+                continue
+            if rec is None or rec.rack != run.meta.get("rack"):
+                continue
+            data = rec.data
+            inv = (
+                data.observed_after or data.observed_before
+                if isinstance(data, ProvisionData)
+                else getattr(data, "observed", None)
+            )
+            if inv is None:
                 continue
             where = f"{cand.parent.name}/{cand.name}"
             return inv, f"run {where}, referenced by validate.json (outside this run's manifest)"
@@ -299,7 +310,7 @@ def _facts(run: RunDir) -> dict[str, Any]:
 
 
 def _software(
-    facts: dict[str, Any], records: dict[str, dict[str, Any]], checks: list[CheckResult]
+    facts: dict[str, Any], records: dict[str, StageRecordModel], checks: list[CheckResult]
 ) -> dict[str, dict[str, str]]:
     """Versions per node: facts.json, then what checks observed, validate's nodes, bench's env."""
     out: dict[str, dict[str, str]] = {}
@@ -311,11 +322,11 @@ def _software(
     for node, node_facts in facts.items():
         for key, value in versions_from_packages(node_facts).items():
             out.setdefault(str(node), {}).setdefault(key, value)
-    for node, info in nodes_of(_data(records, "validate").get("nodes") or {}).items():
-        for key, value in versions_from_facts(info).items():
-            out.setdefault(str(node), {}).setdefault(key, value)
-    env = _data(records, "bench").get("environment")
-    if isinstance(env, dict):
+    for node, info in _data(records, "validate", ValidateData).nodes.items():
+        for key, value in info.versions.items():
+            out.setdefault(node, {}).setdefault(key, value)
+    env = _data(records, "bench", BenchData).environment
+    if env:
         per_node = nodes_of(env.get("nodes")) if isinstance(env.get("nodes"), dict) else {}
         for node, info in per_node.items():
             for key, value in versions_from_facts(info).items():
@@ -355,15 +366,10 @@ def _plausible(versions: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _nvlink(facts: dict[str, Any], checks: list[CheckResult]) -> list[NvlinkPair]:
+def _nvlink(checks: list[CheckResult]) -> list[NvlinkPair]:
+    """Per node, what the passing NVLink check saw (nvidia-smi nvlink / topo -m in the guest)."""
     pairs: list[NvlinkPair] = []
-    for node, node_facts in facts.items():
-        topo = find_topo(node_facts)
-        for a, b, link in nvlink_pairs_from_topo(topo or ""):
-            pairs.append(
-                NvlinkPair(node=str(node), gpus=[a, b], link=link, source="nvidia-smi topo -m")
-            )
-    seen = {p.node for p in pairs}
+    seen: set[str] = set()
     for c in checks:
         if "nvlink" in c.id and c.status == Status.passed and c.node not in seen:
             pairs.append(NvlinkPair(node=c.node, gpus=[], link=c.observed, source=f"check {c.id}"))
@@ -371,34 +377,8 @@ def _nvlink(facts: dict[str, Any], checks: list[CheckResult]) -> list[NvlinkPair
     return pairs
 
 
-def _check(raw: Any, index: int) -> CheckResult:
-    """A recorded check result; keys it does not know are dropped, a broken one is an error."""
-    if isinstance(raw, dict):
-        known = {k: v for k, v in raw.items() if k in CheckResult.model_fields}
-        try:
-            return CheckResult.model_validate(known)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            reason = f"unreadable result: {'.'.join(map(str, err['loc']))}: {err['msg']}"
-            return CheckResult(
-                id=str(raw.get("id") or f"result[{index}]"),
-                node=str(raw.get("node") or "?"),
-                status=Status.error,
-                reason=reason,
-            )
-    return CheckResult(
-        id=f"result[{index}]",
-        node="?",
-        status=Status.error,
-        reason="unreadable result: not an object",
-    )
-
-
-def _checks(records: dict[str, dict[str, Any]]) -> list[CheckResult]:
-    results = _data(records, "validate").get("results")
-    if not isinstance(results, list):
-        return []
-    return [_check(r, i) for i, r in enumerate(results)]
+def _checks(records: dict[str, StageRecordModel]) -> list[CheckResult]:
+    return list(_data(records, "validate", ValidateData).results)
 
 
 def _counts(checks: list[CheckResult]) -> CheckCounts:
@@ -412,90 +392,30 @@ def _counts(checks: list[CheckResult]) -> CheckCounts:
     )
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, list):
-        return len(value)
-    return None
-
-
-def _configure(records: dict[str, dict[str, Any]]) -> list[ConfigureHost]:
-    """Per-host ok/changed/failed/unreachable, whether keyed by host or ansible's stats shape."""
-    data = _data(records, "configure")
-    hosts_part = data.get("hosts") if isinstance(data.get("hosts"), dict) else None
-    stats_keys = {"ok", "changed", "failures", "failed", "dark", "unreachable"}
-    out: dict[str, ConfigureHost] = {}
-    if (
-        hosts_part is None
-        and stats_keys & set(data)
-        and all(isinstance(data[k], dict) for k in stats_keys & set(data))
-    ):
-        for key, field in (
-            ("ok", "ok"),
-            ("changed", "changed"),
-            ("failures", "failed"),
-            ("failed", "failed"),
-            ("dark", "unreachable"),
-            ("unreachable", "unreachable"),
-        ):
-            for host, n in (data.get(key) or {}).items():
-                entry = out.setdefault(host, ConfigureHost(host=host))
-                setattr(entry, field, _int(n))
-        return list(out.values())
-    for host, info in (hosts_part or data).items():
-        if not isinstance(info, dict):
-            continue
-        msgs = info.get("messages") or info.get("errors") or info.get("failures") or []
-        if isinstance(msgs, str):
-            msgs = [msgs]
-        if isinstance(msgs, list):  # configure's TaskProblem dicts: {task, role, message}
-            msgs = [
-                f"{m.get('task', '?')}: {m.get('message', '')}" if isinstance(m, dict) else m
-                for m in msgs
-            ]
-        out[host] = ConfigureHost(
-            host=str(host),
-            ok=_int(info.get("ok")),
-            changed=_int(info.get("changed")),
-            failed=_int(info.get("failed")),
-            unreachable=_int(info.get("unreachable", info.get("dark"))),
-            messages=[str(m) for m in msgs if isinstance(m, (str, int, float))][:20]
-            if isinstance(msgs, list)
-            else [],
+def _configure(records: dict[str, StageRecordModel]) -> list[ConfigureHost]:
+    """Per-host ok/changed/failed/unreachable and the failed tasks' messages."""
+    hosts = _data(records, "configure", ConfigureData).hosts
+    return [
+        ConfigureHost(
+            host=name,
+            ok=h.ok,
+            changed=h.changed,
+            failed=h.failed,
+            unreachable=int(h.unreachable),
+            messages=[f"{f.task}: {f.message}" for f in h.failures][:20],
         )
-    return list(out.values())
+        for name, h in hosts.items()
+    ]
 
 
-def _parse(model: type[BaseModel], raw: Any, what: str, problems: list[str]) -> Any:
-    if raw is None:
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        problems.append(f"{what}: {'.'.join(map(str, err['loc']))}: {err['msg']}")
-        return None
-
-
-def _bench(records: dict[str, dict[str, Any]], ref: matrix_mod.Reference | None) -> Bench:
-    data = _data(records, "bench")
-    problems: list[str] = []
-    env = data.get("environment")
-    storage = data.get("storage")
+def _bench(records: dict[str, StageRecordModel]) -> Bench:
+    data = _data(records, "bench", BenchData)
     return Bench(
-        environment=env if isinstance(env, dict) else {},
-        allreduce=_parse(AllreduceResult, data.get("allreduce"), "bench allreduce", problems),
-        resnet50=_parse(ScalingResult, data.get("resnet50"), "bench resnet50", problems),
-        storage=storage if isinstance(storage, dict) else None,
-        verdict=_parse(Verdict, data.get("verdict"), "bench verdict", problems),
-        reference_resnet50=[
-            ReferenceFigure(nodes=n, images_per_sec=v)
-            for n, v in matrix_mod.reference_figures(ref).items()
-        ],
-        problems=problems,
+        environment=data.environment,
+        allreduce=data.allreduce,
+        resnet50=data.resnet50,
+        storage=data.storage.model_dump(mode="json") if data.storage else None,
+        verdict=data.verdict,
     )
 
 
@@ -538,21 +458,32 @@ def combine_verdict(
         fail.append(f"... and {len(failing) - 10} more failing checks")
     if by_stage["validate"].present and not checks:
         incomplete.append("validate recorded no check results")
+    not_judged: list[str] = []
     if by_stage["bench"].present:
-        if bench.verdict is None:
+        v = bench.verdict
+        if v is None:
             incomplete.append("bench recorded no verdict")
-        elif not bench.verdict.passed:
-            fail.extend(f"bench: {r}" for r in bench.verdict.reasons or ["verdict: not passed"])
-    for problem in bench.problems:
-        incomplete.append(f"unreadable {problem}")
+        else:
+            not_judged = [f"bench {line}" for line in v.not_judged]
+            if v.verdict == "FAIL":
+                fail.extend(f"bench: {r}" for r in v.reasons or ["verdict FAIL"])
+            elif v.verdict == "INCOMPLETE":
+                required = [c for c in v.checks if c.required and c.status is Status.skipped]
+                incomplete.extend(
+                    f"bench: {c.id} (required) not judged: {c.reason or 'not measured'}"
+                    for c in required
+                )
+                if not required:
+                    incomplete.append("bench: nothing was judged")
     if fail:
-        return RunVerdict(verdict="FAIL", reasons=fail + incomplete)
+        return RunVerdict(verdict="FAIL", reasons=fail + incomplete, not_judged=not_judged)
     if incomplete:
-        return RunVerdict(verdict="INCOMPLETE", reasons=incomplete)
+        return RunVerdict(verdict="INCOMPLETE", reasons=incomplete, not_judged=not_judged)
     reasons = ["validate: all checks of severity error passed"]
     if bench.verdict is not None:
-        reasons += [f"bench: {r}" for r in bench.verdict.reasons] or ["bench: verdict passed"]
-    return RunVerdict(verdict="PASS", reasons=reasons)
+        judged = [c for c in bench.verdict.checks if c.status is Status.passed]
+        reasons += [f"bench: {c.id} passed: {c.observed} ({c.expected})" for c in judged]
+    return RunVerdict(verdict="PASS", reasons=reasons, not_judged=not_judged)
 
 
 def _same_gpu_as_reference(bench: Bench, ref: matrix_mod.Reference | None) -> bool:
@@ -590,10 +521,14 @@ def assemble(
     facts = _facts(run)
     checks = _checks(records)
     software = _software(facts, records, checks)
-    hardware.nvlink_pairs = _nvlink(facts, checks)
+    hardware.nvlink_pairs = _nvlink(checks)
     wanted = reference or spec_reference(run)
     ref = matrix_mod.find_reference(wanted, matrix_dir) if wanted else None
-    bench = _bench(records, ref)
+    bench = _bench(records)
+    bench.reference_resnet50 = [
+        ReferenceFigure(nodes=n, images_per_sec=v)
+        for n, v in matrix_mod.reference_figures(ref).items()
+    ]
     comparison = matrix_mod.compare(ref, hardware, software, wanted=wanted)
     if not _same_gpu_as_reference(bench, ref):
         # Published figures of other GPUs (or of GPUs vs a CPU run) are no context: leave out.

@@ -16,15 +16,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from rackcert.errors import InputError, RackcertError
+from rackcert.errors import InputError, RackcertError, RecordError
 from rackcert.report.assemble import assemble
 from rackcert.report.manifest import MANIFEST_NAME, write_manifest
 from rackcert.report.record import RunRecord
-from rackcert.runs import RunDir, atomic_write_bytes, atomic_write_json, utc_now
-from rackcert.secrets import REDACTOR
+from rackcert.runs import RunDir, atomic_write_bytes, atomic_write_json, read_capped, utc_now
+from rackcert.secrets import REDACTOR, Redactor, read_secret_file
 
 FORMATS = ("json", "html", "pdf")
 FILE_NAMES = {"json": "run.json", "html": "report.html", "pdf": "report.pdf"}
@@ -52,35 +53,38 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return wanted
 
 
-def learn_secrets(run: RunDir) -> None:
+def learn_secrets(run: RunDir, redactor: Redactor = REDACTOR) -> None:
     """Teach the redactor the secrets the run's spec points at, where this process can read them.
 
     A fresh `rackcert report` process has resolved no secret yet; without this,
     a password that slipped into an artifact would pass the scrubber unseen.
+    The run's spec is not trusted: files are read only when they are small
+    regular files (a FIFO would hang, a device stream forever), and secrets too
+    short to mask are ignored. `rackcert serve` never calls this.
     """
     try:
-        spec = yaml.safe_load((run.path / "spec.yaml").read_text())
-    except (OSError, yaml.YAMLError):
+        spec = yaml.safe_load(read_capped(run.path / "spec.yaml"))
+    except (OSError, yaml.YAMLError, RecursionError, RecordError):
         return
     if not isinstance(spec, dict):
         return
-    vc = spec.get("vcenter") if isinstance(spec.get("vcenter"), dict) else {}
+    vc: dict[str, Any] = spec["vcenter"] if isinstance(spec.get("vcenter"), dict) else {}
     ssh = (
         ((spec.get("guest") or {}).get("ssh") or {}) if isinstance(spec.get("guest"), dict) else {}
     )
     if isinstance(vc.get("password_env"), str):
-        REDACTOR.add(os.environ.get(vc["password_env"]))
+        redactor.add(os.environ.get(vc["password_env"]))
     for ref in (vc.get("password_file"), ssh.get("key_file") if isinstance(ssh, dict) else None):
         if not isinstance(ref, str):
             continue
         try:
-            text = Path(ref).expanduser().read_text().strip()
-        except (OSError, UnicodeDecodeError):
+            text = read_secret_file(ref, "secret")
+        except InputError:
             continue
-        REDACTOR.add(text)
+        redactor.add(text)
         for line in text.splitlines():  # key material line by line, not the PEM armour
             if len(line) >= 16 and not line.startswith("-----"):
-                REDACTOR.add(line.strip())
+                redactor.add(line.strip())
 
 
 def build_report(
@@ -92,10 +96,11 @@ def build_report(
 ) -> Outcome:
     """Write the report files, the report stage record and the manifest into `run`."""
     started = utc_now()
-    learn_secrets(run)
+    redactor = REDACTOR.copy()  # this run's secrets mask this run's files only
+    learn_secrets(run, redactor)
     outcome = Outcome(record=assemble(run, reference=reference, matrix_dir=matrix_dir))
     try:
-        _write_files(run, outcome, formats)
+        _write_files(run, outcome, formats, redactor)
     except RackcertError as exc:
         _finish(run, outcome, started, status="partial", error=str(exc))
         raise
@@ -103,15 +108,17 @@ def build_report(
     return outcome
 
 
-def _write_files(run: RunDir, outcome: Outcome, formats: tuple[str, ...]) -> None:
+def _write_files(
+    run: RunDir, outcome: Outcome, formats: tuple[str, ...], redactor: Redactor
+) -> None:
     record = outcome.record
     if "json" in formats:
-        atomic_write_json(run.path / FILE_NAMES["json"], record.to_json())
+        atomic_write_json(run.path / FILE_NAMES["json"], redactor.scrub(record.to_json()))
         outcome.files.append(FILE_NAMES["json"])
     if "html" in formats or "pdf" in formats:
         from rackcert.report.html import render_html
 
-        html = render_html(record)
+        html = render_html(record, redactor)
         if "html" in formats:
             _write(run.path / FILE_NAMES["html"], html.encode())
             outcome.files.append(FILE_NAMES["html"])
@@ -138,6 +145,7 @@ def _finish(
         {
             "verdict": record.verdict.verdict,
             "reasons": record.verdict.reasons,
+            "not_judged": record.verdict.not_judged,
             "files": [*outcome.files, "report.json", MANIFEST_NAME],
             "matrix": {"reference": record.matrix.reference, **record.matrix.counts},
             "checks": record.check_counts.model_dump(),

@@ -15,7 +15,7 @@ from typing import Any
 
 from rackcert.report.record import RunRecord
 from rackcert.results import CheckResult, Status
-from rackcert.secrets import REDACTOR
+from rackcert.secrets import REDACTOR, Redactor
 
 TEMPLATES = Path(__file__).parent / "templates"
 _STATUS_ORDER = {Status.failed: 0, Status.error: 1, Status.skipped: 2, Status.passed: 3}
@@ -169,10 +169,20 @@ def _size_label(n: int) -> str:
     return f"{n} B"
 
 
-def render_html(record: RunRecord) -> str:
+def scrubbed(record: RunRecord, redactor: Redactor = REDACTOR) -> RunRecord:
+    """The record with every known secret masked in every string, before anything renders it.
+
+    Scrubbing the rendered page alone misses a secret that escaping changed
+    (`&` becomes `&amp;`) or that a figure drew as SVG text.
+    """
+    return RunRecord.model_validate(redactor.scrub(record.to_json()))
+
+
+def render_html(record: RunRecord, redactor: Redactor = REDACTOR) -> str:
     """The report as one HTML document (secrets masked, nothing fetched from elsewhere)."""
     import jinja2
 
+    record = scrubbed(record, redactor)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
@@ -186,4 +196,4 @@ def render_html(record: RunRecord) -> str:
         f"{round(v * 100, 1) + 0.0:+.1f}%" if isinstance(v, (int, float)) else "-"
     )
     html = env.get_template("report.html.j2").render(**context(record))
-    return REDACTOR.scrub(html)
+    return redactor.scrub(html)  # and again over the page, in its escaped forms too

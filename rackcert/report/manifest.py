@@ -23,6 +23,7 @@ from rackcert.errors import RecordError
 from rackcert.runs import atomic_write_bytes
 
 MANIFEST_NAME = "MANIFEST.sha256"
+SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # rackcert.report.signing: signs the manifest, not in it
 _CHUNK = 1 << 20
 
 
@@ -51,7 +52,7 @@ def file_digests(run_path: Path) -> dict[str, str]:
             base = Path(dirpath)
             for name in filenames + [d for d in dirnames if (base / d).is_symlink()]:
                 rel = (base / name).relative_to(run_path).as_posix()
-                if rel != MANIFEST_NAME:
+                if rel not in (MANIFEST_NAME, SIGNATURE_NAME):
                     out[rel] = _digest(base / name)
     except OSError as exc:
         raise RecordError(f"{run_path}: cannot read for the manifest: {exc}") from None

@@ -29,6 +29,8 @@ def _pyplot():
             "font.size": 10,
             "axes.spines.top": False,
             "axes.spines.right": False,
+            # Titles carry recorded names (a model called "$x"): text, never mathtext to parse.
+            "text.parse_math": False,
         }
     )
     import matplotlib.pyplot as plt

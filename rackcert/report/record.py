@@ -8,15 +8,14 @@ in as `schemas/run.schema.json` (`rackcert report schema` prints it).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict
+from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 
-RECORD_SCHEMA = "rackcert/run"
-RECORD_VERSION = 1
-VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
+RECORD_SCHEMA: Final = "rackcert/run"
+RECORD_VERSION: Final = 1
 MatrixStatus = Literal["matches", "differs", "unknown"]
 
 
@@ -159,12 +158,14 @@ class Bench(Model):
     reference_resnet50: list[ReferenceFigure] = Field(
         default_factory=list, description="Published figures of the chosen reference, for context"
     )
-    problems: list[str] = Field(default_factory=list, description="Parts that could not be read")
 
 
 class RunVerdict(Model):
     verdict: VerdictWord
     reasons: list[str] = Field(default_factory=list)
+    not_judged: list[str] = Field(
+        default_factory=list, description="What was not judged, and why (never counted as a pass)"
+    )
 
 
 class RunRecord(Model):

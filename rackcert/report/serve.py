@@ -9,13 +9,25 @@ its stage files; nothing is written to the run directory by browsing it.
 Routes: `/` the list, `/api/runs` the same as JSON, `/runs/<rack>/<run>/` a
 run's files, `/runs/<rack>/<run>/<file>` a file, `/runs/<rack>/<run>/live`
 the report rendered from the current records.
+
+The runs directory is not trusted (anyone who can write it can plant a run):
+- only requests whose Host is a loopback name (or the bound address) with the
+  bound port are answered, so a DNS-rebinding page cannot read /api/runs;
+- every page carries a Content-Security-Policy that allows no script, no
+  fetch, no form and no frame; run files other than rackcert's own report are
+  sent as text or as attachments, never as HTML, SVG or XML a browser runs;
+- serve resolves no secrets: a planted spec cannot make it open a file (a FIFO
+  hung it) nor teach it words to mask; records were scrubbed when written;
+- a malformed run is listed as unreadable and the others still list;
+- files are streamed, at most MAX_SERVED bytes of each.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import mimetypes
+import os
+import stat
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,16 +36,20 @@ from urllib.parse import quote, unquote, urlsplit
 
 from rackcert.report.manifest import MANIFEST_NAME
 from rackcert.runs import RunDir, list_runs
-from rackcert.secrets import REDACTOR
+from rackcert.secrets import Redactor
 
-_TYPES = {
-    ".json": "application/json",
-    ".yaml": "text/plain",
-    ".xml": "application/xml",
-    ".sha256": "text/plain",
-    ".log": "text/plain",
-    ".txt": "text/plain",
-}
+# What a run file is sent as. Anything a browser would run (HTML other than the
+# report, SVG, XML with an XHTML namespace) is text/plain or an attachment.
+_TEXT = {".yaml", ".yml", ".sha256", ".log", ".txt", ".xml", ".cfg", ".ini", ".out", ".err"}
+_INLINE = {".json": "application/json", ".pdf": "application/pdf", ".png": "image/png"}
+REPORT_NAME = "report.html"  # rackcert's own report: HTML, under the strict policy below
+MAX_SERVED = 64 * 1024 * 1024  # a larger file is cut here, with a note saying so
+MAX_LISTED = 5000  # files shown on a run's page
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:;"
+    " base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox"
+)
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def manifest_state(run_path: Path) -> str:
@@ -45,17 +61,17 @@ def manifest_state(run_path: Path) -> str:
         return "none"
     try:
         return "intact" if verify(run_path).ok else "changed"
-    except RecordError:
+    except (RecordError, OSError, ValueError):
         return "changed"
 
 
 def runs_listing(root: Path) -> list[dict[str, Any]]:
-    """Runs newest first, with verdict, stage statuses, report links and manifest state."""
-    from rackcert.report.build import learn_secrets
+    """Runs newest first, with verdict, stage statuses, report links and manifest state.
 
+    A run whose records are malformed is listed with verdict "unreadable".
+    """
     out = []
-    for r in reversed(list_runs(root)):
-        learn_secrets(RunDir(r.path))  # pages about this run get its secrets masked
+    for r in reversed(list_runs(root, include_unreadable=True)):
         rel = r.path.relative_to(root).as_posix()
         base = "/runs/" + quote(rel) + "/"
         files = {
@@ -68,7 +84,8 @@ def runs_listing(root: Path) -> list[dict[str, Any]]:
                 "rack": r.rack,
                 "run": r.path.name,
                 "created_at": r.created_at,
-                "verdict": r.verdict,
+                "verdict": "unreadable" if r.problem else r.verdict,
+                "problem": r.problem,
                 "stages": r.statuses,
                 "manifest": manifest_state(r.path),
                 "report": files.get("report.html") or base + "live",
@@ -136,7 +153,13 @@ def index_page(root: Path) -> str:
 
 def _files_page(run_path: Path, prefix: str) -> str:
     e = html.escape
-    names = sorted(p.relative_to(run_path).as_posix() for p in run_path.rglob("*") if p.is_file())
+    names = []
+    for path in run_path.rglob("*"):
+        if len(names) >= MAX_LISTED:
+            break
+        if path.is_file():
+            names.append(path.relative_to(run_path).as_posix())
+    names.sort()
     items = "".join(f'<li><a href="{e(prefix + quote(n))}">{e(n)}</a></li>' for n in names)
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(run_path.name)}'
@@ -158,8 +181,17 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
         self.do_GET(head=True)
 
+    def _host_allowed(self) -> bool:
+        """Only a loopback name (or the address bound) with the bound port: no DNS rebinding."""
+        allowed: tuple[str, ...] = self.server.allowed_hosts  # type: ignore[attr-defined]
+        return (self.headers.get("Host") or "").strip().lower() in allowed
+
     def do_GET(self, head: bool = False) -> None:  # noqa: N802 - stdlib naming
         root: Path = self.server.runs_root  # type: ignore[attr-defined]
+        if not self._host_allowed():
+            return self._send(
+                HTTPStatus.MISDIRECTED_REQUEST, b"unknown Host header", "text/plain", head
+            )
         path = unquote(urlsplit(self.path).path)
         try:
             if path in ("/", "/index.html"):
@@ -180,9 +212,6 @@ class Handler(BaseHTTPRequestHandler):
         run_path = (root / parts[0] / parts[1]).resolve()
         if not run_path.is_relative_to(root.resolve()) or not (run_path / "meta.json").is_file():
             return self._send(HTTPStatus.NOT_FOUND, b"no such run", "text/plain", head)
-        from rackcert.report.build import learn_secrets
-
-        learn_secrets(RunDir(run_path))
         prefix = f"/runs/{quote(parts[0])}/{quote(parts[1])}/"
         if len(parts) == 2:
             return self._send(
@@ -193,14 +222,54 @@ class Handler(BaseHTTPRequestHandler):
         target = run_path.joinpath(*parts[2:]).resolve()
         if not target.is_relative_to(run_path) or not target.is_file():
             return self._send(HTTPStatus.NOT_FOUND, b"no such file", "text/plain", head)
-        ctype = _TYPES.get(target.suffix) or mimetypes.guess_type(target.name)[0]
-        return self._send(
-            HTTPStatus.OK,
-            target.read_bytes(),
-            ctype or "application/octet-stream",
-            head,
-            scrub=target.suffix != ".pdf",
-        )
+        return self._file(target, target == run_path / REPORT_NAME, head)
+
+    def _file(self, target: Path, is_report: bool, head: bool) -> None:
+        """Stream one run file, at most MAX_SERVED bytes, as a type no browser runs."""
+        suffix = target.suffix.lower()
+        attachment = False
+        if is_report:
+            ctype = "text/html"
+        elif suffix in _TEXT:
+            ctype = "text/plain"
+        elif suffix in _INLINE:
+            ctype = _INLINE[suffix]
+        else:  # .html, .svg, .js, unknown: the browser gets bytes to save, not a page
+            ctype, attachment = "application/octet-stream", True
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return self._send(HTTPStatus.NOT_FOUND, b"no such file", "text/plain", head)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return self._send(HTTPStatus.NOT_FOUND, b"no such file", "text/plain", head)
+            size = min(info.st_size, MAX_SERVED)
+            note = b""
+            if info.st_size > MAX_SERVED:
+                if ctype != "text/plain":
+                    return self._send(
+                        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                        f"{target.name}: {info.st_size} bytes, more than serve sends;"
+                        " read it from the run directory".encode(),
+                        "text/plain",
+                        head,
+                    )
+                note = (
+                    f"\n[rackcert serve: cut at {MAX_SERVED} of {info.st_size} bytes;"
+                    " read the whole file from the run directory]\n"
+                ).encode()
+            self._headers(HTTPStatus.OK, ctype, size + len(note), attachment, target.name)
+            if head:
+                return
+            left = size
+            while left > 0:
+                chunk = handle.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                left -= len(chunk)
+            self.wfile.write(b"\0" * left + note)  # a file that shrank keeps Content-Length true
 
     def _live(self, run_path: Path, head: bool) -> None:
         from rackcert.errors import RackcertError
@@ -208,25 +277,35 @@ class Handler(BaseHTTPRequestHandler):
         from rackcert.report.html import render_html
 
         try:
-            body = render_html(assemble(RunDir.open(run_path))).encode()
+            body = render_html(assemble(RunDir.open(run_path)), Redactor()).encode()
         except RackcertError as exc:
             return self._send(
                 HTTPStatus.UNPROCESSABLE_ENTITY, str(exc).encode(), "text/plain", head
             )
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+            # A planted run whose records have the wrong shape: say so, keep serving.
+            reason = f"{run_path.name}: unreadable run ({type(exc).__name__})"
+            return self._send(HTTPStatus.UNPROCESSABLE_ENTITY, reason.encode(), "text/plain", head)
         return self._send(HTTPStatus.OK, body, "text/html", head)
 
-    def _send(
-        self, status: HTTPStatus, body: bytes, ctype: str, head: bool, scrub: bool = True
+    def _headers(
+        self, status: HTTPStatus, ctype: str, length: int, attachment: bool = False, name: str = ""
     ) -> None:
-        if scrub and ctype.startswith(("text/", "application/json", "application/xml")):
-            body = REDACTOR.scrub(body.decode("utf-8", "replace")).encode()
         self.send_response(status)
         charset = "; charset=utf-8" if ctype.startswith("text/") or "json" in ctype else ""
         self.send_header("Content-Type", ctype + charset)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        if attachment:
+            self.send_header("Content-Disposition", f"attachment; filename*=UTF-8''{quote(name)}")
         self.end_headers()
+
+    def _send(self, status: HTTPStatus, body: bytes, ctype: str, head: bool) -> None:
+        self._headers(status, ctype, len(body))
         if not head:
             self.wfile.write(body)
 
@@ -236,4 +315,13 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8765) -> Thread
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     server.runs_root = Path(root)  # type: ignore[attr-defined]
+    server.allowed_hosts = allowed_hosts(host, server.server_address[1])  # type: ignore[attr-defined]
     return server
+
+
+def allowed_hosts(host: str, port: int) -> tuple[str, ...]:
+    """Host header values answered: loopback names, and the address bound when it is one."""
+    names = list(LOOPBACK_NAMES)
+    if host not in ("", "0.0.0.0", "::"):  # a wildcard bind names no host of its own
+        names.append(f"[{host}]" if ":" in host else host)
+    return tuple(f"{n.lower()}:{port}" for n in dict.fromkeys(names))

@@ -3,6 +3,9 @@
     def test_x(rack_twin):
         lab = rack_twin()                                  # twin of inventories/r750xa-4node.yaml
         lab = rack_twin("inventories/lab.yaml", vms=[...], faults={"fail": [...]})
+        lab = rack_twin(desc={"reboot": {"connected_ms": 300, "down_ms": 900}})  # any key
+        lab = rack_twin(host_desc={"esx01.example.internal": {"maintenance": True}})  # "*": all
+        lab = rack_twin(..., templates=[])                 # the spec's template is missing
         main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
         with lab.connect() as si: ...                      # a separate pyVmomi session
 
@@ -16,6 +19,7 @@ keyed by the sources' hash, and guarded by a file lock.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,17 +73,26 @@ class TwinFactory:
         faults: dict[str, Any] | None = None,
         tls: str = "ca",
         hosts: int | None = None,
+        desc: dict[str, Any] | None = None,
+        host_desc: dict[str, dict[str, Any]] | None = None,
+        templates: list[dict[str, Any]] | None = None,
+        wait_for: str | None = "tools",
     ) -> TwinLab:
         workdir = self.base / f"twin{len(self.running)}"
         files = twin.TwinFiles.in_dir(workdir)
         source = Path(spec) if Path(spec).is_absolute() else REPO_ROOT / spec
         loaded = load_spec(source).spec
         if hosts is None:
-            desc = twin.description_from_spec(loaded, files, port=0, vms=vms, faults=faults)
+            description = twin.description_from_spec(
+                loaded, files, port=0, vms=vms, faults=faults, templates=templates
+            )
         else:
-            desc = twin.synthetic_description(hosts, loaded, files)
-        desc["tls"] = True
-        started = twin.start(desc, files)
+            description = twin.synthetic_description(hosts, loaded, files)
+        description["tls"] = True
+        description |= desc or {}
+        for host in description["hosts"]:
+            host |= (host_desc or {}).get("*", {}) | (host_desc or {}).get(host["name"], {})
+        started = twin.start(description, files)
         self.running.append(started)
         data = yaml.safe_load(source.read_text())
         vcenter = data["vcenter"]
@@ -90,6 +103,18 @@ class TwinFactory:
             password_file=str(files.password_file),
         )
         vcenter.pop("password_env", None)
+        # The site's key pair for the guests (cloud-init user-data authorizes its .pub).
+        key = workdir / "id_ed25519"
+        if not key.is_file():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+            )
+        data.setdefault("guest", {}).setdefault("ssh", {})["key_file"] = str(key)
+        # The twin's guests answer through VMware Tools (guest.ipAddress); only a test that
+        # runs the lab's guest agent has SSH hosts to wait for (wait_for=None: the spec's).
+        if wait_for is not None:
+            net = data.setdefault("network", {}).setdefault("management", {})
+            net["wait_for"] = wait_for
         vcenter["tls"] = {
             "ca": {"verify": True, "ca_file": str(files.cert_file)},
             "thumbprint": {"verify": True, "thumbprint": started.thumbprint},

@@ -14,7 +14,16 @@ type Description struct {
 	Cluster      string     `json:"cluster"`
 	Hosts        []HostDesc `json:"hosts"`
 	VMs          []VMDesc   `json:"vms"`
-	Faults       Faults     `json:"faults"`
+	// The site's templates, datastores and port groups (template.go).
+	Templates  []TemplateDesc `json:"templates"`
+	Datastores []string       `json:"datastores"`
+	Networks   []string       `json:"networks"`
+	Faults     Faults         `json:"faults"`
+	Reboot     RebootDesc     `json:"reboot"` // how long a host reboot takes (reboot.go)
+	// AgentVMs is the number of vCLS agent VMs (agents.go); nil: vCenter's own rule.
+	AgentVMs *int `json:"agent_vms"`
+	// PageSize is the PropertyCollector's own page limit (collector.go); 0: none.
+	PageSize int `json:"page_size"`
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.
@@ -30,6 +39,10 @@ type HostDesc struct {
 	PCI         []PCIDesc `json:"pci"`
 	VgpuTypes   []string  `json:"vgpu_types"`
 	Maintenance bool      `json:"maintenance"`
+	// ATSOption false: this ESXi build has no VMkernel.Boot.atsSupport (options.go).
+	ATSOption *bool `json:"ats_option"`
+	// ATSType is the option's declared type: "bool" (default) or "string".
+	ATSType string `json:"ats_type"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.
@@ -57,6 +70,7 @@ type VMDesc struct {
 	CPUs     int32  `json:"cpus"`
 	MemoryMB int64  `json:"memory_mb"`
 	Firmware string `json:"firmware"`
+	DiskGB   int64  `json:"disk_gb"` // 0: no disk (a VM that cannot boot)
 }
 
 // Faults asks the twin to misbehave, the way a real vCenter sometimes does.

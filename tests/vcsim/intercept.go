@@ -71,6 +71,12 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d, ok := i.slow[method.Name]; ok {
 		time.Sleep(d)
 	}
+	// Property reads (pyVmomi's Fetch, the PropertyCollector) are answered from vCenter's
+	// inventory cache; methods that need the host itself fault while it reboots.
+	if host := availability.unavailable(method.This, method.Body); host != "" && method.Name != "Fetch" {
+		writeHostFault(w, host)
+		return
+	}
 	if _, err := r.Cookie("vmware_soap_session"); err == nil {
 		if task := i.handle(method); task != nil {
 			writeTaskResponse(w, method.Name, *task)
@@ -128,13 +134,20 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		hs := obj.(*simulator.HostSystem)
 		ref := rebootTask(hs, req.Force)
 		return &ref
-	case *types.EnterMaintenanceMode_Task:
-		hs := obj.(*simulator.HostSystem)
-		if n := poweredOnVMs(hs); n > 0 {
-			msg := fmt.Sprintf("host %s has %d powered-on VM(s): power them off or migrate them before"+
-				" entering maintenance mode", hs.Name, n)
-			ref := failedTask(hs, method.Name, &types.InvalidState{}, msg)
+	case *types.CloneVM_Task:
+		if vm, ok := obj.(*simulator.VirtualMachine); ok && vm.Config.Template {
+			ref := cloneTask(vm, req) // template.go: CloneVM_Task as vCenter does it
 			return &ref
+		}
+	case *types.EnterMaintenanceMode_Task:
+		ref := enterMaintenance(obj.(*simulator.HostSystem), req)
+		return &ref
+	case *types.ExitMaintenanceMode_Task:
+		ref := exitMaintenance(obj.(*simulator.HostSystem))
+		return &ref
+	case *types.PowerOffVM_Task:
+		if vm := obj.(*simulator.VirtualMachine); isAgent(vm) {
+			restartAgentLater(vm)
 		}
 	case *types.ReconfigVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
@@ -183,16 +196,16 @@ func poweredOnVMs(hs *simulator.HostSystem) int {
 // rebootTask reboots a host the way ESXi allows: in maintenance mode (unless
 // forced) and never under powered-on VMs.
 func rebootTask(hs *simulator.HostSystem, force bool) types.ManagedObjectReference {
-	if n := poweredOnVMs(hs); n > 0 {
-		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
-			fmt.Sprintf("host %s has %d powered-on VM(s) and cannot be rebooted", hs.Name, n))
-	}
 	if !force && !hs.Runtime.InMaintenanceMode {
 		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
 			fmt.Sprintf("host %s is not in maintenance mode: enter it before rebooting", hs.Name))
 	}
+	if n := poweredOnVMs(hs); n > 0 {
+		return failedTask(hs, "RebootHost_Task", &types.InvalidState{},
+			fmt.Sprintf("host %s has %d powered-on VM(s) and cannot be rebooted", hs.Name, n))
+	}
 	task := simulator.CreateTask(hs, "rebootHost", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
-		simulator.Map.WithLock(hs, func() { reboot(hs) })
+		startReboot(hs)
 		return nil, nil
 	})
 	return task.Run()

@@ -31,6 +31,7 @@ type Rack struct {
 // BuildRack creates datacenter, cluster, hosts (with the description's PCI
 // devices), one shared datastore and any pre-existing VMs.
 func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
+	rebootTiming = desc.Reboot
 	model := simulator.VPX()
 	model.Datacenter = 0
 	model.Portgroup = 0
@@ -89,9 +90,30 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 		}
 	}
 	wrapEnvironmentBrowser(simulator.Map.Get(cluster.Reference()).(*simulator.ClusterComputeResource))
+	pageLimit = desc.PageSize
+	wrapPropertyCollector(c.ServiceContent.PropertyCollector)
 	pool, err := cluster.ResourcePool(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if err := addSiteObjects(ctx, c, rack, desc); err != nil {
+		return nil, err
+	}
+	for _, td := range desc.Templates {
+		if err := createTemplate(ctx, c, folders, pool, rack, td); err != nil {
+			return nil, fmt.Errorf("creating template %s: %v", td.Name, err)
+		}
+	}
+	agents := -1
+	if desc.AgentVMs != nil {
+		agents = *desc.AgentVMs
+	}
+	var hosts []*simulator.HostSystem
+	for _, hd := range desc.Hosts {
+		hosts = append(hosts, rack.Hosts[hd.Name])
+	}
+	if err := createAgents(ctx, c, folders, pool, clusterName, hosts, agents); err != nil {
+		return nil, fmt.Errorf("creating the vCLS agent VMs: %v", err)
 	}
 	for _, vd := range desc.VMs {
 		if err := createVM(ctx, c, folders, pool, rack, vd); err != nil {
@@ -114,6 +136,7 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 	if !ok {
 		return fmt.Errorf("no host %s", vd.Host)
 	}
+	var err error
 	spec := types.VirtualMachineConfigSpec{
 		Name:     vd.Name,
 		GuestId:  "ubuntu64Guest",
@@ -121,6 +144,11 @@ func createVM(ctx context.Context, c *vim25.Client, folders *object.DatacenterFo
 		MemoryMB: vd.MemoryMB,
 		Firmware: orDefault(vd.Firmware, "bios"),
 		Files:    &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+	}
+	if vd.DiskGB > 0 {
+		if spec.DeviceChange, err = diskSpec("LocalDS_0", vd.DiskGB); err != nil {
+			return err
+		}
 	}
 	host := object.NewHostSystem(c, hs.Reference())
 	task, err := folders.VmFolder.CreateVM(ctx, spec, pool, host)
@@ -200,18 +228,21 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		cfg.SharedPassthruGpuTypes = hd.VgpuTypes
 		hs.Runtime.InMaintenanceMode = hd.Maintenance
 
-		options := newHostOptions(hs, hd.ATS)
+		options := newHostOptions(hs, hd)
 		ref := simulator.Map.Put(options).Reference()
 		hs.ConfigManager.AdvancedOption = &ref
 		cfg.Option = options.Setting
+		cfg.OptionDef = options.SupportedOption
 
 		pts := &PciPassthruSystem{host: hs}
 		pts.Self = types.ManagedObjectReference{
 			Type: "HostPciPassthruSystem", Value: "pciPassthruSystem-" + hs.Self.Value,
 		}
-		pts.PciPassthruInfo = passthru
+		pts.PciPassthruInfo = snapshotPassthru(passthru)
 		ptsRef := simulator.Map.Put(pts).Reference()
 		hs.ConfigManager.PciPassthruSystem = &ptsRef
+		availability.own(ptsRef, hs)
+		availability.own(ref, hs)
 	})
 }
 
@@ -250,44 +281,30 @@ type HostOptions struct {
 	host *simulator.HostSystem
 }
 
-func newHostOptions(hs *simulator.HostSystem, ats bool) *HostOptions {
+func newHostOptions(hs *simulator.HostSystem, hd *HostDesc) *HostOptions {
 	var settings []types.BaseOptionValue
 	for _, opt := range hs.Config.Option {
 		o := opt.GetOptionValue()
 		settings = append(settings, &types.OptionValue{Key: o.Key, Value: o.Value})
 	}
-	settings = append(settings, &types.OptionValue{Key: atsOption, Value: ats})
+	var defs []types.OptionDef
+	if hd.ATSOption == nil || *hd.ATSOption {
+		settings = append(settings, &types.OptionValue{Key: atsOption, Value: atsValue(hd.ATSType, hd.ATS)})
+		defs = append(defs, atsOptionDef(hd.ATSType))
+	}
 	om := simulator.NewOptionManager(nil, settings).(*simulator.OptionManager)
 	om.Self = types.ManagedObjectReference{Type: "OptionManager", Value: "hostOptions-" + hs.Self.Value}
+	om.SupportedOption = defs
 	return &HostOptions{OptionManager: om, host: hs}
 }
 
-// UpdateOptions checks the ATS value's type like ESXi (a boolean), then applies.
-func (m *HostOptions) UpdateOptions(req *types.UpdateOptions) soap.HasFault {
-	for _, change := range req.ChangedValue {
-		o := change.GetOptionValue()
-		if o.Key == atsOption {
-			if _, ok := o.Value.(bool); !ok {
-				body := new(methods.UpdateOptionsBody)
-				body.Fault_ = simulator.Fault(fmt.Sprintf("%s takes a boolean, got %T", atsOption, o.Value),
-					&types.InvalidArgument{InvalidProperty: atsOption})
-				return body
-			}
+func (m *HostOptions) find(key string) *types.OptionValue {
+	for _, opt := range m.Setting {
+		if o := opt.GetOptionValue(); o.Key == key {
+			return o
 		}
 	}
-	body := m.OptionManager.UpdateOptions(req)
-	if body.Fault() != nil {
-		return body
-	}
-	simulator.Map.WithLock(m.host, func() {
-		for _, change := range req.ChangedValue {
-			if strings.HasPrefix(change.GetOptionValue().Key, "VMkernel.Boot.") {
-				m.host.Summary.RebootRequired = true
-			}
-		}
-		m.host.Config.Option = m.Setting
-	})
-	return body
+	return nil
 }
 
 // PciPassthruSystem is HostPciPassthruSystem, which govmomi's simulator lacks.
@@ -299,7 +316,7 @@ type PciPassthruSystem struct {
 }
 
 func (p *PciPassthruSystem) find(id string) *types.HostPciPassthruInfo {
-	for _, info := range p.PciPassthruInfo {
+	for _, info := range p.host.Config.PciPassthruInfo {
 		if i := info.GetHostPciPassthruInfo(); i.Id == id {
 			return i
 		}
@@ -332,6 +349,7 @@ func (p *PciPassthruSystem) UpdatePassthruConfig(req *types.UpdatePassthruConfig
 	if changed {
 		simulator.Map.WithLock(p.host, func() { p.host.Summary.RebootRequired = true })
 	}
+	p.PciPassthruInfo = snapshotPassthru(p.host.Config.PciPassthruInfo)
 	body.Res = new(types.UpdatePassthruConfigResponse)
 	return body
 }

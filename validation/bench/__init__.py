@@ -8,3 +8,45 @@ Two halves that meet only through JSON:
   over SSH, horovodrun, or Kubernetes manifests), and turns their output into the
   `rackcert.results` models that the report reads.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rackcert.runs import RunDir
+    from rackcert.spec_loader import LoadedSpec
+    from rackcert.stage_records import BenchRecord
+    from validation.bench.suite import BenchOptions, Progress
+
+
+def run(
+    loaded: LoadedSpec,
+    run_dir: RunDir,
+    options: BenchOptions | None = None,
+    *,
+    progress: Progress | None = None,
+    **fields: Any,
+) -> BenchRecord:
+    """The bench stage: launch, measure, judge; records bench.json and returns it typed.
+
+    `options` (or BenchOptions' fields as keywords) say what to run. With no known_hosts
+    given, the rack's known_hosts (rackcert.known_hosts) is the one trusted. A
+    verdict of FAIL or INCOMPLETE is evidence, returned in the record; a launch that fails
+    raises a RackcertError after recording what was measured before it.
+
+        >>> record = run(load_spec("inventories/lab.yaml"), run_dir, local=True, quick=True)
+        >>> record.data.verdict.verdict
+    """
+    from dataclasses import replace
+
+    from validation.bench.suite import BenchOptions, run_bench
+
+    opts = replace(options or BenchOptions(), **fields)
+    from rackcert.known_hosts import rack_file
+
+    recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys
+    if opts.known_hosts is None and recorded.is_file():
+        opts.known_hosts = recorded
+    run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))
+    return run_dir.read_record("bench")  # type: ignore[return-value]

@@ -400,7 +400,8 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
         finally:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
-        return {**result, "note": note, "nodes": [result]}
+        total = result["throughput_mb_s"]
+        return {"note": note, "path": result["path"], "throughput_mb_s": total, "nodes": [result]}
     nodes = nodes_of(spec, points[-1].vms, opts)
     py = remote_python(spec, opts)
     rdir = opts.remote_dir
@@ -615,6 +616,7 @@ def run_bench(
         },
         "launch": launch_record(opts, engine, points[-1].vms),
         "quick": opts.quick,
+        "judge_link": not opts.local or opts.line_rate_gbps is not None,
         "thresholds": spec.certification.model_dump(),
         "launches": [],
     }
@@ -717,7 +719,8 @@ def run_bench(
         sc_model,
         [r for _p, r in measured],
         data.get("storage"),
-        judge_link=not opts.local or opts.line_rate_gbps is not None,
+        judge_link=data["judge_link"],
+        required=spec.required_checks(),
     )
     data["verdict"] = judged.model_dump()
     record("ok")

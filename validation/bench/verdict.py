@@ -2,15 +2,21 @@
 
 One small function per threshold, each returning a VerdictCheck (pass, fail or skip with
 the reason it could not be judged). The report shows these; it never re-derives them.
-A skip never fails the verdict, but it is listed so that nobody mistakes it for a pass.
+A skip is "not judged", never a pass: the verdict is FAIL when a check failed, INCOMPLETE
+when a check the spec requires (certification.required, by default what the rack can
+judge) was not judged or when nothing at all was judged, PASS only otherwise.
+
+`rejudge(spec, data)` judges a recorded bench.json's figures again with this code (what
+tools/rejudge_bench.py does to committed evidence), so a verdict is always this function's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rackcert.results import AllreduceResult, ScalingResult, Status, Verdict, VerdictCheck
-from rackcert.spec import Certification
+from rackcert.spec import Certification, Spec
 
 
 def _check(
@@ -89,17 +95,23 @@ def scaling_efficiency(sc: ScalingResult | None, cert: Certification) -> Verdict
 
 
 def images_per_gpu(sc: ScalingResult | None, cert: Certification) -> VerdictCheck:
-    """The slowest point's images/s per GPU >= the spec's minimum."""
-    expected = f">= {cert.resnet50_images_per_gpu_min:g} images/s per GPU"
+    """The slowest point's images/s per GPU >= the spec's minimum (0 or absent: not judged)."""
+    floor = cert.resnet50_images_per_gpu_min
+    expected = f">= {floor:g} images/s per GPU" if floor else "a threshold"
     if sc is None or not sc.points:
         return _check("resnet50.images_per_gpu", None, "", expected, "ResNet50 not run")
     worst = min(sc.points, key=lambda p: p.images_per_sec_per_gpu)
     observed = f"{worst.images_per_sec_per_gpu:.1f} at {worst.gpus} GPUs"
+    if not floor:
+        return _check(
+            "resnet50.images_per_gpu",
+            None,
+            observed,
+            expected,
+            "no threshold: certification.resnet50_images_per_gpu_min is 0 or absent",
+        )
     return _check(
-        "resnet50.images_per_gpu",
-        worst.images_per_sec_per_gpu >= cert.resnet50_images_per_gpu_min,
-        observed,
-        expected,
+        "resnet50.images_per_gpu", worst.images_per_sec_per_gpu >= floor, observed, expected
     )
 
 
@@ -136,8 +148,11 @@ def judge(
     storage: dict[str, Any] | None,
     *,
     judge_link: bool,
+    required: Iterable[str] = (),
 ) -> Verdict:
-    """The verdict: passed when no check failed; reasons lists the failed ones."""
+    """FAIL when a check failed; INCOMPLETE when a required check, or every check, was not
+    judged; PASS otherwise. reasons lists the failed checks, not_judged the skipped ones."""
+    need = set(required)
     checks = [
         allreduce_correct(allreduce),
         allreduce_busbw(allreduce, cert, judge_link),
@@ -146,9 +161,46 @@ def judge(
         training_sane(resnet_raw),
         storage_ok(storage),
     ]
+    for c in checks:
+        c.required = c.id in need
     failed = [c for c in checks if c.status is Status.failed]
+    skipped = [c for c in checks if c.status is Status.skipped]
+    not_judged = [
+        f"{c.id}{' (required)' if c.required else ''}: {c.reason or 'not judged'}" for c in skipped
+    ]
+    if failed:
+        word = "FAIL"
+    elif any(c.required for c in skipped) or len(skipped) == len(checks):
+        word = "INCOMPLETE"
+    else:
+        word = "PASS"
     return Verdict(
-        passed=not failed,
+        verdict=word,
+        passed=word == "PASS",
         reasons=[f"{c.id}: {c.observed} (expected {c.expected})" for c in failed],
+        not_judged=not_judged,
+        required=[c.id for c in checks if c.required],
         checks=checks,
+    )
+
+
+def rejudge(spec: Spec, data: dict[str, Any]) -> Verdict:
+    """Judge the figures a bench.json recorded (its `data`) again, against `spec`.
+
+    The same inputs `run_bench` judges: the allreduce and ResNet50 results, each launch's
+    raw ResNet50 answer (loss finite), storage, and whether the link could be judged
+    (`judge_link`; records older than that field: an ssh run could, a local one not).
+    """
+    ar = AllreduceResult.model_validate(data["allreduce"]) if data.get("allreduce") else None
+    sc = ScalingResult.model_validate(data["resnet50"]) if data.get("resnet50") else None
+    raw = [ln["resnet"] for ln in data.get("launches") or [] if ln.get("resnet")]
+    judge_link = bool(data.get("judge_link", data.get("mode") != "local"))
+    return judge(
+        spec.certification,
+        ar,
+        sc,
+        raw,
+        data.get("storage"),
+        judge_link=judge_link,
+        required=spec.required_checks(),
     )

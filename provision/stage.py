@@ -1,0 +1,193 @@
+"""The plan and provision stages below the CLI: discover, plan, apply, record.
+
+`run_plan(loaded, run)` records plan.json; `run(loaded, run, ...)` records provision.json
+(observed_before, actions, done, skipped, observed_after, written after every action so
+a fault loses nothing) and returns the typed record. Both raise a RackcertError when the
+stage could not do its work, after recording what it saw; `rackcert plan`, `rackcert
+provision` and `rackcert bootstrap` are thin callers of these.
+
+    >>> from provision import run_plan
+    >>> record = run_plan(load_spec("inventories/lab.yaml"), run)
+    >>> [a.change for a in record.data.actions]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rackcert.errors import InputError, RackcertError
+from rackcert.runs import RunDir, utc_now
+from rackcert.spec_loader import LoadedSpec
+from rackcert.stage_records import ActionRecord, PlanRecord, ProvisionData, ProvisionRecord
+
+Confirm = Callable[[list[Any]], bool]
+"""Called with the planned actions before any change; return True to apply them."""
+EventHook = Callable[[str, Any, str], None]
+"""apply's progress hook: (kind, action, detail), kind start/progress/done/skipped."""
+
+
+def _typed(run: RunDir, stage: str) -> Any:
+    record = run.read_record(stage)
+    if record is None:  # pragma: no cover - write_stage just wrote it
+        raise RackcertError(f"{stage}.json was not recorded in {run.path}")
+    return record
+
+
+def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
+    """Discover the rack in one PropertyCollector call and plan; record plan.json.
+
+    Changes nothing. An empty plan means the rack is provisioned.
+    """
+    from provision.discovery import discover
+    from provision.planner import left_alone
+    from provision.session import connect
+
+    started = utc_now()
+    with connect(loaded.spec) as si:
+        inventory = discover(si)
+    observed = inventory.model_dump(mode="json")
+    agents = left_alone(inventory)
+    data: dict[str, Any]
+    try:
+        actions = _plan(loaded, inventory)
+    except RackcertError as exc:
+        data = {"observed": observed, "actions": [], "left_alone": agents}
+        run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
+        raise
+    data = {"observed": observed, "actions": [a.to_dict() for a in actions], "left_alone": agents}
+    run.write_stage("plan", data, started_at=started)
+    return _typed(run, "plan")
+
+
+def run(
+    loaded: LoadedSpec,
+    run_dir: RunDir,
+    *,
+    yes: bool = False,
+    power_cycle: bool = False,
+    confirm: Confirm | None = None,
+    on_plan: Callable[[list[Any]], None] | None = None,
+    on_event: EventHook | None = None,
+    timeouts: Any = None,
+) -> ProvisionRecord:
+    """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
+
+    Args:
+        yes: apply without asking; otherwise `confirm(actions)` must say so.
+        power_cycle: power off VMs in the way, then on again.
+        confirm: asked before any change when not `yes` (None: refuse to change anything).
+        on_plan: shown the planned actions (the CLI prints them as a table).
+        on_event: apply's progress hook.
+        timeouts: provision.apply.Timeouts (reboot, maintenance mode); None: its defaults.
+
+    Raises a RackcertError (after recording) when a vCenter task fails, or when actions
+    were skipped (provisioned partially: the record's status is partial).
+    """
+    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
+    from provision.discovery import discover
+    from provision.session import connect
+
+    started = utc_now()
+    with connect(loaded.spec) as si:
+        before = discover(si)
+        data = ProvisionData(observed_before=before)
+
+        def write(status: str = "ok", error: str | None = None) -> None:
+            run_dir.write_stage("provision", data, status=status, error=error, started_at=started)
+
+        try:
+            actions = _plan(loaded, before)
+        except RackcertError as exc:
+            write("failed", str(exc))
+            raise
+        data.actions = [ActionRecord(**a.to_dict()) for a in actions]
+        if not actions:
+            data.observed_after = data.observed_before
+            data.vms = vm_states(loaded.spec, before, {})
+            write()
+            return _typed(run_dir, "provision")
+        if on_plan is not None:
+            on_plan(actions)
+        if not yes:
+            if confirm is None:
+                raise InputError("provision changes the rack: pass --yes to apply without asking")
+            if not confirm(actions):
+                raise InputError("provision: not applied (declined)")
+
+        def progress_record(result: ApplyResult) -> None:
+            _take(data, result)
+            data.vms = dict(result.vms)
+            write("partial")
+
+        error: RackcertError | None = None
+        try:
+            result = apply(
+                si,
+                actions,
+                power_cycle=power_cycle,
+                on_event=on_event or (lambda _k, _a, _d: None),
+                on_done=progress_record,
+                timeouts=timeouts or Timeouts(),
+            )
+            _take(data, result)
+        except ApplyError as exc:
+            error = exc
+        try:
+            data.observed_after = discover(si)
+            data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
+        except RackcertError as exc:
+            error = error or exc
+        if error is not None:
+            write("failed", str(error))
+            raise error
+        write("partial" if data.skipped else "ok")
+    if data.skipped:
+        first = data.skipped[0]
+        raise RackcertError(
+            f"provisioned partially: {len(data.skipped)} action(s) skipped, first"
+            f" {first.target}: {first.skipped} (recorded {run_dir.path / 'provision.json'})"
+        )
+    return _typed(run_dir, "provision")
+
+
+def _take(data: ProvisionData, result: Any) -> None:
+    fresh = ProvisionData.model_validate({"done": result.done, "skipped": result.skipped})
+    data.done, data.skipped = fresh.done, fresh.skipped
+
+
+def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:
+    """The plan, with the guests' SSH authorized keys (cloud-init user-data) read first."""
+    from provision.guestinfo import read_authorized_keys
+    from provision.planner import plan, require_keys
+
+    keys = read_authorized_keys(loaded.spec)
+    actions = plan(loaded.spec, inventory, authorized_keys=keys)
+    require_keys(actions, keys)
+    return actions
+
+
+def vm_states(spec: Any, inventory: Any, waits: dict[str, Any]) -> dict[str, Any]:
+    """Each spec VM after provision: power state, Tools IP, what the wait saw, why it is off."""
+    from provision.vmsettings import power_conflicts
+    from rackcert.placement import place
+
+    conflicts = power_conflicts(spec, place(spec), inventory)
+    out: dict[str, Any] = {}
+    for vm in spec.vms:
+        seen = inventory.vm(vm.name)
+        state: dict[str, Any] = {
+            "exists": seen is not None,
+            "power_state": seen.power_state if seen else None,
+            "guest_ip": seen.guest_ip if seen else "",
+            "address": vm.address,
+        }
+        state |= {k: v for k, v in waits.get(vm.name, {}).items() if k not in state}
+        if vm.name in conflicts and (seen is None or seen.power_state != "poweredOn"):
+            pci, holder = conflicts[vm.name]
+            state["left_off"] = (
+                f"shares passthrough device {pci} with {holder}, which runs"
+                " (vSphere powers on one holder of a device at a time)"
+            )
+        out[vm.name] = state
+    return out

@@ -1,0 +1,191 @@
+"""One known_hosts per rack, kept across runs: host keys enrolled once, then enforced.
+
+Whoever can intercept the guest network could otherwise answer as every node on
+every run and forge the results behind a certification. So:
+
+- the spec may pin the keys (`guest.ssh.known_hosts`: a known_hosts file the
+  operator keeps); rackcert then enrols nothing and trusts only that file;
+- otherwise the rack's file is `<runs>/<rack>/known_hosts`; a node not in it yet
+  is enrolled on first contact (ssh-keyscan from the controller), and every
+  enrolment is returned so the stage can show and record it;
+- every connection after that uses StrictHostKeyChecking=yes against the file:
+  a changed key is a refused connection, never a silent re-trust.
+
+configure and validate use this module; the ssh_trust role distributes the keys
+enrolled here (`peer_lines`) instead of scanning the peers itself.
+
+Example:
+    path = rack_file(spec, run)
+    for line in enroll(path, [("10.10.0.11", 22)], pinned=is_pinned(spec)):
+        print(line.describe())
+    argv = ["ssh", *ssh_options(path), "--", "root@10.10.0.11", "true"]
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import InputError
+
+FILE_NAME = "known_hosts"
+KEY_TYPES = "ed25519,ecdsa,rsa"
+# One known_hosts line as ssh-keyscan writes it: host[,host] keytype base64.
+_LINE = re.compile(r"^(\S+) ((?:ssh|ecdsa-sha2|sk-ssh|sk-ecdsa-sha2)-[\w@.-]+) ([A-Za-z0-9+/=]+)$")
+
+
+@dataclass(frozen=True)
+class Enrolled:
+    """A host key trusted on first contact: shown to the operator and recorded."""
+
+    host: str
+    key_type: str
+    fingerprint: str  # SHA256:... as ssh-keygen -l prints it
+
+    def describe(self) -> str:
+        return f"enrolled host key of {self.host}: {self.key_type} {self.fingerprint}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"host": self.host, "key_type": self.key_type, "fingerprint": self.fingerprint}
+
+
+def is_pinned(spec: Any) -> bool:
+    return bool(getattr(spec.guest.ssh, "known_hosts", None))
+
+
+def rack_file(spec: Any, run: Any) -> Path:
+    """The known_hosts that configure, validate and bench trust for this rack.
+
+    The spec's pinned file when it names one, else `<runs>/<rack>/known_hosts`
+    (the run's parent directory), shared by every run of the rack.
+    """
+    pinned = getattr(spec.guest.ssh, "known_hosts", None)
+    if pinned:
+        path = Path(pinned).expanduser()
+        if not path.is_file():
+            raise InputError(
+                f"guest.ssh.known_hosts {pinned} does not exist; create it or fix the spec"
+            )
+        return path
+    return Path(run.path).parent / FILE_NAME
+
+
+def host_name(address: str, port: int) -> str:
+    """How OpenSSH names a host in known_hosts: `addr`, or `[addr]:port` off port 22."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def ssh_options(path: Path) -> list[str]:
+    """OpenSSH client options that trust exactly the keys in `path`."""
+    return [
+        "-o",
+        f"UserKnownHostsFile={path}",
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "UpdateHostKeys=no",
+    ]
+
+
+def ssh_config_lines(path: Path) -> list[str]:
+    """The same as ssh_options, as ssh_config lines (for a `Host *` block)."""
+    opts = ssh_options(path)
+    return [opts[i + 1].replace("=", " ", 1) for i in range(0, len(opts), 2)]
+
+
+def _fingerprint(blob_b64: str) -> str:
+    digest = hashlib.sha256(base64.b64decode(blob_b64)).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known(path: Path, name: str) -> bool:
+    """Whether `path` has a key for `name` (ssh-keygen -F: hashed entries too)."""
+    if not path.is_file():
+        return False
+    done = subprocess.run(
+        ["ssh-keygen", "-F", name, "-f", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+def scan(address: str, port: int, timeout: int = 5) -> list[str]:
+    """The host's keys as known_hosts lines, from ssh-keyscan (first contact)."""
+    done = subprocess.run(
+        ["ssh-keyscan", "-T", str(timeout), "-t", KEY_TYPES, "-p", str(port), "--", address],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout * 4 + 10,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    lines = []
+    for line in done.stdout.splitlines():
+        match = _LINE.match(line.strip())
+        if match:
+            lines.append(f"{host_name(address, port)} {match.group(2)} {match.group(3)}")
+    return lines
+
+
+def enroll(path: Path, hosts: list[tuple[str, int]], *, pinned: bool = False) -> list[Enrolled]:
+    """Trust on first contact the hosts `path` does not know yet; return what was enrolled.
+
+    A pinned file is never written: an unknown host stays unknown, and the ssh
+    that follows refuses it. A host that does not answer the scan is left for
+    the stage to report as unreachable.
+    """
+    if pinned:
+        return []
+    missing = [h for h in dict.fromkeys(hosts) if not known(path, host_name(*h))]
+    if not missing:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(16, len(missing))) as pool:
+        scanned = list(pool.map(lambda h: scan(*h), missing))
+    enrolled: list[Enrolled] = []
+    for (address, port), lines in zip(missing, scanned, strict=True):
+        if not lines:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+        for line in lines:
+            _host, key_type, blob = line.split(" ")
+            enrolled.append(Enrolled(host_name(address, port), key_type, _fingerprint(blob)))
+    return enrolled
+
+
+def peer_lines(path: Path, peers: list[tuple[str, str, int]]) -> list[str]:
+    """known_hosts lines for the nodes' own use: each peer's enrolled keys, by address and name.
+
+    `peers` are (name, address, port). The keys come from the controller's file
+    (plain entries; hashed ones are looked up through ssh-keygen -F), so every
+    node trusts exactly what the controller enrolled or the spec pinned.
+    """
+    out: list[str] = []
+    for name, address, port in peers:
+        done = subprocess.run(
+            ["ssh-keygen", "-F", host_name(address, port), "-f", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+        for line in done.stdout.splitlines():
+            parts = line.split()
+            if line.startswith("#") or len(parts) < 3 or not _LINE.match(" ".join(parts[:3])):
+                continue
+            for alias in dict.fromkeys((address, name)):
+                out.append(f"{host_name(alias, port)} {parts[1]} {parts[2]}")
+    return list(dict.fromkeys(out))

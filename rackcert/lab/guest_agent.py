@@ -1,0 +1,251 @@
+"""The lab's guest agent: SSH test hosts born from the twin's powered-on VMs.
+
+A real VM answers SSH because it booted: cloud-init read its identity from
+guestinfo (hostname, static address, authorized key) and sshd started. The
+lab has no hypervisor, so this agent plays the guests. It watches the twin
+through the real vSphere API, a PropertyCollector filter over every VM
+(`name`, `runtime.powerState`, `config.extraConfig`, `config.template`) and
+`WaitForUpdatesEx`, and:
+
+- when a VM powers on, it reads the VM's guestinfo at that moment (as cloud-init
+  does at boot) and decodes it the way cloud-init's VMware datasource does
+  (`provision.guestinfo.read_identity`), then starts an SSH test host
+  (`rackcert.lab.sshhosts.start_hosts`) with that hostname and address, whose
+  authorized keys are exactly the user-data's;
+- when a VM powers off or is destroyed, its host goes down;
+- every running guest's /etc/hosts lists all running guests: the lab's stand-in
+  for the site's DNS (a real rack resolves its nodes' names through the DNS of
+  network.management), which torch.distributed's rendezvous and SSH trust need.
+
+A VM without readable cloud-init metadata, a template, or a VM that never
+powered on has no host. Hosts are namespaces of the `owner` ("lab" for the
+lab; tests use their pid), so `rackcert lab down` (sshhosts.stop_lab_hosts)
+removes them too.
+
+Example:
+    agent = GuestAgent(spec)                # spec: the lab spec, pointing at the twin
+    thread = agent.start_thread()           # or agent.run() in its own process
+    ...
+    agent.stop()                            # stops watching and takes its hosts down
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackcert.lab import sshhosts
+
+log = logging.getLogger("rackcert.lab.guest_agent")
+WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template"]
+
+
+@dataclass
+class Guest:
+    """One running guest: the VM it stands for and the SSH host it is."""
+
+    vm: str
+    identity: dict[str, Any]
+    host: sshhosts.TestHost
+
+
+@dataclass
+class GuestAgent:
+    """Watch the twin's VMs; keep one SSH test host per powered-on VM with cloud-init data."""
+
+    spec: Any
+    owner: str = sshhosts.LAB_OWNER
+    state_dir: Path | None = None
+    shared: list[str] = field(default_factory=list)
+    wait_s: int = 1
+    guests: dict[str, Guest] = field(default_factory=dict)
+    events: list[tuple[str, str]] = field(default_factory=list)  # (vm, "up" | "down" | why)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
+
+    def __post_init__(self) -> None:
+        base = sshhosts.lab_state_dir(self.spec)
+        self.state_dir = Path(self.state_dir or base / f"guests-{self.owner}")
+        nfs = self.spec.storage.nfs
+        if not self.shared and nfs is not None and nfs.fstype == "none":
+            self.shared = [nfs.export]
+
+    # -- the watch ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Watch until stop(); reconnect when the twin goes away (the guests keep running)."""
+        from provision.session import connect
+
+        while not self._stop.is_set():
+            try:
+                with connect(self.spec, timeout=10) as si:
+                    self._watch(si)
+            except Exception as exc:  # noqa: BLE001 - a lost vCenter: retry, never crash
+                if self._stop.is_set():
+                    break
+                log.warning("guest agent: %s; reconnecting", str(exc) or type(exc).__name__)
+                self._stop.wait(1.0)
+        self.stop_guests()
+
+    def start_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="lab-guest-agent", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self, si: Any) -> None:
+        from pyVmomi import vim, vmodl
+
+        content = si.content
+        view = content.viewManager.CreateContainerView(
+            content.rootFolder, [vim.VirtualMachine], True
+        )
+        pc = content.propertyCollector.CreatePropertyCollector()
+        spec = vmodl.query.PropertyCollector.FilterSpec(
+            objectSet=[
+                vmodl.query.PropertyCollector.ObjectSpec(
+                    obj=view,
+                    skip=True,
+                    selectSet=[
+                        vmodl.query.PropertyCollector.TraversalSpec(
+                            name="view", path="view", skip=False, type=vim.view.ContainerView
+                        )
+                    ],
+                )
+            ],
+            propSet=[
+                vmodl.query.PropertyCollector.PropertySpec(type=vim.VirtualMachine, pathSet=WATCHED)
+            ],
+        )
+        pc.CreateFilter(spec, partialUpdates=False)
+        options = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=self.wait_s)
+        version = ""
+        try:
+            while not self._stop.is_set():
+                update = pc.WaitForUpdatesEx(version, options)
+                if update is None:
+                    continue
+                version = update.version
+                powered_on = self._apply(update)
+                self._reconcile(si, powered_on)
+        finally:
+            with contextlib.suppress(Exception):
+                pc.DestroyPropertyCollector()
+            with contextlib.suppress(Exception):
+                view.DestroyView()
+
+    def _apply(self, update: Any) -> set[str]:
+        """Fold an UpdateSet into the cached VM properties; the moids that just powered on."""
+        powered_on: set[str] = set()
+        for filter_set in update.filterSet or []:
+            for obj in filter_set.objectSet or []:
+                moid = obj.obj._moId
+                if obj.kind == "leave":
+                    self._vms.pop(moid, None)
+                    continue
+                props = self._vms.setdefault(moid, {})
+                was = props.get("runtime.powerState")
+                for change in obj.changeSet or []:
+                    props[change.name] = None if change.op == "remove" else change.val
+                now = props.get("runtime.powerState")
+                if now == "poweredOn" and was != "poweredOn":
+                    powered_on.add(moid)
+        return powered_on
+
+    # -- the guests ---------------------------------------------------------------------------
+    def _reconcile(self, si: Any, powered_on: set[str]) -> None:
+        running = {
+            props.get("name"): moid
+            for moid, props in self._vms.items()
+            if props.get("runtime.powerState") == "poweredOn" and not props.get("config.template")
+        }
+        before = {n: g.identity["address"] for n, g in self.guests.items()}
+        for name in sorted(set(self.guests) - set(running)):
+            self._down(name, "powered off or destroyed")
+        for name, moid in sorted(running.items()):
+            if name in self.guests and moid not in powered_on:
+                continue
+            if name in self.guests:
+                self._down(name, "rebooted")
+            self._boot(si, name, moid)
+        if {n: g.identity["address"] for n, g in self.guests.items()} != before:
+            self._publish_names()
+
+    def _publish_names(self) -> None:
+        """Every guest resolves every running guest by name (the lab's DNS)."""
+        pairs = sorted(
+            (g.identity["hostname"], g.identity["address"]) for g in self.guests.values()
+        )
+        text = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        text += "".join(f"{address}\t{name}\n" for name, address in pairs)
+        for guest in self.guests.values():
+            with contextlib.suppress(OSError):
+                guest.host.path("/etc/hosts").write_text(text)
+
+    def _boot(self, si: Any, name: str, moid: str) -> None:
+        """What the guest does at boot: read guestinfo (now), apply it, start sshd."""
+        from pyVmomi import vim
+
+        from provision.guestinfo import read_identity
+
+        vm = vim.VirtualMachine(moid, stub=si._stub)
+        try:
+            extra = {o.key: str(o.value) for o in vm.config.extraConfig or []}
+        except Exception:  # noqa: BLE001 - destroyed in between
+            return
+        ident = read_identity(extra)
+        if not ident or not ident.get("address") or not ident.get("hostname"):
+            self.events.append((name, "no cloud-init metadata: no host"))
+            return
+        try:
+            host = self._start_host(ident)
+        except Exception as exc:  # noqa: BLE001 - one guest failing must not stop the others
+            self.events.append((name, f"host failed: {exc}"))
+            log.warning("guest agent: %s: %s", name, exc)
+            return
+        self.guests[name] = Guest(name, ident, host)
+        self.events.append((name, "up"))
+
+    def _start_host(self, ident: dict[str, Any]) -> sshhosts.TestHost:
+        net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
+        assert self.state_dir is not None
+        state = self.state_dir / ident["hostname"]
+        (host,) = sshhosts.start_hosts(
+            [ident["hostname"]],
+            str(net),
+            state / "agent_key",  # the agent's own key, replaced below: not authorized
+            owner=self.owner,
+            state_dir=state,
+            addresses=[ident["address"]],
+            shared=self.shared,
+        )
+        keys = "".join(f"{k}\n" for k in ident["authorized_keys"])
+        (host.runtime_dir / "authorized_keys").write_text(keys)
+        return host
+
+    def _down(self, name: str, why: str) -> None:
+        guest = self.guests.get(name)
+        if guest is not None:
+            sshhosts.stop_hosts([guest.host], delete_bridge=False)
+            del self.guests[name]  # after the host is gone: watchers see it down
+            self.events.append((name, f"down ({why})"))
+
+    def stop_guests(self) -> None:
+        for name in sorted(self.guests):
+            self._down(name, "agent stopped")
+
+    def wait_for(self, names: set[str], timeout: float = 30) -> bool:
+        """Test helper: True once exactly `names` have hosts."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if set(self.guests) == names:
+                return True
+            time.sleep(0.1)
+        return set(self.guests) == names

@@ -1,0 +1,437 @@
+"""One typed record per stage: what `<stage>.json` holds, as pydantic models.
+
+Every producer writes through these (`RunDir.write_stage` validates the data against the
+stage's model before it writes, and refuses a shape the model does not name), and every
+reader (the report, `runs list`, the pipeline's resume) reads through `model_validate`,
+so a key nobody writes cannot be read and a key nobody reads cannot be written unnoticed.
+`rackcert report schema --stage STAGE` prints each record's JSON Schema.
+
+Extending a stage's record (a new bench field, say) means adding the field here, in one
+place: the producer, the report and the published schema then agree.
+
+    >>> rec = BenchRecord.model_validate_json(Path("runs/lab/.../bench.json").read_text())
+    >>> rec.data.verdict.verdict
+    'INCOMPLETE'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rackcert.observed import Inventory
+from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
+from rackcert.spec import Certification
+
+SCHEMA_VERSION: Final = 1
+StageStatus = Literal["ok", "failed", "partial"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- plan and provision -------------------------------------------------------------------------
+class ActionRecord(Model):
+    """provision.planner.Action as recorded: one change, its target and its reason."""
+
+    kind: str
+    target: str
+    change: str
+    reason: str
+    host: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    needs_power_cycle: bool = False
+    blocked: str | None = None
+
+
+class DoneAction(ActionRecord):
+    result: str = Field(description="What apply said when it finished the action")
+
+
+class SkippedAction(ActionRecord):
+    skipped: str = Field(description="Why apply left the action undone")
+
+
+class LeftAlone(Model):
+    """A VM a vCenter extension manages (vCLS agents): never workload, never touched."""
+
+    name: str
+    host: str = ""
+    managed_by: str
+    reason: str
+
+
+class PlanData(Model):
+    observed: Inventory | None = Field(None, description="vCenter as discovery saw it")
+    actions: list[ActionRecord] = Field(default_factory=list)
+    left_alone: list[LeftAlone] = Field(
+        default_factory=list, description="VMs managed by vCenter extensions, left alone"
+    )
+
+
+class ProvisionData(Model):
+    observed_before: Inventory | None = None
+    actions: list[ActionRecord] = Field(default_factory=list)
+    done: list[DoneAction] = Field(default_factory=list)
+    skipped: list[SkippedAction] = Field(default_factory=list)
+    observed_after: Inventory | None = Field(None, description="Discovery after apply")
+    vms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each spec VM after provision: exists, power_state, guest_ip, address,"
+        " what the wait for Tools or SSH saw, and left_off (why it stays powered off)",
+    )
+
+
+# -- configure ----------------------------------------------------------------------------------
+class TaskProblem(Model):
+    task: str
+    role: str
+    message: str
+
+
+class ConfigureHost(Model):
+    """rackcert.configure.events.HostResult.to_dict()."""
+
+    name: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+    unreachable: bool = False
+    tasks_done: int = 0
+    changed_tasks: list[str] = Field(default_factory=list)
+    failures: list[TaskProblem] = Field(default_factory=list)
+    status: Literal["ok", "changed", "failed", "unreachable"] = "ok"
+
+
+class ConfigureTotals(Model):
+    hosts: int = 0
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+
+
+class EnrolledKey(Model):
+    host: str = Field(description="known_hosts name: address, or [address]:port")
+    key_type: str
+    fingerprint: str = Field(description="SHA256:... as ssh-keygen -l prints it")
+
+
+class HostKeys(Model):
+    """The rack's known_hosts this stage trusted (rackcert.known_hosts) and what it enrolled."""
+
+    known_hosts: str
+    pinned: bool = Field(False, description="The spec's guest.ssh.known_hosts: nothing enrolled")
+    enrolled: list[EnrolledKey] = Field(
+        default_factory=list, description="Keys trusted on first contact in this stage"
+    )
+
+
+class ConfigureData(Model):
+    check: bool = False
+    tags: list[str] = Field(default_factory=list)
+    skip_tags: list[str] = Field(default_factory=list)
+    limit: str | None = None
+    playbook: str = ""
+    rc: int | None = None
+    totals: ConfigureTotals = Field(default_factory=ConfigureTotals)
+    hosts: dict[str, ConfigureHost] = Field(default_factory=dict)
+    artifacts: str = Field("", description="Ansible artifacts, relative to the run directory")
+    inventory: str = Field("", description="Generated inventory, relative to the run directory")
+    ansible_ident: str = ""
+    extra_vars: list[str] = Field(
+        default_factory=list,
+        description="The operator's --extra-vars: @files as given, k=v as names only",
+    )
+    warnings: list[str] = Field(default_factory=list)
+    host_keys: HostKeys | None = None
+
+
+# -- validate -----------------------------------------------------------------------------------
+class ValidateNode(Model):
+    address: str = ""
+    target: str = Field("", description="testinfra host spec, e.g. ssh://root@10.0.0.1:22")
+    reachable: bool | None = Field(None, description="None when no guest check ran")
+    error: str = ""
+    gather_seconds: float | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(
+        default_factory=dict, description="What the checks observed: nvidia_driver, cuda, ..."
+    )
+    status: Literal["passed", "failed"] = "passed"
+
+
+class ValidateSummary(Model):
+    """Counts that add up to total; a failing warning-severity check is a warning."""
+
+    total: int = 0
+    passed: int = 0
+    failed: int = Field(0, description="Checks of severity error that failed")
+    errors: int = Field(0, description="Checks of severity error that could not run")
+    warnings: int = Field(0, description="Checks of severity warning/info that failed or errored")
+    skipped: int = 0
+    error_failures: int = 0
+    failing: list[str] = Field(default_factory=list, description="node:check of each failure")
+    ok: bool = False
+    wall_seconds: float = 0.0
+
+
+class ValidateData(Model):
+    results: list[CheckResult] = Field(default_factory=list)
+    nodes: dict[str, ValidateNode] = Field(default_factory=dict)
+    summary: ValidateSummary = Field(default_factory=ValidateSummary)
+    checks: list[str] = Field(default_factory=list, description="Guest check ids that ran")
+    skipped_by_request: list[str] = Field(default_factory=list)
+    local: bool = False
+    hypervisor_source: str | None = Field(
+        None, description="The provision.json/plan.json the hypervisor checks read"
+    )
+    facts: str | None = Field(None, description="facts.json, when pyinfra's snapshot was taken")
+    tool_path: str | None = None
+    host_keys: HostKeys | None = None
+    compared_with: str | None = Field(
+        None, description="The rack's last certified (PASS) run this one was compared with"
+    )
+    changes: list[str] = Field(
+        default_factory=list, description="What changed since that run, one line each"
+    )
+    regressions: list[str] = Field(
+        default_factory=list, description="Changes for the worse: any one fails validate"
+    )
+
+
+# -- bench --------------------------------------------------------------------------------------
+class BenchEngine(Model):
+    name: str = Field(description="nccl, gloo or horovod")
+    worker_backend: str = Field(description="torch or horovod")
+    device: str = Field(description="cuda, cpu, or auto (the nodes chose)")
+    horovod_available: bool = False
+
+
+class BenchRank(Model):
+    rank: int
+    host: str
+    local_rank: int
+
+
+class BenchLaunch(Model):
+    label: str
+    tasks: list[str]
+    log: str
+    commands: list[list[str]]
+    wall_s: float | None = None
+    ranks: list[BenchRank] | None = None
+    resnet: dict[str, Any] | None = Field(None, description="The worker's raw ResNet50 answer")
+    naive: dict[str, Any] | None = Field(None, description="The worker's raw naive-loop answer")
+    plain: dict[str, Any] | None = Field(
+        None, description="The worker's raw plain-loop reference answer (compiled fp16, no DDP)"
+    )
+    horovod_ref: dict[str, Any] | None = Field(
+        None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
+    )
+
+
+class StorageNode(Model):
+    """validation.bench.storage.run's answer for one node."""
+
+    path: str
+    synthetic: bool = False
+    files: int = 0
+    bytes_in_files: int = 0
+    cache_drop_requested: bool = False
+    readers: int = 0
+    block_bytes: int = 0
+    duration_s: float = 0.0
+    reads: int = 0
+    errors: int = 0
+    bytes_read: int = 0
+    throughput_mb_s: float = 0.0
+    iops: float = 0.0
+    latency_ms: dict[str, float] = Field(default_factory=dict)
+    node: str | None = Field(None, description="The bench node (ssh runs)")
+    engine: str = Field("pread", description="fio (its version) or pread, the fallback reader")
+    fio_error: str | None = Field(None, description="Why fio could not run (pread ran instead)")
+
+
+class StorageResult(Model):
+    skipped: bool = False
+    reason: str = Field("", description="Why it was skipped")
+    note: str = Field("", description="Which directory was read, and why that one")
+    path: str = ""
+    throughput_mb_s: float = Field(0.0, description="Sum over the nodes")
+    nodes: list[StorageNode] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_local_shape(cls, raw: object) -> object:
+        """Local records before this model repeated their one node's keys at the top."""
+        if isinstance(raw, dict) and raw.get("nodes") and "reads" in raw:
+            keep = set(cls.model_fields)
+            return {k: v for k, v in raw.items() if k in keep}
+        return raw
+
+
+class NaiveRun(Model):
+    images_per_sec: float
+    spread: float
+    config: dict[str, Any]
+    warmup_s: float | None = None
+
+
+class NaiveVsDefault(Model):
+    world_size: int
+    naive: NaiveRun
+    default: NaiveRun
+    ratio: float = Field(description="default / naive images/s")
+
+
+class K8sFile(Model):
+    kind: str
+    nodes: int
+    path: str
+    valid: bool
+
+
+class K8sManifests(Model):
+    pod_templates_validated: bool
+    image: str
+    namespace: str
+    kubernetes_schema_version: str
+    files: list[K8sFile] = Field(default_factory=list)
+
+
+class LaunchInfo(Model):
+    """How the ranks were started (validation.bench.suite.launch_record)."""
+
+    engine: str = Field(description="horovod or torch.distributed")
+    collectives: str = Field(description="nccl, gloo or mpi")
+    launcher: str = Field(description="torchrun, horovodrun or mpirun")
+    controller: str = Field(description="rendezvous: c10d, gloo or mpi")
+    launched_from: str = Field(description="this machine, or the first node's name")
+
+
+class BenchData(Model):
+    """bench.json's data. Engine and launcher details belong here too: add fields, in this
+    one place, when bench records more (the report and the schema follow)."""
+
+    mode: Literal["local", "ssh"] | None = None
+    engine: BenchEngine | None = None
+    quick: bool = False
+    judge_link: bool | None = Field(
+        None, description="The run crossed the spec's link (ssh, or --line-rate-gbps given)"
+    )
+    thresholds: Certification | None = Field(None, description="spec.certification as judged")
+    launches: list[BenchLaunch] = Field(default_factory=list)
+    kubernetes: K8sManifests | None = None
+    environment: dict[str, Any] = Field(
+        default_factory=dict, description="torch, CUDA, NCCL, GPU as the worker reported them"
+    )
+    resnet50: ScalingResult | None = None
+    allreduce: AllreduceResult | None = None
+    naive_vs_default: NaiveVsDefault | None = None
+    launch: LaunchInfo | None = None
+    references: dict[str, Any] | None = Field(
+        None,
+        description="Reference loops timed in the same run (plain compiled loop, Horovod's"
+        " synthetic-benchmark defaults) and the default's ratio to each",
+    )
+    nccl_tests: dict[str, Any] | None = Field(
+        None, description="nccl-tests all_reduce_perf: its per-size table, or why it was skipped"
+    )
+    allreduce_side_by_side: list[dict[str, Any]] | None = Field(
+        None, description="nccl-tests and the torch sweep at the sizes both measured"
+    )
+    rdma: dict[str, Any] | None = Field(
+        None, description="ib_write_bw between node pairs, or why it was skipped"
+    )
+    storage: StorageResult | None = None
+    verdict: Verdict | None = None
+
+
+# -- report -------------------------------------------------------------------------------------
+class ReportCounts(Model):
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+
+
+class ReportData(Model):
+    verdict: VerdictWord | None = None
+    reasons: list[str] = Field(default_factory=list)
+    not_judged: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    matrix: dict[str, Any] = Field(
+        default_factory=dict, description="reference id and the matrix's counts"
+    )
+    checks: ReportCounts = Field(default_factory=ReportCounts)
+    missing_stages: list[str] = Field(default_factory=list)
+
+
+# -- the envelope -------------------------------------------------------------------------------
+class StageRecord(Model):
+    """What every `<stage>.json` carries around its data."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    stage: str
+    rack: str
+    spec_sha256: str = Field(description="sha256 of the spec the producer loaded")
+    status: StageStatus
+    error: str | None = None
+    started_at: str
+    finished_at: str
+    data: Model
+
+
+class PlanRecord(StageRecord):
+    stage: Literal["plan"] = "plan"
+    data: PlanData
+
+
+class ProvisionRecord(StageRecord):
+    stage: Literal["provision"] = "provision"
+    data: ProvisionData
+
+
+class ConfigureRecord(StageRecord):
+    stage: Literal["configure"] = "configure"
+    data: ConfigureData
+
+
+class ValidateRecord(StageRecord):
+    stage: Literal["validate"] = "validate"
+    data: ValidateData
+
+
+class BenchRecord(StageRecord):
+    stage: Literal["bench"] = "bench"
+    data: BenchData
+
+
+class ReportRecord(StageRecord):
+    stage: Literal["report"] = "report"
+    data: ReportData
+
+
+RECORDS: dict[str, type[StageRecord]] = {
+    "plan": PlanRecord,
+    "provision": ProvisionRecord,
+    "configure": ConfigureRecord,
+    "validate": ValidateRecord,
+    "bench": BenchRecord,
+    "report": ReportRecord,
+}
+
+
+def json_schema(stage: str) -> dict[str, Any]:
+    """The JSON Schema of `<stage>.json`."""
+    schema = RECORDS[stage].model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"rackcert:schemas/{stage}.schema.json"
+    return schema

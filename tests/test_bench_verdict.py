@@ -1,0 +1,183 @@
+"""The bench verdict never says PASS for what was not judged (certification.required).
+
+PASS needs every required check judged and none failed; a threshold that is 0 or absent
+is "not judged"; a bench that judged nothing is INCOMPLETE; the committed H200 evidence is
+what this code judges of its own figures (INCOMPLETE: one GPU judges neither the busbw
+fraction nor the scaling efficiency that the 4-node spec requires).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from rackcert.report.assemble import assemble
+from rackcert.results import (
+    AllreducePoint,
+    AllreduceResult,
+    ScalingPoint,
+    ScalingResult,
+    Status,
+    Verdict,
+)
+from rackcert.runs import RunDir
+from rackcert.spec import Certification
+from rackcert.spec_loader import load_spec
+from validation.bench import verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+EVIDENCE = ROOT / "docs" / "evidence"
+R750 = ROOT / "inventories" / "r750xa-4node.yaml"
+LAB = ROOT / "inventories" / "lab.yaml"
+H200 = ROOT / "inventories" / "h200-local.yaml"
+
+
+def _ar(world: int, fraction: float | None) -> AllreduceResult:
+    pt = AllreducePoint(
+        size_bytes=1 << 20, count=1 << 18, time_us=1.0, algbw_gbps=1, busbw_gbps=1, correct=True
+    )
+    return AllreduceResult(
+        backend="gloo",
+        device="cpu",
+        world_size=world,
+        points=[pt],
+        line_rate_gbps=100.0,
+        busbw_fraction=fraction,
+    )
+
+
+def _sc(per_gpu: list[float]) -> ScalingResult:
+    pts = [
+        ScalingPoint(
+            nodes=2**i,
+            gpus=2**i,
+            images_per_sec=v * 2**i,
+            images_per_sec_per_gpu=v,
+            speedup=v * 2**i / per_gpu[0],
+            efficiency=v / per_gpu[0],
+        )
+        for i, v in enumerate(per_gpu)
+    ]
+    return ScalingResult(
+        batch_per_gpu=256, precision="fp16", channels_last=True, device="cuda", points=pts
+    )
+
+
+CERT = Certification(resnet50_images_per_gpu_min=2500)
+ALL = ["allreduce.busbw_fraction", "resnet50.scaling_efficiency", "resnet50.images_per_gpu"]
+STORAGE_OK = {"nodes": [{"reads": 10, "errors": 0}]}
+
+
+def test_default_required_is_what_the_rack_can_judge() -> None:
+    assert load_spec(R750).spec.required_checks() == ALL  # 4 nodes x 1 GPU
+    assert load_spec(LAB).spec.required_checks() == ALL  # 2 nodes x 2 GPUs
+    assert load_spec(H200).spec.required_checks() == ["resnet50.images_per_gpu"]  # 1 GPU
+
+
+def test_required_is_a_closed_set_in_the_spec() -> None:
+    assert Certification(required=[]).required == []
+    with pytest.raises(ValidationError, match="resnet50.scaling_efficiency"):
+        Certification(required=["resnet50.scaling"])
+
+
+def test_everything_judged_and_passed_is_pass() -> None:
+    raw = [{"world_size": 2, "loss_finite": True}]
+    v = verdict.judge(
+        CERT, _ar(4, 0.8), _sc([2757, 2700]), raw, STORAGE_OK, judge_link=True, required=ALL
+    )
+    assert (v.verdict, v.passed, v.not_judged) == ("PASS", True, [])
+    assert [c.id for c in v.checks if c.required] == ALL
+
+
+def test_a_required_check_not_judged_is_incomplete_with_the_reason() -> None:
+    v = verdict.judge(CERT, _ar(1, None), _sc([6985.2]), [], None, judge_link=False, required=ALL)
+    assert v.verdict == "INCOMPLETE" and not v.passed and v.reasons == []
+    assert any(
+        line.startswith("allreduce.busbw_fraction (required): one rank moves no bytes")
+        for line in v.not_judged
+    )
+    assert any(line.startswith("resnet50.scaling_efficiency (required)") for line in v.not_judged)
+    # the same figures with nothing required: judged checks passed, so PASS
+    v = verdict.judge(CERT, _ar(1, None), _sc([6985.2]), [], None, judge_link=False)
+    assert v.verdict == "PASS"
+
+
+def test_a_failure_wins_over_incomplete() -> None:
+    v = verdict.judge(CERT, _ar(1, None), _sc([100.0]), [], None, judge_link=False, required=ALL)
+    assert v.verdict == "FAIL" and v.reasons[0].startswith("resnet50.images_per_gpu")
+
+
+@pytest.mark.parametrize("floor", [None, 0])
+def test_a_zero_or_absent_threshold_is_not_judged_never_pass(floor: float | None) -> None:
+    cert = Certification(resnet50_images_per_gpu_min=floor)
+    v = verdict.judge(cert, None, _sc([1.0]), [], None, judge_link=True)
+    check = {c.id: c for c in v.checks}["resnet50.images_per_gpu"]
+    assert check.status is Status.skipped and "no threshold" in check.reason
+    required = verdict.judge(
+        cert, None, _sc([1.0]), [], None, judge_link=True, required=["resnet50.images_per_gpu"]
+    )
+    assert required.verdict == "INCOMPLETE"
+
+
+def test_a_bench_that_measured_nothing_is_incomplete_even_with_nothing_required() -> None:
+    v = verdict.judge(CERT, None, None, [], {"skipped": True, "reason": "skipped"}, judge_link=True)
+    assert v.verdict == "INCOMPLETE" and not v.passed
+    assert len(v.not_judged) == len(v.checks)
+
+
+def test_verdict_word_and_passed_cannot_disagree() -> None:
+    with pytest.raises(ValidationError, match="disagrees"):
+        Verdict(verdict="INCOMPLETE", passed=True)
+    # a record from before the three-way verdict: its PASS said nothing about skips
+    assert Verdict.model_validate({"passed": True, "reasons": []}).verdict == "INCOMPLETE"
+    assert Verdict.model_validate({"passed": False, "reasons": ["x"]}).verdict == "FAIL"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EVIDENCE.glob("h200-bench*.json")))
+def test_committed_evidence_verdict_is_what_the_code_judges(name: str) -> None:
+    record = json.loads((EVIDENCE / name).read_text())
+    # The evidence is judged against the spec it was measured with, kept beside it (the
+    # example in inventories/ has grown fields since).
+    measured_with = EVIDENCE / "h200-spec.yaml"
+    loaded = load_spec(measured_with)
+    assert record["spec_sha256"] == loaded.sha256
+    again = verdict.rejudge(loaded.spec, record["data"])
+    assert Verdict.model_validate(record["data"]["verdict"]) == again, (
+        f"{name}: run tools/rejudge_bench.py docs/evidence/h200-spec.yaml docs/evidence/{name}"
+    )
+
+
+def test_h200_evidence_is_incomplete_with_reasons_in_the_report(tmp_path: Path) -> None:
+    loaded = load_spec(R750)
+    run = RunDir.create(tmp_path / "runs", loaded.spec.metadata.name, loaded.sha256, loaded.text)
+    (run.path / "bench.json").write_text((EVIDENCE / "h200-bench.json").read_text())
+    data = json.loads((EVIDENCE / "h200-bench.json").read_text())["data"]
+    assert data["verdict"]["verdict"] == "INCOMPLETE"
+    rec = assemble(run)
+    assert rec.verdict.verdict == "INCOMPLETE"
+    reasons = " | ".join(rec.verdict.reasons)
+    assert "bench: allreduce.busbw_fraction (required) not judged: one rank" in reasons
+    assert "bench: resnet50.scaling_efficiency (required) not judged: only one scale" in reasons
+    assert any(n.startswith("bench resnet50.scaling_efficiency") for n in rec.verdict.not_judged)
+
+
+@pytest.mark.integration  # a real `rackcert bench` process (imports torch)
+def test_bench_skipping_everything_is_incomplete_and_says_why(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    base = [sys.executable, "-m", "rackcert.cli", "bench", str(LAB), "--local"]
+    base += ["--skip", "allreduce,resnet,storage", "--runs-dir", str(tmp_path)]
+    proc = subprocess.run(base, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "verdict: INCOMPLETE" in proc.stdout
+    assert "not judged: allreduce.correct: allreduce not run" in proc.stdout
+    record = json.loads(next(tmp_path.glob("*/*/bench.json")).read_text())
+    assert record["status"] == "ok" and record["data"]["verdict"]["verdict"] == "INCOMPLETE"
+    report = assemble(RunDir.open(next(tmp_path.glob("*/*"))))
+    assert report.verdict.verdict == "INCOMPLETE"

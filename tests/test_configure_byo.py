@@ -1,0 +1,133 @@
+"""Bring your own Ansible, fast: spec fields and CLI options checked without a host.
+
+(The real runs are in test_configure_sources.py and test_configure_collection.py.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rackcert.configure.inventory import build_inventory
+from rackcert.configure.runner import _extra_vars_label
+from rackcert.spec_loader import load_spec
+from tests.spec_helpers import LAB, R750, example_data, mutated, write_spec
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _guest(**fields):
+    def edit(data):
+        data["guest"].update(fields)
+
+    return edit
+
+
+def _one_error_line(proc) -> str:
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "Traceback" not in out
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_reference_spec_tarball_passes_check():
+    proc = _cli("spec", "check", str(R750))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ({"path": "/srv/MLNX_OFED_LINUX-5.4-3.1.0.0.zip"}, "unpack this file into a repository"),
+        ({"path": "/srv/ofed.tar.xz"}, "unpack this file into a repository"),
+        ({"path": "srv/ofed"}, "path must be absolute on the node"),
+        (
+            {"repo_url": "https://x.invalid/r", "key_url": "https://x/k", "key_file": "/k.asc"},
+            "give key_url or key_file, not both",
+        ),  # fmt: skip
+        ({"key_file": "/k.asc"}, "a signing key needs a repo_url or path"),
+        ({"repo_url": "https://x.invalid/r", "key_file": "/k.pem"}, "ends in .asc"),
+    ],
+)
+def test_spec_check_refuses_sources_the_roles_cannot_use(tmp_path, source, expected):
+    data = mutated(example_data(R750), _guest(sources={"ofed": source}))
+    line = _one_error_line(_cli("spec", "check", str(write_spec(tmp_path, data))))
+    assert "guest.sources.ofed" in line and expected in line
+
+
+@pytest.mark.parametrize("kind", ["/srv/ofed/DEBS", "/srv/ofed.tgz", "/srv/OFED.TAR.GZ", "/x.iso"])
+def test_spec_check_accepts_directory_tarball_and_iso(tmp_path, kind):
+    data = mutated(example_data(R750), _guest(sources={"ofed": {"path": kind}}))
+    proc = _cli("spec", "check", str(write_spec(tmp_path, data)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ansible_vars_reach_the_inventory_as_data_and_may_not_shadow_the_spec(tmp_path):
+    wanted = {"mlx_ats_skip_reboot": True, "nvidia_driver_dkms": False, "dl_runtime_mode": "venv"}
+    data = mutated(example_data(LAB), _guest(ansible_vars=wanted))
+    spec = load_spec(write_spec(tmp_path, data)).spec
+    group = build_inventory(spec)["all"]["vars"]
+    assert {k: group[k] for k in wanted} == wanted
+    # A variable the spec already sets from a field is refused, at its line.
+    clash = mutated(data, _guest(ansible_vars={"network_mtu": 1500}))
+    path = write_spec(tmp_path, clash, "clash.yaml")
+    line = _one_error_line(_cli("spec", "check", str(path)))
+    assert f"{path}:" in line and "guest.ansible_vars.network_mtu" in line
+    assert "rackcert sets network_mtu from the spec" in line
+    bad = mutated(data, _guest(ansible_vars={"not-a-name": 1}))
+    line = _one_error_line(_cli("spec", "check", str(write_spec(tmp_path, bad, "bad.yaml"))))
+    assert "not an Ansible variable name: 'not-a-name'" in line
+    jinja = mutated(data, _guest(ansible_vars={"x": "{{ lookup('pipe', 'id') }}"}))
+    line = _one_error_line(_cli("spec", "check", str(write_spec(tmp_path, jinja, "j.yaml"))))
+    assert "is not allowed in a spec value" in line
+
+
+def test_el8_nodes_get_a_supported_python_unless_the_spec_says_otherwise(tmp_path):
+    el8 = mutated(example_data(LAB), _guest(os="rhel-8"))
+    spec = load_spec(write_spec(tmp_path, el8)).spec
+    assert (
+        build_inventory(spec)["all"]["vars"]["ansible_python_interpreter"] == "/usr/bin/python3.11"
+    )
+    own = mutated(el8, _guest(ansible_vars={"ansible_python_interpreter": "/opt/py/bin/python3"}))
+    spec = load_spec(write_spec(tmp_path, own, "own.yaml")).spec
+    assert (
+        build_inventory(spec)["all"]["vars"]["ansible_python_interpreter"] == "/opt/py/bin/python3"
+    )
+    lab = load_spec(LAB).spec
+    assert "ansible_python_interpreter" not in build_inventory(lab)["all"]["vars"]
+
+
+def test_extra_vars_are_checked_in_one_line_and_recorded_without_values(tmp_path):
+    missing = tmp_path / "nope.yml"
+    line = _one_error_line(
+        _cli("configure", str(LAB), "-e", f"@{missing}", "--runs-dir", str(tmp_path))
+    )
+    assert f"--extra-vars @{missing}: no such file" in line
+    line = _one_error_line(_cli("configure", str(LAB), "-e", "justaword"))
+    assert "give @file.yml, key=value or a YAML/JSON mapping" in line
+    assert not list(tmp_path.rglob("configure.json"))
+    assert _extra_vars_label("a=1 token=s3cr3t") == "a=... token=..."
+    assert _extra_vars_label("@/etc/site.yml") == "@/etc/site.yml"
+    assert _extra_vars_label('{"token": "s3cr3t"}') == "(inline YAML/JSON)"
+
+
+def test_write_inventory_writes_the_same_inventory_and_runs_nothing(tmp_path):
+    target = tmp_path / "out" / "rack.yml"
+    proc = _cli(
+        "configure", str(LAB), "--write-inventory", str(target), "--runs-dir", str(tmp_path)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = target.read_text()
+    assert text.startswith("# Generated by rackcert from")
+    assert "rackcert_nodes:" in text and "!unsafe" in text
+    assert not list(tmp_path.rglob("configure.json"))
+    line = _one_error_line(_cli("configure", str(LAB), "--write-inventory", "/proc/nope/x.yml"))
+    assert "--write-inventory /proc/nope/x.yml" in line

@@ -1,0 +1,105 @@
+"""Host keys: enrolled once per rack and shown, then enforced; a pinned spec enrols nothing.
+
+Real sshd test hosts. A node whose host key changes between runs (its sshd re-keyed and
+reloaded, as an impostor on the guest network would look) must be refused, never trusted
+anew; before, every run trusted whatever answered into a fresh known_hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from tests.test_validate_nodes import A100, prepare, run_validate
+
+
+def _validate(spec, runs, tools) -> tuple[subprocess.CompletedProcess[str], dict]:
+    done = run_validate(
+        str(spec),
+        "--runs-dir",
+        str(runs),
+        "--tool-path",
+        tools,
+        "--check",
+        "gpu.count",
+        "--no-facts",
+    )
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    newest = sorted(runs.glob("vtest/*/validate.json"))[-1]
+    return done, json.loads(newest.read_text())["data"]
+
+
+def _host_pub(host) -> str:
+    """The public half of the key the host's sshd serves (its runtime copy)."""
+    key = host.runtime_dir / "ssh_host_ed25519_key"
+    done = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True, text=True)
+    return done.stdout
+
+
+def _fingerprint(pub: str) -> str:
+    done = subprocess.run(
+        ["ssh-keygen", "-lf", "-"], input=pub, capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()[1]
+
+
+def _rekey(host) -> None:
+    """A new host key behind the same address: sshd re-reads its keys on SIGHUP."""
+    key = host.runtime_dir / "ssh_host_ed25519_key"
+    key.unlink()
+    key.with_suffix(".pub").unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    pid = int((host.runtime_dir / "sshd.pid").read_text())
+    os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not host.reachable():
+        time.sleep(0.2)
+
+
+def test_keys_enrolled_once_then_a_changed_key_is_refused(ssh_hosts, fake_gpu_tools, tmp_path):
+    spec, tools, hosts = prepare(
+        ssh_hosts, fake_gpu_tools, tmp_path, 2, {"node1": A100, "node2": A100}
+    )
+    runs = tmp_path / "runs"
+    done, first = _validate(spec, runs, tools)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rack_file = runs / "vtest" / "known_hosts"
+    assert first["host_keys"]["known_hosts"] == str(rack_file) and rack_file.is_file()
+    enrolled = {e["host"]: e["fingerprint"] for e in first["host_keys"]["enrolled"]}
+    for h in hosts:
+        assert enrolled[h.address] == _fingerprint(_host_pub(h))
+        assert f"enrolled host key of {h.address}" in done.stdout
+    done, second = _validate(spec, runs, tools)
+    assert done.returncode == 0 and second["host_keys"]["enrolled"] == []
+    assert "enrolled host key" not in done.stdout
+
+    before = rack_file.read_bytes()
+    _rekey(hosts[1])
+    done, third = _validate(spec, runs, tools)
+    assert "Host key verification failed" in third["nodes"]["node2"]["error"]
+    assert third["nodes"]["node2"]["reachable"] is False, "a changed host key was trusted"
+    assert third["nodes"]["node1"]["status"] == "passed"
+    assert third["host_keys"]["enrolled"] == [] and rack_file.read_bytes() == before
+
+
+def test_pinned_keys_are_the_only_ones_trusted(ssh_hosts, fake_gpu_tools, tmp_path):
+    spec, tools, hosts = prepare(
+        ssh_hosts, fake_gpu_tools, tmp_path, 2, {"node1": A100, "node2": A100}
+    )
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    real = _host_pub(hosts[0]).split()[:2]
+    fake = stranger.with_suffix(".pub").read_text().split()[:2]
+    pins = tmp_path / "pinned_known_hosts"
+    pins.write_text(f"{hosts[0].address} {' '.join(real)}\n{hosts[1].address} {' '.join(fake)}\n")
+    text = spec.read_text().replace("key_file: ", f"known_hosts: {pins}, key_file: ")
+    spec.write_text(text)
+    runs = tmp_path / "runs"
+    done, data = _validate(spec, runs, tools)
+    assert data["host_keys"] == {"known_hosts": str(pins), "pinned": True, "enrolled": []}
+    assert data["nodes"]["node1"]["status"] == "passed"
+    assert data["nodes"]["node2"]["reachable"] is False
+    assert not (runs / "vtest" / "known_hosts").exists()
