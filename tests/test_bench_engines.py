@@ -47,6 +47,18 @@ def test_all_reduce_perf_table_from_a_real_h200_run() -> None:
     assert out["avg_busbw_gbps"] == 0.0 and out["out_of_bounds"] == 0 and out["correct"]
 
 
+def test_figures_in_exponent_form_are_read_not_dropped() -> None:
+    """A second real H200 run printed the 1 GiB in-place algbw as "2e+06"; the first parser
+    dropped those rows (26 of 28 in that run's record)."""
+    out = nccltests.parse((FIX / "all_reduce_perf-h200-1gpu-run2.txt").read_text())
+    assert len(out["points"]) == 28 and out["unparsed_rows"] == 0 and out["correct"]
+    last = out["points"][-1]
+    assert last["size_bytes"] == 1 << 30 and last["in_place"]["algbw_gbps"] == 2e6
+    assert last["algbw_gbps"] == 2111.8
+    broken = NCCL.replace("  2111.3  ", "  21x1.3  ")
+    assert not nccltests.parse(broken)["correct"] and nccltests.parse(broken)["unparsed_rows"] == 1
+
+
 def test_a_wrong_value_count_makes_the_run_incorrect() -> None:
     row = "        1024           256     float     sum      -1     6.13    0.17    0.00       0"
     assert row in NCCL

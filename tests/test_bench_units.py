@@ -350,6 +350,9 @@ def test_cli_rejects_bad_options_with_one_line(capsys: pytest.CaptureFixture[str
     assert main(["bench", str(LAB), "--local", "--gpus", "1,x"]) == 2
     assert main(["bench", str(LAB), "--local", "--skip", "gpu"]) == 2
     assert main(["bench", str(LAB), "--gpus", "2"]) == 2
+    assert main(["bench", str(LAB), "--launcher", "pdsh"]) == 2
+    assert main(["bench", str(LAB), "--storage-engine", "dd"]) == 2
     err = capsys.readouterr().err
+    assert "--launcher 'pdsh'" in err and "--storage-engine 'dd'" in err
     assert "--gpus '1,x'" in err and "--skip 'gpu'" in err and "use it with --local" in err
     assert "Traceback" not in err

@@ -172,6 +172,21 @@ def bench(
         str, typer.Option("--image", help="Container image for the Kubernetes manifests")
     ] = "rackcert-bench:latest",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per launch")] = 1800.0,
+    launcher: Annotated[
+        str,
+        typer.Option(
+            "--launcher",
+            help="Across nodes: auto (horovodrun for Horovod, torchrun otherwise), torchrun,"
+            " horovodrun or mpirun (started on the first node)",
+        ),
+    ] = "auto",
+    network_interface: Annotated[
+        str | None,
+        typer.Option(
+            "--network-interface",
+            help="The nodes' data interface for horovodrun/mpirun (default: network.interface)",
+        ),
+    ] = None,
     nccl_tests: Annotated[
         str | None,
         typer.Option(
@@ -208,6 +223,8 @@ def bench(
     modes = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
     if compile_mode and compile_mode not in modes:
         raise InputError(f"--compile-mode {compile_mode!r}: choose one of {', '.join(modes)}")
+    if launcher not in ("auto", "torchrun", "horovodrun", "mpirun"):
+        raise InputError(f"--launcher {launcher!r}: choose auto, torchrun, horovodrun or mpirun")
     if storage_engine not in ("auto", "fio", "pread"):
         raise InputError(f"--storage-engine {storage_engine!r}: choose auto, fio or pread")
     loaded = load(spec_path)
@@ -241,6 +258,8 @@ def bench(
         timeout_s=timeout,
         nccl_tests=nccl_tests,
         storage_engine=storage_engine,
+        launcher=launcher,
+        network_interface=network_interface,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))

@@ -66,7 +66,8 @@ class BenchOptions:
     synthetic_data: bool | None = None
     line_rate_gbps: float | None = None
     known_hosts: Path | None = None
-    node_known_hosts: str | None = None  # known_hosts path ON the nodes (mpirun's hops)
+    # known_hosts ON the nodes for mpirun's hops: the one configure's ssh_trust role fills
+    node_known_hosts: str | None = "~/.ssh/known_hosts"
     remote_python: str | None = None  # default: the spec's guest.dl_venv/bin/python
     remote_dir: str | None = None  # a rackcert checkout on the nodes (default: none, the
     # worker is installed in the nodes' environment by configure's dl_runtime role)
@@ -480,10 +481,10 @@ def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -
                 [*client.ssh_argv(), perftest.client_command(server.address, dev_c, cuda)],
             ],
         )
-        texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
         try:
+            texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
             parsed = perftest.parse(texts[1])
-        except perftest.PerftestParseError as exc:
+        except (launch.LaunchError, perftest.PerftestParseError) as exc:
             results.append({"client": a, "server": b, "error": str(exc)})
             continue
         results.append({"client": a, "server": b, "use_cuda": bool(cuda), **parsed})
