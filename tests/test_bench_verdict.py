@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import get_args
 
@@ -141,8 +142,13 @@ def test_bench_skipping_everything_is_incomplete_and_says_why(tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
     base = [sys.executable, "-m", "rackcert.cli", "bench", str(LAB), "--local"]
     base += ["--skip", "allreduce,resnet,storage", "--runs-dir", str(tmp_path)]
+    base += ["--junit", str(tmp_path / "bench-junit.xml")]
     proc = subprocess.run(base, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     assert proc.returncode == 1, proc.stderr[-2000:]
+    # JUnit agrees with the exit code: the required checks nobody judged are failures.
+    suites = ET.parse(tmp_path / "bench-junit.xml").getroot()
+    assert sum(int(s.get("failures", 0)) for s in suites) >= 1
+    assert "required but not judged" in (tmp_path / "bench-junit.xml").read_text()
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "verdict: INCOMPLETE" in proc.stdout
     assert "not judged: allreduce.correct: allreduce not run" in proc.stdout
@@ -150,3 +156,21 @@ def test_bench_skipping_everything_is_incomplete_and_says_why(tmp_path: Path) ->
     assert record["status"] == "ok" and record["data"]["verdict"]["verdict"] == "INCOMPLETE"
     report = assemble(RunDir.open(next(tmp_path.glob("*/*"))))
     assert report.verdict.verdict == "INCOMPLETE"
+
+
+def test_bench_junit_agrees_with_the_verdict() -> None:
+    from rackcert.results import Status, VerdictCheck
+    from validation.junit import bench_results
+
+    passed = VerdictCheck(id="resnet50.images_per_gpu", status=Status.passed, required=True)
+    optional = VerdictCheck(id="storage.read", status=Status.skipped, reason="not run")
+    required = VerdictCheck(
+        id="resnet50.scaling_efficiency", status=Status.skipped, reason="one point", required=True
+    )
+    ok = Verdict(verdict="PASS", passed=True, checks=[passed, optional])
+    assert [r.status for r in bench_results(ok)] == [Status.passed, Status.skipped]
+    incomplete = Verdict(verdict="INCOMPLETE", passed=False, checks=[passed, required])
+    results = bench_results(incomplete)
+    assert results[1].status is Status.failed and "one point" in results[1].reason
+    empty = bench_results(Verdict(verdict="INCOMPLETE", passed=False))
+    assert [r.status for r in empty] == [Status.failed]

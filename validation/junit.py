@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-from rackcert.results import CheckResult, Severity, Status
+from rackcert.results import CheckResult, Severity, Status, Verdict
 from rackcert.runs import atomic_write_bytes_checked
 
 
@@ -52,4 +52,46 @@ def junit_xml(results: list[CheckResult], name: str = "rackcert.validate") -> by
 
 def write_junit(path: Path, results: list[CheckResult]) -> Path:
     atomic_write_bytes_checked(Path(path), junit_xml(results))
+    return Path(path)
+
+
+def bench_results(verdict: Verdict) -> list[CheckResult]:
+    """Bench's verdict checks as CheckResults, so JUnit agrees with bench's exit code.
+
+    bench exits 1 on FAIL and on INCOMPLETE: a failed check, and a check that
+    `certification.required` names but that was not judged, are failures; a check that is
+    neither required nor judged is skipped, never a pass.
+    """
+    out = []
+    for c in verdict.checks:
+        status = c.status
+        reason = c.reason
+        if c.status is Status.skipped and c.required:
+            status, reason = Status.failed, f"required but not judged: {c.reason}"
+        out.append(
+            CheckResult(
+                id=c.id,
+                node="bench",
+                severity=Severity.error,
+                status=status,
+                observed=c.observed,
+                expected=c.expected,
+                reason=reason,
+            )
+        )
+    if not verdict.checks:  # nothing judged at all: INCOMPLETE, so a failing case says so
+        out.append(
+            CheckResult(
+                id="bench.judged",
+                node="bench",
+                status=Status.failed,
+                expected="at least one check judged",
+                reason="the bench judged nothing",
+            )
+        )
+    return out
+
+
+def write_bench_junit(path: Path, verdict: Verdict) -> Path:
+    atomic_write_bytes_checked(Path(path), junit_xml(bench_results(verdict), "rackcert.bench"))
     return Path(path)

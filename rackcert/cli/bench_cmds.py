@@ -198,6 +198,10 @@ def bench(
         str,
         typer.Option("--storage-engine", help="auto (fio when installed), fio or pread"),
     ] = "auto",
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Also write the verdict's checks as JUnit XML here (for CI)"),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -265,6 +269,10 @@ def bench(
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
     record = validation.bench.run(loaded, rundir, opts, progress=say)
     data = record.data.model_dump(mode="json")
+    if junit is not None and record.data.verdict is not None:
+        from validation.junit import write_bench_junit
+
+        write_bench_junit(junit, record.data.verdict)
     if as_json:
         print_json({"run": str(rundir.path), **data})
     else:
