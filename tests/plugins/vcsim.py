@@ -104,12 +104,16 @@ class TwinFactory:
         )
         vcenter.pop("password_env", None)
         # The site's key pair for the guests (cloud-init user-data authorizes its .pub).
-        key = workdir / "id_ed25519"
-        if not key.is_file():
-            subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
-            )
-        data.setdefault("guest", {}).setdefault("ssh", {})["key_file"] = str(key)
+        # A spec whose key pair exists (a test's SSH hosts) keeps it.
+        ssh = data.setdefault("guest", {}).setdefault("ssh", {})
+        have = Path(ssh.get("key_file") or "/nonexistent").expanduser()
+        if not Path(str(have) + ".pub").is_file():
+            key = workdir / "id_ed25519"
+            if not key.is_file():
+                subprocess.run(
+                    ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+                )
+            ssh["key_file"] = str(key)
         # The twin's guests answer through VMware Tools (guest.ipAddress); only a test that
         # runs the lab's guest agent has SSH hosts to wait for (wait_for=None: the spec's).
         if wait_for is not None:
