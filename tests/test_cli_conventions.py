@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,11 @@ def test_help_metavars_read_like_unix_tools(command):
 
 
 def test_show_completion_for_bash():
-    proc = _run("--show-completion", "bash")
+    # typer detects the shell from the parent process, as a user's terminal would have it.
+    command = " ".join(shlex.quote(a) for a in [*RACKCERT, "--show-completion"])
+    proc = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert "complete" in proc.stdout and "rackcert" in proc.stdout
 
