@@ -44,14 +44,7 @@ def spec_for_hosts(
         for i, h in enumerate(hosts)
     ]
     data["guest"]["ssh"]["key_file"] = str(hosts[0].key_file)
-<<<<<<< HEAD
     gateway_on_subnet_of(data, hosts[0].address)
-=======
-    management = data.get("network", {}).get("management")
-    if management and management.get("gateway"):
-        # The hosts' bridge owns .1 of their subnet (rackcert.lab.sshhosts): the VMs' gateway.
-        management["gateway"] = hosts[0].address.rsplit(".", 1)[0] + ".1"
->>>>>>> ansible18
     if sources:
         data["guest"]["sources"] = sources
     data["guest"].update(guest or {})
