@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.plugins.configure import _gateway_on_subnet
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,6 +45,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
     spec["vms"][1].update(address=h2.address, ssh_port=h2.port)
     spec["guest"]["ssh"] = {"user": h1.user, "key_file": str(h1.key_file)}
+    _gateway_on_subnet(spec, h1.address)
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     data_dir = tmp_path / "data"  # /tmp is shared with the test hosts
@@ -58,6 +61,7 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]  # INCOMPLETE: --skip resnet
+    assert proc.stdout.strip(), proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["mode"] == "ssh"
     ar = data["allreduce"]
@@ -91,6 +95,7 @@ def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_p
     spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
     spec["vms"][1].update(address=h2.address, ssh_port=h2.port)
     spec["guest"]["ssh"] = {"user": h1.user, "key_file": str(h1.key_file)}
+    _gateway_on_subnet(spec, h1.address)
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     proc = subprocess.run(

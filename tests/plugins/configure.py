@@ -43,6 +43,7 @@ def spec_for_hosts(
         for i, h in enumerate(hosts)
     ]
     data["guest"]["ssh"]["key_file"] = str(hosts[0].key_file)
+    _gateway_on_subnet(data, hosts[0].address)
     if sources:
         data["guest"]["sources"] = sources
     data["guest"].update(guest or {})
@@ -64,3 +65,14 @@ def air_gap(hosts: list[TestHost]) -> None:
     for h in hosts:
         out = h.exec(["sh", "-c", "rm -f /var/lib/apt/lists/*_dists_* /var/cache/apt/*.bin"])
         assert out.returncode == 0, out.stderr
+
+
+def _gateway_on_subnet(data: dict, address: str) -> None:
+    """The management gateway on the hosts' /24 (its .1 is the test bridge, their gateway):
+    the spec's rules want it in the VMs' network, and the test hosts live elsewhere."""
+    import ipaddress
+
+    mgmt = (data.get("network") or {}).get("management") or {}
+    if mgmt.get("gateway"):
+        net = ipaddress.ip_network(f"{address}/{mgmt.get('prefix', 24)}", strict=False)
+        mgmt["gateway"] = str(net.network_address + 1)
