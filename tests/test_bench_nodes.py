@@ -47,7 +47,8 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
         capture_output=True, text=True, timeout=700, cwd=REPO_ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RACKCERT_VCENTER_PASSWORD": SECRET},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    # INCOMPLETE (exit 1): one node count measured, so the required scaling check is not judged.
+    assert proc.returncode == 1 and proc.stdout.strip(), proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["engine"]["name"] == "horovod"
     assert data["launch"] == {"engine": "horovod", "collectives": "horovod",
@@ -70,7 +71,9 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert ar["backend"] == "horovod" and ar["world_size"] == 2
     assert all(p["correct"] for p in ar["points"])
     assert data["resnet50"]["points"][0]["images_per_sec"] > 0
-    assert data["verdict"]["passed"], data["verdict"]
+    assert data["verdict"]["verdict"] == "INCOMPLETE", data["verdict"]
+    checks = {c["id"]: c["status"] for c in data["verdict"]["checks"]}
+    assert checks["allreduce.correct"] == "pass" and checks["allreduce.busbw_fraction"] == "pass"
     assert data["rdma"]["skipped"] and "no RDMA device" in data["rdma"]["reason"]
     assert "MPI build" in data["nccl_tests"]["reason"]
     # The launch carried no secret of this process's environment to the nodes.

@@ -225,7 +225,7 @@ def run_fio(fio: str, root: Path, cfg: StorageConfig) -> dict[str, Any]:
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ValueError(f"fio exit {proc.returncode}: {last[0][:200]}")
-    return {**parse_fio(proc.stdout), "command": argv}
+    return parse_fio(proc.stdout)
 
 
 def run(

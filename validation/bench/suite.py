@@ -418,7 +418,11 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
         launch.execute(prep, log.with_name("storage-prepare.log"), timeout_s=600)
     cmds = [[*n.ssh_argv(), base] for n in nodes]
     results = launch.execute(launch.Launch("storage", cmds), log, timeout_s=600)
-    per_node = [{**r, "node": n.name} for r, n in zip(results, nodes, strict=True) if r]
+    per_node = [
+        {**{k: v for k, v in r.items() if k != "wall_s"}, "node": n.name}
+        for r, n in zip(results, nodes, strict=True)
+        if r
+    ]
     total = sum(r["throughput_mb_s"] for r in per_node)
     return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
 
