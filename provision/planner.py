@@ -482,7 +482,10 @@ def plan(spec: Spec, inventory: Inventory, *, authorized_keys: Sequence[str] = (
         if action is not None:
             actions.append(action)
         firmware = _firmware_action(vm_spec.name, observed, host)
-        if firmware is not None and (action is None or action.kind != "vm.relocate"):
+        # A VM that is relocated elsewhere or blocked for its missing disk is not changed here.
+        if firmware is not None and (
+            action is None or action.kind not in ("vm.relocate", "vm.disk")
+        ):
             actions.append(firmware)
     return actions + _power_actions(spec, placements, inventory, actions, created)
 

@@ -95,9 +95,10 @@ class Strict(BaseModel):
         return _template_free(value)
 
 
-# RFC 1123 host name labels (letters, digits, hyphen; no leading or trailing hyphen), at most
+# Host name labels as RFC 1123 has them (letters, digits, hyphen; no leading or trailing
+# hyphen), plus "_", which vCenter inventory names carry (the simulator's DC0_C0_H0); at most
 # 253 characters in all. An address that starts with "-" would be read as an option by ssh.
-_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_HOST_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
 
 
 def check_host_address(value: str) -> str:

@@ -104,7 +104,7 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
     password = twin.twin.files.password_file.read_text().strip()
     key_lines = [
         line
-        for line in Path(lab.spec.guest.ssh.key_file).read_text().splitlines()
+        for line in Path(lab.spec.guest.ssh.key_file).expanduser().read_text().splitlines()
         if "PRIVATE KEY" not in line
     ]
     secrets = [password, *key_lines]
