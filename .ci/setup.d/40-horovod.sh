@@ -5,7 +5,7 @@
 # to use PyTorch"); the standard is read from torch's own header. The same fix was
 # merged upstream after 0.28.1 and never released. Built with --no-build-isolation so it
 # compiles against .venv's torch, not a fresh one pip would fetch. About 2-4 min on 2 cores.
-# Skipped when horovod.torch already imports. See /work/shared/NOTES.md "Horovod".
+# Skipped when horovod.torch already imports.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python

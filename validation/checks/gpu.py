@@ -217,7 +217,7 @@ def nvlink_active(view: NodeView) -> Outcome:
     return passed(observed, expected)
 
 
-# Fatal XIDs per public GPU health-check practice (see /work/shared/NOTES.md, Azure's list).
+# Fatal XIDs per public GPU health-check practice (Azure's published list for H100 nodes).
 FATAL_XIDS = {48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120}
 
 
