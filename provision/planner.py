@@ -307,18 +307,7 @@ def _vm_action(
     extra = wanted_extra_config(tmpl, placement, profile)
     identity = guestinfo.guestinfo(spec, vm_spec, keys) if tmpl.source else {}
     memory_mb = tmpl.memory_gb * 1024
-    desired = {
-        "name": vm_spec.name,
-        "host": host.name,
-        "num_cpus": tmpl.vcpus,
-        "memory_mb": memory_mb,
-        "firmware": "efi",
-        "memory_reservation_locked": True,
-        "guest_id": tmpl.guest_id,
-        "hardware_version": tmpl.hardware_version,
-        "extra_config": extra,
-        "devices": [_device_params(d, host) for d in devices],
-    }
+    desired = _desired_vm(vm_spec.name, tmpl, host, extra, devices)
     gpus = ", ".join(placement.gpus) or "no GPU"
     where = f"on {host.name} with {gpus}"
     if placement.nvlink_pair:
@@ -441,6 +430,24 @@ def _device_params(d: DeviceWant, host: ObservedHost) -> dict[str, Any]:
     out["vendor_id"] = dev.vendor_id if dev else None
     out["device_id"] = dev.device_id if dev else None
     return out
+
+
+def _desired_vm(
+    name: str, tmpl: Any, host: ObservedHost, extra: dict[str, str], devices: list[DeviceWant]
+) -> dict[str, Any]:
+    """The VM settings rackcert wants, one shape for a created, cloned or reconfigured VM."""
+    return {
+        "name": name,
+        "host": host.name,
+        "num_cpus": tmpl.vcpus,
+        "memory_mb": tmpl.memory_gb * 1024,
+        "firmware": "efi",
+        "memory_reservation_locked": True,
+        "guest_id": tmpl.guest_id,
+        "hardware_version": tmpl.hardware_version,
+        "extra_config": extra,
+        "devices": [_device_params(d, host) for d in devices],
+    }
 
 
 def _fmt_extra(extra: dict[str, str]) -> str:
@@ -580,18 +587,7 @@ def _clone_actions(
     extra = wanted_extra_config(tmpl, placement, profile)
     identity = guestinfo.guestinfo(spec, vm_spec, keys)
     hardware = _hardware_changes(tmpl, source, host)
-    desired = {
-        "name": vm_spec.name,
-        "host": host.name,
-        "num_cpus": tmpl.vcpus,
-        "memory_mb": tmpl.memory_gb * 1024,
-        "firmware": "efi",
-        "memory_reservation_locked": True,
-        "guest_id": tmpl.guest_id,
-        "hardware_version": tmpl.hardware_version,
-        "extra_config": extra,
-        "devices": [_device_params(d, host) for d in devices],
-    }
+    desired = _desired_vm(vm_spec.name, tmpl, host, extra, devices)
     gpus = ", ".join(placement.gpus) or "no GPU"
     where = f"on {host.name} with {gpus}" + (" (NVLink pair)" if placement.nvlink_pair else "")
     passthrough = ", ".join(d.id or d.vgpu or "?" for d in devices) or "none"
