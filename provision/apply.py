@@ -12,8 +12,6 @@ record keeps what was done and a re-run plans only what is left.
 
 from __future__ import annotations
 
-import http.client
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +20,9 @@ from typing import Any
 from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host, refresh_passthrough
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from rackcert.errors import RackcertError
+from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, TRANSIENT_FAULTS
 
-ATS_OPTION = "VMkernel.Boot.atsSupport"
 Event = Callable[[str, Action | None, str], None]
-# A vCenter that goes away mid-TLS-stream raises SSLEOFError (an ssl.SSLError), not ConnectionError.
-_DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError, ssl.SSLError)
 
 
 class ApplyError(RackcertError):
@@ -149,8 +145,8 @@ def _set_ats(host: Any, name: str, option_type: str) -> None:
         manager.QueryOptions(ATS_OPTION)
     except vim.fault.InvalidName:
         raise ApplyError(
-            f"{name}: this ESXi build has no {ATS_OPTION}: run `esxcli system settings kernel"
-            " set -s atsSupport -v TRUE` on the host, then reboot it"
+            f"{name}: this ESXi build has no {ATS_OPTION}: run `{ESXCLI_ATS}` on the host,"
+            " then reboot it"
         ) from None
     values = {"bool": True, "string": "TRUE", "int": 1, "long": 1}
     value = values.get(option_type, True)
@@ -384,7 +380,7 @@ def apply(
         _raise_unanswered(result)
     except ApplyError:
         raise
-    except _DROPPED as exc:
+    except TRANSIENT_FAULTS as exc:
         raise ApplyError(
             f"the connection to vCenter dropped ({type(exc).__name__}); what was done is"
             " recorded: re-run provision to finish"

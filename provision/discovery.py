@@ -20,8 +20,6 @@ firmware, power state and the extension that manages it (vCLS).
 from __future__ import annotations
 
 import contextlib
-import http.client
-import ssl
 import time
 from typing import Any
 
@@ -35,8 +33,8 @@ from rackcert.observed import (
     VirtualDisk,
     VirtualNic,
 )
+from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
-ATS_OPTION = "VMkernel.Boot.atsSupport"
 ATS_VALUE = f'config.option["{ATS_OPTION}"]'
 ATS_DEF = f'config.optionDef["{ATS_OPTION}"]'
 
@@ -80,13 +78,6 @@ VM_PROPERTIES = [
     "guest.ipAddress",
 ]
 NAMED = ["name"]  # datastores and networks: their names, for the hosts' lists
-_TRANSIENT = (
-    ConnectionError,
-    ssl.SSLError,  # a vCenter gone mid-TLS-stream: SSLEOFError
-    http.client.RemoteDisconnected,
-    http.client.IncompleteRead,
-    TimeoutError,
-)
 
 
 class DiscoveryError(RackcertError):
@@ -135,14 +126,7 @@ def _retrieve_paged(
 ) -> list[Any]:
     """All pages; a dropped connection restarts the retrieval (a token cannot be replayed:
     the page it was answering may already be consumed)."""
-    for attempt in range(attempts):
-        try:
-            return _pages(pc, spec, options, stats)
-        except _TRANSIENT:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2 * 2**attempt)
-    raise AssertionError("unreachable")
+    return with_retries(lambda: _pages(pc, spec, options, stats), attempts)
 
 
 def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
@@ -159,7 +143,7 @@ def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
         spec = _filter_spec(vim, vmodl, view)
         return _retrieve_paged(pc, spec, options, {} if stats is None else stats)
     finally:
-        with contextlib.suppress(_TRANSIENT):
+        with contextlib.suppress(*TRANSIENT_FAULTS):
             view.DestroyView()
 
 
@@ -178,7 +162,7 @@ def discover(si: Any) -> Inventory:
         except vmodl.MethodFault as exc:
             reason = exc.msg or type(exc).__name__
             raise DiscoveryError(f"vCenter discovery failed: {reason}") from None
-        except _TRANSIENT as exc:
+        except TRANSIENT_FAULTS as exc:
             raise DiscoveryError(
                 f"vCenter discovery failed: the connection dropped ({type(exc).__name__})"
                 " three times; check the network and re-run"

@@ -14,18 +14,15 @@ on it.
 
 from __future__ import annotations
 
-import http.client
-import ssl
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from rackcert.errors import RackcertError
+from rackcert.vsphere_rules import TRANSIENT_FAULTS
 
 Progress = Callable[[str], None]
-# What a rebooting host or a restarting vCenter proxy gives a client.
-_DROPPED = (ConnectionError, http.client.HTTPException, TimeoutError, ssl.SSLError)
 REBOOT_TIMEOUT_S = 1800.0
 VCENTER_GRACE_S = 20.0
 
@@ -74,7 +71,7 @@ def wait_rebooted(
             seen = f"{connection}, power {power}" + ("" if later else ", not rebooted yet")
         except vmodl.MethodFault as exc:
             seen = f"unreachable ({type(exc).__name__})"
-        except _DROPPED as exc:
+        except TRANSIENT_FAULTS as exc:  # what a restarting vCenter proxy gives
             # A host's reboot does not take vCenter away: a short drop is tolerated,
             # vCenter unreachable for VCENTER_GRACE_S is the caller's error.
             lost_since = lost_since or time.monotonic()

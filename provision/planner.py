@@ -15,17 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from provision import guestinfo
-from provision.vmsettings import (
-    DeviceWant,
-    nic_ports,
-    power_conflicts,
-    wanted_devices,
-    wanted_extra_config,
-)
+from provision.vmsettings import DeviceWant, nic_ports, power_conflicts, wanted_devices
 from rackcert.errors import RackcertError
 from rackcert.observed import Inventory, ObservedHost, ObservedVm
+from rackcert.pci import is_nvidia_gpu
 from rackcert.placement import VmPlacement, place
 from rackcert.spec import GpuMode, Spec
+from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, wanted_extra_config
 
 HOST_KINDS = ("host.gpus", "host.ats", "host.passthrough", "host.graphics", "host.reboot")
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
@@ -122,9 +118,7 @@ def _no_gpu_action(host: ObservedHost) -> Action | None:
     actions that name devices the host does not have.
     """
     gpus = [
-        d
-        for d in host.pci_devices
-        if d.vendor_id == 0x10DE and d.class_id >> 8 == 0x03 and d.passthru_capable
+        d for d in host.pci_devices if is_nvidia_gpu(d.vendor_id, d.class_id) and d.passthru_capable
     ]
     if gpus:
         return None
@@ -251,9 +245,6 @@ def _graphics_action(
     )
 
 
-ESXCLI_ATS = "esxcli system settings kernel set -s atsSupport -v TRUE"
-
-
 def _ats_action(host: ObservedHost) -> Action | None:
     """ATS on, through the advanced option when this ESXi build has it; else blocked.
 
@@ -272,16 +263,16 @@ def _ats_action(host: ObservedHost) -> Action | None:
         return Action(
             "host.ats",
             host.name,
-            "VMkernel.Boot.atsSupport: not an advanced option on this host",
+            f"{ATS_OPTION}: not an advanced option on this host",
             reason,
             host=host.name,
-            blocked=f"this ESXi build has no VMkernel.Boot.atsSupport: run `{ESXCLI_ATS}`"
+            blocked=f"this ESXi build has no {ATS_OPTION}: run `{ESXCLI_ATS}`"
             " on the host, then reboot it",
         )
     return Action(
         "host.ats",
         host.name,
-        f"VMkernel.Boot.atsSupport {'false' if host.ats_enabled is False else 'unset'} -> true",
+        f"{ATS_OPTION} {'false' if host.ats_enabled is False else 'unset'} -> true",
         reason,
         host=host.name,
         params={"option_type": host.ats_option_type},

@@ -18,6 +18,7 @@ from typing import Any
 from rackcert.errors import RackcertError
 from rackcert.secrets import resolve_secret
 from rackcert.spec import Spec, VCenter
+from rackcert.vsphere_rules import with_retries
 
 
 class SessionError(RackcertError):
@@ -130,7 +131,8 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
         )
 
     try:
-        return _with_retries(login)
+        # Nobody listening or no answer in time is the address's fault: reported at once.
+        return with_retries(login, final=(ConnectionRefusedError, TimeoutError))
     except vim.fault.InvalidLogin:
         raise SessionError(
             f"{_where(vc)}: login refused for user {vc.user!r}: wrong user name or password"
@@ -162,22 +164,6 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
             f" {vc.protocol}://{vc.host}:{vc.port} is another service); check host, port and"
             " protocol"
         ) from None
-
-
-def _with_retries(call: Any, attempts: int = 3) -> Any:
-    """Retry a dropped or reset connection (transient) with backoff; anything else is final."""
-    import http.client
-    import time
-
-    transient = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
-    for attempt in range(attempts):
-        try:
-            return call()
-        except transient:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2 * 2**attempt)
-    raise AssertionError("unreachable")
 
 
 def _plain(fingerprint: str) -> str:

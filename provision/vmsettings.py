@@ -1,7 +1,8 @@
-"""The VM settings rackcert computes from the spec: MMIO window, P2P, NUMA, devices.
+"""The VM devices rackcert computes from the spec: passthrough devices, NIC ports, conflicts.
 
-Pure functions, shared by the planner (what the VM must look like) and the
-tests. Values are the strings vSphere stores in extraConfig.
+Pure functions for the planner (what the VM must look like). The extraConfig
+rules (MMIO window, P2P, NUMA) live in `rackcert.vsphere_rules`, where the
+hypervisor checks read them too.
 """
 
 from __future__ import annotations
@@ -10,29 +11,7 @@ from dataclasses import dataclass
 
 from rackcert.observed import Inventory
 from rackcert.placement import VmPlacement
-from rackcert.spec import GpuMode, HardwareProfile, NicMode, Spec, VmTemplate
-
-MMIO_ENABLE = "pciPassthru.use64bitMMIO"
-MMIO_SIZE = "pciPassthru.64bitMMIOSizeGB"
-ALLOW_P2P = "pciPassthru.allowP2P"
-RELAX_ACS = "pciPassthru.RelaxACSforP2P"
-NUMA_AFFINITY = "numa.nodeAffinity"
-
-
-def next_power_of_two(value: int) -> int:
-    return 1 if value <= 1 else 1 << (value - 1).bit_length()
-
-
-def mmio_size_gb(gpu_memory_gb: list[int], override: int | None = None) -> int:
-    """pciPassthru.64bitMMIOSizeGB: total GPU memory rounded up to a power of two, doubled.
-
-    VMware/NVIDIA guidance for large-BAR GPUs (DESIGN.md, Provision): 1 x A100
-    80GB -> 256, 2 x 80GB -> 512, 2 x 40GB -> 256. The template may override it.
-    """
-    if override:
-        return override
-    total = sum(gpu_memory_gb)
-    return 2 * next_power_of_two(total) if total else 0
+from rackcert.spec import GpuMode, NicMode, Spec, VmTemplate
 
 
 @dataclass(frozen=True)
@@ -75,43 +54,6 @@ def wanted_devices(
     if nic_port:
         devices.append(DeviceWant("fixed", id=nic_port, role="nic"))
     return devices
-
-
-def p2p_devices(tmpl: VmTemplate, placement: VmPlacement) -> int:
-    """Devices of the VM that talk peer to peer: its GPUs plus its passthrough NIC.
-
-    NVIDIA's GPUDirect RDMA guidance for vSphere asks for pciPassthru.allowP2P and
-    pciPassthru.RelaxACSforP2P on a VM whose passthrough devices do P2P, GPU to NIC
-    included (DESIGN.md, Provision): 1 GPU + ConnectX-6 needs them as much as 2 GPUs.
-    vGPUs count among themselves only (the NIC does no P2P with a vGPU).
-    """
-    gpus = len(placement.gpus)
-    if tmpl.gpu_mode is GpuMode.vgpu:
-        return gpus
-    nic = 1 if placement.nic and tmpl.nic is NicMode.passthrough else 0
-    return gpus + nic
-
-
-def wanted_extra_config(
-    tmpl: VmTemplate, placement: VmPlacement, profile: HardwareProfile
-) -> dict[str, str]:
-    """extraConfig keys rackcert owns for this VM, with their values."""
-    memory = {g.pci: g.memory_gb for g in profile.gpus}
-    out: dict[str, str] = {}
-    gpus = list(placement.gpus)
-    if gpus and tmpl.gpu_mode is GpuMode.passthrough:
-        out[MMIO_ENABLE] = "TRUE"
-        out[MMIO_SIZE] = str(mmio_size_gb([memory[g] for g in gpus], tmpl.mmio_size_gb))
-    if p2p_devices(tmpl, placement) >= 2:
-        out[ALLOW_P2P] = "true"
-        out[RELAX_ACS] = "true"
-    if len(gpus) >= 2 and tmpl.gpu_mode is GpuMode.vgpu:
-        # NVLink P2P between vGPUs on A100 needs unified memory off (DESIGN.md, Provision).
-        for n in range(len(gpus)):
-            out[f"pciPassthru{n}.cfg.enable_uvm"] = "0"
-    if tmpl.numa_affinity and placement.numa is not None and gpus:
-        out[NUMA_AFFINITY] = str(placement.numa)
-    return out
 
 
 def power_conflicts(

@@ -9,7 +9,8 @@ from rackcert.placement import nic_function, place
 from rackcert.results import Status
 from rackcert.runs import RunDir
 from rackcert.spec_loader import load_spec
-from validation.hypervisor import discovery_record, hypervisor_results, mmio_size_gb
+from rackcert.vsphere_rules import mmio_size_gb
+from validation.hypervisor import discovery_record, hypervisor_results
 
 SPEC = Path(__file__).parent.parent / "inventories" / "r750xa-4node.yaml"
 

@@ -89,8 +89,7 @@ def spec_reference() -> str:
 
 
 def checks_reference() -> str:
-    from validation.checks import select
-    from validation.hypervisor import HV_CHECKS
+    from validation.checks import listed
 
     lines = [
         "# Checks",
@@ -98,11 +97,14 @@ def checks_reference() -> str:
         "Generated from the validation suite by `tools/gen_reference.py`; do not edit by hand.",
         "`rackcert validate --list` prints the same table.",
         "",
-        "| id | severity | expects | fix |",
-        "|---|---|---|---|",
+        "Scope: `node` checks judge a guest over SSH; `host`, `vm` and `rack` checks judge the",
+        "ESXi hosts, the VMs and the rack as provision's recorded discovery saw them.",
+        "",
+        "| id | severity | scope | expects | fix |",
+        "|---|---|---|---|---|",
     ]
-    for d in [*select(None), *HV_CHECKS]:
-        cells = [d.id, d.severity.value, d.summary, d.fix]
+    for d in listed():
+        cells = [d.id, d.severity.value, d.scope, d.summary, d.fix]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 

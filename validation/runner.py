@@ -30,7 +30,7 @@ from rackcert.spec_loader import LoadedSpec
 from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
-from validation.hypervisor import discovery_record, hv_ids, hypervisor_results
+from validation.hypervisor import discovery_record, hv_ids, hypervisor_results, no_discovery
 from validation.junit import write_junit
 
 SUITE = Path(__file__).resolve().parent / "suite" / "test_checks.py"
@@ -180,7 +180,7 @@ def _selection(checks: list[str] | None, skip: list[str] | None):
     guest_patterns = [p for p in patterns if p not in hv_patterns]
     defs = select(guest_patterns) if guest_patterns or not patterns else []
     if skip:
-        known = [*load_all(), *hv_ids()]
+        known = list(load_all())
         unknown = [p for p in skip if not any(matches(i, p) for i in known)]
         if unknown:
             raise InputError(f"--skip {', '.join(unknown)}: no such check id")
@@ -200,15 +200,7 @@ def _hypervisor(
     spec = loaded.spec
     found = discovery_record(spec.metadata.name, run, runs_root)
     if found is None:
-        missing = CheckResult(
-            id="hv.discovery",
-            node=spec.metadata.name,
-            severity=Severity.warning,
-            status=Status.skipped,
-            reason="no provision.json or plan.json recorded for this rack: run"
-            " `rackcert plan` or `rackcert provision` first",
-        )
-        return [missing], None
+        return [no_discovery(spec.metadata.name)], None
     inventory, source = found
     results = hypervisor_results(spec, inventory, nodes)
     if patterns:

@@ -87,10 +87,8 @@ def validate_cmd(
     Writes validate.json, facts.json and JUnit XML into the run directory. Exit 0 only when no
     check of severity error fails; an unreachable node is a failed node, the others still run.
     """
-    from validation.checks import select
-
     if list_checks:
-        _print_checks(select(None))
+        _print_checks()
         return
     import validation
 
@@ -144,14 +142,15 @@ def validate_cmd(
         )
 
 
-def _print_checks(defs) -> None:
-    from validation.hypervisor import HV_CHECKS
+def _print_checks() -> None:
+    """Every registered check: guests (scope node), then ESXi hosts, VMs and the rack."""
+    from validation.checks import listed
 
     table = Table()
-    for col in ("id", "severity", "expects", "fix"):
+    for col in ("id", "severity", "scope", "expects", "fix"):
         table.add_column(col)
-    for d in [*defs, *HV_CHECKS]:
-        table.add_row(d.id, d.severity.value, d.summary, d.fix)
+    for d in listed():
+        table.add_row(d.id, d.severity.value, d.scope, d.summary, d.fix)
     show_table(console, table)
 
 

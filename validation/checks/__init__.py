@@ -1,10 +1,17 @@
-"""The check registry: one small function per check, with a stable id.
+"""The check registry: one small function per check, with a stable id and a scope.
 
-A check judges; it never gathers. It receives a `NodeView` (the node's probe
-outputs and its `NodeExpect`) and returns an `Outcome`. Its docstring's first
-line says what is expected; a line starting with `Fix:` is the one-line hint
-shown when it fails. `run_check` turns the outcome into a
-`rackcert.results.CheckResult` and turns a crash into status `error`, so one
+A check judges; it never gathers. Its scope says what it judges and what it
+receives:
+- `node`: a guest, over SSH. It receives a `NodeView` (the node's probe outputs
+  and its `NodeExpect`); the check suite runs these on every node.
+- `host`, `vm`: an ESXi host or a VM as provision's recorded discovery saw it
+  (`validation.checks.hypervisor`: `HostCtx`, `VmCtx`); run by
+  `validation.hypervisor` in the validate process, never over SSH.
+- `rack`: the rack as a whole (is a discovery on record at all).
+It returns an `Outcome`. Its docstring's first line says what is expected; a
+line starting with `Fix:` is the one-line hint shown when it fails.
+`run_check` (a node) and `run_on` (any scope) turn the outcome into a
+`rackcert.results.CheckResult` and turn a crash into status `error`, so one
 broken check never hides the others.
 
     @check("gpu.driver", probes=("gpu_query",))
@@ -22,6 +29,7 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rackcert.results import CheckResult, Severity, Status
 from validation.expect import NodeExpect
@@ -70,14 +78,24 @@ class NodeView:
         return out.text
 
 
+# What a check judges: a guest over SSH, an ESXi host or a VM in the recorded discovery,
+# or the rack as a whole. Listed in the order `validate --list` shows them.
+SCOPES = ("node", "host", "vm", "rack")
+GUEST = ("node",)
+HYPERVISOR = ("host", "vm", "rack")
+
+CheckFunc = Callable[[Any], Outcome]
+
+
 @dataclass(frozen=True)
 class CheckDef:
     id: str
-    func: Callable[[NodeView], Outcome]
+    func: CheckFunc
     probes: tuple[str, ...]
     severity: Severity
     summary: str
     fix: str
+    scope: str = "node"
 
     @property
     def area(self) -> str:
@@ -85,21 +103,31 @@ class CheckDef:
 
 
 REGISTRY: dict[str, CheckDef] = {}
-MODULES = ("node", "gpu", "nic", "container", "storage", "os", "ssh")
+MODULES = ("node", "gpu", "nic", "container", "storage", "os", "ssh", "hypervisor")
 
 
 def check(
-    check_id: str, *, probes: tuple[str, ...], severity: Severity = Severity.error
-) -> Callable[[Callable[[NodeView], Outcome]], Callable[[NodeView], Outcome]]:
-    """Register a check under a stable id; the docstring gives the summary and the fix."""
+    check_id: str,
+    *,
+    probes: tuple[str, ...] = (),
+    scope: str = "node",
+    severity: Severity = Severity.error,
+) -> Callable[[CheckFunc], CheckFunc]:
+    """Register a check under a stable id; the docstring gives the summary and the fix.
 
-    def register(func: Callable[[NodeView], Outcome]) -> Callable[[NodeView], Outcome]:
+    A `node` check names the probes it reads; a hypervisor check (`host`, `vm`,
+    `rack`) reads the recorded discovery and names none.
+    """
+
+    def register(func: CheckFunc) -> CheckFunc:
         doc = inspect.getdoc(func) or ""
         lines = [ln.strip() for ln in doc.splitlines()]
         fix = next((ln[4:].strip() for ln in lines if ln.startswith("Fix:")), "")
         if check_id in REGISTRY or not lines or not fix:
             raise ValueError(f"check {check_id}: duplicate id, or docstring without summary/Fix:")
-        REGISTRY[check_id] = CheckDef(check_id, func, probes, severity, lines[0], fix)
+        if scope not in SCOPES or (scope == "node") != bool(probes):
+            raise ValueError(f"check {check_id}: scope {scope!r} with probes {probes!r}")
+        REGISTRY[check_id] = CheckDef(check_id, func, probes, severity, lines[0], fix, scope)
         return func
 
     return register
@@ -112,6 +140,16 @@ def load_all() -> dict[str, CheckDef]:
     return REGISTRY
 
 
+def listed() -> list[CheckDef]:
+    """Every check, guest checks first, then by scope: what `validate --list` shows."""
+    return sorted(load_all().values(), key=lambda d: SCOPES.index(d.scope))
+
+
+def ids(scopes: tuple[str, ...] = SCOPES) -> list[str]:
+    """The ids of the checks of these scopes."""
+    return [d.id for d in load_all().values() if d.scope in scopes]
+
+
 def matches(check_id: str, pattern: str) -> bool:
     """`gpu.driver` matches `gpu.driver`, `gpu`, `gpu.*` and `gpu.d*`."""
     stem = pattern.rstrip(".*")
@@ -122,9 +160,10 @@ def matches(check_id: str, pattern: str) -> bool:
     )
 
 
-def select(patterns: list[str] | None) -> list[CheckDef]:
-    """Checks whose id matches one of the patterns (`gpu.driver`, `gpu.*`, `gpu`); all if none."""
-    checks = list(load_all().values())
+def select(patterns: list[str] | None, scopes: tuple[str, ...] = GUEST) -> list[CheckDef]:
+    """Checks of these scopes (the guest checks unless told) whose id matches one of the
+    patterns (`gpu.driver`, `gpu.*`, `gpu`); all of them if none."""
+    checks = [d for d in load_all().values() if d.scope in scopes]
     if not patterns:
         return checks
     unknown = [p for p in patterns if not any(matches(c.id, p) for c in checks)]
@@ -151,14 +190,19 @@ def result(defn: CheckDef, node: str, outcome: Outcome) -> CheckResult:
     )
 
 
-def run_check(defn: CheckDef, view: NodeView) -> CheckResult:
-    """Run one check on one node; never raises."""
+def run_on(defn: CheckDef, node: str, subject: Any) -> CheckResult:
+    """Run one check on what its scope judges (a NodeView, HostCtx, VmCtx...); never raises."""
     try:
-        outcome = defn.func(view)
+        outcome = defn.func(subject)
     except Unavailable as exc:
         outcome = Outcome(Status.failed, reason=str(exc))
     except ParseError as exc:
         outcome = Outcome(Status.error, reason=f"unexpected output: {exc}")
     except Exception as exc:  # noqa: BLE001 - a crashing check is an error result, not a crash
         outcome = Outcome(Status.error, reason=f"check crashed: {type(exc).__name__}: {exc}")
-    return result(defn, view.expect.node, outcome)
+    return result(defn, node, outcome)
+
+
+def run_check(defn: CheckDef, view: NodeView) -> CheckResult:
+    """Run one guest check on one node; never raises."""
+    return run_on(defn, view.expect.node, view)
