@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from ruamel.yaml import YAML
@@ -43,11 +44,19 @@ class _Part(_Entry):
     vendor_id: str
     device_id: str
     model: str
+    subsystem_id: str | None = None  # the vendor's own board (pci.ids); the lab twin reports it
 
-    @field_validator("vendor_id", "device_id", mode="before")
+    @field_validator("vendor_id", "device_id", "subsystem_id", mode="before")
     @classmethod
-    def _ids(cls, value: object) -> str:
-        return _hex_id(value)
+    def _ids(cls, value: object) -> str | None:
+        return None if value is None else _hex_id(value)
+
+    def ids(self) -> tuple[int, int, int]:
+        """(vendor, device, subsystem device) as the integers lspci and vSphere carry."""
+        return int(self.vendor_id, 16), int(self.device_id, 16), int(self.subsystem_id or "0", 16)
+
+
+_P = TypeVar("_P", bound=_Part)
 
 
 class GpuPart(_Part):
@@ -94,6 +103,16 @@ class Catalog(_Entry):
         key = (f"{vendor_id & 0xFFFF:04x}", f"{device_id & 0xFFFF:04x}")
         return next((n for n in self.nics if (n.vendor_id, n.device_id) == key), None)
 
+    def gpu_named(self, model: str, memory_gb: int | None = None) -> GpuPart | None:
+        """The GPU part a spec's model name means (see `named`); memory breaks a tie."""
+        found = _named(self.gpus, model)
+        same = [g for g in found if g.memory_gb == memory_gb]
+        return (same or found or [None])[0]
+
+    def nic_named(self, model: str) -> NicPart | None:
+        """The NIC part a spec's model name means (see `named`)."""
+        return (_named(self.nics, model) or [None])[0]
+
     def server(self, vendor: str, model: str) -> ServerModel | None:
         return next((s for s in self.servers if s.matches(vendor, model)), None)
 
@@ -109,6 +128,15 @@ class Catalog(_Entry):
 def _norm(text: str) -> str:
     """Vendor/model strings compare without case, punctuation or repeated spaces."""
     return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def _named(parts: list[_P], model: str) -> list[_P]:
+    """Parts a model name means: the one of that name, else those whose name holds all its
+    words ("A100 PCIe 80GB", "ConnectX-6 Dx"), in catalog order."""
+    want = _norm(model)
+    exact = [p for p in parts if _norm(p.model) == want]
+    words = set(want.split())
+    return exact or [p for p in parts if words and words <= set(_norm(p.model).split())]
 
 
 def _read(path: Path) -> dict:

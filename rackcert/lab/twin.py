@@ -23,35 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackcert.discover.catalog import shipped_catalog
 from rackcert.errors import InputError, RackcertError
 from rackcert.paths import REPO_ROOT
-from rackcert.pci import DELL, INTEL, MELLANOX, NVIDIA
+from rackcert.pci import DELL, INTEL
 from rackcert.spec import Gpu, HardwareProfile, Nic, Spec
 
 SOURCE_DIR = REPO_ROOT / "tests" / "vcsim"
 GOPATH = "/usr/share/gocode"
 
 
-# PCI device ids (pci.ids): the twin reports what lspci / ESXi would for each model.
-_GPU_IDS: list[tuple[tuple[str, ...], int, int]] = [
-    (("a100", "80gb", "sxm"), 0x20B2, 0x1463),
-    (("a100", "40gb", "sxm"), 0x20B0, 0x134F),
-    (("a100", "80gb"), 0x20B5, 0x1533),  # A100 PCIe 80GB
-    (("a100", "40gb"), 0x20F1, 0x145F),  # A100 PCIe 40GB
-    (("a100",), 0x20F1, 0x145F),
-    (("h100",), 0x2331, 0x1626),
-    (("a30",), 0x20B7, 0x1532),
-    (("a40",), 0x2235, 0x145A),
-    (("l40s",), 0x26B9, 0x1851),
-]
-_NIC_IDS: list[tuple[tuple[str, ...], int]] = [
-    (("connectx-6", "dx"), 0x101D),
-    (("connectx-6", "lx"), 0x101F),
-    (("connectx-6",), 0x101B),
-    (("connectx-7",), 0x1021),
-    (("connectx-5",), 0x1017),
-    (("bluefield-2",), 0xA2D6),
-]
 # Short enough for tests; a real R750xa takes minutes, which the code's bounded wait allows.
 REBOOT_TIMING = {"connected_ms": 150, "down_ms": 600}
 PAGE_SIZE = 100
@@ -59,20 +40,31 @@ _VGPU_SIZES = {80: (4, 8, 10, 16, 20, 40, 80), 40: (4, 5, 8, 10, 20, 40)}
 
 
 def gpu_ids(gpu: Gpu) -> tuple[int, int, int]:
-    """(vendor, device, subsystem device) for a GPU model name."""
-    name = gpu.model.lower()
-    for words, device, sub in _GPU_IDS:
-        if all(w in name for w in words):
-            return NVIDIA, device, sub
-    return NVIDIA, 0x20B5, 0x1533
+    """(vendor, device, subsystem device) a real host reports for the spec's GPU model.
+
+    The ids come from the discover catalog (rackcert/discover/catalog/devices.yaml, from
+    pci.ids), the same table `spec discover` reads them back with: a part the catalog does
+    not know cannot be put in a twin (add its row there).
+    """
+    part = shipped_catalog().gpu_named(gpu.model, gpu.memory_gb)
+    if part is None:
+        raise InputError(_unknown("GPU", gpu.model))
+    return part.ids()
 
 
-def nic_ids(nic: Nic) -> tuple[int, int]:
-    name = nic.model.lower()
-    for words, device in _NIC_IDS:
-        if all(w in name for w in words):
-            return MELLANOX, device
-    return MELLANOX, 0x101D
+def nic_ids(nic: Nic) -> tuple[int, int, int]:
+    """(vendor, device, subsystem device) for the spec's NIC model, from the catalog."""
+    part = shipped_catalog().nic_named(nic.model)
+    if part is None:
+        raise InputError(_unknown("NIC", nic.model))
+    return part.ids()
+
+
+def _unknown(kind: str, model: str) -> str:
+    return (
+        f"twin: {kind} model {model!r} is not in the discover catalog"
+        " (rackcert/discover/catalog/devices.yaml): add a row with its PCI ids"
+    )
 
 
 def port_pci(nic_pci: str, port: int) -> str:
@@ -118,11 +110,11 @@ def pci_devices(profile: HardwareProfile) -> list[dict[str, Any]]:
         vendor, device, sub = gpu_ids(gpu)
         devices.append(
             _dev(gpu.pci, vendor, device, 0x0302, "NVIDIA Corporation", gpu.model, gpu.numa)
-            | {"sub_vendor_id": NVIDIA, "sub_device_id": sub, "parent_bridge": _bridge_of(gpu.pci)}
+            | {"sub_vendor_id": vendor, "sub_device_id": sub, "parent_bridge": _bridge_of(gpu.pci)}
             | {"passthru_capable": True}
         )
     for nic in profile.nics:
-        vendor, device = nic_ids(nic)
+        vendor, device, sub = nic_ids(nic)
         for port in range(nic.ports):
             devices.append(
                 _dev(
@@ -134,7 +126,7 @@ def pci_devices(profile: HardwareProfile) -> list[dict[str, Any]]:
                     nic.model,
                     nic.numa,
                 )
-                | {"sub_vendor_id": MELLANOX, "sub_device_id": 0x0016}
+                | {"sub_vendor_id": vendor, "sub_device_id": sub}
                 | {"parent_bridge": _bridge_of(nic.pci), "passthru_capable": True}
             )
     return devices
