@@ -18,6 +18,7 @@ INTEGRATION_FIXTURES = {
     "ssh_hosts_module",
     "fake_vendor_repo",
     "built_pair",
+    "small_mount",  # test_runs: a real tmpfs, which only root may mount
 }
 INTEGRATION_MODULES = {
     "test_bench_gloo",
@@ -50,12 +51,16 @@ INTEGRATION_MODULES = {
 }
 
 
-# Single tests that start torch or a rackcert process per call, in otherwise quick modules.
+# Single tests that start torch, a real ansible-runner run, the validate check suite (a
+# pytest process) or a rackcert process per call, in otherwise quick modules.
 INTEGRATION_TESTS = {
     "test_seeded_fused_sgd_matches_unfused_when_the_first_step_overflows",
     "test_every_command_has_help",
     "test_cli_rejects_unknown_tag_and_missing_password_env_in_one_line",
     "test_h200_evidence_renders",
+    "test_ansible_gets_a_named_environment_without_passwords",  # ansible-runner
+    "test_check_suite_gets_a_named_environment_without_passwords",  # the check suite
+    "test_configure_extra_vars_are_never_templated",  # ansible-runner
 }
 
 
