@@ -171,3 +171,39 @@ def test_crashing_check_is_an_error_result():
     outs["gpu_q"] = ProbeOutput("gpu_q", 0, "garbage")
     res = judge("gpu.cuda.driver", h200_expect(), outs)
     assert res.status is Status.error and "unexpected output" in res.reason
+
+
+def test_hypervisor_checks_share_the_registry_with_a_scope(capsys):
+    """One @check registry: guest checks are scope node, hypervisor checks host/vm/rack;
+    the guest suite selects only node checks; --list shows every check with its scope."""
+    from rackcert.cli import main
+    from validation.checks import GUEST, check, listed
+    from validation.hypervisor import hv_ids
+
+    defs = load_all()
+    scopes = {d.id: d.scope for d in defs.values()}
+    assert {scopes[i] for i in hv_ids()} == {"host", "vm", "rack"}
+    assert set(hv_ids()) >= {"hv.host.ats", "hv.vm.mmio", "hv.vm.present", "hv.discovery"}
+    assert all(d.scope in GUEST and d.probes for d in select(None))
+    assert not {d.id for d in select(None)} & set(hv_ids())
+    assert [d.id for d in listed()][-len(hv_ids()) :] == [
+        d.id for d in listed() if d.scope != "node"
+    ]
+
+    def bad(ctx):
+        """A host check that asks for guest probes.
+
+        Fix: none, it is refused.
+        """
+
+    with pytest.raises(ValueError, match="scope 'host' with probes"):
+        check("hv.test.bad", probes=("hostname",), scope="host")(bad)
+    with pytest.raises(ValueError, match="scope 'node' with probes"):
+        check("node.test.bad", scope="node")(bad)
+    assert "hv.test.bad" not in load_all() and "node.test.bad" not in load_all()
+    capsys.readouterr()
+    assert main(["validate", "--list"]) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split("|")[0].strip(): ln for ln in out.splitlines() if "|" in ln}
+    assert "| host |" in rows["hv.host.ats"] and "| vm |" in rows["hv.vm.mmio"]
+    assert "| node |" in rows["gpu.driver"]
