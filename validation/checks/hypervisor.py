@@ -214,8 +214,9 @@ def vm_mmio(ctx: VmCtx) -> Outcome:
         why = "vGPUs" if ctx.placement.gpus else "no GPUs"
         return skipped(f"the VM has {why}: provision sets no 64-bit MMIO window")
     use, size = ctx.extra(MMIO_ENABLE), ctx.extra(MMIO_SIZE)
-    observed = f"use64bitMMIO={(use or 'unset').upper()} 64bitMMIOSizeGB={size or 'unset'}"
-    expected = f"use64bitMMIO={wanted[MMIO_ENABLE]} 64bitMMIOSizeGB={wanted[MMIO_SIZE]}"
+    enable, window = (k.removeprefix("pciPassthru.") for k in (MMIO_ENABLE, MMIO_SIZE))
+    observed = f"{enable}={(use or 'unset').upper()} {window}={size or 'unset'}"
+    expected = f"{enable}={wanted[MMIO_ENABLE]} {window}={wanted[MMIO_SIZE]}"
     if not _same(use, wanted[MMIO_ENABLE]) or (size or "").strip() != wanted[MMIO_SIZE]:
         return failed(observed, expected, "MMIO settings differ")
     return passed(observed, expected)
