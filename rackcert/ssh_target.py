@@ -22,12 +22,14 @@ Example:
     target = SshTarget(host="10.77.0.11", identity_file="~/.ssh/id_rack", known_hosts=kh)
     subprocess.run(target.argv("hostname"))             # ssh ... -- root@10.77.0.11 hostname
     hostspec, kwargs = target.testinfra()               # testinfra.get_host(hostspec, **kwargs)
-    hop_options("/tmp/rackcert-ssh-x/known_hosts")      # a launcher's hops from a node
+    setup, path, cleanup = node_known_hosts(lines)      # the enrolled keys, on a node
+    hop_options(path)                                   # a launcher's hops from that node
 """
 
 from __future__ import annotations
 
 import shlex
+import uuid
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -121,3 +123,18 @@ def hop_options(node_known_hosts: str, connect_timeout: int = 15) -> list[str]:
     (its ~/.ssh/config names it for every peer).
     """
     return _options(identity=False, known_hosts=node_known_hosts, connect_timeout=connect_timeout)
+
+
+def node_known_hosts(lines: list[str], tag: str = "ssh") -> tuple[str, str, str]:
+    """Shell that puts the controller's enrolled keys on a node, for hops from that node.
+
+    Returns (setup, path, cleanup): `setup` creates a new private directory (mkdir -m 700
+    fails if the name exists, and the name is random, so nobody can plant it) holding
+    `lines` as a known_hosts file at `path`; `cleanup` removes it. The keys travel with
+    the command that needs them, so a hop trusts exactly what the controller enrolled or
+    the spec pinned, whatever else the node's own ~/.ssh/known_hosts holds.
+    """
+    where = f"/tmp/rackcert-{tag}-{uuid.uuid4().hex[:16]}"
+    body = "".join(f"{line}\n" for line in lines)
+    setup = f"mkdir -m 700 {where} && printf %s {shlex.quote(body)} > {where}/known_hosts"
+    return setup, f"{where}/known_hosts", f"rm -rf {where}"
