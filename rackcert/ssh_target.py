@@ -115,9 +115,10 @@ class SshTarget(BaseModel):
         return f"ssh://{self.user}@{self.host}:{self.port}", kwargs
 
 
-def hop_options(node_known_hosts: str, connect_timeout: int = 15) -> list[str]:
+def hop_options(node_known_hosts: str | None, connect_timeout: int = 15) -> list[str]:
     """`-o` options for a launcher's own hops between the nodes (mpirun's plm_rsh_args, the
-    horovodrun ssh wrapper): the same strictness, against a known_hosts file ON the node.
+    horovodrun ssh wrapper, validate's ssh.peers): the same strictness, against a
+    known_hosts file ON the node (none: the node user's own known_hosts, strictly).
 
     No identity file: the nodes use the cluster key configure's ssh_trust role installed
     (its ~/.ssh/config names it for every peer).
