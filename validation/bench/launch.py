@@ -383,16 +383,14 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a launcher child gets: named variables only, never this process's
-    whole environment (which may hold RACKCERT_VCENTER_PASSWORD, a become password or a
-    token). PATH, HOME, locale and terminal, the ssh agent socket, the engines' own
-    variables (NCCL_, GLOO_, ...), then what the launch adds."""
-    keep = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR",
-            "SSH_AUTH_SOCK", "LD_LIBRARY_PATH", "VIRTUAL_ENV")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(_forwarded_env())
-    env.update(extra or {})
-    return env
+    """The environment a launcher child gets: rackcert.childenv's named variables (never this
+    process's whole environment, which may hold RACKCERT_VCENTER_PASSWORD, a become password
+    or a token), the loader path, the engines' own variables (NCCL_, GLOO_, ...), then what
+    the launch adds."""
+    from rackcert.childenv import child_env as named
+
+    keep = {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if k in os.environ}
+    return named({**keep, **_forwarded_env(), **(extra or {})})
 
 
 def _run_all(launch: Launch, log: Path, timeout_s: float) -> tuple[list[str], float]:

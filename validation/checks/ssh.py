@@ -23,7 +23,7 @@ def peers(view: NodeView) -> Outcome:
     peer answering with another key fails, never is trusted anew. The mesh is n x (n-1)
     connections: the one part of validate that grows faster than the number of nodes.
 
-    Fix: authorize the nodes' keys on each other (role ssh_trust); a changed key: docs/security.md
+    Fix: share the cluster key (role ssh_trust); for a changed host key see docs/security.md.
     """
     want = view.expect.peers
     if not want:
