@@ -11,8 +11,10 @@ every run and forge the results behind a certification. So:
 - every connection after that uses StrictHostKeyChecking=yes against the file:
   a changed key is a refused connection, never a silent re-trust.
 
-configure and validate use this module; the ssh_trust role distributes the keys
-enrolled here (`peer_lines`) instead of scanning the peers itself.
+configure, validate and bench use this module (through rackcert.ssh_target, which
+renders these options for every client); the ssh_trust role distributes the keys
+enrolled here (`peer_lines`) instead of scanning the peers itself, and validate's
+ssh.peers probe and the launchers' hops from the first node carry the same lines.
 
 Example:
     path = rack_file(spec, run)
@@ -92,12 +94,6 @@ def ssh_options(path: Path) -> list[str]:
         "-o",
         "UpdateHostKeys=no",
     ]
-
-
-def ssh_config_lines(path: Path) -> list[str]:
-    """The same as ssh_options, as ssh_config lines (for a `Host *` block)."""
-    opts = ssh_options(path)
-    return [opts[i + 1].replace("=", " ", 1) for i in range(0, len(opts), 2)]
 
 
 def _fingerprint(blob_b64: str) -> str:

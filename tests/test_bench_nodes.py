@@ -19,6 +19,7 @@ from rackcert.lab.sshhosts import LAB_DL_SITE
 from rackcert.paths import REPO_ROOT
 from rackcert.runs import RunDir
 from tests.plugins.configure import spec_for_hosts
+from tests.test_host_keys import _rekey
 
 SECRET = "env-Only-Vcenter-Secret-5531"
 
@@ -79,3 +80,23 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     # The launch carried no secret of this process's environment to the nodes.
     log = Path(launch["log"]).read_text()
     assert SECRET not in log and SECRET not in json.dumps(data)
+    # horovodrun's own hops from node1 went through the pinned ssh wrapper, which is gone now.
+    where = next(w for w in shlex.split(cmd[-1]) if w.startswith("/tmp/rackcert-hvd-"))
+    assert f"PATH={where}:" in cmd[-1] and f"UserKnownHostsFile={where}/known_hosts" in cmd[-1]
+    assert h1.ssh(f"test -e {where}").returncode == 1, "the wrapper's directory was left behind"
+
+    # node2's address now answers with another host key. The controller's first hop (to
+    # node1) is unchanged; horovodrun's hop node1 -> node2 must refuse it. Before, Horovod's
+    # hard-coded StrictHostKeyChecking=no trusted it and the launch succeeded.
+    _rekey(h2)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
+         "--gpus-per-node", "1", "--quick", "--model", "resnet18", "--skip", "storage,rdma",
+         "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts), "--run", str(run.path),
+         "--backend", "horovod", "--timeout", "300"],
+        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"the host key of {h2.address} is not the one enrolled" in last, proc.stderr[-2000:]

@@ -13,6 +13,7 @@ from rackcert.errors import InputError
 from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult, Status
 from rackcert.spec import Certification
 from rackcert.spec_loader import load_spec
+from rackcert.ssh_target import SshTarget
 from validation.bench import allreduce, launch, resnet, storage, verdict, worker
 from validation.bench.suite import BenchOptions, Engine, choose_engine, plan_points
 
@@ -215,8 +216,10 @@ def test_plan_local_and_multi_node_points() -> None:
 
 def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
     nodes = [
-        launch.Node("a", "10.0.0.1", 2222, "root", "/k", ("-o", "X=1")),
-        launch.Node("b", "10.0.0.2", 22, "ubuntu"),
+        launch.Node(
+            "a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k", known_hosts="/kh")
+        ),
+        launch.Node("b", SshTarget(host="10.0.0.2", user="ubuntu")),
     ]
     cmds = launch.ssh_torchrun(
         nodes, 2, ["--quick"], remote_python="/py", remote_dir="/src", rdzv_id="rid"
@@ -224,7 +227,9 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
     assert len(cmds) == 2
     assert cmds[0][:2] == ["ssh", "-tt"]
     assert cmds[0][cmds[0].index("-p") + 1] == "2222" and cmds[0][cmds[0].index("-i") + 1] == "/k"
-    assert "BatchMode=yes" in cmds[0] and cmds[0][-4:-1] == ["X=1", "--", "root@10.0.0.1"]
+    assert "BatchMode=yes" in cmds[0] and cmds[0][-3:-1] == ["--", "root@10.0.0.1"]
+    assert "UserKnownHostsFile=/kh" in cmds[0] and "StrictHostKeyChecking=yes" in cmds[0]
+    assert "StrictHostKeyChecking=yes" in cmds[1]  # no file: the user's own, strictly
     assert "root@10.0.0.1" in cmds[0] and "ubuntu@10.0.0.2" in cmds[1]
     for cmd in cmds:
         remote = shlex.split(cmd[-1])
@@ -242,14 +247,23 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
 
 
 def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
-    nodes = [launch.Node("a", "10.0.0.1", 2222, "root", "/k"), launch.Node("b", "10.0.0.2")]
+    nodes = [
+        launch.Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k")),
+        launch.Node("b", SshTarget(host="10.0.0.2")),
+    ]
+    keys = ["[10.0.0.1]:2222 ssh-ed25519 AAAAkeyA", "[10.0.0.2]:2222 ssh-ed25519 AAAAkeyB"]
     cmd = launch.ssh_horovodrun(
-        nodes, 4, ["--quick"], remote_python="/opt/rackcert/venv/bin/python", interface="ens3f0"
-    )
+        nodes, 4, ["--quick"], remote_python="/opt/rackcert/venv/bin/python", interface="ens3f0",
+        host_keys=keys,
+    )  # fmt: skip
     assert cmd[:2] == ["ssh", "-tt"] and cmd[-3:-1] == ["--", "root@10.0.0.1"]
     remote = shlex.split(cmd[-1])
-    assert remote[:4] == ["cd", "/tmp", "&&", "exec"]
-    assert remote[4:6] == ["env", "-i"] and "PATH=" + launch.NODE_PATH in remote
+    # The wrapper's directory: shipped keys and the ssh wrapper, first on horovodrun's PATH.
+    where = next(w for w in remote if w.startswith("/tmp/rackcert-hvd-"))
+    assert remote[remote.index("mkdir") : remote.index("mkdir") + 3] == ["mkdir", "-m", "700"]
+    assert "\n".join(keys) + "\n" in remote and f"{where}/known_hosts" in remote
+    env = remote[remote.index("env") :]
+    assert env[:2] == ["env", "-i"] and f"PATH={where}:{launch.NODE_PATH}" in env
     hvd = remote[remote.index("/opt/rackcert/venv/bin/horovodrun") :]
     assert hvd[hvd.index("-np") + 1] == "8"
     assert hvd[hvd.index("-H") + 1] == "10.0.0.1:4,10.0.0.2:4"
@@ -262,7 +276,10 @@ def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
 def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) -> None:
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "never-forwarded")
-    nodes = [launch.Node("a", "10.0.0.1"), launch.Node("b", "10.0.0.2")]
+    nodes = [
+        launch.Node("a", SshTarget(host="10.0.0.1")),
+        launch.Node("b", SshTarget(host="10.0.0.2")),
+    ]
     cmd = launch.ssh_mpirun(nodes, 2, [], remote_python="/py", interface="eth1",
                             known_hosts="~/.ssh/known_hosts", rdzv_port=29500)  # fmt: skip
     assert cmd[-3:-1] == ["--", "root@10.0.0.1"]
@@ -271,6 +288,15 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
     assert mpi[mpi.index("-np") + 1] == "4" and mpi[mpi.index("-H") + 1] == "10.0.0.1:2,10.0.0.2:2"
     rsh = mpi[mpi.index("plm_rsh_args") + 1]
     assert "StrictHostKeyChecking=yes" in rsh and "UserKnownHostsFile=~/.ssh/known_hosts" in rsh
+    # With the controller's enrolled keys, they travel with the launch and are the ones pinned.
+    shipped = launch.ssh_mpirun(
+        nodes, 2, [], remote_python="/py", host_keys=["10.0.0.2 ssh-ed25519 AAAAkeyB"]
+    )
+    mpi2 = shlex.split(shipped[-1])
+    rsh2 = mpi2[mpi2.index("plm_rsh_args") + 1]
+    where = next(w for w in mpi2 if w.startswith("/tmp/rackcert-mpi-"))
+    assert f"UserKnownHostsFile={where}/known_hosts" in rsh2 and "StrictHostKeyChecking=yes" in rsh2
+    assert "10.0.0.2 ssh-ed25519 AAAAkeyB\n" in mpi2
     assert mpi[mpi.index("btl_tcp_if_include") + 1] == "eth1"
     exported = [mpi[i + 1] for i, a in enumerate(mpi) if a == "-x"]
     assert "NCCL_DEBUG=INFO" in exported and "MASTER_ADDR=10.0.0.1" in exported
@@ -279,8 +305,45 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
     assert mpi[-4:] == ["-m", "validation.bench.worker", "--backend", "torch"]
 
 
+def test_the_horovod_ssh_wrapper_drops_horovods_options_and_pins_the_enrolled_keys(tmp_path):
+    """The real OpenSSH client resolves the wrapper's argv (`ssh -G` prints the options it
+    would use, connecting nowhere): Horovod 0.28's `-o StrictHostKeyChecking=no` (and a
+    known_hosts of its own, any spelling) is gone, the shipped file is the one trusted."""
+    import subprocess
+
+    from rackcert.ssh_target import hop_options
+
+    where = tmp_path / "w"
+    where.mkdir()
+    kh = where / "known_hosts"
+    (where / "ssh").write_text(launch.ssh_wrapper(str(where), hop_options(str(kh))))
+    (where / "ssh").chmod(0o700)
+    horovod = "ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no node2 -p 2222"
+    for argv in (
+        [*horovod.split()[1:], "-G"],
+        ["-oStrictHostKeyChecking=no", "-o", "userknownhostsfile=/dev/null", "-G", "node2"],
+    ):
+        done = subprocess.run(
+            [str(where / "ssh"), *argv],
+            capture_output=True, text=True, timeout=30, check=True,
+            env={"PATH": f"{where}:/usr/bin:/bin"},
+        )  # fmt: skip
+        seen = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+        assert seen["stricthostkeychecking"] == "true", argv
+        assert seen["userknownhostsfile"] == str(kh) and seen["globalknownhostsfile"] == "/dev/null"
+        assert seen["batchmode"] == "yes" and seen["hostname"] == "node2"
+    # Options after `--` belong to the remote command: left alone.
+    done = subprocess.run(
+        ["sh", "-x", str(where / "ssh"), "-G", "--", "n", "-o", "StrictHostKeyChecking=no"],
+        capture_output=True, text=True, timeout=30, check=False,
+        env={"PATH": f"{where}:/usr/bin:/bin"},
+    )  # fmt: skip
+    final = [ln for ln in done.stderr.splitlines() if ln.startswith("+ exec ssh")]
+    assert final and final[-1].endswith("-G -- n -o StrictHostKeyChecking=no"), done.stderr
+
+
 def test_ssh_destination_follows_a_double_dash() -> None:
-    argv = launch.Node("n", "-oProxyCommand=x", user="root").ssh_argv()
+    argv = launch.Node("n", SshTarget(host="-oProxyCommand=x")).ssh_argv()
     assert argv[-2:] == ["--", "root@-oProxyCommand=x"]
 
 

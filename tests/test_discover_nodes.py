@@ -9,6 +9,7 @@ but the guest shows as plain PCIe.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -171,17 +172,35 @@ def test_nodes_needs_a_spec_with_the_vms(capsys):
     assert "--nodes needs --from SPEC" in capsys.readouterr().err
 
 
-def test_probe_names_a_vm_without_nvidia_smi(ssh_hosts):
+def test_probe_names_a_vm_without_nvidia_smi_and_its_ssh_sees_no_secret(
+    ssh_hosts, tmp_path, monkeypatch
+):
+    """The ssh client starts with rackcert.childenv's named variables, never this process's
+    whole environment (before: every variable, the vCenter password's included). An `ssh`
+    first on PATH records what the real client would have been given, then runs it."""
     from rackcert.discover.nodes import Target, probe
     from rackcert.errors import InputError
+    from rackcert.ssh_target import SshTarget
 
     (bare,) = ssh_hosts(["bare"])
-    target = Target("bare", bare.address, bare.port, "root", bare.key_file)
+    seen, wrap = tmp_path / "ssh-env", tmp_path / "bin"
+    wrap.mkdir()
+    (wrap / "ssh").write_text(f'#!/bin/sh\nenv > {seen}\nexec /usr/bin/ssh "$@"\n')
+    (wrap / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrap}:{os.environ['PATH']}")
+    monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "vc-Secret-For-Discover-7731")
+    monkeypatch.setenv("SOME_CLOUD_TOKEN", "cloud-Token-4410")
+    node = SshTarget(
+        host=bare.address, identity_file=str(bare.key_file), known_hosts=str(bare.known_hosts)
+    )
     with pytest.raises(InputError) as info:
-        probe([target], known_hosts=bare.known_hosts)
+        probe([Target("bare", node)], withheld=["RACKCERT_VCENTER_PASSWORD"])
     message = str(info.value)
     assert message.startswith(f"--nodes: VM bare (root@{bare.address}:22): nvidia-smi topo -m")
     assert "nvidia-smi not found (rc 127)" in message
+    env = seen.read_text()
+    assert f"PATH={wrap}:" in env, "the wrapper did not run: the test proves nothing"
+    assert "vc-Secret-For-Discover-7731" not in env and "cloud-Token-4410" not in env
 
 
 def test_nodes_after_rackcert_provision(rack_twin, ssh_hosts, tmp_path, capsys):

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 from provision.discovery import discover
 from rackcert.observed import Inventory
 from rackcert.report.assemble import _hardware
@@ -92,22 +88,22 @@ def test_the_probe_runs_on_a_real_host_and_finds_no_firmware_on_virtual_nics(ssh
     out = host.ssh(_COMMAND)
     assert out.returncode == 0, out.stderr
     assert parse_nic_firmware(out.stdout.splitlines()) == {"version": "", "devices": {}}
-    # ...and as one of the facts validate's pyinfra pass gathers (facts.json).
-    target = {
-        "hostspec": f"ssh://root@{host.address}:{host.port}",
-        "identity_file": str(host.key_file),
-        "expect": {"node": "node1"},
-    }
-    job, out_json = tmp_path / "job.json", tmp_path / "facts.json"
-    job.write_text(json.dumps({"targets": [target]}))
-    proc = subprocess.run(
-        [sys.executable, "-m", "validation.facts", str(job), str(out_json)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    # ...and as one of the facts validate's probe session gathers (facts.json).
+    from rackcert.ssh_target import SshTarget
+    from validation.expect import NodeExpect
+    from validation.facts import build_facts, fact_probes
+    from validation.gather import Target, gather
+
+    ssh = SshTarget(
+        host=host.address,
+        port=host.port,
+        identity_file=str(host.key_file),
+        known_hosts=str(host.known_hosts),
     )
-    assert proc.returncode == 0, proc.stderr
-    node = json.loads(out_json.read_text())["nodes"]["node1"]
+    target = Target(expect=NodeExpect(node="node1", address=host.address), ssh=ssh)
+    got = gather(target, ["hostname"], None, fact_probes())
+    assert got.reachable, got.error
+    node = build_facts({"node1": got.outputs}, {}, seconds=got.seconds)["nodes"]["node1"]
     assert "nic_firmware" not in node.get("fact_errors", {}), node.get("fact_errors")
     assert node["nic_firmware"] == {"version": "", "devices": {}}
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
-from rackcert.discover.nodes import Target, ssh_argv
 from rackcert.errors import SpecError
 from rackcert.spec_loader import load_spec
+from rackcert.ssh_target import SshTarget
 from tests.spec_helpers import LAB, R750, example_data, mutated, write_spec
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
@@ -135,8 +135,8 @@ def test_inventory_values_are_never_templated(tmp_path):
 def test_ssh_destination_after_double_dash(tmp_path):
     """A hostile user name is a destination to the real OpenSSH client, never an option."""
     marker = tmp_path / "proxy-ran"
-    target = Target("vm", "127.0.0.1", 9, f"-oProxyCommand=touch {marker}", None)
-    argv = ssh_argv(target, None, 2)
+    target = SshTarget(host="127.0.0.1", port=9, user=f"-oProxyCommand=touch {marker}")
+    argv = target.argv("true")
     assert argv[argv.index("--") + 1].startswith("-oProxyCommand")
     subprocess.run(argv, capture_output=True, timeout=30, check=False)
     assert not marker.exists()

@@ -103,3 +103,39 @@ def test_pinned_keys_are_the_only_ones_trusted(ssh_hosts, fake_gpu_tools, tmp_pa
     assert data["nodes"]["node1"]["status"] == "passed", data["results"]
     assert data["nodes"]["node2"]["reachable"] is False
     assert not (runs / "vtest" / "known_hosts").exists()
+
+
+def test_a_peer_whose_key_changed_fails_ssh_peers_from_the_other_node(
+    ssh_hosts, fake_gpu_tools, tmp_path
+):
+    """Node-to-node SSH trusts the keys the controller enrolled, strictly. The controller
+    enrols both nodes; then node2's address answers with another key before node1 ever
+    contacted it. Before, node1's probe (accept-new, into the node's own known_hosts) took
+    the new key as a first contact and passed."""
+    spec, tools, hosts = prepare(
+        ssh_hosts, fake_gpu_tools, tmp_path, 2, {"node1": A100, "node2": A100}
+    )
+    runs = tmp_path / "runs"
+    done, first = _validate(spec, runs, tools)
+    assert done.returncode == 0 and len(first["host_keys"]["enrolled"]) == 2, done.stdout
+    peers = run_validate(
+        str(spec), "--runs-dir", str(runs), "--tool-path", tools,
+        "--check", "ssh.peers", "--no-facts",
+    )  # fmt: skip
+    assert peers.returncode == 0, peers.stdout + peers.stderr
+    for h in hosts:  # the enrolled keys travel with the probe: no node trusted anything anew
+        assert not h.path("/root/.ssh/known_hosts").exists(), f"{h.name} recorded a key"
+    _rekey(hosts[1])
+    done = run_validate(
+        str(spec), "--runs-dir", str(runs), "--tool-path", tools,
+        "--check", "node.reachable", "--check", "ssh.peers", "--no-facts",
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    data = json.loads(sorted(runs.glob("vtest/*/validate.json"))[-1].read_text())["data"]
+    by = {(r["node"], r["id"]): r for r in data["results"]}
+    peer_check = by[("node1", "ssh.peers")]
+    assert peer_check["status"] == "fail", "node1 trusted node2's new key"
+    assert peer_check["reason"] == (
+        "node2 (its host key is not the one enrolled: Host key verification failed)"
+    )
+    assert data["nodes"]["node2"]["reachable"] is False  # the controller refuses it too

@@ -56,6 +56,12 @@ class NodeExpect(BaseModel):
     mount: MountExpect | None = None
     os: str = ""
     peers: list[Peer] = Field(default_factory=list)
+    peer_known_hosts: list[str] | None = Field(
+        None,
+        description="known_hosts lines of the peers, as the controller enrolled or the spec"
+        " pinned them (rackcert.known_hosts): the only keys ssh.peers trusts; none: the"
+        " node's own known_hosts (what configure's ssh_trust role installed), strictly",
+    )
     dcgm_diag_level: int = 1
 
 

@@ -1,24 +1,26 @@
-"""The facts snapshot the report keeps (facts.json), gathered by pyinfra in one parallel pass.
+"""The facts snapshot the report keeps (facts.json), from the same SSH session as the checks.
 
 Facts are not judged here: they are what the nodes were (OS, kernel, packages
 and versions, kernel modules, sysctl, mounts, NICs, GPUs) when validate ran, so
-that `rackcert report diff` can say what changed after an upgrade. pyinfra
-connects to every node at once (gevent) and asks each fact of all nodes in
-parallel. Run as a separate process by the runner (pyinfra brings gevent, kept
-out of the CLI's process):
+that `rackcert report diff` can say what changed after an upgrade.
 
-    python -m validation.facts JOB.json OUT.json
+Why no pyinfra connection: validate used to reach every node twice, once for the
+check probes (testinfra) and once more for these facts (pyinfra's own SSH, with a
+second known_hosts file). Now each fact's command is one more probe in the node's
+probe script (validation.probes, `fact_probes()`), and `build_facts` turns the
+answers into facts.json with pyinfra's own fact classes: their `command`, their
+`requires_command` (a missing tool gives the fact's default, as in pyinfra) and
+their pure `process(output)`. One authenticated SSH session per node, one trust.
 
 Three facts are rackcert's own, in pyinfra's shape (a command, a pure
 `process`, `requires_command`): `NvidiaGpus`, `NetInterfaces`, `LoadedModules`.
+
+    >>> script = build_script([*probes, *fact_probes()], expect)
+    >>> build_facts({"node1": split_output(host.run(script).stdout)}, {}, seconds=1.2)
 """
 
 from __future__ import annotations
 
-import json
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from pyinfra.api import FactBase
@@ -105,6 +107,25 @@ class LoadedModules(FactBase):
         return out
 
 
+def _linux_mounts() -> type[FactBase]:
+    from pyinfra.facts import server
+
+    class LinuxMounts(server.Mounts):
+        """pyinfra's Mounts on Linux. Its `command` asks pyinfra's host context for the
+        kernel first (FreeBSD and OpenBSD read mounts otherwise); the nodes are Linux, so
+        the command is Linux's and `process` parses /proc/self/mountinfo."""
+
+        def command(self) -> str:
+            self._kernel = "Linux"
+            return "cat /proc/self/mountinfo"
+
+        def process(self, output: list[str]) -> Any:
+            self._kernel = "Linux"
+            return super().process(output)
+
+    return LinuxMounts
+
+
 def _fact_classes() -> dict[str, type[FactBase]]:
     from pyinfra.facts import deb, rpm, server
 
@@ -117,7 +138,7 @@ def _fact_classes() -> dict[str, type[FactBase]]:
         "arch": server.Arch,
         "kernel_modules": LoadedModules,
         "sysctl": server.Sysctl,
-        "mounts": server.Mounts,
+        "mounts": _linux_mounts(),
         "deb_packages": deb.DebPackages,
         "rpm_packages": rpm.RpmPackages,
         "nics": NetInterfaces,
@@ -126,61 +147,51 @@ def _fact_classes() -> dict[str, type[FactBase]]:
     }
 
 
-def _host_data(
-    target: dict[str, Any], known_hosts: str, strict: str = "yes"
-) -> tuple[str, dict[str, Any]]:
-    spec = target["hostspec"]
-    if spec.startswith("local://"):
-        return "@local", {}
-    rest = spec.split("://", 1)[1]
-    user, _, hostport = rest.rpartition("@")
-    host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "22")
-    data: dict[str, Any] = {
-        "ssh_hostname": host,
-        "ssh_port": int(port or 22),
-        "ssh_user": user or "root",
-        "ssh_known_hosts_file": known_hosts,
-        "ssh_strict_host_key_checking": strict,
-        "ssh_look_for_keys": False,
-        "ssh_allow_agent": False,
-    }
-    if target.get("identity_file"):
-        data["ssh_key"] = target["identity_file"]
-    return target["expect"]["node"], data
+PREFIX = "fact."
 
 
-def collect(targets: list[dict[str, Any]], known_hosts: str, strict: str = "yes") -> dict[str, Any]:
-    """Facts of every target, by node name; a node that fails has an `error` instead."""
-    from pyinfra.api import Config, Inventory, State
-    from pyinfra.api.connect import connect_all
-    from pyinfra.api.facts import get_facts
+def fact_probes() -> list[Any]:
+    """One probe per fact (named `fact.<key>`): the fact's command, stdout only (pyinfra
+    processes stdout), guarded by its `requires_command`."""
+    from validation.probes import Probe
 
-    start = time.monotonic()
-    hosts = [_host_data(t, known_hosts, strict) for t in targets]
-    names = {name: t["expect"]["node"] for (name, _), t in zip(hosts, targets, strict=True)}
-    inventory = Inventory(([(n, d) for n, d in hosts], {}))
-    state = State(inventory, Config(CONNECT_TIMEOUT=5, FAIL_PERCENT=100))
-    connect_all(state)
-    nodes: dict[str, Any] = {
-        names[h.name]: {"error": "could not connect (pyinfra)"}
-        for h in inventory
-        if not h.connected
-    }
+    probes = []
     for key, cls in _fact_classes().items():
-        try:
-            # A fact whose command fails on one node (no /proc/modules, a broken driver)
-            # must not take that node out of the remaining facts: keep its default.
-            values = get_facts(state, cls, apply_failed_hosts=False)
-        except Exception as exc:  # noqa: BLE001 - one bad fact must not lose the others
-            for h in inventory:
-                if h.connected:
-                    nodes.setdefault(names[h.name], {}).setdefault("fact_errors", {})[key] = str(
-                        exc
-                    )
-            continue
-        for h, value in values.items():
-            nodes.setdefault(names[h.name], {})[key] = _jsonable(value)
-    return {"collector": "pyinfra", "seconds": round(time.monotonic() - start, 3), "nodes": nodes}
+        fact = cls()
+        raw = fact.command()
+        command = raw if isinstance(raw, str) else raw.get_raw_value()
+        text = f"( {command}\n) 2>/dev/null"
+        probes.append(Probe(PREFIX + key, lambda _e, t=text: t, fact.requires_command()))
+    return probes
+
+
+def _value(cls: type[FactBase], out: Any) -> Any:
+    """As pyinfra's get_facts: a missing tool, a failed command or no output is the fact's
+    default; otherwise `process` over the output lines."""
+    fact = cls()
+    fact.command()  # some facts keep state from their command for `process` (Mounts)
+    if out is None or not out.ok or not out.text:
+        return fact.default()
+    return fact.process(out.text.splitlines())
+
+
+def build_facts(
+    outputs: dict[str, dict[str, Any]], errors: dict[str, str], *, seconds: float
+) -> dict[str, Any]:
+    """facts.json: every reached node's facts from its probe outputs; an unreached node has
+    an `error` (why it could not be reached); a fact that cannot be parsed is kept out
+    under `fact_errors` and the others stay."""
+    nodes: dict[str, Any] = {node: {"error": why} for node, why in errors.items()}
+    classes = _fact_classes()
+    for node, got in outputs.items():
+        facts: dict[str, Any] = {}
+        for key, cls in classes.items():
+            try:
+                facts[key] = _jsonable(_value(cls, got.get(PREFIX + key)))
+            except Exception as exc:  # noqa: BLE001 - one bad fact must not lose the others
+                facts.setdefault("fact_errors", {})[key] = f"{type(exc).__name__}: {exc}"
+        nodes[node] = facts
+    return {"collector": "validate probe script, pyinfra facts", "seconds": seconds, "nodes": nodes}
 
 
 def _jsonable(value: Any) -> Any:
@@ -193,22 +204,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return str(value)
-
-
-def main(argv: list[str]) -> int:
-    job_path, out_path = Path(argv[0]), Path(argv[1])
-    job = json.loads(job_path.read_text())
-    known_hosts = job.get("known_hosts") or str(out_path.parent / "facts_known_hosts")
-    strict = "yes" if job.get("known_hosts") else "accept-new"
-    try:
-        data = collect(job["targets"], known_hosts, strict)
-    except Exception as exc:  # noqa: BLE001 - facts are evidence, not a verdict: record why not
-        data = {"collector": "pyinfra", "error": f"{type(exc).__name__}: {exc}", "nodes": {}}
-    from rackcert.runs import atomic_write_json
-
-    atomic_write_json(out_path, data)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

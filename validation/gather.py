@@ -1,27 +1,33 @@
 """Asking one node its probes over testinfra: one script, one SSH session, per node.
 
-`Target` says how to reach a node (a testinfra host string plus key and SSH
-config) and what it must be; `gather` runs the probe script there and returns
-the outputs, or the reason the node could not be reached. A node that cannot
-be reached is an answer (`reachable=False`), never an exception.
+`Target` says how to reach a node (a rackcert.ssh_target.SshTarget, rendered as
+testinfra's host spec; none for this machine) and what it must be; `gather` runs the
+probe script there (the checks' probes and, when asked, the facts' ones) and returns
+the outputs, or the reason the node could not be reached. A node that cannot be
+reached is an answer (`reachable=False`), never an exception.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from rackcert.ssh_target import SshTarget
 from validation.expect import NodeExpect
-from validation.probes import PROBES, ProbeOutput, build_script, split_output
+from validation.probes import PROBES, Probe, ProbeOutput, build_script, split_output
 
 
 class Target(BaseModel):
     expect: NodeExpect
-    hostspec: str = Field(description="testinfra host string: local:// or ssh://user@addr:port")
-    identity_file: str | None = None
-    ssh_config: str | None = None
+    ssh: SshTarget | None = Field(None, description="How to reach the node; none: this machine")
+
+    @property
+    def hostspec(self) -> str:
+        """testinfra's name for the target: local:// or ssh://user@addr:port."""
+        return self.ssh.testinfra()[0] if self.ssh else "local://"
 
 
 class Job(BaseModel):
@@ -31,8 +37,8 @@ class Job(BaseModel):
     checks: list[str]
     tool_path: str | None = Field(None, description="PATH prefix on the nodes; {node} expands")
     events: str = Field(description="JSON-lines file the plugin appends results to")
-    known_hosts: str | None = Field(
-        None, description="The rack's known_hosts (rackcert.known_hosts), enforced strictly"
+    facts: str | None = Field(
+        None, description="Write facts.json here, from the same probe session (validation.facts)"
     )
 
 
@@ -49,14 +55,10 @@ def testinfra_host(target: Target):  # -> testinfra.host.Host (imported lazily)
     """The testinfra Host for a target; cached by testinfra, so one per node per process."""
     import testinfra
 
-    if target.hostspec.startswith("local://"):
-        return testinfra.get_host(target.hostspec)
-    kwargs: dict[str, object] = {"timeout": 5, "controlpersist": 0}
-    if target.identity_file:
-        kwargs["ssh_identity_file"] = target.identity_file
-    if target.ssh_config:
-        kwargs["ssh_config"] = target.ssh_config
-    return testinfra.get_host(target.hostspec, **kwargs)
+    if target.ssh is None:
+        return testinfra.get_host("local://")
+    hostspec, kwargs = target.ssh.testinfra()
+    return testinfra.get_host(hostspec, **kwargs)
 
 
 def _ssh_error(exc: BaseException) -> str:
@@ -67,11 +69,14 @@ def _ssh_error(exc: BaseException) -> str:
     return (lines[-1] if lines else "ssh failed")[:300]
 
 
-def gather(target: Target, probe_names: list[str], tool_path: str | None) -> Gathered:
-    """Run the probes on one node; never raises."""
+def gather(
+    target: Target, probe_names: list[str], tool_path: str | None, extra: Sequence[Probe] = ()
+) -> Gathered:
+    """Run the probes (by name, plus `extra`: the facts') on one node, in one script over
+    one SSH session; never raises."""
     node = target.expect.node
     start = time.monotonic()
-    probes = [PROBES[n] for n in probe_names]
+    probes = [*(PROBES[n] for n in probe_names), *extra]
     path = tool_path.replace("{node}", node) if tool_path else None
     script = build_script(probes, target.expect, path)
     try:

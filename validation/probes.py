@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rackcert.ssh_target import hop_options, node_known_hosts
 from validation.expect import NodeExpect
 
 BEGIN = "@@rackcert-probe-begin"
@@ -79,21 +80,33 @@ def _const(text: str) -> Callable[[NodeExpect], str]:
 
 
 def _ssh_peers(expect: NodeExpect) -> str:
-    """Try every peer at once in the background (BatchMode: a password prompt is a failure)."""
+    """Try every peer at once in the background (BatchMode: a password prompt is a failure),
+    trusting only the peers' enrolled host keys (StrictHostKeyChecking=yes): a peer that
+    answers with another key fails, as the launchers' hops then would. The last line ssh
+    printed is the answer's message ("Host key verification failed.")."""
     if not expect.peers:
         return "true"
-    lines = []
+    setup, cleanup = "", ""
+    if expect.peer_known_hosts is not None:
+        setup, path, cleanup = node_known_hosts(expect.peer_known_hosts, "peers")
+        hop = hop_options(path, connect_timeout=5)
+    else:
+        hop = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "StrictHostKeyChecking=yes"]
+    opts = shlex.join(
+        [*hop, "-o", "ControlMaster=no", "-o", "GSSAPIAuthentication=no", "-o", "LogLevel=ERROR"]
+    )
+    lines = [f"{setup} || exit 1"] if setup else []
     for peer in expect.peers:
         target = shlex.quote(f"{expect.user}@{peer.address}")
         name = shlex.quote(peer.name)
         lines.append(
-            f"( out=$(ssh -n -T -o BatchMode=yes -o ConnectTimeout=5 -o ControlMaster=no"
-            " -o GSSAPIAuthentication=no -o UpdateHostKeys=no"
-            " -o StrictHostKeyChecking=accept-new"
-            f" -o LogLevel=ERROR -p {peer.port} {target} true 2>&1); "
-            f'echo "peer {name} rc=$? $(printf %s "$out" | tr "\\n" " " | cut -c1-200)" ) &'
+            f"( out=$(ssh -n -T {opts} -p {peer.port} -- {target} true 2>&1); "
+            f'echo "peer {name} rc=$? $(printf %s "$out" | tail -n 1 | cut -c1-200)" ) &'
         )
-    return "\n".join(lines) + "\nwait"
+    lines.append("wait")
+    if cleanup:
+        lines.append(cleanup)
+    return "\n".join(lines)
 
 
 # DCGM's run levels take about 1, 3, 30 and 90 minutes (DCGM user guide, diagnostics).

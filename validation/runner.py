@@ -1,10 +1,11 @@
 """The validate fan-out: every node at once, live progress, one record.
 
-One pytest process (validation/suite) gathers all nodes' probes in parallel and
-judges them; at the same time a pyinfra process takes the facts snapshot, and
-the hypervisor checks run here over the recorded discovery. The runner follows
-the suite's events file for a rich progress display, then merges everything
-into validate.json (through RunDir.write_stage), JUnit XML and facts.json.
+One pytest process (validation/suite) gathers all nodes' probes in parallel, one
+SSH session per node that also answers the facts snapshot (facts.json), and
+judges them; meanwhile the hypervisor checks run here over the recorded
+discovery. The runner follows the suite's events file for a rich progress
+display, then merges everything into validate.json (through RunDir.write_stage)
+and JUnit XML.
 
     >>> outcome = validate(loaded, run, runs_root=Path("runs"))
     >>> outcome.ok, outcome.summary["failed"]
@@ -23,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.errors import InputError
-from rackcert.known_hosts import enroll, is_pinned, rack_file, ssh_config_lines
+from rackcert.known_hosts import enroll, is_pinned, peer_lines, rack_file
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, atomic_write_bytes_checked, utc_now
 from rackcert.spec_loader import LoadedSpec
+from rackcert.ssh_target import SshTarget
 from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
@@ -50,16 +52,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return bool(self.summary["ok"])
-
-
-def _ssh_config(run: RunDir, known_hosts: Path) -> Path:
-    """Non-interactive SSH for validate: no password prompts, the rack's enrolled keys only."""
-    art = run.artifacts("validate")
-    path = art / "ssh_config"
-    pins = "".join(f"  {line}\n" for line in ssh_config_lines(known_hosts))
-    text = f"Host *\n  BatchMode yes\n{pins}  LogLevel ERROR\n  ConnectTimeout 5\n"
-    atomic_write_bytes_checked(path, text.encode())
-    return path
 
 
 def targets(
@@ -91,13 +83,19 @@ def targets(
     key_path = str(Path(key).expanduser()) if key else None
     if need_key and key_path and not Path(key_path).is_file():
         raise InputError(f"guest.ssh.key_file {key} does not exist; create it or fix the spec")
-    config = str(ssh_config or _ssh_config(run, rack_file(spec, run)))
+    # The rack's known_hosts unless the caller's own ssh_config decides (no enrolment then).
+    pins = None if ssh_config else str(rack_file(spec, run))
     return [
         Target(
             expect=e,
-            hostspec=f"ssh://{e.user}@{e.address}:{e.ssh_port}",
-            identity_file=key_path,
-            ssh_config=config,
+            ssh=SshTarget(
+                host=e.address,
+                user=e.user,
+                port=e.ssh_port,
+                identity_file=key_path,
+                known_hosts=pins,
+                ssh_config=str(ssh_config) if ssh_config else None,
+            ),
         )
         for e in chosen
     ]
@@ -208,22 +206,13 @@ def _hypervisor(
     return [r for r in results if not any(matches(r.id, p) for p in skip)], source
 
 
-def _start(art: Path, job_path: Path, facts_path: Path | None, with_suite: bool):
-    """Start the check suite and the facts collector side by side."""
-    env = _child_env()
+def _start(art: Path, job_path: Path, with_suite: bool) -> dict[str, subprocess.Popen]:
+    """Start the check suite (which also writes facts.json when the job asks)."""
     procs: dict[str, subprocess.Popen] = {}
     if with_suite:
         with (art / "pytest.log").open("wb") as log:
             procs["suite"] = subprocess.Popen(
-                _suite_cmd(job_path, art), stdout=log, stderr=subprocess.STDOUT, env=env
-            )
-    if facts_path is not None:
-        with (art / "facts.log").open("wb") as log:
-            procs["facts"] = subprocess.Popen(
-                [sys.executable, "-m", "validation.facts", str(job_path), str(facts_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
+                _suite_cmd(job_path, art), stdout=log, stderr=subprocess.STDOUT, env=_child_env()
             )
     return procs
 
@@ -254,12 +243,6 @@ def _follow(procs, events: Path, names: list[str], total: int, console, deadline
                 suite.kill()
             time.sleep(0.05)
     rc = suite.wait() if suite else 0
-    if "facts" in procs:
-        try:
-            procs["facts"].wait(timeout=max(1.0, end - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            procs["facts"].kill()
-            procs["facts"].wait()
     return gathered, results, rc
 
 
@@ -294,17 +277,19 @@ def validate(
     events = art / "events.jsonl"
     events.unlink(missing_ok=True)
     host_keys = _enroll(loaded, run, tgts) if not local and ssh_config is None else None
+    if host_keys:
+        tgts = _with_peer_keys(tgts, Path(host_keys["known_hosts"]))
+    facts_path = run.path / "facts.json"
     job = Job(
         targets=tgts,
         checks=[d.id for d in defs],
         tool_path=tool_path,
         events=str(events),
-        known_hosts=host_keys["known_hosts"] if host_keys else None,
+        facts=str(facts_path) if facts and defs else None,
     )
     job_path = art / "job.json"
     atomic_write_bytes_checked(job_path, job.model_dump_json(indent=2).encode())
-    facts_path = run.path / "facts.json"
-    procs = _start(art, job_path, facts_path if facts and defs else None, bool(defs))
+    procs = _start(art, job_path, bool(defs))
 
     hv_results: list[CheckResult] = []
     hv_source: str | None = None  # hypervisor checks run here while the guests answer
@@ -342,18 +327,30 @@ def validate(
 
 
 def _enroll(loaded: LoadedSpec, run: RunDir, tgts: list[Target]) -> dict[str, Any]:
-    """Enrol the nodes the rack's known_hosts does not know yet (first contact); recorded,
-    and shown by the CLI (Outcome.extra["host_keys"])."""
+    """Enrol the nodes and their peers the rack's known_hosts does not know yet (first
+    contact); recorded, and shown by the CLI (Outcome.extra["host_keys"])."""
     spec = loaded.spec
     path = rack_file(spec, run)
-    enrolled = enroll(
-        path, [(t.expect.address, t.expect.ssh_port) for t in tgts], pinned=is_pinned(spec)
-    )
+    hosts = [(t.expect.address, t.expect.ssh_port) for t in tgts]
+    hosts += [(p.address, p.port) for t in tgts for p in t.expect.peers]
+    enrolled = enroll(path, hosts, pinned=is_pinned(spec))
     return {
         "known_hosts": str(path),
         "pinned": is_pinned(spec),
         "enrolled": [e.to_dict() for e in enrolled],
     }
+
+
+def _with_peer_keys(tgts: list[Target], known_hosts: Path) -> list[Target]:
+    """Each target's peers' enrolled keys, for its ssh.peers probe (StrictHostKeyChecking=yes
+    against exactly those)."""
+    out = []
+    for t in tgts:
+        peers = [(p.name, p.address, p.port) for p in t.expect.peers]
+        lines = peer_lines(known_hosts, peers) if peers and known_hosts.is_file() else []
+        expect = t.expect.model_copy(update={"peer_known_hosts": lines})
+        out.append(t.model_copy(update={"expect": expect}))
+    return out
 
 
 def _not_run(defs, names, got: list[CheckResult], art: Path, rc: int) -> list[CheckResult]:

@@ -132,10 +132,14 @@ def _cluster_hosts(inventory: Inventory, cluster: str | None) -> set[str] | None
     return {name for name, c in known.items() if c == cluster}
 
 
-def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None):
-    """Run --nodes against the VMs `source` lists that vCenter also has."""
+def _node_links(
+    inventory: Inventory, source, hardware, known_hosts: Path | None, withheld: list[str]
+):
+    """Run --nodes against the VMs `source` lists that vCenter also has; the ssh clients never
+    see the variables `withheld` (the vCenter password's)."""
     from rackcert.discover.nodes import Target, probe
     from rackcert.discover.topo import gpu_passthrough, map_to_host, parse_bus_ids, parse_topo
+    from rackcert.ssh_target import SshTarget
 
     if source is None:
         raise InputError("--nodes needs --from SPEC: the VMs' addresses and SSH key come from it")
@@ -150,8 +154,14 @@ def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None
         pcis = gpu_passthrough(seen, {g.pci for g in hw.gpus})
         if len(pcis) < 2:
             continue  # one GPU shows no pair; nothing to learn
-        key = Path(ssh.key_file).expanduser() if ssh.key_file else None
-        targets.append(Target(vm.name, vm.address, vm.ssh_port, ssh.user, key))
+        node = SshTarget(
+            host=vm.address,
+            port=vm.ssh_port,
+            user=ssh.user,
+            identity_file=ssh.key_file,
+            known_hosts=str(known_hosts) if known_hosts else None,
+        )
+        targets.append(Target(vm.name, node))
         plan[vm.name] = (hw, pcis)
     if not targets:
         raise InputError(
@@ -162,7 +172,7 @@ def _node_links(inventory: Inventory, source, hardware, known_hosts: Path | None
         f" {', '.join(t.vm for t in targets)}",
         soft_wrap=True,
     )
-    answers = probe(targets, known_hosts=known_hosts)
+    answers = probe(targets, withheld=withheld)
     links = []
     for name, (hw, pcis) in plan.items():
         answer = answers[name]
@@ -337,7 +347,11 @@ def discover_cmd(
     hardware = inventory_hardware(inventory, catalog, _cluster_hosts(inventory, endpoint.cluster))
     sources = {}
     if nodes:
-        sources = apply_links(hardware, _node_links(inventory, source, hardware, known_hosts))
+        from rackcert.childenv import secret_variables
+
+        secrets = secret_variables(source, password_env, endpoint.password_env)
+        links = _node_links(inventory, source, hardware, known_hosts, secrets)
+        sources = apply_links(hardware, links)
     draft = build_draft(hardware, endpoint, rack, pair_sources=sources)
     text = render(draft.data, draft.notes, draft.header)
     where = str(output) if output else "<draft>"

@@ -2,14 +2,18 @@
 
 Why OpenSSH: the guest layer reaches VMs with the same client (Ansible, torchrun), so
 a VM that discover can reach is one the later stages can reach too, and host keys are
-checked the same way (BatchMode, the user's known_hosts or --known-hosts).
+checked the same way (rackcert.ssh_target: BatchMode, StrictHostKeyChecking=yes against
+--known-hosts or the user's known_hosts). The ssh client gets a short named environment
+(rackcert.childenv), never this process's whole one: a vCenter password variable would
+otherwise reach a ProxyCommand, a LocalCommand or anything ~/.ssh/config starts.
 
 One SSH round trip per VM runs both commands; VMs are asked in parallel. Any VM that
 cannot be reached or has no nvidia-smi is an error naming the VM: a draft is not
 written from half the evidence.
 
 Example:
-    texts = probe([Target("node1", "10.77.0.11", 22, "root", key)], known_hosts=None)
+    node1 = SshTarget(host="10.77.0.11", identity_file=key, known_hosts=kh)
+    texts = probe([Target("node1", node1)], withheld=["RACKCERT_VCENTER_PASSWORD"])
     texts["node1"].topo          # the `nvidia-smi topo -m` text
 """
 
@@ -18,9 +22,10 @@ from __future__ import annotations
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
+from rackcert.childenv import child_env
 from rackcert.errors import InputError
+from rackcert.ssh_target import SshTarget
 
 MARK = "@@rackcert-topo@@"
 REMOTE = (
@@ -32,10 +37,7 @@ REMOTE = (
 @dataclass(frozen=True)
 class Target:
     vm: str
-    address: str
-    port: int
-    user: str
-    key_file: Path | None = None
+    ssh: SshTarget
 
 
 @dataclass(frozen=True)
@@ -45,26 +47,18 @@ class GuestTopo:
     topo: str
 
 
-def ssh_argv(target: Target, known_hosts: Path | None, timeout: int) -> list[str]:
-    argv = ["ssh", "-p", str(target.port), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}"]
-    if target.key_file:
-        argv += ["-i", str(Path(target.key_file).expanduser()), "-o", "IdentitiesOnly=yes"]
-    if known_hosts:
-        argv += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
-    # "--" ends ssh's options: a user or address that starts with "-" is then a destination,
-    # never an option such as -oProxyCommand (which would run a command here).
-    return [*argv, "--", f"{target.user}@{target.address}", REMOTE]
-
-
-def _one(target: Target, known_hosts: Path | None, timeout: int) -> GuestTopo | str:
-    where = f"VM {target.vm} ({target.user}@{target.address}:{target.port})"
+def _one(target: Target, env: dict[str, str]) -> GuestTopo | str:
+    ssh = target.ssh
+    where = f"VM {target.vm} ({ssh.destination}:{ssh.port})"
+    timeout = ssh.connect_timeout
     try:
         proc = subprocess.run(
-            ssh_argv(target, known_hosts, timeout),
+            ssh.argv(REMOTE),
             capture_output=True,
             text=True,
             timeout=timeout * 6,
             check=False,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         return f"{where}: no answer within {timeout * 6} s"
@@ -82,12 +76,15 @@ def _one(target: Target, known_hosts: Path | None, timeout: int) -> GuestTopo | 
     return GuestTopo(target.vm, bus_ids, topo)
 
 
-def probe(
-    targets: list[Target], *, known_hosts: Path | None = None, timeout: int = 5
-) -> dict[str, GuestTopo]:
-    """Run the topology commands on every target; raise InputError naming the first failure."""
+def probe(targets: list[Target], *, withheld: list[str] | None = None) -> dict[str, GuestTopo]:
+    """Run the topology commands on every target; raise InputError naming the first failure.
+
+    `withheld`: variable names that must not reach the ssh client even if the named list
+    (rackcert.childenv.PASSED) had them (the spec's password_env).
+    """
+    env = child_env(withheld=withheld or ())
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(targets)))) as pool:
-        answers = list(pool.map(lambda t: _one(t, known_hosts, timeout), targets))
+        answers = list(pool.map(lambda t: _one(t, env), targets))
     failures = [a for a in answers if isinstance(a, str)]
     if failures:
         more = f" (and {len(failures) - 1} more VM(s))" if len(failures) > 1 else ""

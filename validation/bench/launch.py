@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.errors import RackcertError
+from rackcert.ssh_target import SshTarget, hop_options, node_known_hosts
 
 MARKER = "RACKCERT_RESULT "  # validation.bench.worker.MARKER, without importing torch-side code
 WORKER = ["-m", "validation.bench.worker"]
@@ -47,21 +48,22 @@ class LaunchError(RackcertError):
 
 @dataclass(frozen=True)
 class Node:
-    """One node to start ranks on, reached over SSH."""
+    """One node to start ranks on, reached over SSH (rackcert.ssh_target)."""
 
     name: str
-    address: str
-    port: int = 22
-    user: str = "root"
-    key_file: str | None = None
-    ssh_options: tuple[str, ...] = ()
+    ssh: SshTarget
 
-    def ssh_argv(self) -> list[str]:
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-p", str(self.port)]
-        if self.key_file:
-            argv += ["-i", os.path.expanduser(self.key_file), "-o", "IdentitiesOnly=yes"]
-        # "--": nothing after it is an option, whatever a spec's address or user holds.
-        return [*argv, *self.ssh_options, "--", f"{self.user}@{self.address}"]
+    @property
+    def address(self) -> str:
+        return self.ssh.host
+
+    @property
+    def port(self) -> int:
+        return self.ssh.port
+
+    def ssh_argv(self, *, tty: bool = False) -> list[str]:
+        """`ssh ... -- user@host`: the remote command is appended by the caller."""
+        return self.ssh.argv(tty=tty)
 
 
 @dataclass
@@ -155,7 +157,7 @@ def ssh_torchrun(
     remote = f"cd {where} && exec {_node_env(extra)} {shlex.join(torchrun)}"
     # -tt: the remote torchrun hangs on a pty, so stopping the local ssh client (a node
     # failed, the launch timed out) hangs it up instead of leaving ranks behind.
-    return [[*node.ssh_argv()[:1], "-tt", *node.ssh_argv()[1:], remote] for node in nodes]
+    return [[*node.ssh_argv(tty=True), remote] for node in nodes]
 
 
 def _node_env(env: dict[str, str] | None) -> str:
@@ -174,6 +176,7 @@ def ssh_horovodrun(
     remote_python: str,
     interface: str | None = None,
     env: dict[str, str] | None = None,
+    host_keys: list[str] | None = None,
 ) -> list[str]:
     """horovodrun started ON THE FIRST NODE (as the seed ran it), over the nodes' own SSH
     trust (configure's ssh_trust role): `ssh node1 -- horovodrun -np N -H a:g,b:g ...`.
@@ -182,10 +185,13 @@ def ssh_horovodrun(
     this machine does not share (the reason horovodrun from here found no common
     interface). Gloo is the controller (Horovod built without MPI); the collectives run
     on NCCL where Horovod was built with HOROVOD_GPU_OPERATIONS=NCCL and the ranks use
-    GPUs, on Gloo otherwise. horovodrun's own hops to the other nodes use its ssh
-    options (`-o StrictHostKeyChecking=no`, hard-coded in Horovod 0.28); the first hop,
-    from here, is as strict as the spec's known_hosts allows. The ranks inherit
-    horovodrun's environment, which `env -i` keeps to named variables.
+    GPUs, on Gloo otherwise. horovodrun's own hops to the other nodes run `ssh -o
+    StrictHostKeyChecking=no` (hard-coded in Horovod 0.28, horovod/runner/util/remote.py),
+    through a shell, so through PATH: the launch puts an ssh wrapper first on horovodrun's
+    PATH (`ssh_wrapper`) that drops those options and pins `host_keys` (the controller's
+    enrolled keys, shipped with the launch; without them the node's own known_hosts),
+    StrictHostKeyChecking=yes. The ranks inherit horovodrun's environment, which `env -i`
+    keeps to named variables.
     """
     first = nodes[0]
     horovodrun = str(Path(remote_python).parent / "horovodrun")
@@ -204,9 +210,55 @@ def ssh_horovodrun(
     if interface:
         argv += ["--network-interface", interface]
     argv += [remote_python, *WORKER, "--backend", "horovod", *worker_args]
-    remote = f"cd /tmp && exec {_node_env(env)} {shlex.join(argv)}"
-    ssh = first.ssh_argv()
-    return [ssh[0], "-tt", *ssh[1:], remote]
+    setup, known_hosts, cleanup = node_known_hosts(host_keys or [], "hvd")
+    where = known_hosts.rsplit("/", 1)[0]
+    pins = hop_options(known_hosts if host_keys is not None else None)
+    wrapper = shlex.quote(ssh_wrapper(where, pins))
+    setup += f" && printf %s {wrapper} > {where}/ssh && chmod 700 {where}/ssh"
+    named = {**(env or {}), "PATH": f"{where}:{NODE_PATH}"}
+    # No exec: the shell stays to remove the wrapper's directory when horovodrun ends.
+    remote = (
+        f"trap '{cleanup}' EXIT; trap 'exit 129' HUP INT TERM; {setup} && cd /tmp &&"
+        f" {_node_env(named)} {shlex.join(argv)}"
+    )
+    return [*first.ssh_argv(tty=True), remote]
+
+
+# Options a launcher's ssh must not get from the launcher itself: the wrapper's pins decide.
+_DROPPED = ("stricthostkeychecking", "userknownhostsfile", "globalknownhostsfile", "updatehostkeys")
+
+
+def ssh_wrapper(where: str, pins: list[str]) -> str:
+    """A POSIX sh `ssh` for a launcher that hard-codes its own host-key options (Horovod).
+
+    It drops every `-o` host-key option of its argv (`-o X=..`, `-oX=..`, any case) up to a
+    `--`, then runs the real ssh (PATH without `where`) with `pins` first: OpenSSH keeps the
+    first value of an option, so even an option it missed could not loosen the pins.
+    """
+    drop = "|".join(f"{name}*" for name in _DROPPED)
+    return f"""#!/bin/sh
+# rackcert: ssh for horovodrun's hops, pinned to the rack's enrolled host keys.
+PATH=${{PATH#{where}:}}
+o= done=
+for a do
+  shift
+  if [ -z "$done" ]; then
+    if [ -n "$o" ]; then
+      o=
+      case "$(printf %s "$a" | tr '[:upper:]' '[:lower:]')" in {drop}) continue ;; esac
+      set -- "$@" -o "$a"; continue
+    fi
+    case "$a" in
+      --) done=1 ;;
+      -o) o=1; continue ;;
+      -o*)
+        case "$(printf %s "${{a#-o}}" | tr '[:upper:]' '[:lower:]')" in {drop}) continue ;; esac ;;
+    esac
+  fi
+  set -- "$@" "$a"
+done
+exec ssh {shlex.join(pins)} "$@"
+"""
 
 
 def ssh_mpirun(
@@ -220,17 +272,19 @@ def ssh_mpirun(
     known_hosts: str | None = None,
     rdzv_port: int = 29400,
     env: dict[str, str] | None = None,
+    host_keys: list[str] | None = None,
 ) -> list[str]:
     """Open MPI's mpirun (Debian's openmpi-bin) started on the first node: the second
-    launcher. Its ssh hops take `plm_rsh_args`, so they can be strict: with a known_hosts
-    file on the nodes, StrictHostKeyChecking=yes. Ranks get only the variables named
+    launcher. Its ssh hops take `plm_rsh_args`, so they are strict (rackcert.ssh_target's
+    hop options): `host_keys`, the controller's enrolled keys shipped with the launch into
+    a private file on the first node, else `known_hosts` there (the file configure's
+    ssh_trust role fills), StrictHostKeyChecking=yes. Ranks get only the variables named
     with `-x`. The torch backend reads its rank from Open MPI's OMPI_COMM_WORLD_*
     variables and meets at the first node (MASTER_ADDR/PORT); the horovod backend needs
     a Horovod built with MPI."""
     first = nodes[0]
-    rsh = f"-p {first.port} -o BatchMode=yes"
-    if known_hosts:
-        rsh += f" -o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts}"
+    setup, shipped, cleanup = node_known_hosts(host_keys or [], "mpi")
+    rsh = " ".join(["-p", str(first.port), *hop_options(shipped if host_keys else known_hosts)])
     named = {**_forwarded_env(), **(env or {})}
     if backend == "torch":
         named |= {"MASTER_ADDR": first.address, "MASTER_PORT": str(rdzv_port)}
@@ -244,8 +298,12 @@ def ssh_mpirun(
         argv += ["-x", f"{key}={named[key]}"]
     argv += [remote_python, *WORKER, "--backend", backend, *worker_args]
     remote = f"cd /tmp && exec {_node_env(env)} {shlex.join(argv)}"
-    ssh = first.ssh_argv()
-    return [ssh[0], "-tt", *ssh[1:], remote]
+    if host_keys:  # the shell stays to remove the shipped file when mpirun ends
+        remote = (
+            f"trap '{cleanup}' EXIT; trap 'exit 129' HUP INT TERM; {setup} && cd /tmp &&"
+            f" {_node_env(env)} {shlex.join(argv)}"
+        )
+    return [*first.ssh_argv(tty=True), remote]
 
 
 def parse_result(text: str) -> dict[str, Any] | None:
@@ -264,9 +322,32 @@ _EXC_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.+)$")
 _ENGINE_SUMMARIES = ("ChildFailedError", "Horovod detected that one or more processes exited")
 
 
+# OpenSSH's words when a host's key is not the pinned one (sshconnect.c): changed, or unknown.
+_HOST_KEY_RE = re.compile(
+    r"Host key for (\S+) has changed|No \S+ host key is known for (\S+) and you have requested"
+)
+
+
+def _host_key_error(text: str) -> str | None:
+    """A hop refused for its host key, said as such: a launcher's own summary ("could not
+    connect to some hosts via ssh") does not say why."""
+    if "Host key verification failed" not in text:
+        return None
+    found = _HOST_KEY_RE.search(text)
+    who = next((g for g in found.groups() if g), "a node") if found else "a node"
+    return (
+        f"the host key of {who} is not the one enrolled (Host key verification failed);"
+        " find out why before re-enrolling it (docs/security.md)"
+    )
+
+
 def _last_error_line(text: str) -> str:
-    """The line that says why: the last Python exception a rank printed, else the last
-    line naming an error (torchrun's own "worker FAILED" summary names no cause)."""
+    """The line that says why: a refused host key, else the last Python exception a rank
+    printed, else the last line naming an error (torchrun's own "worker FAILED" summary
+    names no cause)."""
+    host_key = _host_key_error(text)
+    if host_key:
+        return host_key
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines):
         match = _EXC_RE.search(ln)
@@ -302,16 +383,14 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a launcher child gets: named variables only, never this process's
-    whole environment (which may hold RACKCERT_VCENTER_PASSWORD, a become password or a
-    token). PATH, HOME, locale and terminal, the ssh agent socket, the engines' own
-    variables (NCCL_, GLOO_, ...), then what the launch adds."""
-    keep = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR",
-            "SSH_AUTH_SOCK", "LD_LIBRARY_PATH", "VIRTUAL_ENV")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(_forwarded_env())
-    env.update(extra or {})
-    return env
+    """The environment a launcher child gets: rackcert.childenv's named variables (never this
+    process's whole environment, which may hold RACKCERT_VCENTER_PASSWORD, a become password
+    or a token), the loader path, the engines' own variables (NCCL_, GLOO_, ...), then what
+    the launch adds."""
+    from rackcert.childenv import child_env as named
+
+    keep = {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if k in os.environ}
+    return named({**keep, **_forwarded_env(), **(extra or {})})
 
 
 def _run_all(launch: Launch, log: Path, timeout_s: float) -> tuple[list[str], float]:

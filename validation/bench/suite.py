@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.errors import InputError, RackcertError
+from rackcert.known_hosts import peer_lines
 from rackcert.paths import REPO_ROOT
 from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec import Spec, Vm
+from rackcert.ssh_target import SshTarget
 from validation.bench import k8s, launch, nccltests, perftest, storage, verdict
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
@@ -213,10 +215,29 @@ def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
 
 def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[launch.Node]:
     ssh = spec.guest.ssh
-    extra: tuple[str, ...] = ()
-    if opts.known_hosts:
-        extra = ("-o", f"UserKnownHostsFile={opts.known_hosts}", "-o", "StrictHostKeyChecking=yes")
-    return [launch.Node(v.name, v.address, v.ssh_port, ssh.user, ssh.key_file, extra) for v in vms]
+    pins = str(opts.known_hosts) if opts.known_hosts else None
+    return [
+        launch.Node(
+            v.name,
+            SshTarget(
+                host=v.address,
+                port=v.ssh_port,
+                user=ssh.user,
+                identity_file=ssh.key_file,
+                known_hosts=pins,
+                connect_timeout=15,
+            ),
+        )
+        for v in vms
+    ]
+
+
+def host_keys(opts: BenchOptions, nodes: list[launch.Node]) -> list[str] | None:
+    """The nodes' enrolled keys from the controller's known_hosts, for the launchers' hops
+    from the first node (None without a file: the nodes' own known_hosts, strictly)."""
+    if not opts.known_hosts or not Path(opts.known_hosts).is_file():
+        return None
+    return peer_lines(Path(opts.known_hosts), [(n.name, n.address, n.port) for n in nodes])
 
 
 def worker_args(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[str]:
@@ -265,7 +286,13 @@ def build_launch(
     which = launcher_of(opts, engine)
     if which == "horovodrun":
         cmd = launch.ssh_horovodrun(
-            nodes, point.procs_per_node, args, remote_python=py, interface=iface, env=env
+            nodes,
+            point.procs_per_node,
+            args,
+            remote_python=py,
+            interface=iface,
+            env=env,
+            host_keys=host_keys(opts, nodes),
         )
         return launch.Launch(label, [cmd])
     if which == "mpirun":
@@ -279,6 +306,7 @@ def build_launch(
             known_hosts=opts.node_known_hosts,
             rdzv_port=opts.rdzv_port,
             env=env,
+            host_keys=host_keys(opts, nodes),
         )
         return launch.Launch(label, [cmd])
     cmds = launch.ssh_torchrun(

@@ -5,16 +5,25 @@ from __future__ import annotations
 from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
 
+HOST_KEY_FAILED = "Host key verification failed"
+
+
+def _why(message: str) -> str:
+    if HOST_KEY_FAILED in message:
+        return f"its host key is not the one enrolled: {message.rstrip('.')}"
+    return message
+
 
 @check("ssh.peers", probes=("ssh_peers",))
 def peers(view: NodeView) -> Outcome:
     """`ssh -o BatchMode=yes` from this node to every other VM of the spec succeeds.
 
-    A first contact records the peer's host key in the node's known_hosts (accept-new),
-    as the first MPI launch would. The mesh is n x (n-1) connections: the one part of
-    validate that grows faster than the number of nodes.
+    Host keys are checked strictly (StrictHostKeyChecking=yes) against the keys the
+    controller enrolled or the spec pinned (rackcert.known_hosts), sent with the probe: a
+    peer answering with another key fails, never is trusted anew. The mesh is n x (n-1)
+    connections: the one part of validate that grows faster than the number of nodes.
 
-    Fix: distribute the nodes' public keys to each other's authorized_keys (role ssh_trust).
+    Fix: share the cluster key (role ssh_trust); for a changed host key see docs/security.md.
     """
     want = view.expect.peers
     if not want:
@@ -24,7 +33,7 @@ def peers(view: NodeView) -> Outcome:
     for peer in want:
         got = answers.get(peer.name)
         if got is None or got.rc != 0:
-            bad.append(f"{peer.name} ({got.message if got else 'no answer'})")
+            bad.append(f"{peer.name} ({_why(got.message) if got else 'no answer'})")
     expected = f"{len(want)} peer(s) without password"
     if bad:
         return failed(f"{len(want) - len(bad)}/{len(want)} reached", expected, "; ".join(bad))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from validation.checks import REGISTRY, load_all
+from validation.facts import build_facts, fact_probes
 from validation.gather import Gathered, Job, Target, gather, testinfra_host
 
 
@@ -71,12 +72,17 @@ def rackcert_events(rackcert_job: Job) -> Events:
 
 @pytest.fixture(scope="session")
 def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, Gathered]:
-    """Every node's probes, gathered at once: the wall time is the slowest node's, not the sum."""
+    """Every node's probes, gathered at once: the wall time is the slowest node's, not the sum.
+
+    With a facts path in the job, the facts' commands ride in the same script and facts.json
+    is written from those answers (validation.facts): one SSH session per node for both.
+    """
     load_all()
     probes = sorted({p for c in rackcert_job.checks for p in REGISTRY[c].probes} | {"hostname"})
+    extra = fact_probes() if rackcert_job.facts else []
 
     def one(target: Target) -> Gathered:
-        got = gather(target, probes, rackcert_job.tool_path)
+        got = gather(target, probes, rackcert_job.tool_path, extra)
         rackcert_events.emit(
             event="gathered",
             node=got.node,
@@ -90,8 +96,27 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, G
     workers = max(1, min(64, len(rackcert_job.targets)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(one, rackcert_job.targets))
-    rackcert_events.emit(event="gather_done", seconds=round(time.monotonic() - start, 3))
+    seconds = round(time.monotonic() - start, 3)
+    if rackcert_job.facts:
+        _write_facts(Path(rackcert_job.facts), results, seconds)
+    rackcert_events.emit(event="gather_done", seconds=seconds)
     return {g.node: g for g in results}
+
+
+def _write_facts(path: Path, gathered: list[Gathered], seconds: float) -> None:
+    """facts.json from the gathered answers; facts are evidence, not a verdict: a failure to
+    build them is recorded as the document's error, never a failed suite."""
+    from rackcert.runs import atomic_write_json
+
+    try:
+        data = build_facts(
+            {g.node: g.outputs for g in gathered if g.reachable},
+            {g.node: g.error or "unreachable" for g in gathered if not g.reachable},
+            seconds=seconds,
+        )
+    except Exception as exc:  # noqa: BLE001 - record why, keep the checks
+        data = {"collector": "validate", "error": f"{type(exc).__name__}: {exc}", "nodes": {}}
+    atomic_write_json(path, data)
 
 
 @pytest.fixture
