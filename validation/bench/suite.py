@@ -264,8 +264,17 @@ def build_launch(
     iface = opts.network_interface or spec.network.interface
     which = launcher_of(opts, engine)
     if which == "horovodrun":
+        # One node: horovodrun sees only local hosts and looks for the interfaces holding
+        # 127.0.0.1 among those named (Horovod 0.28.1, horovod/runner/driver/
+        # driver_service.py get_local_interfaces), so naming the data interface fails
+        # ("No interface is found for address 127.0.0.1"); its ranks meet over loopback.
         cmd = launch.ssh_horovodrun(
-            nodes, point.procs_per_node, args, remote_python=py, interface=iface, env=env
+            nodes,
+            point.procs_per_node,
+            args,
+            remote_python=py,
+            interface=iface if point.nodes > 1 else None,
+            env=env,
         )
         return launch.Launch(label, [cmd])
     if which == "mpirun":
