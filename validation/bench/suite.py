@@ -76,7 +76,7 @@ class BenchOptions:
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
-    nccl_tests: str | None = None  # all_reduce_perf to run (default: the one on PATH)
+    nccl_tests: str | None = None  # all_reduce_perf to run (default: PATH, then the role's)
     storage_engine: str = "auto"  # fio when installed, else pread
 
 
@@ -438,9 +438,14 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
 
 # -- engines of the vendors: nccl-tests, perftest -------------------------------------------
 def run_nccl_tests(
-    opts: BenchOptions, engine: Engine, run: RunDir, points: list[Point]
+    opts: BenchOptions,
+    engine: Engine,
+    run: RunDir,
+    points: list[Point],
+    installed: Path = nccltests.INSTALLED,
 ) -> dict[str, Any]:
-    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run."""
+    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run; the
+    record names the binary that ran and how it was found (`binary`, `found_by`)."""
     if not opts.local:
         return {
             "skipped": True,
@@ -449,17 +454,18 @@ def run_nccl_tests(
         }
     if engine.device != "cuda":
         return {"skipped": True, "reason": "no GPU here: nccl-tests drives GPUs only"}
-    binary = nccltests.find(opts.nccl_tests)
-    if binary is None:
-        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH"
+    found = nccltests.locate(opts.nccl_tests, installed)
+    if found is None:
+        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH or in {installed.parent}"
         return {"skipped": True, "reason": f"nccl-tests not installed ({where} not found)"}
     gpus = points[-1].gpus
     top = opts.max_bytes or ((64 << 20) if opts.quick else (1 << 30))
     log = run.artifacts("bench") / "nccl-tests.log"
     try:
-        return nccltests.run_local(binary, gpus, top, log, timeout_s=opts.timeout_s)
+        report = nccltests.run_local(found["binary"], gpus, top, log, timeout_s=opts.timeout_s)
     except (nccltests.NcclTestsParseError, OSError) as exc:
-        return {"skipped": True, "reason": str(exc), "failed": True}
+        return {"skipped": True, "reason": str(exc), "failed": True, **found}
+    return {**report, **found}
 
 
 def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
