@@ -337,9 +337,22 @@ class PackageSource(Strict):
     repo_url: str | None = Field(None, description="apt/yum repository URL (file:// works too)")
     path: str | None = Field(
         None,
-        description="On the node: a repository directory, a .tgz to unpack (MLNX_OFED) or an .iso",
+        description="On the node: a repository directory, a .tgz to unpack (MLNX_OFED) or an .iso;"
+        " for nccl_tests the source tarball ON THE CONTROLLER (.tar.gz)",
     )
     package: str | None = Field(None, description="Package name when it differs from the default")
+    sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="nccl_tests only: the pinned SHA-256 of the source tarball (checked before"
+        " it is unpacked)",
+    )
+    version: str | None = Field(
+        None,
+        pattern=r"^[0-9A-Za-z][0-9A-Za-z._+-]*$",
+        description="nccl_tests only: the version the tarball holds (installs under"
+        " /opt/rackcert/nccl-tests-VERSION)",
+    )
     key_url: str | None = Field(None, description="URL of the repository's signing key")
     key_file: str | None = Field(
         None,
@@ -380,7 +393,35 @@ class PackageSource(Strict):
 
 
 # The components whose package source configure's roles read (a closed set).
-SourceComponent = Literal["ofed", "nvidia_driver", "cuda", "container_toolkit", "dl_runtime"]
+SourceComponent = Literal[
+    "ofed", "nvidia_driver", "cuda", "container_toolkit", "dl_runtime", "nccl_tests"
+]
+# nccl_tests is built from a pinned source tarball the controller copies (nothing downloads).
+_PINNED_TARBALL = "nccl_tests"
+
+
+def _check_sources(sources: dict[str, PackageSource]) -> None:
+    """nccl_tests is a pinned tarball (path, sha256, version); the others are packages."""
+    for name, src in sources.items():
+        pinned = {"sha256": src.sha256, "version": src.version}
+        if name != _PINNED_TARBALL:
+            extra = [k for k, v in pinned.items() if v is not None]
+            if extra:
+                raise ValueError(
+                    f"{name}: {extra[0]} is for nccl_tests only (a pinned source tarball)"
+                )
+            continue
+        missing = [k for k, v in {"path": src.path, **pinned}.items() if v is None]
+        if missing:
+            raise ValueError(
+                "nccl_tests needs path (the source tarball on the controller), sha256"
+                f" and version; {missing[0]} is missing"
+            )
+        if src.repo_url or src.key_url or src.key_file or src.package:
+            raise ValueError("nccl_tests takes path, sha256 and version only")
+        if source_kind(src.path or "") != "tarball":
+            raise ValueError(f"nccl_tests.path {src.path!r}: give the .tar.gz source tarball")
+        src.sha256 = (src.sha256 or "").lower()
 
 
 class GuestSsh(Strict):
@@ -422,8 +463,10 @@ class Guest(Strict):
     )
     sources: dict[SourceComponent, PackageSource] = Field(
         default_factory=dict,
-        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime);"
-        " any other key is an error, so a misspelt component is never silently ignored",
+        description="Per component (ofed, nvidia_driver, cuda, container_toolkit, dl_runtime,"
+        " nccl_tests: {path, sha256, version} of the pinned nccl-tests source tarball on the"
+        " controller); any other key is an error, so a misspelt component is never silently"
+        " ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
     ansible_vars: dict[str, Any] = Field(
@@ -433,6 +476,12 @@ class Guest(Strict):
             " dl_runtime_mode); passed to Ansible as data, never templated"
         ),
     )
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: dict[str, PackageSource]) -> dict[str, PackageSource]:
+        _check_sources(value)
+        return value
 
     @field_validator("ansible_vars")
     @classmethod

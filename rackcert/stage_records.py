@@ -105,6 +105,11 @@ class ConfigureHost(Model):
     tasks_done: int = 0
     changed_tasks: list[str] = Field(default_factory=list)
     failures: list[TaskProblem] = Field(default_factory=list)
+    outcomes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="What a role says became of its component here, by role (nccl_tests:"
+        " installed, found on PATH, or skipped and why)",
+    )
     status: Literal["ok", "changed", "failed", "unreachable"] = "ok"
 
 

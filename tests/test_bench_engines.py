@@ -249,3 +249,34 @@ def test_dcgm_probe_has_its_own_time_limit_then_the_common_one_again() -> None:
         script.rindex(f"timeout -k 2 {PROBE_TIMEOUT_S}"),
     )
     assert own < script.index("dcgmi diag") < common < script.index("hostname; uname")
+
+
+def _stand_in_all_reduce_perf(path: Path) -> Path:
+    """A GPU-less stand-in for all_reduce_perf: prints the real H200 run's captured output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nexec /bin/cat {FIX / 'all_reduce_perf-h200-1gpu.txt'}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_nccl_tests_runs_the_roles_install_and_records_which_binary(tmp_path, monkeypatch):
+    """Before: only --nccl-tests or PATH; the binary configure's role installed was never run."""
+    run = RunDir(tmp_path / "run")
+    cuda, pts = Engine("torch", "cuda", "nccl"), [Point(1, 1, 1)]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    installed = _stand_in_all_reduce_perf(tmp_path / "opt/nccl-tests/bin/all_reduce_perf")
+    out = run_nccl_tests(BenchOptions(local=True, quick=True), cuda, run, pts, installed)
+    assert out["binary"] == str(installed) and out["found_by"] == "configure's nccl_tests role"
+    assert out["command"][0] == str(installed) and out["version"] == "2.19.6"
+    assert len(out["points"]) == 28 and out["correct"]
+    # One on PATH wins (the role leaves it alone); --nccl-tests wins over both.
+    on_path = _stand_in_all_reduce_perf(tmp_path / "bin/all_reduce_perf")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert nccltests.locate(None, installed) == {"binary": str(on_path), "found_by": "PATH"}
+    given = _stand_in_all_reduce_perf(tmp_path / "given/all_reduce_perf")
+    assert nccltests.locate(str(given), installed)["found_by"] == "--nccl-tests"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    gone = run_nccl_tests(
+        BenchOptions(local=True), cuda, run, pts, tmp_path / "none/all_reduce_perf"
+    )
+    assert gone["skipped"] and "on PATH or in" in gone["reason"]

@@ -419,3 +419,21 @@ def test_cli_rejects_bad_options_with_one_line(capsys: pytest.CaptureFixture[str
     assert "--launcher 'pdsh'" in err and "--storage-engine 'dd'" in err
     assert "--gpus '1,x'" in err and "--skip 'gpu'" in err and "use it with --local" in err
     assert "Traceback" not in err
+
+
+def test_horovodrun_names_the_data_interface_only_across_nodes() -> None:
+    """Before: the 1-node point of `rackcert demo` passed --network-interface eth0 and
+    horovodrun failed ("No interface is found for address 127.0.0.1"): with only local
+    hosts Horovod looks for loopback among the interfaces named."""
+    from validation.bench.suite import Point, build_launch
+
+    lab = load_spec(LAB).spec
+    hvd = Engine("horovod", "auto", "horovod")
+    opts = BenchOptions(quick=True)
+    for count, named in ((1, False), (2, True)):
+        point = Point(count, count, 1, tuple(lab.vms[:count]))
+        (cmd,) = build_launch(lab, opts, hvd, point, ["resnet"]).commands
+        remote = shlex.split(cmd[-1])
+        assert ("--network-interface" in remote) is named, remote
+        if named:
+            assert remote[remote.index("--network-interface") + 1] == lab.network.interface

@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _MAX_MSG = 600
+# A role reports what became of its component (installed, found, skipped and why) as a fact
+# `<role>_outcome` holding a mapping with a "status" (the nccl_tests role does): the record
+# keeps it per host, so a skip is said, not hidden in a count of skipped tasks.
+OUTCOME_SUFFIX = "_outcome"
 
 
 @dataclass
@@ -38,6 +42,9 @@ class HostResult:
     tasks_done: int = 0
     changed_tasks: list[str] = field(default_factory=list)
     failures: list[TaskProblem] = field(default_factory=list)
+    # What a role says became of its component here, by role: {"status": "skipped",
+    # "detail": "no CUDA compiler (nvcc) on the node: ..."}; see OUTCOME_SUFFIX.
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -53,6 +60,17 @@ class HostResult:
         data.pop("current_task")
         data["status"] = self.status
         return data
+
+
+def _take_outcomes(h: HostResult, res: dict[str, Any]) -> None:
+    facts = res.get("ansible_facts")
+    if not isinstance(facts, dict):
+        return
+    for key, value in facts.items():
+        if key.endswith(OUTCOME_SUFFIX) and isinstance(value, dict) and "status" in value:
+            h.outcomes[key[: -len(OUTCOME_SUFFIX)]] = {
+                str(k): (_clip(v) if isinstance(v, str) else v) for k, v in value.items()
+            }
 
 
 def _label(event_data: dict[str, Any]) -> str:
@@ -138,6 +156,7 @@ class EventCollector:
             h.tasks_done += 1
         if kind == "runner_on_ok":
             h.ok += 1
+            _take_outcomes(h, res)
             if res.get("changed"):
                 h.changed += 1
                 h.changed_tasks.append(label)

@@ -95,6 +95,10 @@ def _guest_vars(spec: Spec) -> dict[str, Any]:
     dl = g.sources.get("dl_runtime")
     out["dl_runtime_index_url"] = dl.repo_url if dl and dl.repo_url else ""
     out["dl_runtime_wheelhouse"] = dl.path if dl and dl.path else ""
+    nt = g.sources.get("nccl_tests")  # a pinned tarball on the controller, copied by the role
+    out["nccl_tests_tarball"] = nt.path if nt and nt.path else ""
+    out["nccl_tests_sha256"] = nt.sha256 if nt and nt.sha256 else ""
+    out["nccl_tests_version"] = nt.version if nt and nt.version else ""
     return out
 
 

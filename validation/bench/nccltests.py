@@ -2,9 +2,10 @@
 
 Why: nccl-tests is the figure NVIDIA and every cloud's health check quote (busbw at
 large sizes), measured by NCCL's own benchmark rather than through a framework. Where
-the binary is on PATH (or given), rackcert runs it and parses its table; the torch sweep
-(validation.bench.allreduce) stays the fallback and, when both ran, the report shows
-them side by side. Parser tested on a real run's output (one H200,
+the binary is given, on PATH or installed by configure's nccl_tests role, rackcert runs
+it and parses its table; the torch sweep (validation.bench.allreduce) stays the fallback
+and, when both ran, the report shows them side by side; bench.json names the binary that
+ran (`binary`, `found_by`). Parser tested on a real run's output (one H200,
 tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
 
 Table columns (nccl-tests src/common.cu): size (B), count (elements), type, redop, root,
@@ -99,11 +100,35 @@ def parse(text: str) -> dict[str, Any]:
     return out
 
 
-def find(explicit: str | None = None) -> str | None:
-    """The all_reduce_perf to run: the given path, else the one on PATH (None: absent)."""
+# Where configure's nccl_tests role installs it: <root>/nccl-tests-<version>/bin, with
+# <root>/nccl-tests pointing at the version the spec pins (playbooks/roles/nccl_tests).
+INSTALLED = Path("/opt/rackcert/nccl-tests/bin") / BINARY
+
+
+def _runnable(path: Path | str) -> bool:
+    return Path(path).is_file() and os.access(path, os.X_OK)
+
+
+def locate(explicit: str | None = None, installed: Path = INSTALLED) -> dict[str, str] | None:
+    """The all_reduce_perf to run and how it was found, or None where there is none.
+
+    Order: the path given (--nccl-tests; nothing else when it is wrong), the one on PATH
+    (the role leaves such a binary alone), then the role's install.
+    """
     if explicit:
-        return explicit if Path(explicit).is_file() and os.access(explicit, os.X_OK) else None
-    return shutil.which(BINARY)
+        return {"binary": explicit, "found_by": "--nccl-tests"} if _runnable(explicit) else None
+    on_path = shutil.which(BINARY)
+    if on_path:
+        return {"binary": on_path, "found_by": "PATH"}
+    if _runnable(installed):
+        return {"binary": str(installed), "found_by": "configure's nccl_tests role"}
+    return None
+
+
+def find(explicit: str | None = None, installed: Path = INSTALLED) -> str | None:
+    """The all_reduce_perf to run: given, on PATH or the role's (None: absent)."""
+    found = locate(explicit, installed)
+    return found["binary"] if found else None
 
 
 def command(binary: str, gpus: int, max_bytes: int, min_bytes: int = 8) -> list[str]:

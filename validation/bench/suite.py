@@ -78,7 +78,7 @@ class BenchOptions:
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
-    nccl_tests: str | None = None  # all_reduce_perf to run (default: the one on PATH)
+    nccl_tests: str | None = None  # all_reduce_perf to run (default: PATH, then the role's)
     storage_engine: str = "auto"  # fio when installed, else pread
 
 
@@ -285,12 +285,16 @@ def build_launch(
     iface = opts.network_interface or spec.network.interface
     which = launcher_of(opts, engine)
     if which == "horovodrun":
+        # One node: horovodrun sees only local hosts and looks for the interfaces holding
+        # 127.0.0.1 among those named (Horovod 0.28.1, horovod/runner/driver/
+        # driver_service.py get_local_interfaces), so naming the data interface fails
+        # ("No interface is found for address 127.0.0.1"); its ranks meet over loopback.
         cmd = launch.ssh_horovodrun(
             nodes,
             point.procs_per_node,
             args,
             remote_python=py,
-            interface=iface,
+            interface=iface if point.nodes > 1 else None,
             env=env,
             host_keys=host_keys(opts, nodes),
         )
@@ -457,9 +461,14 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
 
 # -- engines of the vendors: nccl-tests, perftest -------------------------------------------
 def run_nccl_tests(
-    opts: BenchOptions, engine: Engine, run: RunDir, points: list[Point]
+    opts: BenchOptions,
+    engine: Engine,
+    run: RunDir,
+    points: list[Point],
+    installed: Path = nccltests.INSTALLED,
 ) -> dict[str, Any]:
-    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run."""
+    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run; the
+    record names the binary that ran and how it was found (`binary`, `found_by`)."""
     if not opts.local:
         return {
             "skipped": True,
@@ -468,17 +477,18 @@ def run_nccl_tests(
         }
     if engine.device != "cuda":
         return {"skipped": True, "reason": "no GPU here: nccl-tests drives GPUs only"}
-    binary = nccltests.find(opts.nccl_tests)
-    if binary is None:
-        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH"
+    found = nccltests.locate(opts.nccl_tests, installed)
+    if found is None:
+        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH or in {installed.parent}"
         return {"skipped": True, "reason": f"nccl-tests not installed ({where} not found)"}
     gpus = points[-1].gpus
     top = opts.max_bytes or ((64 << 20) if opts.quick else (1 << 30))
     log = run.artifacts("bench") / "nccl-tests.log"
     try:
-        return nccltests.run_local(binary, gpus, top, log, timeout_s=opts.timeout_s)
+        report = nccltests.run_local(found["binary"], gpus, top, log, timeout_s=opts.timeout_s)
     except (nccltests.NcclTestsParseError, OSError) as exc:
-        return {"skipped": True, "reason": str(exc), "failed": True}
+        return {"skipped": True, "reason": str(exc), "failed": True, **found}
+    return {**report, **found}
 
 
 def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:

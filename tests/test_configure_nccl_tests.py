@@ -1,0 +1,131 @@
+"""The nccl_tests role for real on two SSH test hosts (CPU only, no GPU driver).
+
+One test, three configure runs (tag nccl_tests only, ~10 s each): the pinned tarball's
+sha256 is refused when it differs (before anything reaches a node), a node without CUDA's
+compiler is skipped with the reason in configure.json, a node whose PATH already has
+all_reduce_perf is left alone, and a second run says the same. The build itself needs
+nccl-tests' source, which the tests cannot fetch: docs/evidence/h200-nccl-tests-role.sh
+runs it on a GPU machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from rackcert.configure.inventory import build_inventory
+from rackcert.configure.runner import configure
+from rackcert.errors import SpecError
+from rackcert.runs import RunDir
+from rackcert.spec_loader import load_spec
+from tests.plugins.configure import spec_for_hosts
+from tests.spec_helpers import example_data, write_spec
+
+FAKE_ON_PATH = "#!/bin/sh\necho '# nccl-tests version 0.0.0-on-path'\n"
+
+
+def _tarball(path: Path) -> str:
+    """A small tarball standing for the pinned source (the role never builds it here)."""
+    with tarfile.open(path, "w:gz") as tar:
+        data = b"nccl-tests stand-in\n"
+        info = tarfile.TarInfo("nccl-tests-9.9.9/README")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _outcomes(run: RunDir) -> dict[str, dict]:
+    record = json.loads((run.path / "configure.json").read_text())
+    return {name: h["outcomes"].get("nccl_tests") for name, h in record["data"]["hosts"].items()}
+
+
+def test_nccl_tests_role_refuses_a_wrong_pin_skips_without_cuda_and_leaves_path(
+    ssh_hosts, tmp_path: Path
+) -> None:
+    h1, h2 = ssh_hosts(["node1", "node2"])
+    for h in (h1, h2):
+        # CPU test hosts without CUDA: hide a toolkit the machine's image may carry (a
+        # tmpfs over it in the host's own mount namespace; the machine keeps its own).
+        out = h.exec(["sh", "-c", "for d in /usr/local/cuda-*; do [ -d \"$d\" ] &&"
+                      " mount -t tmpfs -o size=1m none \"$d\"; done; rm -f /usr/local/bin/nvcc;"
+                      " ! command -v nvcc"])  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+    h2.path("/usr/local/bin/all_reduce_perf").write_text(FAKE_ON_PATH)
+    h2.path("/usr/local/bin/all_reduce_perf").chmod(0o755)
+    tarball = tmp_path / "nccl-tests-9.9.9.tar.gz"
+    digest = _tarball(tarball)
+    runs = tmp_path / "runs"
+
+    def run_with(sha256: str, name: str) -> tuple[RunDir, object]:
+        source = {"path": str(tarball), "sha256": sha256, "version": "9.9.9"}
+        loaded = spec_for_hosts([h1, h2], tmp_path / name, sources={"nccl_tests": source})
+        run = RunDir.create(runs, "lab", loaded.sha256, loaded.text)
+        return run, configure(loaded, run, tags=["nccl_tests"])
+
+    # A wrong pin: refused on the controller, one line naming both digests; nothing copied.
+    wrong = "0" * 64
+    _run, refused = run_with(wrong, "wrong")
+    assert not refused.ok and refused.totals["failed"] == 2, refused.totals
+    assert digest in refused.error and wrong in refused.error, refused.error
+    assert "\n" not in refused.error and "not unpacked" in refused.error
+    for h in (h1, h2):
+        assert not h.path("/opt/rackcert/nccl-tests-9.9.9").exists()
+
+    # The right pin: node1 has no nvcc (skipped, said why), node2 keeps its own binary.
+    for attempt in ("first", "second"):
+        run, result = run_with(digest.upper(), attempt)
+        assert result.ok, result.error
+        got = _outcomes(run)
+        assert got["node1"]["status"] == "skipped", got
+        assert "no CUDA compiler (nvcc)" in got["node1"]["detail"]
+        assert got["node2"] == {
+            "status": "found",
+            "binary": "/usr/local/bin/all_reduce_perf",
+            "detail": "all_reduce_perf is on PATH (/usr/local/bin/all_reduce_perf): left as it is",
+        }
+        assert result.totals["changed"] == 0, [h.changed_tasks for h in result.hosts]
+    for h in (h1, h2):
+        assert not h.path("/opt/rackcert/nccl-tests").exists()
+        assert not h.path("/opt/rackcert/nccl-tests-9.9.9").exists()
+    assert h2.path("/usr/local/bin/all_reduce_perf").read_text() == FAKE_ON_PATH
+
+
+SHA = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ({"path": "/src/nccl-tests.tar.gz", "version": "2.19.6"}, "sha256 is missing"),
+        ({"path": "/src/nccl-tests.tar.gz", "sha256": SHA}, "version is missing"),
+        ({"path": "/src/nccl-tests.tar.gz", "sha256": "abc", "version": "2"}, "sha256"),
+        ({"path": "/src/nccl-tests/", "sha256": SHA, "version": "2"}, "the .tar.gz source"),
+        ({"path": "/s.tar.gz", "sha256": SHA, "version": "2", "repo_url": "https://x"},
+         "path, sha256 and version only"),
+        ({"path": "/s.tar.gz", "sha256": SHA, "version": "../x"}, "version"),
+    ],
+)  # fmt: skip
+def test_a_nccl_tests_source_is_a_pinned_tarball(tmp_path, source, expected) -> None:
+    data = example_data()
+    data["guest"]["sources"] = {"nccl_tests": source}
+    with pytest.raises(SpecError) as info:
+        load_spec(write_spec(tmp_path, data))
+    assert "guest.sources" in str(info.value) and expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_sha256_and_version_belong_to_nccl_tests_and_reach_its_role(tmp_path) -> None:
+    data = example_data()
+    data["guest"]["sources"] = {"ofed": {"path": "/mnt/ofed", "sha256": SHA}}
+    with pytest.raises(SpecError, match="sha256 is for nccl_tests only"):
+        load_spec(write_spec(tmp_path, data))
+    source = {"path": "/src/nccl-tests-2.19.6.tar.gz", "sha256": SHA.upper(), "version": "2.19.6"}
+    data["guest"]["sources"] = {"nccl_tests": source}
+    inv = build_inventory(load_spec(write_spec(tmp_path, data)).spec)["all"]["vars"]
+    assert (inv["nccl_tests_tarball"], inv["nccl_tests_sha256"], inv["nccl_tests_version"]) == (
+        "/src/nccl-tests-2.19.6.tar.gz", SHA, "2.19.6")  # fmt: skip
