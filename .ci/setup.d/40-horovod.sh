@@ -6,6 +6,12 @@
 # merged upstream after 0.28.1 and never released. Built with --no-build-isolation so it
 # compiles against .venv's torch, not a fresh one pip would fetch. About 2-4 min on 2 cores.
 # Skipped when horovod.torch already imports.
+# Without MPI on purpose (HOROVOD_WITHOUT_MPI=1 below), although 45-lab-dl-stack.sh installs
+# openmpi-bin: Horovod's build would otherwise probe for MPI, and the lab's ranks are
+# started by horovodrun with its Gloo controller; mpirun, the second launcher, starts
+# torch.distributed ranks (Open MPI's OMPI_COMM_WORLD_* variables), which need no Horovod
+# built against MPI. openmpi-bin has no headers or mpicxx (libopenmpi-dev), so an MPI build
+# would need more packages and a rebuild of minutes for a path the bench does not take.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python

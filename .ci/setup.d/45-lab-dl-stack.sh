@@ -6,8 +6,16 @@
 # then builds the nodes' environment over it (guest.dl_system_site_packages) and installs
 # the bench worker there. Hard links of .venv's installed files (same file system): no copy,
 # no download, ~2 s; the hosts never see .venv or the checkout themselves.
+# Open MPI's mpirun (Debian's openmpi-bin), the bench's second launcher, is part of that
+# image too (NVIDIA's NGC PyTorch images carry Open MPI): installed into this machine's
+# /usr, which every test host sees through its own /usr overlay (tests/test_bench_mpirun.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if ! command -v mpirun >/dev/null || ! dpkg -s openmpi-bin >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null
+fi
+echo "lab DL stack: $(mpirun --version | head -n 1)"
 TARGET=${RACKCERT_LAB_DL_SITE:-/opt/rackcert-lab/dl-site}
 "${RACKCERT_PYTHON:-.venv/bin/python}" - "$TARGET" <<'PYEOF'
 import os, re, shutil, sys
