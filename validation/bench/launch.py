@@ -217,11 +217,7 @@ def ssh_horovodrun(
     setup += f" && printf %s {wrapper} > {where}/ssh && chmod 700 {where}/ssh"
     named = {**(env or {}), "PATH": f"{where}:{NODE_PATH}"}
     # No exec: the shell stays to remove the wrapper's directory when horovodrun ends.
-    remote = (
-        f"trap '{cleanup}' EXIT; trap 'exit 129' HUP INT TERM; {setup} && cd /tmp &&"
-        f" {_node_env(named)} {shlex.join(argv)}"
-    )
-    return [*first.ssh_argv(tty=True), remote]
+    return [*first.ssh_argv(tty=True), _staying_shell(setup, cleanup, _node_env(named), argv)]
 
 
 # Options a launcher's ssh must not get from the launcher itself: the wrapper's pins decide.
@@ -299,11 +295,18 @@ def ssh_mpirun(
     argv += [remote_python, *WORKER, "--backend", backend, *worker_args]
     remote = f"cd /tmp && exec {_node_env(env)} {shlex.join(argv)}"
     if host_keys:  # the shell stays to remove the shipped file when mpirun ends
-        remote = (
-            f"trap '{cleanup}' EXIT; trap 'exit 129' HUP INT TERM; {setup} && cd /tmp &&"
-            f" {_node_env(env)} {shlex.join(argv)}"
-        )
+        remote = _staying_shell(setup, cleanup, _node_env(env), argv)
     return [*first.ssh_argv(tty=True), remote]
+
+
+def _staying_shell(setup: str, cleanup: str, env_prefix: str, argv: list[str]) -> str:
+    """`setup`, then the launcher under a shell that stays (no exec) to run `cleanup` when
+    it ends, also when the ssh client is stopped (HUP from the -tt pty) or the launch is
+    interrupted: what the launch shipped to the first node never outlives it."""
+    return (
+        f"trap '{cleanup}' EXIT; trap 'exit 129' HUP INT TERM; {setup} && cd /tmp &&"
+        f" {env_prefix} {shlex.join(argv)}"
+    )
 
 
 def parse_result(text: str) -> dict[str, Any] | None:

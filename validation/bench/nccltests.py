@@ -125,12 +125,6 @@ def locate(explicit: str | None = None, installed: Path = INSTALLED) -> dict[str
     return None
 
 
-def find(explicit: str | None = None, installed: Path = INSTALLED) -> str | None:
-    """The all_reduce_perf to run: given, on PATH or the role's (None: absent)."""
-    found = locate(explicit, installed)
-    return found["binary"] if found else None
-
-
 def command(binary: str, gpus: int, max_bytes: int, min_bytes: int = 8) -> list[str]:
     """One process driving `gpus` local GPUs (-g), sizes doubling min..max, checked (-c 1)."""
     return [binary, "-b", str(min_bytes), "-e", str(max_bytes), "-f", "2", "-g", str(gpus),
