@@ -8,18 +8,14 @@ Needs root (the ssh_hosts fixture), openmpi-bin and the lab DL stack
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from rackcert.configure.runner import configure
 from rackcert.lab.sshhosts import LAB_DL_SITE
-from rackcert.paths import REPO_ROOT
 from rackcert.runs import RunDir
-from tests.plugins.configure import spec_for_hosts
+from tests.plugins.configure import bench_two_hosts, spec_for_hosts
 
 
 def test_mpirun_from_node1_across_two_hosts_reduces_right_and_is_recorded(
@@ -33,14 +29,9 @@ def test_mpirun_from_node1_across_two_hosts_reduces_right_and_is_recorded(
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
     result = configure(loaded, run, tags=["ssh_trust", "dl_runtime"])
     assert result.ok, result.error
-    proc = subprocess.run(
-        [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
-         "--gpus-per-node", "1", "--launcher", "mpirun", "--backend", "gloo", "--quick",
-         "--skip", "resnet,storage", "--max-bytes", "1048576",
-         "--known-hosts", str(h1.known_hosts), "--run", str(run.path), "--json",
-         "--timeout", "300"],
-        capture_output=True, text=True, timeout=500, cwd=REPO_ROOT, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    proc = bench_two_hosts(
+        loaded, run, h1, "--launcher", "mpirun", "--backend", "gloo",
+        "--skip", "resnet,storage", "--json", "--timeout", "300", timeout=500,
     )  # fmt: skip
     # INCOMPLETE (exit 1): no ResNet50 measured, so the required checks are not all judged.
     assert proc.returncode == 1 and proc.stdout.strip(), proc.stderr[-3000:]

@@ -8,9 +8,7 @@ Needs root (the ssh_hosts fixture) and the lab DL stack (.ci/setup.d/45-lab-dl-s
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from rackcert.configure.runner import configure
 from rackcert.lab.sshhosts import LAB_DL_SITE
 from rackcert.paths import REPO_ROOT
 from rackcert.runs import RunDir
-from tests.plugins.configure import spec_for_hosts
+from tests.plugins.configure import bench_two_hosts, spec_for_hosts
 from tests.test_host_keys import _rekey
 
 SECRET = "env-Only-Vcenter-Secret-5531"
@@ -40,13 +38,9 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert result.ok, result
     check = h1.ssh("/opt/rackcert/venv/bin/horovodrun --check-build", timeout=180)
     assert "[X] PyTorch" in check.stdout and "[X] Gloo" in check.stdout, check.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
-         "--gpus-per-node", "1", "--quick", "--model", "resnet18", "--skip", "storage",
-         "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts), "--run", str(run.path),
-         "--json", "--timeout", "400"],
-        capture_output=True, text=True, timeout=700, cwd=REPO_ROOT, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RACKCERT_VCENTER_PASSWORD": SECRET},
+    proc = bench_two_hosts(
+        loaded, run, h1, "--model", "resnet18", "--skip", "storage", "--json",
+        "--timeout", "400", timeout=700, env={"RACKCERT_VCENTER_PASSWORD": SECRET},
     )  # fmt: skip
     # INCOMPLETE (exit 1): one node count measured, so the required scaling check is not judged.
     assert proc.returncode == 1 and proc.stdout.strip(), proc.stderr[-2000:]
@@ -89,13 +83,9 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     # node1) is unchanged; horovodrun's hop node1 -> node2 must refuse it. Before, Horovod's
     # hard-coded StrictHostKeyChecking=no trusted it and the launch succeeded.
     _rekey(h2)
-    proc = subprocess.run(
-        [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
-         "--gpus-per-node", "1", "--quick", "--model", "resnet18", "--skip", "storage,rdma",
-         "--max-bytes", "1048576", "--known-hosts", str(h1.known_hosts), "--run", str(run.path),
-         "--backend", "horovod", "--timeout", "300"],
-        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    proc = bench_two_hosts(
+        loaded, run, h1, "--model", "resnet18", "--skip", "storage,rdma",
+        "--backend", "horovod", "--timeout", "300", timeout=600,
     )  # fmt: skip
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]

@@ -9,12 +9,17 @@ directory the hosts share.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rackcert.lab.sshhosts import TestHost
+from rackcert.paths import REPO_ROOT
+from rackcert.runs import RunDir
 from rackcert.spec_loader import LoadedSpec, load_spec
 from tests.spec_helpers import gateway_on_subnet_of
 
@@ -66,3 +71,23 @@ def air_gap(hosts: list[TestHost]) -> None:
     for h in hosts:
         out = h.exec(["sh", "-c", "rm -f /var/lib/apt/lists/*_dists_* /var/cache/apt/*.bin"])
         assert out.returncode == 0, out.stderr
+
+
+def bench_two_hosts(
+    loaded: LoadedSpec,
+    run: RunDir,
+    first: TestHost,
+    *args: str,
+    timeout: float,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`rackcert bench` on two SSH test hosts of one rank each, as a subprocess: the quick
+    sizes, the first host's known_hosts and the run directory, then the test's own `args`
+    (launcher, backend, skips, --json); `env` adds to this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "bench", str(loaded.path), "--nodes", "2",
+         "--gpus-per-node", "1", "--quick", "--max-bytes", "1048576",
+         "--known-hosts", str(first.known_hosts), "--run", str(run.path), *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
+    )  # fmt: skip
