@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from rackcert.ansible_vars import ansible_var_problems
 from rackcert.placement import PlacementError, place
 from rackcert.spec import NvlinkPolicy, Spec
 
@@ -178,13 +179,8 @@ def _placement(spec: Spec) -> Iterator[Problem]:
 
 
 def _ansible_vars(spec: Spec) -> Iterator[Problem]:
-    from rackcert.configure.inventory import ansible_var_conflicts
-
-    for name in ansible_var_conflicts(spec):
-        yield Problem(
-            ("guest", "ansible_vars", name),
-            f"rackcert sets {name} from the spec; change the spec field it comes from instead",
-        )
+    for name, message in ansible_var_problems(spec):
+        yield Problem(("guest", "ansible_vars", name), message)
 
 
 RULES = (

@@ -13,6 +13,8 @@ import yaml
 
 from rackcert.configure.inventory import build_inventory
 from rackcert.configure.runner import _extra_vars_label
+from rackcert.errors import InputError
+from rackcert.spec import Spec
 from rackcert.spec_loader import load_spec
 from tests.spec_helpers import LAB, R750, example_data, mutated, write_spec
 
@@ -89,6 +91,40 @@ def test_ansible_vars_reach_the_inventory_as_data_and_may_not_shadow_the_spec(tm
     jinja = mutated(data, _guest(ansible_vars={"x": "{{ lookup('pipe', 'id') }}"}))
     line = _one_error_line(_cli("spec", "check", str(write_spec(tmp_path, jinja, "j.yaml"))))
     assert "is not allowed in a spec value" in line
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ansible_ssh_common_args", "-o ProxyCommand='touch /tmp/rackcert-pwned'"),
+        ("ansible_connection", "local"),
+        ("ansible_ssh_executable", "/tmp/evil"),
+        ("ansible_ssh_args", "-o StrictHostKeyChecking=no"),
+        ("ansible_ssh_extra_args", "-o UserKnownHostsFile=/dev/null"),
+        ("ansible_host_key_checking", False),
+        ("ansible_become_exe", "/tmp/evil"),
+        ("some_unknown_variable", 1),
+    ],
+)
+def test_ansible_vars_outside_the_roles_defaults_are_refused_at_their_line(tmp_path, name, value):
+    """Connection variables run commands on the controller or drop the enrolled host keys."""
+    data = mutated(example_data(LAB), _guest(ansible_vars={name: value}))
+    path = write_spec(tmp_path, data)
+    proc = _cli("spec", "check", str(path))
+    assert proc.returncode == 2
+    line = _one_error_line(proc)
+    assert f"{path}:" in line and f"guest.ansible_vars.{name}" in line
+    assert "is not a variable of rackcert's roles" in line
+    # A library caller that skips `spec check` gets the same refusal from the inventory.
+    with pytest.raises(InputError, match=f"guest.ansible_vars.{name}"):
+        build_inventory(Spec.model_validate(data))
+
+
+@pytest.mark.parametrize("value", ["python3", "../bin/python", 3, "/usr/bin/python3\n-x"])
+def test_python_interpreter_must_be_an_absolute_path(tmp_path, value):
+    data = mutated(example_data(LAB), _guest(ansible_vars={"ansible_python_interpreter": value}))
+    line = _one_error_line(_cli("spec", "check", str(write_spec(tmp_path, data))))
+    assert "guest.ansible_vars.ansible_python_interpreter" in line and "absolute path" in line
 
 
 def test_el8_nodes_get_a_supported_python_unless_the_spec_says_otherwise(tmp_path):

@@ -72,7 +72,12 @@ def test_tarball_iso_directory_and_signed_sources_install(ssh_hosts, vendor_sour
     extra.write_text(yaml.safe_dump({"cuda_package": "rackcert-fake-cuda-toolkit-11-4"}))
     toolkit = "container_toolkit_package=rackcert-fake-nvidia-container-toolkit"
     runs = tmp_path / "runs"
-    first = _configure(good.path, runs, "--tags", "vendor", "-e", f"@{extra}", "-e", toolkit)
+    # A value no role reads: it must reach no file of the run (ansible-runner keeps its own
+    # command line in env/cmdline and ansible/<ident>/command).
+    note = "rackcert_operator_note=opnote-7f3a91"
+    first = _configure(
+        good.path, runs, "--tags", "vendor", "-e", f"@{extra}", "-e", toolkit, "-e", note
+    )
     refused = _configure(wrong.path, runs, "--tags", "container_toolkit", "--extra-vars", toolkit)
     first, refused = _wait(first), _wait(refused)
 
@@ -117,6 +122,10 @@ def _node1_installed_every_kind(proc, node1, runs):
     # The record keeps which extra vars were given, never their values.
     assert record["data"]["extra_vars"][1] == "container_toolkit_package=..."
     assert "rackcert-fake-nvidia-container-toolkit" not in json.dumps(record["data"]["extra_vars"])
+    kept = [p for p in runs.rglob("*") if p.is_file() and b"opnote-7f3a91" in p.read_bytes()]
+    assert not kept, kept
+    for cmdfile in runs.rglob("ansible/*/command"):
+        assert "rackcert-fake-nvidia-container-toolkit" not in cmdfile.read_text()
 
 
 def _unknown_version_refused(proc, runs):

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rackcert.childenv import secret_variables
 from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector, HostResult
@@ -262,8 +264,6 @@ def configure(
         extra_file = artifacts / "inventory" / "extra_vars.yml"
         extra_file.write_text(dump_unsafe_yaml(extravars))
         cmdline += ["--extra-vars", shlex.quote(f"@{extra_file}")]
-    for value in operator_vars:  # the operator's own Ansible input: as given, like -e
-        cmdline += ["--extra-vars", shlex.quote(value)]
     passwords = {}
     if become_password:
         cmdline.append("--ask-become-pass")
@@ -278,6 +278,10 @@ def configure(
 
     rc, status = 1, "failed"
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
+        # The operator's own Ansible input, as given, like -e; its values never reach the
+        # artifacts (ansible-runner keeps its command line in env/cmdline and `command`).
+        for value in _operator_var_args(operator_vars, Path(control_dir)):
+            cmdline += ["--extra-vars", shlex.quote(value)]
         envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)), keys.path)
         try:
             runner = ansible_runner.interface.init_runner(
@@ -374,6 +378,32 @@ def _write_record(
     }
     status = "failed" if error or rc != 0 else "ok"
     return run.write_stage("configure", data, status=status, error=error, started_at=started)
+
+
+def _operator_var_args(values: Sequence[str], directory: Path) -> list[str]:
+    """Each --extra-vars value as ansible-playbook gets it: `@file` as given, the others moved
+    into a file of `directory` (private, removed after the run) so no value is kept.
+
+    `key=value` text is parsed with Ansible's own parse_kv, which is what ansible-playbook does
+    with it (ansible.utils.vars.load_extra_vars); YAML/JSON text is written as it is.
+    """
+    from ansible.parsing.splitter import parse_kv
+
+    args: list[str] = []
+    for index, value in enumerate(values):
+        text = value.strip()
+        if text.startswith("@"):
+            args.append(value)
+            continue
+        path = directory / f"operator-vars-{index}.yml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            if text.startswith(("{", "[")):
+                handle.write(value)
+            else:
+                handle.write(yaml.safe_dump(parse_kv(value), default_flow_style=False))
+        args.append(f"@{path}")
+    return args
 
 
 def _extra_vars_label(value: str) -> str:
