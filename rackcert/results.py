@@ -82,6 +82,9 @@ class ScalingPoint(BaseModel):
     images_per_sec: float = Field(description="Total images/s across all GPUs")
     images_per_sec_per_gpu: float
     spread: float = Field(0.0, description="+- 1.96 sigma of the total over timed intervals")
+    warmup_s: float | None = Field(
+        None, description="Seconds of warm-up steps (compilation included), excluded from the rate"
+    )
     speedup: float = 1.0
     efficiency: float = 1.0
 

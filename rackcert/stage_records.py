@@ -239,6 +239,16 @@ class BenchLaunch(Model):
     horovod_ref: dict[str, Any] | None = Field(
         None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
     )
+    compile_cache: dict[str, Any] | None = Field(
+        None,
+        description="The nodes' inductor/Triton cache directory and how many files it held"
+        " when the launch started (0: a cold compile)",
+    )
+    exit_warning: str | None = Field(
+        None,
+        description="Every rank reported its figures, then a process did not exit cleanly:"
+        " recorded, not a failed launch",
+    )
 
 
 class StorageNode(Model):
@@ -357,6 +367,9 @@ class BenchData(Model):
         None, description="ib_write_bw between node pairs, or why it was skipped"
     )
     storage: StorageResult | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="What went wrong without spoiling a figure"
+    )
     verdict: Verdict | None = None
 
 
