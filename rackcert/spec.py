@@ -553,6 +553,35 @@ class Network(Strict):
     )
 
 
+LinkTopology = Literal["nvlink", "pcie", "sys", "nic"]
+
+
+class LinkExpectation(Strict):
+    """What an allreduce launch should reach on one kind of link, and where that figure comes
+    from. `line_rate_gbps` (Gb/s, one direction) is judged with allreduce_busbw_fraction_min;
+    `busbw_gbps` (GB/s, nccl-tests' busbw) is a floor of its own, judged as it stands."""
+
+    topology: LinkTopology = Field(
+        description="The link a launch's ranks talk over: nvlink (NV# between its GPUs, the"
+        " bridge of a PCIe pair inside one VM), pcie (PIX/PXB/PHB/NODE), sys (across sockets),"
+        " nic (between nodes)"
+    )
+    gpu: str | None = Field(
+        None, description="Only for GPUs whose name contains this (e.g. 'A100'); absent: any"
+    )
+    line_rate_gbps: float | None = Field(None, gt=0, description="Gb/s each way")
+    busbw_gbps: float | None = Field(None, gt=0, description="Expected allreduce busbw, GB/s")
+    source: str = Field(
+        min_length=1, description="Where the figure comes from: a datasheet, a measurement"
+    )
+
+    @model_validator(mode="after")
+    def _one_figure(self) -> LinkExpectation:
+        if (self.line_rate_gbps is None) == (self.busbw_gbps is None):
+            raise ValueError("give exactly one of line_rate_gbps and busbw_gbps")
+        return self
+
+
 class Certification(Strict):
     reference: str | None = Field(None, description="Certified-matrix entry to compare against")
     scaling_efficiency_min: float = Field(
@@ -568,6 +597,11 @@ class Certification(Strict):
     )
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
+    )
+    links: list[LinkExpectation] = Field(
+        default_factory=list,
+        description="Expected busbw or line rate per topology, each with its source; first"
+        " match wins, before rackcert's shipped figures (validation.bench.links)",
     )
     required: list[VerdictCheckId] | None = Field(
         None,

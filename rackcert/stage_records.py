@@ -222,6 +222,7 @@ class BenchRank(Model):
     rank: int
     host: str
     local_rank: int
+    bus_id: str | None = Field(None, description="PCI bus id of the rank's GPU (nvidia-smi's)")
 
 
 class BenchLaunch(Model):

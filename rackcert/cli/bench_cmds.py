@@ -108,7 +108,7 @@ def bench(
         str | None,
         typer.Option(
             "--compile-mode",
-            help="torch.compile mode: auto (CUDA graphs at one rank), default,"
+            help="torch.compile mode: auto (the default mode at every scale), default,"
             " reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
         ),
     ] = None,

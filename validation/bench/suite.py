@@ -28,9 +28,18 @@ from rackcert.known_hosts import peer_lines
 from rackcert.paths import REPO_ROOT
 from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
 from rackcert.runs import RunDir, utc_now
-from rackcert.spec import Spec, Vm
+from rackcert.spec import Certification, Spec, Vm
 from rackcert.ssh_target import SshTarget
-from validation.bench import compilecache, k8s, launch, nccltests, perftest, storage, verdict
+from validation.bench import (
+    compilecache,
+    k8s,
+    launch,
+    links,
+    nccltests,
+    perftest,
+    storage,
+    verdict,
+)
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
@@ -557,17 +566,34 @@ def engine_gpus(spec: Spec, vms: tuple[Vm, ...]) -> bool:
 
 # -- assembly ---------------------------------------------------------------------------------
 def allreduce_result(
-    raw: dict[str, Any], engine: Engine, line_rate: float | None
+    raw: dict[str, Any],
+    engine: Engine,
+    cert: Certification,
+    nic_gbps: float | None,
+    option_gbps: float | None = None,
 ) -> AllreduceResult:
+    """The sweep's figures with the link they crossed and what that link should carry
+    (validation.bench.links): busbw judged against the line rate of THAT link."""
     points = raw["allreduce"]["points"]
+    world = raw["world_size"]
+    link = links.launch_link(raw)
+    want = links.expectation(link, cert, nic_gbps, option_gbps) if world > 1 else None
+    rate = want.line_rate_gbps if want else None
+    top = sorted(points, key=lambda p: p["size_bytes"])[-3:]
     return AllreduceResult(
         backend=engine.name if engine.name == "horovod" else raw["backend"],
         device=raw["device"],
-        world_size=raw["world_size"],
+        world_size=world,
         points=[AllreducePoint(**p) for p in points],
-        line_rate_gbps=line_rate,
-        busbw_fraction=busbw_fraction(points, line_rate) if raw["world_size"] > 1 else None,
-        note=WORLD1_NOTE if raw["world_size"] == 1 else None,
+        line_rate_gbps=rate,
+        busbw_fraction=busbw_fraction(points, rate) if world > 1 else None,
+        note=WORLD1_NOTE if world == 1 else None,
+        link=link.topology,
+        link_detail=link.detail or None,
+        link_source=want.source if want else None,
+        expected_busbw_gbps=want.busbw_gbps if want else None,
+        busbw_largest_gbps=sum(p["busbw_gbps"] for p in top) / len(top) if top else None,
+        sys_crossing=link.sys_pairs,
     )
 
 
@@ -626,6 +652,11 @@ REFERENCES = {
     "horovod_ref": "Horovod synthetic-benchmark defaults: eager fp32, NCHW, batch 32, SGD"
     " without momentum",
 }
+
+
+def sys_note(pairs: list[str]) -> str:
+    """What a figure carries when its GPUs talk across the sockets (SYS)."""
+    return f" (through SYS, across sockets: {', '.join(pairs)})" if pairs else ""
 
 
 def launch_entry(
@@ -696,7 +727,7 @@ def run_bench(
         engine = choose_engine(opts.backend, gpu_count > 0)
     else:
         engine = remote_engine(spec, opts, points, run.artifacts("bench") / "probe.log")
-    line_rate = opts.line_rate_gbps or spec.line_rate_gbps()
+    line_rate = spec.line_rate_gbps()  # the NIC's, for launches across nodes
     art = run.artifacts("bench")
     data: dict[str, Any] = {
         "mode": "local" if opts.local else "ssh",
@@ -708,7 +739,8 @@ def run_bench(
         },
         "launch": launch_record(opts, engine, points[-1].vms),
         "quick": opts.quick,
-        "judge_link": not opts.local or opts.line_rate_gbps is not None,
+        # set from the allreduce launch: whether its link has a figure to judge against
+        "judge_link": False,
         "thresholds": spec.certification.model_dump(),
         "launches": [],
     }
@@ -760,10 +792,16 @@ def run_bench(
                 measured.append((point, raw["resnet"]))
                 data["resnet50"] = scaling_result(measured, engine).model_dump()
             if "allreduce" in raw:
-                ar = allreduce_result(raw, engine, line_rate)
+                ar = allreduce_result(
+                    raw, engine, spec.certification, line_rate, opts.line_rate_gbps
+                )
                 data["allreduce"] = ar.model_dump()
+                data["judge_link"] = ar.link_source is not None
                 best = max(p.busbw_gbps for p in ar.points)
-                progress(f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s")
+                progress(
+                    f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s"
+                    f" over {ar.link or 'no link'}{sys_note(ar.sys_crossing)}"
+                )
             refs = references(raw)
             if refs:
                 data["references"] = refs
