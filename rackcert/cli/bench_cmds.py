@@ -287,9 +287,11 @@ def _show(data: dict[str, Any], path: Path) -> None:
         t = Table(
             title=f"ResNet50 {sc['precision']} batch {sc['batch_per_gpu']}/GPU, {sc['backend']}"
         )
-        for col in ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency"):
+        cols = ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency", "warm-up s")
+        for col in cols:
             t.add_column(col, justify="right")
         for p in sc["points"]:
+            warm = p.get("warmup_s")
             t.add_row(
                 str(p["nodes"]),
                 str(p["gpus"]),
@@ -298,13 +300,17 @@ def _show(data: dict[str, Any], path: Path) -> None:
                 f"{p['images_per_sec_per_gpu']:.1f}",
                 f"{p['speedup']:.2f}",
                 f"{p['efficiency']:.3f}",
+                "" if warm is None else f"{warm:.1f}",
             )
         show_table(console, t)
     ar = data.get("allreduce")
     if ar:
         top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
         rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
-        console.print(f"allreduce {ar['backend']} x{ar['world_size']}: busbw {rows}")
+        over = f" over {ar['link']}" if ar.get("link") else ""
+        sys_ = ar.get("sys_crossing") or []
+        across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
+        console.print(f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}")
     nt = data.get("nccl_tests") or {}
     if nt and not nt.get("skipped"):
         console.print(
@@ -337,6 +343,8 @@ def _show(data: dict[str, Any], path: Path) -> None:
         console.print(
             f"storage: {st['throughput_mb_s']:.1f} MB/s random reads ({st.get('note', '')})"
         )
+    for warning in data.get("warnings") or []:
+        console.print(f"warning: {warning}", soft_wrap=True)
     v = data["verdict"]
     for c in v["checks"]:
         status = "not judged" if c["status"] == "skip" else c["status"]

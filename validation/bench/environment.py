@@ -62,7 +62,7 @@ def device_bus_id(device: Any) -> str | None:
     try:
         import torch
 
-        props = torch.cuda.get_device_properties(device)
+        props: Any = torch.cuda.get_device_properties(device)  # pci_* not in torch's stubs
         return (
             f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
         ).lower()
