@@ -185,11 +185,12 @@ class RunDir:
         status: str = "ok",
         error: str | None = None,
         started_at: str | None = None,
-    ) -> Path:
-        """Record one stage's observations; status is ok, failed or partial.
+    ) -> StageRecord:
+        """Record one stage's observations; status is ok, failed or partial; the typed record.
 
         The record goes through the stage's model (rackcert.stage_records): a shape the
-        model does not name is refused with one line, before anything is written.
+        model does not name is refused with one line, before anything is written. The stage
+        gets back the record it wrote, so nothing re-reads its own file.
         """
         from rackcert.stage_records import RECORDS
 
@@ -209,7 +210,17 @@ class RunDir:
             record = RECORDS[stage].model_validate(raw)
         except ValidationError as exc:
             raise RecordError(f"{stage}.json not written: {_first_error(exc)}") from None
-        return self._write(f"{stage}.json", record.model_dump(mode="json"))
+        target = self.path / f"{stage}.json"
+        payload = REDACTOR.scrub(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
+        try:
+            atomic_write_bytes(target, payload.encode())
+        except OSError as exc:
+            raise RecordError(
+                f"cannot write run record {target}: {exc.strerror or exc}; records written"
+                " before are intact"
+            ) from None
+        # What the stage gets back is what the file holds: masked like every reader sees it.
+        return RECORDS[stage].model_validate_json(payload)
 
     def read_stage(self, stage: str) -> dict[str, Any] | None:
         path = self.path / f"{stage}.json"
