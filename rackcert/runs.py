@@ -65,8 +65,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Scrub secrets, serialise, write atomically; an OSError becomes one RecordError line."""
+def atomic_write_json(path: Path, obj: Any) -> str:
+    """Scrub secrets, serialise, write atomically; returns the text written. An OSError
+    becomes one RecordError line."""
     payload = REDACTOR.scrub(json.dumps(obj, indent=2, default=str) + "\n")
     try:
         atomic_write_bytes(path, payload.encode())
@@ -75,6 +76,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
             f"cannot write run record {path}: {exc.strerror or exc}; records written before are"
             " intact"
         ) from None
+    return payload
 
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # far above any stage record; a bigger file is not one
@@ -210,15 +212,7 @@ class RunDir:
             record = RECORDS[stage].model_validate(raw)
         except ValidationError as exc:
             raise RecordError(f"{stage}.json not written: {_first_error(exc)}") from None
-        target = self.path / f"{stage}.json"
-        payload = REDACTOR.scrub(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
-        try:
-            atomic_write_bytes(target, payload.encode())
-        except OSError as exc:
-            raise RecordError(
-                f"cannot write run record {target}: {exc.strerror or exc}; records written"
-                " before are intact"
-            ) from None
+        payload = atomic_write_json(self.path / f"{stage}.json", record.model_dump(mode="json"))
         # What the stage gets back is what the file holds: masked like every reader sees it.
         return RECORDS[stage].model_validate_json(payload)
 
