@@ -9,7 +9,7 @@
 #  4. the side-by-side table: each configuration in run 1, in run 2 and alone, the
 #     difference, the precision and batch it was judged at, and the warm-up of both runs.
 # Needs rackcert's own Python dependencies beside the node's torch (pydantic, ruamel.yaml,
-# jsonschema, and typer 0.29.2 with click 8.5.1: a CUDA image's older typer/click pair
+# jsonschema, and typer 0.29.2 with click 8.5.1: the CUDA image's own typer/click pair
 # stopped `rackcert bench` at option parsing on an H200 machine).
 # Usage: OUT=/some/dir bash docs/evidence/h200-bench.sh [ALL_REDUCE_PERF]
 set -uo pipefail
