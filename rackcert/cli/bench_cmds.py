@@ -177,9 +177,14 @@ def bench(
         typer.Option(
             "--launcher",
             help="Across nodes: auto (horovodrun for Horovod, torchrun otherwise), torchrun,"
-            " horovodrun or mpirun (started on the first node)",
+            " horovodrun, mpirun (started on the first node) or srun (a Slurm job: the spec's"
+            " slurm block)",
         ),
     ] = "auto",
+    reservation: Annotated[
+        str | None,
+        typer.Option("--reservation", help="With --launcher srun: run inside this reservation"),
+    ] = None,
     network_interface: Annotated[
         str | None,
         typer.Option(
@@ -227,8 +232,12 @@ def bench(
     modes = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
     if compile_mode and compile_mode not in modes:
         raise InputError(f"--compile-mode {compile_mode!r}: choose one of {', '.join(modes)}")
-    if launcher not in ("auto", "torchrun", "horovodrun", "mpirun"):
-        raise InputError(f"--launcher {launcher!r}: choose auto, torchrun, horovodrun or mpirun")
+    if launcher not in ("auto", "torchrun", "horovodrun", "mpirun", "srun"):
+        raise InputError(
+            f"--launcher {launcher!r}: choose auto, torchrun, horovodrun, mpirun or srun"
+        )
+    if reservation and launcher != "srun":
+        raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
     if storage_engine not in ("auto", "fio", "pread"):
         raise InputError(f"--storage-engine {storage_engine!r}: choose auto, fio or pread")
     loaded = load(spec_path)
@@ -263,6 +272,7 @@ def bench(
         nccl_tests=nccl_tests,
         storage_engine=storage_engine,
         launcher=launcher,
+        reservation=reservation,
         network_interface=network_interface,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)

@@ -270,7 +270,9 @@ class SlurmLab:
     def scontrol(self, *args: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
         return self.client("scontrol", *args, timeout=timeout)
 
-    def client(self, tool: str, *args: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
+    def client(
+        self, tool: str, *args: str, timeout: float = 10
+    ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm client command (sinfo, scontrol, squeue...) against this lab."""
         return subprocess.run(
             [tool, *args],
