@@ -328,23 +328,17 @@ class SlurmLab:
 
 
 def prepare_node(pid: int) -> None:
-    """Give a node (an SSH test host, `pid` its first process) the machine's cgroup mounts.
+    """Make sure a node (an SSH test host, `pid` its first process) has the machine's cgroup
+    mounts, which slurmd 22.05 needs ("No filesystem mounted on /sys/fs/cgroup"; a bare
+    cgroup2 where the machine runs v1 hierarchies: "Hybrid mode is not supported").
 
-    slurmd 22.05 dies under `ip netns exec` ("No filesystem mounted on /sys/fs/cgroup")
-    because that command remounts /sys for the network namespace. A bare cgroup2 there is
-    not enough where the machine runs cgroup v1 hierarchies ("Hybrid mode is not
-    supported"): the node gets the same layout as the machine (`/proc/self/mounts` here),
-    mounted again in the node's own mount namespace; nothing outside it changes.
+    Hosts get them at start (rackcert.lab.sshhosts); this repeats them for a host started
+    without, in the node's own mount namespace only.
     """
+    from rackcert.lab.sshhosts import cgroup_mount_commands
+
     script = ["set -e", "grep -q ' /sys/fs/cgroup ' /proc/self/mounts && exit 0"]
-    for dev, where, fstype, opts in _cgroup_mounts():
-        if where == "/sys/fs/cgroup":
-            script.append(f"mount -t {fstype} -o mode=755 {dev} /sys/fs/cgroup")
-            continue
-        keep = ",".join(o for o in opts.split(",") if o not in ("rw", "relatime"))
-        script.append(f"mkdir -p {shlex.quote(where)}")
-        option = f" -o {keep}" if keep else ""
-        script.append(f"mount -t {fstype}{option} {dev} {shlex.quote(where)}")
+    script += cgroup_mount_commands()
     proc = subprocess.run(
         ["nsenter", "-t", str(pid), "-m", "--", "sh", "-c", "\n".join(script)],
         capture_output=True,
@@ -353,16 +347,6 @@ def prepare_node(pid: int) -> None:
     )
     if proc.returncode != 0:
         raise SlurmLabError(f"cannot mount cgroups in node (pid {pid}): {proc.stderr.strip()}")
-
-
-def _cgroup_mounts() -> list[tuple[str, str, str, str]]:
-    """The machine's mounts at and below /sys/fs/cgroup, in mount order."""
-    found = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        dev, where, fstype, opts = line.split()[:4]
-        if where == "/sys/fs/cgroup" or where.startswith("/sys/fs/cgroup/"):
-            found.append((dev, where, fstype, opts))
-    return found
 
 
 def _pid_of(path: Path) -> int | None:

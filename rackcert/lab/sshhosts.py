@@ -399,6 +399,9 @@ def _setup_script(
     for i, path in enumerate(shared):
         p = shlex.quote(str(path))
         lines += [f"mkdir -p {p}", f"mount --move {mnt}/shared{i} {p}"]
+    # `ip netns exec` remounted /sys for the netns, without the machine's cgroup mounts that
+    # a booted VM has (slurmd dies without them): the same layout again, best effort.
+    lines += [f"{{ {cmd}; }} 2>/dev/null || true" for cmd in cgroup_mount_commands()]
     site = shlex.quote(str(LAB_DL_SITE))
     lines.append(
         f"if [ -d {site} ] && [ -d {Path(DL_PTH).parent} ]; then echo {site} > {DL_PTH}; fi"
@@ -415,6 +418,28 @@ def _setup_script(
         f" -E {shlex.quote(str(host_dir / 'sshd.log'))}",
     ]
     return "\n".join(lines)
+
+
+def cgroup_mount_commands() -> list[str]:
+    """Mount commands that repeat this machine's mounts at and below /sys/fs/cgroup."""
+    out = []
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return out
+    for line in mounts:
+        dev, where, fstype, opts = line.split()[:4]
+        if where == "/sys/fs/cgroup":
+            option = " -o mode=755" if fstype == "tmpfs" else ""
+            out.append(f"mount -t {fstype}{option} {shlex.quote(dev)} /sys/fs/cgroup")
+        elif where.startswith("/sys/fs/cgroup/"):
+            keep = ",".join(o for o in opts.split(",") if o not in ("rw", "relatime"))
+            option = f" -o {shlex.quote(keep)}" if keep else ""
+            out.append(
+                f"mkdir -p {shlex.quote(where)} && mount -t {fstype}{option}"
+                f" {shlex.quote(dev)} {shlex.quote(where)}"
+            )
+    return out
 
 
 def _hosts_file(pairs: Sequence[tuple[str, str]]) -> str:
