@@ -77,6 +77,22 @@ def validate_cmd(
             help="After the checks, diff with the rack's last certified (PASS) run",
         ),
     ] = True,
+    health_check: Annotated[
+        bool,
+        typer.Option(
+            "--health-check",
+            help="On the node itself, as Slurm's HealthCheckProgram or prolog: the fast checks"
+            " in under 30 s; under Slurm a failure drains the node (docs/slurm.md)",
+        ),
+    ] = False,
+    health_record: Annotated[
+        Path | None,
+        typer.Option(
+            "--health-record",
+            help="With --health-check: where drains and resumes are appended"
+            " (default /var/lib/rackcert/health-check.jsonl)",
+        ),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -94,6 +110,9 @@ def validate_cmd(
 
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
+    if health_check:
+        _health_check(spec_path, node, tool_path, health_record, as_json)
+        return
     loaded = load(spec_path)
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
@@ -140,6 +159,49 @@ def validate_cmd(
             f"validate: {len(data.regressions)} regression(s) since the last certified run:"
             f" {data.regressions[0]}; record {path}"
         )
+
+
+def _health_check(
+    spec_path: Path,
+    node: list[str] | None,
+    tool_path: str | None,
+    record: Path | None,
+    as_json: bool,
+) -> None:
+    """validation.healthcheck on this node: one line per failing check, exit 0 or 1."""
+    from validation.healthcheck import DEFAULT_RECORD, run_health_check
+
+    if node and len(node) > 1:
+        raise InputError("--health-check checks this node: give at most one --node")
+    outcome = run_health_check(
+        load(spec_path).spec,
+        node=node[0] if node else None,
+        tool_path=tool_path,
+        record=record or DEFAULT_RECORD,
+    )
+    if as_json:
+        print_json(
+            {
+                "node": outcome.node,
+                "ok": outcome.ok,
+                "action": outcome.action,
+                "reason": outcome.reason,
+                "seconds": round(outcome.seconds, 2),
+                "results": [r.model_dump(mode="json") for r in outcome.results],
+            }
+        )
+    else:
+        for r in outcome.failing:
+            console.print(f"FAIL {r.node} {r.id}: {r.observed or r.reason}", soft_wrap=True)
+        word = "OK" if outcome.ok else "FAILED"
+        action = f"; slurm: {outcome.action}" if outcome.slurm else ""
+        console.print(
+            f"{word} health check of {outcome.node}: {len(outcome.failing)} failing of"
+            f" {len(outcome.results)} in {outcome.seconds:.1f}s{action}",
+            soft_wrap=True,
+        )
+    if not outcome.ok:
+        raise typer.Exit(1)
 
 
 def _print_checks() -> None:
