@@ -107,7 +107,8 @@ def probe_locally(spec: Spec, node: str, tool_path: str | None) -> tuple[list[Ch
     expect = expectations(spec)[node]
     defs = [REGISTRY[c] for c in FAST_CHECKS if c in REGISTRY]
     names = list(dict.fromkeys(p for d in defs for p in d.probes))
-    script = build_script([PROBES[n] for n in names], expect, tool_path)
+    path = tool_path.replace("{node}", node) if tool_path else None
+    script = build_script([PROBES[n] for n in names], expect, path)
     start = time.monotonic()
     try:
         proc = subprocess.run(

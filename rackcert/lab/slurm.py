@@ -150,7 +150,7 @@ class SlurmLab:
             "SlurmdTimeout=30",
             "InactiveLimit=0",
             "KillWait=5",
-            "MinJobAge=30",
+            "MinJobAge=300",  # finished jobs stay visible to scontrol for 5 minutes
             "MailProg=/bin/true",
             "JobCompType=jobcomp/none",
             "JobAcctGatherType=jobacct_gather/none",

@@ -53,6 +53,7 @@ def srun_argv(
         "--export=NONE",
         "--kill-on-bad-exit=1",
         "--unbuffered",
+        "--chdir=/tmp",  # this checkout's directory is no path on the nodes
     ]
     if gpus:
         argv.append("--gpus-per-task=1")
