@@ -71,7 +71,7 @@ def slurm_block(lab: SlurmLab, **more: Any) -> dict[str, Any]:
 def with_slurm(loaded: LoadedSpec, block: dict[str, Any]) -> LoadedSpec:
     data = yaml.safe_load(loaded.text)
     data["slurm"] = block
-    data["storage"] = {}  # no training-data mount on these hosts: storage.mount has nothing to judge
+    data["storage"] = {}  # no data mount on these hosts: storage.mount has nothing to judge
     loaded.path.write_text(yaml.safe_dump(data, sort_keys=False))
     return load_spec(loaded.path)
 
