@@ -31,6 +31,7 @@ def build_stages(
     local_bench: bool,
     backend: str = "auto",
     runs_root: Path | None = None,
+    launcher: str = "auto",
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
@@ -76,7 +77,13 @@ def build_stages(
     def bench_stage(run: RunDir) -> None:
         say = lambda m: console.print(m, highlight=False)  # noqa: E731
         record = validation.bench.run(
-            loaded, run, local=local_bench, quick=quick, backend=backend, progress=say
+            loaded,
+            run,
+            local=local_bench,
+            quick=quick,
+            backend=backend,
+            launcher=launcher,
+            progress=say,
         )
         _show(record.data.model_dump(mode="json"), run.path)
 
@@ -139,6 +146,12 @@ def bootstrap_cmd(
             "--backend", help="Bench engine: auto (Horovod if it imports), nccl, gloo, horovod"
         ),
     ] = "auto",
+    launcher: Annotated[
+        str,
+        typer.Option(
+            "--launcher", help="Bench launcher: auto, torchrun, horovodrun, mpirun or srun (Slurm)"
+        ),
+    ] = "auto",
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     loaded = load(spec_path)
@@ -157,6 +170,7 @@ def bootstrap_cmd(
         local_bench=local_bench,
         backend=backend,
         runs_root=runs_dir,
+        launcher=launcher,
     )
     _finish(run_pipeline(stages, run, resume=resume is not None, final=report, console=console))
 
@@ -177,6 +191,14 @@ def demo_cmd(
     keep_lab: Annotated[
         bool, typer.Option("--keep-lab", help="Leave the twin and SSH hosts running afterwards")
     ] = False,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="Certify through a real Slurm: lab up --slurm, the nodes join it (configure's"
+            " slurm_node role), the bench runs as srun jobs (Gloo ranks)",
+        ),
+    ] = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     from rackcert.cli.lab_cmds import down, up
@@ -184,8 +206,15 @@ def demo_cmd(
 
     spec_path = inventories_dir() / "lab.yaml"
     down(spec_path)
-    up(spec_path)
+    slurm_spec = up(spec_path, slurm=slurm)
     try:
+        if slurm_spec is not None:
+            # Slurm places the ranks: torch.distributed over Gloo, rank and rendezvous from
+            # Slurm's task environment (Horovod here has no MPI for srun to start).
+            bootstrap_cmd(
+                slurm_spec, yes=True, quick=True, backend="gloo", launcher="srun", runs_dir=runs_dir
+            )
+            return
         # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
         # started on lab-node1 with the spec's data interface (eth0 on every node).
         bootstrap_cmd(spec_path, yes=True, quick=True, backend="auto", runs_dir=runs_dir)

@@ -111,7 +111,15 @@ def up(
             help="Also run the guest agent (SSH hosts for the VMs provision powers on)",
         ),
     ] = True,
-) -> None:
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="Also a real Slurm: munged and slurmctld here, a spec with its slurm block"
+            " (configure's slurm_node role starts slurmd in each node)",
+        ),
+    ] = False,
+) -> Path | None:
     """Start the vcsim twin of the spec's rack and the guest agent."""
     from rackcert.lab import twin
 
@@ -145,6 +153,26 @@ def up(
             f" with cloud-init guestinfo; log {workdir / 'agent.log'}",
             emoji=False,
         )
+    if slurm:
+        return _up_slurm(_spec_path(spec_path), spec, workdir)
+    return None
+
+
+def _up_slurm(spec_path: Path, spec: Any, workdir: Path) -> Path:
+    if os.geteuid() != 0:
+        raise InputError("lab up --slurm needs root (the controller binds the lab bridge)")
+    from rackcert.lab.slurm import start_lab_slurm
+
+    started = time.monotonic()
+    lab, slurm_spec = start_lab_slurm(spec_path, spec, workdir)
+    console.print(
+        f"[green]slurm up[/] in {time.monotonic() - started:.1f}s: slurmctld"
+        f" {lab.address}:{lab.port}, cluster {lab.cluster}, SLURM_CONF={lab.conf};"
+        f" spec with its slurm block: {slurm_spec}",
+        emoji=False,
+        soft_wrap=True,
+    )
+    return slurm_spec
 
 
 def _agent_pid(workdir: Path) -> int | None:
@@ -226,6 +254,11 @@ def down(
     else:
         console.print("twin was not running")
     (workdir / "twin-state.json").unlink(missing_ok=True)
+    if os.geteuid() == 0:
+        from rackcert.lab.slurm import stop_lab_slurm
+
+        if stop_lab_slurm(spec, workdir):
+            console.print("slurm stopped")
     if ssh_hosts and os.geteuid() == 0:
         from rackcert.lab import sshhosts
 

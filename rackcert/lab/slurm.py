@@ -376,3 +376,74 @@ def _tail(path: Path, lines: int = 3) -> str:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
     except OSError:
         return ""
+
+
+# -- the lab's Slurm, from the lab spec ---------------------------------------------------------
+LAB_SLURM_SPEC = "lab-slurm.yaml"
+
+
+def lab_owner(spec: Any) -> str:
+    """The lab's Slurm is per lab spec: /run/rackcert-slurm/lab-<rack>/."""
+    return f"lab-{spec.metadata.name}"
+
+
+def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab, Path]:
+    """`rackcert lab up --slurm`: munged and slurmctld for the lab spec's VMs, on the bridge
+    address of their /24 (created now if no host runs yet), and the lab spec with its
+    `slurm` block pointing at them, written beside the lab's other files.
+
+    Returns the lab and the path of that spec (what configure, bench and demo --slurm read).
+    """
+    import ipaddress
+
+    import yaml
+
+    from rackcert.errors import InputError
+    from rackcert.lab import sshhosts
+    from rackcert.slurm.conf import node_lines
+
+    if not spec.vms:
+        raise InputError("lab up --slurm: the lab spec has no vms to be Slurm nodes")
+    nets = {ipaddress.IPv4Network(f"{vm.address}/24", strict=False) for vm in spec.vms}
+    if len(nets) != 1:
+        raise InputError(f"lab VM addresses must share one /24, got {sorted(map(str, nets))}")
+    net = nets.pop()
+    sshhosts.ensure_bridge(str(net), sshhosts.LAB_OWNER)  # the guest agent's hosts join it
+    nodes = [NodeDef(n.name, n.address, n.cpus, n.memory_mb) for n in node_lines(spec, gres=False)]
+    lab = SlurmLab.for_owner(
+        lab_owner(spec),
+        address=str(net.network_address + 1),
+        nodes=nodes,
+        cluster=spec.metadata.name,
+        partition=spec.metadata.name,
+    )
+    lab.start()
+    data = yaml.safe_load(Path(spec_path).read_text())
+    data["slurm"] = {
+        "controller": {"address": lab.address, "port": lab.port},
+        "cluster": lab.cluster,
+        "partition": lab.partition,
+        "munge_key_file": str(lab.munge_key),
+        "munge_socket": str(lab.munge_socket),
+        "conf_file": str(lab.conf),
+        "client_conf": str(lab.conf),
+        "slurmd_port": lab.slurmd_port,
+    }
+    out = workdir / LAB_SLURM_SPEC
+    workdir.mkdir(parents=True, exist_ok=True)
+    head = (
+        "# Written by `rackcert lab up --slurm`: the lab spec with its slurm block, pointing"
+        " at the lab's\n# controller. Removed by `rackcert lab down`.\n"
+    )
+    out.write_text(head + yaml.safe_dump(data, sort_keys=False))
+    return lab, out
+
+
+def stop_lab_slurm(spec: Any, workdir: Path) -> bool:
+    """Stop the lab's Slurm and remove its files; True when one was there."""
+    lab = SlurmLab.load(lab_owner(spec))
+    (workdir / LAB_SLURM_SPEC).unlink(missing_ok=True)
+    if lab is None:
+        return False
+    lab.remove()
+    return True

@@ -301,6 +301,17 @@ def _create_bridge(subnet: str, owner: str) -> str:
     return name
 
 
+def ensure_bridge(subnet: str, owner: str) -> str:
+    """The subnet's bridge for `owner`, created if absent (the lab's Slurm controller binds
+    its address before any host exists); refused when another owner holds it."""
+    name = bridge_name(subnet)
+    if not _link_exists(name):
+        return _create_bridge(subnet, owner)
+    if _bridge_alias(name) != f"{_ALIAS_TAG}{owner}":
+        raise SshHostError(f"subnet {subnet} belongs to {_bridge_alias(name) or 'someone else'}")
+    return name
+
+
 def claim_subnet(owner: str | None = None, *, first: int = 100, last: int = 199) -> str:
     """Claim a free 10.x.y.0/24 (x in first..last) by creating its bridge; returns the subnet.
 

@@ -93,15 +93,24 @@ def site_lines(spec: Spec) -> list[str]:
     return [*head, *(n.line() for n in nodes), partition_line(spec)]
 
 
-def health_check_lines(program: str, spec_path: str) -> list[str]:
-    """slurm.conf lines that make `rackcert validate SPEC --health-check` Slurm's health
-    check and prolog. Slurm runs both with an empty environment (only SLURMD_NODENAME for the
-    health check), so the program is an absolute path and the spec an absolute file."""
-    command = f"{program} validate {spec_path} --health-check"
+def health_check_script(rackcert: str, spec_on_node: str) -> str:
+    """The wrapper Slurm runs: it passes no arguments to a HealthCheckProgram or Prolog."""
+    return (
+        "#!/bin/sh\n"
+        "# rackcert's health check (rackcert slurm health-check-conf); Slurm gives it\n"
+        "# SLURMD_NODENAME and nothing else.\n"
+        f"exec {rackcert} -q validate {spec_on_node} --health-check\n"
+    )
+
+
+def health_check_lines(program: str) -> list[str]:
+    """slurm.conf lines that make the wrapper Slurm's health check and prolog: every 5
+    minutes on every node whatever its state (HealthCheckNodeState=ANY: a drained node is
+    checked too, so a repaired one comes back), and before each job (a failing prolog drains
+    the node and requeues the job)."""
     return [
-        f"HealthCheckProgram={command}",
+        f"HealthCheckProgram={program}",
         f"HealthCheckInterval={HEALTH_CHECK_INTERVAL_S}",
-        "HealthCheckNodeState=ANY,CYCLE",
-        f"Prolog={command}",
-        "PrologFlags=Alloc",
+        "HealthCheckNodeState=ANY",
+        f"Prolog={program}",
     ]
