@@ -433,7 +433,7 @@ def _setup_script(
 
 def cgroup_mount_commands() -> list[str]:
     """Mount commands that repeat this machine's mounts at and below /sys/fs/cgroup."""
-    out = []
+    out: list[str] = []
     try:
         mounts = Path("/proc/self/mounts").read_text().splitlines()
     except OSError:
