@@ -142,3 +142,32 @@ def test_drain_reason_and_own_drain_record(tmp_path: Path) -> None:
     assert _last_own_drain(record, "n1") == reason
     append_record(record, {"node": "n1", "action": "resume", "reason": reason})
     assert _last_own_drain(record, "n1") is None
+
+
+def test_report_includes_the_health_check_records(tmp_path: Path) -> None:
+    import json
+
+    from rackcert.runs import RunDir
+
+    loaded = load_spec(_spec(tmp_path))
+    run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    record = tmp_path / "node1-health.jsonl"
+    append_record(record, {"time": "2026-12-03T15:00:00Z", "node": "lab-node1",
+                           "action": "drain", "reason": "rackcert: gpu.count: 1",
+                           "failing": ["gpu.count"], "seconds": 1.2})  # fmt: skip
+    record.write_text(record.read_text() + "not json\n")
+    append_record(record, {"time": "2026-12-03T15:05:00Z", "node": "lab-node1",
+                           "action": "resume", "reason": "rackcert: gpu.count: 1"})  # fmt: skip
+    missing = _cli("report", "build", str(run.path), "--health-record", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "--health-record" in missing.stderr, missing.stderr
+    proc = _cli("report", "build", str(run.path), "--format", "json,html",
+                "--health-record", str(record))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((run.path / "run.json").read_text())["health_checks"]
+    assert [(e["node"], e["action"]) for e in events] == [
+        ("lab-node1", "drain"), ("lab-node1", "resume")
+    ]  # fmt: skip
+    html = (run.path / "report.html").read_text()
+    assert "Slurm health check" in html and "rackcert: gpu.count: 1" in html
+    manifest = (run.path / "MANIFEST.sha256").read_text()
+    assert "artifacts/health/" in manifest

@@ -168,6 +168,18 @@ class RunVerdict(Model):
     )
 
 
+class HealthEvent(Model):
+    """A drain or resume the Slurm health check made (rackcert validate --health-check),
+    from a node's record given to `rackcert report build --health-record`."""
+
+    time: str = ""
+    node: str
+    action: Literal["drain", "resume"]
+    reason: str = ""
+    failing: list[str] = Field(default_factory=list)
+    seconds: float | None = None
+
+
 class RunRecord(Model):
     """Everything the report shows, from recorded evidence only."""
 
@@ -191,6 +203,10 @@ class RunRecord(Model):
     checks: list[CheckResult] = Field(default_factory=list)
     check_counts: CheckCounts = Field(default_factory=CheckCounts)
     bench: Bench = Field(default_factory=Bench)
+    health_checks: list[HealthEvent] = Field(
+        default_factory=list,
+        description="Slurm health-check drains and resumes, from the nodes' records",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
