@@ -39,7 +39,7 @@ def reasons(rack: SlurmRack) -> dict[str, str]:
 
 def test_role_joins_the_nodes_and_a_second_run_changes_nothing(slurm_rack: SlurmRack) -> None:
     rack = slurm_rack
-    assert rack.first_join.totals["changed"] > 0
+    assert rack.first_join.data.totals.changed > 0
     assert rack.lab.node_states() == {"node1": "idle", "node2": "idle"}
     key = rack.lab.munge_key.read_bytes()
     for host in rack.hosts:
@@ -51,8 +51,8 @@ def test_role_joins_the_nodes_and_a_second_run_changes_nothing(slurm_rack: Slurm
         assert "AutoDetect=off" in gres and "No GPU on this node" in gres, gres
     run = rack.run("second-join")
     again = configure(rack.loaded, run, tags=["slurm"])
-    assert again.ok, again.error
-    assert again.totals["changed"] == 0, [h.changed_tasks for h in again.hosts]
+    assert again.status == "ok", again.error
+    assert again.data.totals.changed == 0, [h.changed_tasks for h in again.data.hosts.values()]
     # The key is copied by reference, never logged: not in any artifact of either run.
     for path in [*run.path.rglob("*"), *rack.directory.joinpath("runs").rglob("*")]:
         if path.is_file():

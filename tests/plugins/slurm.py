@@ -24,12 +24,13 @@ from typing import Any
 import pytest
 import yaml
 
-from rackcert.configure.runner import ConfigureResult, configure
+from rackcert.configure.runner import configure
 from rackcert.lab.slurm import NodeDef, SlurmLab
 from rackcert.lab.sshhosts import TestHost
 from rackcert.runs import RunDir
 from rackcert.slurm.conf import node_lines
 from rackcert.spec_loader import LoadedSpec, load_spec
+from rackcert.stage_records import ConfigureRecord
 from tests.plugins.configure import spec_for_hosts
 
 _COUNTER = itertools.count(1)
@@ -40,7 +41,7 @@ class SlurmRack:
     lab: SlurmLab
     hosts: list[TestHost]
     loaded: LoadedSpec
-    first_join: ConfigureResult
+    first_join: ConfigureRecord
     directory: Path
 
     def run(self, name: str = "runs") -> RunDir:
@@ -100,7 +101,7 @@ def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> It
         loaded = with_slurm(loaded, slurm_block(lab, job_timeout_s=5))
         run = RunDir.create(directory / "runs", "lab", loaded.sha256, loaded.text)
         joined = configure(loaded, run, tags=["slurm"])
-        assert joined.ok, joined.error
+        assert joined.status == "ok", joined.error
         lab.wait_idle([h.name for h in hosts], timeout=30)
         yield SlurmRack(lab, hosts, loaded, joined, directory)
     finally:
