@@ -14,6 +14,7 @@ controller port on its own bridge address, so runs side by side never meet.
 from __future__ import annotations
 
 import itertools
+import shutil
 import os
 import socket
 from collections.abc import Iterator
@@ -105,4 +106,7 @@ def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> It
         lab.wait_idle([h.name for h in hosts], timeout=30)
         yield SlurmRack(lab, hosts, loaded, joined, directory)
     finally:
+        lab.stop()
+        for log in lab.directory.glob("*.log"):  # kept beside the test's files, for a failure
+            shutil.copy(log, directory / log.name)
         lab.remove()
