@@ -14,8 +14,8 @@ controller port on its own bridge address, so runs side by side never meet.
 from __future__ import annotations
 
 import itertools
-import shutil
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
