@@ -186,3 +186,43 @@ def test_health_check_drains_only_the_failing_node_and_resumes_only_its_own_drai
     entries = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(e["node"], e["action"]) for e in entries] == [("node1", "drain"), ("node1", "resume")]
     assert entries[0]["failing"] == ["gpu.count"] or "gpu.count" in entries[0]["failing"]
+
+
+def _wait(what, timeout: float = 120.0):  # noqa: ANN001 - a predicate
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.5)
+    return what()
+
+
+def test_slurmd_runs_it_as_its_health_check_program(slurm_rack: SlurmRack, tmp_path: Path) -> None:
+    """slurmd itself runs the check (HealthCheckProgram, every 5 s here, empty environment
+    but SLURMD_NODENAME): it drains the failing node and resumes it once repaired."""
+    rack = slurm_rack
+    tools, record = tmp_path / "tools", tmp_path / "health.jsonl"
+    _gpus(tools, "node1", 1)
+    _gpus(tools, "node2", 2)
+    program = rack.lab.health_check_program
+    wrapper = (
+        "#!/bin/sh\n"
+        f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
+        f" {rack.loaded.path} --health-check --tool-path {tools}/{{node}}"
+        f" --health-record {record}\n"
+    )
+    try:
+        program.write_text(wrapper)
+        seen = _wait(lambda: reasons(rack).get("node1", "").startswith("rackcert: gpu.count"))
+        assert seen, (reasons(rack), rack.lab.node_states())
+        assert "node2" not in reasons(rack)
+        _gpus(tools, "node1", 2)
+        assert _wait(lambda: "node1" not in reasons(rack)), reasons(rack)
+        rack.lab.wait_idle(["node1", "node2"], timeout=30)
+    finally:
+        program.write_text("#!/bin/sh\nexit 0\n")
+        for node in ("node1", "node2"):
+            rack.lab.scontrol("update", f"nodename={node}", "state=resume")
+    actions = [(e["node"], e["action"]) for e in map(json.loads, record.read_text().splitlines())]
+    assert actions[:2] == [("node1", "drain"), ("node1", "resume")], actions

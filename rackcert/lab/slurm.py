@@ -80,6 +80,8 @@ class SlurmLab:
     cluster: str = "lab"
     partition: str = "lab"
     directory: Path = field(default_factory=Path)
+    # Slurm's HealthCheckProgram (the lab writes a no-op there; tests put rackcert's in).
+    health_check_interval_s: int = 0
 
     @classmethod
     def for_owner(cls, owner: str, **kwargs: Any) -> SlurmLab:
@@ -96,6 +98,10 @@ class SlurmLab:
     @property
     def conf(self) -> Path:
         return self.directory / "slurm.conf"
+
+    @property
+    def health_check_program(self) -> Path:
+        return self.directory / "health-check"
 
     @property
     def munge_key(self) -> Path:
@@ -158,6 +164,12 @@ class SlurmLab:
         ]
         if gres:
             lines.append("GresTypes=gpu")
+        if self.health_check_interval_s:
+            lines += [
+                f"HealthCheckProgram={self.health_check_program}",
+                f"HealthCheckInterval={self.health_check_interval_s}",
+                "HealthCheckNodeState=ANY",
+            ]
         for n in self.nodes:
             line = f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mb}"
             lines.append(line + (f" Gres={n.gres}" if n.gres else "") + " State=UNKNOWN")
@@ -181,6 +193,9 @@ class SlurmLab:
             self.munge_key.write_bytes(os.urandom(128))
         self.munge_key.chmod(0o400)
         self.conf.write_text(self.slurm_conf())
+        if self.health_check_interval_s and not self.health_check_program.exists():
+            self.health_check_program.write_text("#!/bin/sh\nexit 0\n")
+            self.health_check_program.chmod(0o755)
         hosts = f"127.0.0.1\tlocalhost\n{self.address}\t{self.controller_name}\n"
         hosts += "".join(f"{n.address}\t{n.name}\n" for n in self.nodes)
         (d / "ctld-hosts").write_text(hosts)

@@ -96,6 +96,7 @@ def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> It
         port=free_port(gateway),
         cluster="lab",
         partition="lab",
+        health_check_interval_s=5,  # a no-op until a test puts rackcert's check there
     )
     try:
         lab.start()
