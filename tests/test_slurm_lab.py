@@ -198,6 +198,16 @@ def _wait(what, timeout: float = 120.0):  # noqa: ANN001 - a predicate
     return what()
 
 
+def _wrapper(rack: SlurmRack, tools: Path, record: Path) -> str:
+    """What `rackcert slurm health-check-conf` tells a site to install, for this checkout."""
+    return (
+        "#!/bin/sh\n"
+        f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
+        f" {rack.loaded.path} --health-check --tool-path {tools}/{{node}}"
+        f" --health-record {record}\n"
+    )
+
+
 def test_slurmd_runs_it_as_its_health_check_program(slurm_rack: SlurmRack, tmp_path: Path) -> None:
     """slurmd itself runs the check (HealthCheckProgram, every 5 s here, empty environment
     but SLURMD_NODENAME): it drains the failing node and resumes it once repaired."""
@@ -206,14 +216,8 @@ def test_slurmd_runs_it_as_its_health_check_program(slurm_rack: SlurmRack, tmp_p
     _gpus(tools, "node1", 1)
     _gpus(tools, "node2", 2)
     program = rack.lab.health_check_program
-    wrapper = (
-        "#!/bin/sh\n"
-        f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
-        f" {rack.loaded.path} --health-check --tool-path {tools}/{{node}}"
-        f" --health-record {record}\n"
-    )
     try:
-        program.write_text(wrapper)
+        program.write_text(_wrapper(rack, tools, record))
         seen = _wait(lambda: reasons(rack).get("node1", "").startswith("rackcert: gpu.count"))
         assert seen, (reasons(rack), rack.lab.node_states())
         assert "node2" not in reasons(rack)
@@ -226,3 +230,25 @@ def test_slurmd_runs_it_as_its_health_check_program(slurm_rack: SlurmRack, tmp_p
             rack.lab.scontrol("update", f"nodename={node}", "state=resume")
     actions = [(e["node"], e["action"]) for e in map(json.loads, record.read_text().splitlines())]
     assert actions[:2] == [("node1", "drain"), ("node1", "resume")], actions
+
+
+def test_as_the_prolog_a_failure_drains_the_node_before_the_job_runs(
+    slurm_rack: SlurmRack, tmp_path: Path
+) -> None:
+    rack = slurm_rack
+    tools, record = tmp_path / "tools", tmp_path / "health.jsonl"
+    _gpus(tools, "node1", 1)
+    try:
+        rack.lab.prolog.write_text(_wrapper(rack, tools, record))
+        job = rack.lab.client("srun", "-w", "node1", "-N1", "--immediate=30", "true", timeout=90)
+        assert job.returncode != 0 and "prolog failed" in job.stderr.lower(), job.stderr
+        assert reasons(rack)["node1"].startswith("rackcert: gpu.count: "), reasons(rack)
+        _gpus(tools, "node1", 2)  # repaired: the next health check resumes it
+        fixed = _health(rack, "node1", tools, record)
+        assert "slurm: resume" in fixed.stdout, fixed.stdout
+        rack.lab.wait_idle(["node1"], timeout=30)
+        again = rack.lab.client("srun", "-w", "node1", "-N1", "--immediate=30", "true", timeout=90)
+        assert again.returncode == 0, again.stderr
+    finally:
+        rack.lab.prolog.write_text("#!/bin/sh\nexit 0\n")
+        rack.lab.scontrol("update", "nodename=node1", "state=resume")

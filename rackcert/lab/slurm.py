@@ -104,6 +104,10 @@ class SlurmLab:
         return self.directory / "health-check"
 
     @property
+    def prolog(self) -> Path:
+        return self.directory / "prolog"
+
+    @property
     def munge_key(self) -> Path:
         return self.directory / "munge.key"
 
@@ -169,6 +173,7 @@ class SlurmLab:
                 f"HealthCheckProgram={self.health_check_program}",
                 f"HealthCheckInterval={self.health_check_interval_s}",
                 "HealthCheckNodeState=ANY",
+                f"Prolog={self.prolog}",
             ]
         for n in self.nodes:
             line = f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mb}"
@@ -193,9 +198,10 @@ class SlurmLab:
             self.munge_key.write_bytes(os.urandom(128))
         self.munge_key.chmod(0o400)
         self.conf.write_text(self.slurm_conf())
-        if self.health_check_interval_s and not self.health_check_program.exists():
-            self.health_check_program.write_text("#!/bin/sh\nexit 0\n")
-            self.health_check_program.chmod(0o755)
+        for program in (self.health_check_program, self.prolog):
+            if self.health_check_interval_s and not program.exists():
+                program.write_text("#!/bin/sh\nexit 0\n")
+                program.chmod(0o755)
         hosts = f"127.0.0.1\tlocalhost\n{self.address}\t{self.controller_name}\n"
         hosts += "".join(f"{n.address}\t{n.name}\n" for n in self.nodes)
         (d / "ctld-hosts").write_text(hosts)
