@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from rackcert.configure.runner import configure
 from rackcert.paths import REPO_ROOT
 from tests.plugins.slurm import SlurmRack
@@ -252,3 +254,38 @@ def test_as_the_prolog_a_failure_drains_the_node_before_the_job_runs(
     finally:
         rack.lab.prolog.write_text("#!/bin/sh\nexit 0\n")
         rack.lab.scontrol("update", "nodename=node1", "state=resume")
+
+
+def test_lab_up_slurm_is_per_lab_and_writes_the_spec_with_its_block(tmp_path: Path) -> None:
+    """`lab up --slurm`'s flow for a lab spec of its own name and subnet: the controller on
+    the subnet's bridge, files under /run/rackcert-slurm/lab-<name>/, a spec that loads with
+    its slurm block pointing there; `lab down`'s flow removes them."""
+    from rackcert.lab import sshhosts
+    from rackcert.lab.slurm import start_lab_slurm, stop_lab_slurm
+    from rackcert.spec_loader import load_spec
+
+    subnet = sshhosts.claim_subnet()
+    sshhosts.release_subnet(subnet)  # the lab owns its bridge: let start_lab_slurm make it
+    base = subnet.rsplit(".", 1)[0]
+    data = yaml.safe_load((REPO_ROOT / "inventories" / "lab.yaml").read_text())
+    data["metadata"]["name"] = f"slurmlab{os.getpid()}"
+    for i, vm in enumerate(data["vms"]):
+        vm["address"] = f"{base}.{11 + i}"
+    spec_path = tmp_path / "lab.yaml"
+    spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = load_spec(spec_path).spec
+    try:
+        lab, written = start_lab_slurm(spec_path, spec, tmp_path / "work")
+        assert lab.directory == Path(f"/run/rackcert-slurm/lab-slurmlab{os.getpid()}")
+        assert lab.address == f"{base}.1" and lab.controller_up()
+        slurm = load_spec(written).spec.slurm
+        assert slurm is not None and slurm.client_conf == str(lab.conf)
+        assert slurm.controller.address == lab.address and slurm.munge_key_file == str(
+            lab.munge_key
+        )
+        # The nodes are known to the controller, not yet up (configure's role starts slurmd).
+        assert set(lab.node_states()) == {"lab-node1", "lab-node2"}
+    finally:
+        stopped = stop_lab_slurm(spec, tmp_path / "work")
+        sshhosts.release_subnet(subnet)
+    assert stopped and not lab.directory.exists() and not written.exists()
