@@ -171,3 +171,16 @@ def test_report_includes_the_health_check_records(tmp_path: Path) -> None:
     assert "Slurm health check" in html and "rackcert: gpu.count: 1" in html
     manifest = (run.path / "MANIFEST.sha256").read_text()
     assert "artifacts/health/" in manifest
+
+
+def test_bench_srun_refusals_are_one_line(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    no_block = _cli("bench", str(LAB), "--launcher", "srun", "--nodes", "2", "--runs-dir", runs)
+    assert no_block.returncode == 2 and no_block.stderr.strip().splitlines() == [
+        "error: --launcher srun: the spec has no slurm block (controller, partition)"
+    ], no_block.stderr
+    stray = _cli("bench", str(LAB), "--reservation", "maint", "--runs-dir", runs)
+    assert stray.returncode == 2 and "use it with --launcher srun" in stray.stderr
+    horovod = _cli("bench", str(_spec(tmp_path)), "--launcher", "srun", "--backend", "horovod",
+                   "--nodes", "2", "--runs-dir", runs)  # fmt: skip
+    assert horovod.returncode == 2 and "Horovod under srun" in horovod.stderr, horovod.stderr
