@@ -268,11 +268,20 @@ def down(
 @lab_app.command("status")
 def status(spec_path: LabSpecArg = None, as_json: JsonOpt = False) -> None:
     """Is the twin running, where, and with which certificate fingerprint."""
+    from rackcert.lab.slurm import SlurmLab, lab_owner
+
     spec = load(_spec_path(spec_path)).spec
     state = _state(_workdir(spec))
+    slurm = SlurmLab.load(lab_owner(spec))
+    slurm_up = slurm is not None and slurm.controller_up()
     if as_json:
         print_json(
-            {"running": bool(state), **(state or {}), "agent_pid": _agent_pid(_workdir(spec))}
+            {
+                "running": bool(state),
+                **(state or {}),
+                "agent_pid": _agent_pid(_workdir(spec)),
+                "slurm": {"running": slurm_up, "conf": str(slurm.conf)} if slurm else None,
+            }
         )
         return
     if state:
@@ -281,3 +290,9 @@ def status(spec_path: LabSpecArg = None, as_json: JsonOpt = False) -> None:
         console.print("twin not running (rackcert lab up starts it)")
     agent = _agent_pid(_workdir(spec))
     console.print(f"guest agent running (pid {agent})" if agent else "guest agent not running")
+    if slurm is not None:
+        where = f"{slurm.address}:{slurm.port}, SLURM_CONF={slurm.conf}"
+        console.print(
+            f"slurm running: {where}" if slurm_up else f"slurm not answering ({where})",
+            soft_wrap=True,
+        )
