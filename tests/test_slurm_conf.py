@@ -94,7 +94,8 @@ def test_health_check_conf_prints_a_wrapper_and_the_lines(tmp_path: Path) -> Non
     assert bad.returncode == 2 and "--spec-on-node" in bad.stderr
 
 
-def test_srun_command_line_and_placement() -> None:
+def test_srun_command_line_and_placement(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # this machine's: never the tasks'
     launch = slurm_launch.build(
         "2 node(s)", nodes=2, tasks_per_node=4, gpus=True, python="/opt/rackcert/venv/bin/python",
         worker_args=["--tasks", "allreduce"], partition="gpu", reservation="maint",
@@ -115,6 +116,15 @@ def test_srun_command_line_and_placement() -> None:
     ):
         assert opt in head, opt  # fmt: skip
     assert launch.env == {"SLURM_CONF": "/etc/slurm/site.conf"}
+    script = cmd[-1]
+    assert "CUDA_VISIBLE_DEVICES=7" not in script
+    # Each task keeps the GPU Slurm bound to it.
+    shown = subprocess.run(
+        ["sh", "-c", 'set -- ${CUDA_VISIBLE_DEVICES+"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"};'
+         ' echo "$#:$1"'], env={"CUDA_VISIBLE_DEVICES": "2,3"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert shown.stdout == "1:CUDA_VISIBLE_DEVICES=2,3\n"
+    assert ' ${CUDA_VISIBLE_DEVICES+"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"} ' in script
     text = (
         "rackcert-slurm job=41 node=n2 rank=1\nnoise\nrackcert-slurm job=41 node=n1 rank=0\n"
         "0: rackcert-slurm job=41 node=n1 rank=2\n"

@@ -69,6 +69,9 @@ def task_script(
 ) -> str:
     """What each task runs: say where it is, find the step's first node, start the worker."""
     named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+    # Slurm binds each task's GPU (--gpus-per-task 1) through the task's own
+    # CUDA_VISIBLE_DEVICES: that one goes on, never this machine's.
+    named.pop("CUDA_VISIBLE_DEVICES", None)
     pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
     worker = shlex.join([python, *WORKER, *worker_args])
     return (
@@ -79,6 +82,7 @@ def task_script(
         f'cd /tmp && exec env -i HOME="${{HOME:-/tmp}}" {pairs}'
         f" MASTER_ADDR=$first MASTER_PORT={rdzv_port}"
         " RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID"
+        ' ${CUDA_VISIBLE_DEVICES+"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}'
         f" SLURM_JOB_ID=$SLURM_JOB_ID {worker}"
     )
 
