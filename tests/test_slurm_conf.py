@@ -145,6 +145,9 @@ def test_drain_reason_and_own_drain_record(tmp_path: Path) -> None:
     line = f"NodeName=n1 State=IDLE+DRAIN Reason={reason} [root@2026-12-03T15:00:00] Comment=x"
     found = _REASON_RE.search(line)
     assert found and found.group(1) == reason
+    odd = "rackcert: gpu.pcie.link: gen=3 width=8 ['x']"
+    found = _REASON_RE.search(f"NodeName=n1 Reason={odd} [slurm@2026-12-03T15:00:00]\n")
+    assert found and found.group(1) == odd
     record = tmp_path / "h.jsonl"
     assert _last_own_drain(record, "n1") is None
     append_record(record, {"node": "n1", "action": "drain", "reason": reason})

@@ -166,7 +166,8 @@ def _scontrol(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 _STATE_RE = re.compile(r"\bState=(\S+)")
-_REASON_RE = re.compile(r"\bReason=(.*?)(?: \[[^\]]*@[^\]]*\])?(?: \w+=|$)")
+# scontrol follows a reason with " [user@time]"; the reason itself may hold "=" and spaces.
+_REASON_RE = re.compile(r"\bReason=(.*) \[[^\]\[@]*@[^\]\[]*\]")
 
 
 def node_state(node: str, env: dict[str, str]) -> tuple[str, str]:
