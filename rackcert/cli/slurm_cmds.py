@@ -26,8 +26,11 @@ DEFAULT_RACKCERT = "/opt/rackcert/venv/bin/rackcert"
 
 @slurm_app.command("conf")
 def conf_cmd(spec_path: SpecArg) -> None:
-    """Print the NodeName and PartitionName lines for the spec's VMs: CPUs and RealMemory
-    from the template (95 % of its memory), Gres=gpu:<type>:<n> from its GPUs."""
+    """Print the NodeName and PartitionName lines for the rack's nodes.
+
+    CPUs and RealMemory come from each VM's template (95 % of its memory), Gres=gpu:<type>:<n>
+    from its GPUs. rackcert does not own the controller's slurm.conf: the site adds these.
+    """
     from rackcert.slurm.conf import site_lines
 
     for line in site_lines(load(spec_path).spec):
@@ -52,9 +55,9 @@ def health_check_conf_cmd(
         typer.Option("--program", help="Where the wrapper script goes on the nodes"),
     ] = DEFAULT_PROGRAM,
 ) -> None:
-    """Print the wrapper script and the slurm.conf lines that make `rackcert validate SPEC
-    --health-check` Slurm's HealthCheckProgram and prolog.
+    """Print the slurm.conf lines that make the health check Slurm's, and its wrapper.
 
+    `rackcert validate SPEC --health-check` becomes the HealthCheckProgram and the Prolog.
     Slurm runs both without arguments and with an empty environment, so the script names
     the program and the spec by absolute path.
     """
