@@ -285,7 +285,8 @@ def validate(
         checks=[d.id for d in defs],
         tool_path=tool_path,
         events=str(events),
-        facts=str(facts_path) if facts and defs else None,
+        facts=str(facts_path) if defs else None,
+        snapshot=facts,
     )
     job_path = art / "job.json"
     atomic_write_bytes_checked(job_path, job.model_dump_json(indent=2).encode())
@@ -312,7 +313,7 @@ def validate(
         "skipped_by_request": skip,
         "local": local,
         "hypervisor_source": hv_source,
-        "facts": str(facts_path.name) if facts and facts_path.is_file() else None,
+        "facts": str(facts_path.name) if defs and facts_path.is_file() else None,
         "tool_path": tool_path,
         "host_keys": host_keys,
     }

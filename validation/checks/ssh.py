@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
+from validation.facts.peers import SshPeers
 
 HOST_KEY_FAILED = "Host key verification failed"
 
@@ -14,7 +14,7 @@ def _why(message: str) -> str:
     return message
 
 
-@check("ssh.peers", probes=("ssh_peers",))
+@check("ssh.peers", facts=(SshPeers,))
 def peers(view: NodeView) -> Outcome:
     """`ssh -o BatchMode=yes` from this node to every other VM of the spec succeeds.
 
@@ -28,7 +28,7 @@ def peers(view: NodeView) -> Outcome:
     want = view.expect.peers
     if not want:
         return skipped("the spec has no other VM to reach")
-    answers = parsers.ssh_peers(view.text("ssh_peers"))
+    answers = view.fact(SshPeers)
     bad = []
     for peer in want:
         got = answers.get(peer.name)
