@@ -67,6 +67,14 @@ def validate_cmd(
     no_facts: Annotated[
         bool, typer.Option("--no-facts", help="Skip the pyinfra facts snapshot (facts.json)")
     ] = False,
+    peers: Annotated[
+        str | None,
+        typer.Option(
+            "--peers",
+            help="ssh.peers: 'all' for the full mesh, or how many peers beyond the two ring"
+            " neighbours each node checks (default 2, rotating between runs)",
+        ),
+    ] = None,
     list_checks: Annotated[
         bool, typer.Option("--list", help="List the check ids with what each expects, and exit")
     ] = False,
@@ -91,7 +99,9 @@ def validate_cmd(
         _print_checks()
         return
     import validation
+    from validation.peers import parse_k
 
+    peer_k = parse_k(peers)
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
     loaded = load(spec_path)
@@ -110,6 +120,7 @@ def validate_cmd(
         junit=junit,
         ssh_config=ssh_config,
         facts=not no_facts,
+        peers=peer_k,
         console=err_console if err_console.is_terminal else None,
     )
     path = run_dir.path / "validate.json"
