@@ -117,8 +117,8 @@ def choose(
         ties = {p: rng.random() for p in rest}
         age: dict[str, float] = {}
         for p in rest:
-            since = history.since(node, p, now)
-            age[p] = math.inf if since is None else float(since)
+            last = history.since(node, p, now)
+            age[p] = math.inf if last is None else float(last)
         rest.sort(key=lambda p: (-age[p], ties[p]))
         chosen[node] = near + rest[: int(k)]
     since = {(n, p): history.since(n, p, now) for n, peers in chosen.items() for p in peers}
