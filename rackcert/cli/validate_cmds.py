@@ -111,7 +111,6 @@ def validate_cmd(
         loaded,
         run_dir,
         runs_root=root,
-        compare=compare,
         nodes=node,
         checks=check,
         skip=skip,
@@ -125,19 +124,19 @@ def validate_cmd(
     )
     path = run_dir.path / "validate.json"
     data = record.data
+    junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
+    found = _compare(run_dir, root, record, junit) if compare else None
     if as_json:
-        # CI reads the record itself (the diff with the certified run is in it).
-        print_json({"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})})
+        # CI reads the record itself, and the comparison with the certified run.
+        doc = {"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})}
+        print_json({**doc, "comparison": found.to_dict() if found else None})
     else:
-        junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
         _print_outcome(record, path, junit_path)
-        if compare and data.compared_with is None:
+        if compare and found is None:
             console.print("no certified (PASS) run of this rack yet: nothing to compare with")
-        elif data.compared_with:
-            console.print(
-                f"compared with the last certified run {data.compared_with}", soft_wrap=True
-            )
-            for line in data.changes:
+        elif found is not None:
+            console.print(f"compared with the last certified run {found.certified}", soft_wrap=True)
+            for line in found.changes:
                 console.print(line, soft_wrap=True)
     failing = data.summary.failing
     if failing:
@@ -146,11 +145,30 @@ def validate_cmd(
             f"validate failed: {len(failing)} error-severity check(s) failed:"
             f" {', '.join(failing[:5])}{more}; record {path}"
         )
-    if data.regressions:
+    if found is not None and found.regressions:
         raise RackcertError(
-            f"validate: {len(data.regressions)} regression(s) since the last certified run:"
-            f" {data.regressions[0]}; record {path}"
+            f"validate: {len(found.regressions)} regression(s) since the last certified run:"
+            f" {found.regressions[0]}; {run_dir.path / 'comparison.json'}"
         )
+
+
+def _compare(run_dir, root: Path, record: ValidateRecord, junit: Path | None):
+    """The report layer's comparison with the last certified run (rackcert.report.upgrade),
+    after the stage: regressions go to comparison.json and, as one failing case, to JUnit."""
+    from rackcert.report import upgrade
+    from validation.junit import write_junit
+
+    found = upgrade.since_certified(run_dir, root)
+    if found is None:
+        return None
+    upgrade.write(run_dir, found)
+    if found.regressions:
+        case = found.failing_case(run_dir.meta["rack"])
+        results = [*record.data.results, case]
+        write_junit(run_dir.artifacts("validate") / "junit.xml", results)
+        if junit:
+            write_junit(junit, results)
+    return found
 
 
 def _print_checks() -> None:
