@@ -65,9 +65,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Scrub secrets, serialise, write atomically; an OSError becomes one RecordError line."""
-    payload = REDACTOR.scrub(json.dumps(obj, indent=2, default=str) + "\n")
+def atomic_write_json(path: Path, obj: Any, *, indent: int | None = 2) -> None:
+    """Scrub secrets, serialise, write atomically; an OSError becomes one RecordError line.
+
+    `indent=None` writes compact JSON through the C encoder (json's indented output is
+    pure Python): for machine-read documents that grow with the rack, such as facts.json.
+    """
+    payload = REDACTOR.scrub(json.dumps(obj, indent=indent, default=str) + "\n")
     try:
         atomic_write_bytes(path, payload.encode())
     except OSError as exc:

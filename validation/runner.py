@@ -308,7 +308,8 @@ def validate(
     gathered, guest, suite_rc = _follow(procs, events, names, len(defs), console, deadline_s)
     guest += _not_run(defs, names, guest, art, suite_rc)
     order = {d.id: i for i, d in enumerate(defs)}
-    guest.sort(key=lambda r: (names.index(r.node) if r.node in names else 99, order.get(r.id, 99)))
+    rank = {n: i for i, n in enumerate(names)}
+    guest.sort(key=lambda r: (rank.get(r.node, len(rank)), order.get(r.id, len(order))))
     results = guest + hv_results
     node_info = _nodes(tgts, gathered, results, guest_run=bool(defs))
     summary = _summary(results, time.monotonic() - t0)
@@ -435,9 +436,12 @@ def _nodes(
 ) -> dict[str, Any]:
     """Per node: reachable (None when no guest check ran), counts, passed/failed."""
     out: dict[str, Any] = {}
+    by_node: dict[str, list[CheckResult]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
     for t in tgts:
         node = t.expect.node
-        mine = [r for r in results if r.node == node]
+        mine = by_node.get(node, [])
         ev = gathered.get(node, {})
         reachable = bool(ev.get("reachable")) if guest_run else None
         bad = any(_failing(r) for r in mine) or reachable is False

@@ -57,16 +57,31 @@ def build_facts(
     }
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def jsonable(obj: Any) -> Any:
-    """A typed fact value as JSON data (dataclasses become objects, sets sorted lists)."""
+    """A typed fact value as JSON data (dataclasses become objects, sets sorted lists).
+
+    Dispatches on the exact type first: package lists and sysctl hold thousands of plain
+    strings per node, and this runs for every node of the rack.
+    """
+    kind = type(obj)
+    if kind in _SCALARS:
+        return obj
+    if kind is dict:
+        return {str(k): v if type(v) in _SCALARS else jsonable(v) for k, v in obj.items()}
+    if kind is set or kind is frozenset:
+        items = [v if type(v) in _SCALARS else jsonable(v) for v in obj]
+        return sorted(items, key=str)
+    if kind is list or kind is tuple:
+        return [v if type(v) in _SCALARS else jsonable(v) for v in obj]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, list | tuple | set | frozenset):
         return [jsonable(v) for v in obj]
-    if isinstance(obj, set | frozenset):
-        return sorted(jsonable(v) for v in obj)
-    if isinstance(obj, str | int | float | bool) or obj is None:
+    if isinstance(obj, _SCALARS):
         return obj
     return str(obj)

@@ -198,8 +198,11 @@ def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
     rows: dict[str, ValidateNode | None] = dict(data.nodes)
     for r in data.results:  # hypervisor-only nodes (ESXi hosts)
         rows.setdefault(r.node, None)
+    by_node: dict[str, list] = {}
+    for r in data.results:
+        by_node.setdefault(r.node, []).append(r)
     for name, info in rows.items():
-        mine = [r for r in data.results if r.node == name]
+        mine = by_node.get(name, [])
         fatal = [r for r in mine if r.severity.value == "error"]
         bad_fatal = [r for r in fatal if r.status.value in ("fail", "error")]
         counts = {

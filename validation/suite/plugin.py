@@ -165,7 +165,7 @@ def _write_facts(path: Path, judged: list[Judged], facts: list, seconds: float) 
         data = build_facts(reached, errors, facts=facts, seconds=seconds)
     except Exception as exc:  # noqa: BLE001 - record why, keep the checks
         data = {"collector": "validate", "error": f"{type(exc).__name__}: {exc}", "nodes": {}}
-    atomic_write_json(path, data)
+    atomic_write_json(path, data, indent=None)  # compact: it grows with nodes x packages
 
 
 @pytest.fixture
