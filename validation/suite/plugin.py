@@ -20,7 +20,7 @@ import pytest
 
 from rackcert.results import CheckResult, Status
 from validation.checks import REGISTRY, NodeView, Outcome, facts_of, load_all, result, run_check
-from validation.gather import Gathered, Job, Target, gather, testinfra_host
+from validation.gather import Gathered, Job, Target, gather
 
 
 @dataclass(frozen=True)
@@ -43,21 +43,52 @@ class Judged:
 
 
 class Events:
-    """Append-only JSON lines, one flush per line, so the runner sees progress live."""
+    """Append-only JSON lines, one flush per line, so the runner sees progress live; the
+    results are kept here too, for --rackcert-junit and --rackcert-results (no file when
+    the suite was started the testinfra way without a job)."""
 
     def __init__(self, path: str):
         self._lock = threading.Lock()
-        self._handle = Path(path).open("a", encoding="utf-8")  # noqa: SIM115 - session-long
+        self.results: list[dict] = []
+        self._handle = Path(path).open("a", encoding="utf-8") if path else None  # noqa: SIM115
 
     def emit(self, **event: object) -> None:
         line = json.dumps(event, default=str) + "\n"
         with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
+            if event.get("event") == "result":
+                self.results.append(event["result"])  # type: ignore[arg-type]
+            if self._handle is not None:
+                self._handle.write(line)
+                self._handle.flush()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--rackcert-job", dest="rackcert_job", help="validate job JSON")
+    group = parser.getgroup("rackcert", "rackcert validate")
+    group.addoption("--rackcert-job", dest="rackcert_job", help="validate job JSON (the runner's)")
+    group.addoption(
+        "--rackcert-spec",
+        dest="rackcert_spec",
+        help="Rack spec to judge testinfra's --hosts against (the testinfra way)",
+    )
+    group.addoption(
+        "--rackcert-check",
+        dest="rackcert_checks",
+        action="append",
+        default=[],
+        help="Only checks with this id or prefix (repeatable)",
+    )
+    group.addoption(
+        "--rackcert-peers", dest="rackcert_peers", help="ssh.peers: 'all' or extra peers (2)"
+    )
+    group.addoption(
+        "--rackcert-tool-path", dest="rackcert_tool_path", help="PATH prefix on the nodes (fakes)"
+    )
+    group.addoption(
+        "--rackcert-junit", dest="rackcert_junit", help="Write rackcert's JUnit XML here"
+    )
+    group.addoption(
+        "--rackcert-results", dest="rackcert_results", help="Write the CheckResults (JSON) here"
+    )
 
 
 def _job(config: pytest.Config) -> Job:
@@ -65,11 +96,74 @@ def _job(config: pytest.Config) -> Job:
     if cached is not None:
         return cached
     path = config.getoption("rackcert_job")
-    if not path:
-        raise pytest.UsageError("--rackcert-job is required")
-    job = Job.model_validate_json(Path(path).read_text())
+    spec = config.getoption("rackcert_spec")
+    if path:
+        job = Job.model_validate_json(Path(path).read_text())
+    elif spec:
+        job = _testinfra_job(config, spec)
+    else:
+        raise pytest.UsageError("give --rackcert-spec SPEC with testinfra's --hosts")
     config._rackcert_job = job  # type: ignore[attr-defined]
     return job
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the job before collection: bad --hosts or --rackcert-spec is one usage line."""
+    if config.getoption("rackcert_job") or config.getoption("rackcert_spec"):
+        _job(config)
+
+
+def _testinfra_job(config: pytest.Config, spec: str) -> Job:
+    """The job of `pytest --hosts=... --rackcert-spec SPEC` (validation.suite.hosts)."""
+    from rackcert.errors import InputError
+    from validation.peers import parse_k
+    from validation.suite.hosts import HostsError, job_from_hosts
+
+    hosts = _opt(config, "hosts")
+    if not hosts:
+        raise pytest.UsageError("--rackcert-spec needs testinfra's --hosts=ssh://user@addr,...")
+    try:
+        return job_from_hosts(
+            spec,
+            hosts,
+            checks=config.getoption("rackcert_checks") or None,
+            identity_file=_opt(config, "ssh_identity_file"),
+            ssh_config=_opt(config, "ssh_config"),
+            peers=parse_k(config.getoption("rackcert_peers")),
+            tool_path=config.getoption("rackcert_tool_path"),
+        )
+    except (HostsError, InputError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _opt(config: pytest.Config, name: str) -> str | None:
+    """One of testinfra's options (None where testinfra's plugin is not loaded)."""
+    try:
+        value = config.getoption(name)
+    except ValueError:
+        return None
+    return str(value) if value else None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """--rackcert-junit / --rackcert-results: the same JUnit and results validate records."""
+    config = session.config
+    junit, out = config.getoption("rackcert_junit"), config.getoption("rackcert_results")
+    events: Events | None = getattr(config, "_rackcert_events", None)
+    if not (junit or out) or events is None:
+        return
+    results = [CheckResult.model_validate(r) for r in events.results]
+    order = {c: i for i, c in enumerate(_job(config).checks)}
+    nodes = {t.expect.node: i for i, t in enumerate(_job(config).targets)}
+    results.sort(key=lambda r: (nodes.get(r.node, len(nodes)), order.get(r.id, len(order))))
+    if junit:
+        from validation.junit import write_junit
+
+        write_junit(Path(junit), results)
+    if out:
+        from rackcert.runs import atomic_write_json
+
+        atomic_write_json(Path(out), [r.model_dump(mode="json") for r in results])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -88,8 +182,10 @@ def rackcert_job(request: pytest.FixtureRequest) -> Job:
 
 
 @pytest.fixture(scope="session")
-def rackcert_events(rackcert_job: Job) -> Events:
-    return Events(rackcert_job.events)
+def rackcert_events(request: pytest.FixtureRequest, rackcert_job: Job) -> Events:
+    events = Events(rackcert_job.events)
+    request.config._rackcert_events = events  # type: ignore[attr-defined]
+    return events
 
 
 def judge(got: Gathered, target: Target, check_ids: list[str]) -> Judged:
@@ -166,9 +262,3 @@ def _write_facts(path: Path, judged: list[Judged], facts: list, seconds: float) 
     except Exception as exc:  # noqa: BLE001 - record why, keep the checks
         data = {"collector": "validate", "error": f"{type(exc).__name__}: {exc}", "nodes": {}}
     atomic_write_json(path, data, indent=None)  # compact: it grows with nodes x packages
-
-
-@pytest.fixture
-def host(rackcert_case: Case):
-    """The testinfra Host of this case's node (the one its facts were gathered through)."""
-    return testinfra_host(rackcert_case.target)
