@@ -6,7 +6,7 @@ from typing import Any
 
 from validation import parsers
 from validation.expect import NodeExpect
-from validation.facts import Fact
+from validation.facts.base import Fact
 
 # Query fields of `nvidia-smi --query-gpu` the GPU checks and the report read. FULL needs
 # a recent driver; BASE is the subset every R450+ driver knows (the command falls back).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from validation import nic_firmware, parsers
-from validation.facts import Fact
+from validation.facts.base import Fact
 
 
 class NetInterfaces(Fact):

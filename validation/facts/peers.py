@@ -7,7 +7,7 @@ import shlex
 from rackcert.ssh_target import hop_options, node_known_hosts
 from validation import parsers
 from validation.expect import NodeExpect, Peer
-from validation.facts import Fact
+from validation.facts.base import Fact
 
 # The hops only run `true`: they prefer curve25519 key exchange, which OpenSSH 9's default
 # (the post-quantum hybrid sntrup761x25519) costs ten times the CPU of (about 100 ms per

@@ -12,7 +12,7 @@ from typing import Any
 from pyinfra.facts import deb, rpm, server
 
 from validation import parsers
-from validation.facts import Fact
+from validation.facts.base import Fact
 
 
 class Hostname(server.Hostname, Fact):
