@@ -244,7 +244,8 @@ def _follow(procs, events: Path, names: list[str], total: int, console, deadline
                 break
             if time.monotonic() > end:
                 suite.kill()
-            time.sleep(0.05)
+            # Live bars want a quick refresh; without a terminal, poll less (it costs CPU).
+            time.sleep(0.05 if console is not None else 0.25)
     rc = suite.wait() if suite else 0
     return gathered, results, rc
 

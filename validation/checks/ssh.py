@@ -1,4 +1,4 @@
-"""SSH trust: every node reaches every peer without a password (MPI and torchrun need it)."""
+"""SSH trust: every node reaches its peers without a password (MPI and torchrun need it)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ def _why(message: str) -> str:
 
 @check("ssh.peers", facts=(SshPeers,))
 def peers(view: NodeView) -> Outcome:
-    """`ssh -o BatchMode=yes` from this node to every other VM of the spec succeeds.
+    """`ssh -o BatchMode=yes` from this node to its chosen peers succeeds (validate --peers).
 
-    Host keys are checked strictly (StrictHostKeyChecking=yes) against the keys the
-    controller enrolled or the spec pinned (rackcert.known_hosts), sent with the probe: a
-    peer answering with another key fails, never is trusted anew. The mesh is n x (n-1)
-    connections: the one part of validate that grows faster than the number of nodes.
+    The peers are the two ring neighbours and k more, the ones this node has gone longest
+    without checking (validation.peers; `--peers all`: every other VM). Host keys are
+    checked strictly (StrictHostKeyChecking=yes) against the keys the controller enrolled
+    or the spec pinned (rackcert.known_hosts), sent with the probe: a peer answering with
+    another key fails, never is trusted anew.
 
     Fix: share the cluster key (role ssh_trust); for a changed host key see docs/security.md.
     """
