@@ -66,7 +66,11 @@ def validate_cmd(
         typer.Option("--ssh-config", help="SSH client config to use instead of rackcert's own"),
     ] = None,
     no_facts: Annotated[
-        bool, typer.Option("--no-facts", help="Skip the pyinfra facts snapshot (facts.json)")
+        bool,
+        typer.Option(
+            "--no-facts",
+            help="Leave the report's snapshot (packages, sysctl, firmware...) out of facts.json",
+        ),
     ] = False,
     peers: Annotated[
         str | None,
