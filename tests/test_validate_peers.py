@@ -82,3 +82,12 @@ def test_validate_rotates_peers_on_real_hosts_and_covers_the_mesh_in_bound_runs(
     assert mesh["mode"] == "all" and mesh["checked"] == 20
     assert [r["round"] for r in (first, second, mesh)] == [1, 2, 3]
     assert all(a < b for a, b in pairwise(p.parent.name for p in dirs))
+    # The report shows how much of the mesh is covered (from validate's record only).
+    from rackcert.report.assemble import assemble
+    from rackcert.report.html import render_html
+    from rackcert.runs import RunDir
+
+    record = assemble(RunDir.open(dirs[-1].parent))
+    assert record.ssh_mesh is not None and record.ssh_mesh.covered == 20
+    html = render_html(record)
+    assert "SSH mesh" in html and "20 of 20 (100.0%)" in html
