@@ -89,17 +89,20 @@ def _u16(value: int | None) -> int:
     return (value or 0) & 0xFFFF
 
 
-def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
+def _filter_spec(vim: Any, vmodl: Any, view: Any, extra: dict[Any, list[str]] | None = None) -> Any:
     pc = vmodl.query.PropertyCollector
     traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
+    paths = {
+        vim.HostSystem: HOST_PROPERTIES,
+        vim.VirtualMachine: VM_PROPERTIES,
+        vim.Datastore: NAMED,
+        vim.Network: NAMED,
+    }
+    for kind, more in (extra or {}).items():
+        paths[kind] = list(dict.fromkeys([*paths.get(kind, []), *more]))
     return pc.FilterSpec(
         objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[traverse])],
-        propSet=[
-            pc.PropertySpec(type=vim.HostSystem, pathSet=HOST_PROPERTIES),
-            pc.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
-            pc.PropertySpec(type=vim.Datastore, pathSet=NAMED),
-            pc.PropertySpec(type=vim.Network, pathSet=NAMED),
-        ],
+        propSet=[pc.PropertySpec(type=kind, pathSet=p) for kind, p in paths.items()],
         reportMissingObjectsInResults=False,
     )
 
@@ -129,18 +132,24 @@ def _retrieve_paged(
     return with_retries(lambda: _pages(pc, spec, options, stats), attempts)
 
 
-def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
-    """Every host and VM object content: one retrieval, followed through its pages."""
+def retrieve_all(
+    si: Any, stats: dict[str, int] | None = None, extra: dict[Any, list[str]] | None = None
+) -> list[Any]:
+    """Every host and VM object content: one retrieval, followed through its pages.
+
+    `extra` adds properties (and object types) to the same retrieval: `rackcert capture`
+    reads clusters, datacenters and more per host in the one call discovery makes.
+    """
     from pyVmomi import vim, vmodl
 
     content = si.content
-    view = content.viewManager.CreateContainerView(
-        content.rootFolder, [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network], True
-    )
+    kinds = [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network]
+    kinds += [k for k in (extra or {}) if k not in kinds]
+    view = content.viewManager.CreateContainerView(content.rootFolder, kinds, True)
     try:
         pc = content.propertyCollector
         options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
-        spec = _filter_spec(vim, vmodl, view)
+        spec = _filter_spec(vim, vmodl, view, extra)
         return _retrieve_paged(pc, spec, options, {} if stats is None else stats)
     finally:
         with contextlib.suppress(*TRANSIENT_FAULTS):
@@ -149,7 +158,7 @@ def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
 
 def discover(si: Any) -> Inventory:
     """The rack as vCenter sees it now; `round_trips` counts the SOAP calls it took."""
-    from pyVmomi import vim, vmodl
+    from pyVmomi import vmodl
 
     from provision.roundtrips import count_round_trips
 
@@ -167,6 +176,17 @@ def discover(si: Any) -> Inventory:
                 f"vCenter discovery failed: the connection dropped ({type(exc).__name__})"
                 " three times; check the network and re-run"
             ) from None
+    inventory = inventory_from(objects, about)
+    inventory.round_trips = counter.calls
+    inventory.pages = stats.get("pages", 0)
+    inventory.seconds = round(time.perf_counter() - started, 4)
+    return inventory
+
+
+def inventory_from(objects: list[Any], about: Any) -> Inventory:
+    """The Inventory of one retrieval's object contents (discover's and capture's)."""
+    from pyVmomi import vim
+
     hosts: list[ObservedHost] = []
     vms: list[tuple[ObservedVm, str | None]] = []
     names = {
@@ -208,9 +228,6 @@ def discover(si: Any) -> Inventory:
         hosts=hosts,
         vms=out_vms,
         templates=templates,
-        round_trips=counter.calls,
-        pages=stats.get("pages", 0),
-        seconds=round(time.perf_counter() - started, 4),
     )
 
 
