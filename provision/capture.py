@@ -84,7 +84,7 @@ def capture(si: Any) -> tuple[Capture, Inventory]:
             out = _assemble(si, objects, about, vim)
         except vmodl.MethodFault as exc:
             raise DiscoveryError(
-                f"vCenter capture failed: {exc.msg or type(exc).__name__}"
+                f"vCenter capture failed: {getattr(exc, 'msg', None) or type(exc).__name__}"
             ) from None
         except TRANSIENT_FAULTS as exc:
             raise DiscoveryError(

@@ -9,6 +9,7 @@ pyVmomi is imported lazily, inside the commands.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -135,6 +136,13 @@ def provision_cmd(
             min=1,
         ),
     ] = 600.0,
+    rehearsed: Annotated[
+        Path | None,
+        typer.Option(
+            "--rehearsed",
+            help="Act only on the inventory rehearsed in this run (rackcert rehearse)",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
@@ -150,6 +158,11 @@ def provision_cmd(
     from provision.apply import Timeouts
 
     loaded = load(spec_path)
+    guard = None
+    if rehearsed is not None:
+        from provision.rehearse import check_rehearsed
+
+        guard = check_rehearsed(rehearsed, loaded)
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     title = f"provision rack {loaded.spec.metadata.name}"
 
@@ -169,6 +182,7 @@ def provision_cmd(
             on_event=bar.event,
             timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
             power_on=not no_power_on,
+            guard=guard,
         )
     path = run_dir.path / "provision.json"
     data = record.data

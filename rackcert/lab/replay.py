@@ -11,6 +11,8 @@ twin serves as data only, without the behaviour a real vCenter has behind it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rackcert.capture.model import Capture, Host
@@ -22,6 +24,7 @@ from rackcert.lab.twin import (
     REBOOT_TIMING,
     TwinFiles,
 )
+from rackcert.spec import Spec
 
 # PCI classes whose behaviour the twin models: passthrough of GPUs (display/3D controllers),
 # NICs (Ethernet, InfiniBand) and their bridges, and the chipset functions every host has.
@@ -175,3 +178,25 @@ def static_lines(capture: Capture) -> list[str]:
                 f" {withheld[0]}=<withheld>{', ...' if len(withheld) > 1 else ''}"
             )
     return lines
+
+
+def capture_description(
+    path: Path, spec: Spec, files: TwinFiles, base: dict[str, Any], say: Callable[[str], None]
+) -> dict[str, Any]:
+    """`lab up --capture`: the capture's description, listening where `base` (the spec's) does.
+
+    Says, one line each, what is served as static data only.
+    """
+    from rackcert.capture.model import load_capture
+
+    capture = load_capture(path)
+    desc = description_from_capture(capture, files, user=spec.vcenter.user, tls=base["tls"])
+    desc["listen"] = base["listen"]
+    desc["faults"] = base["faults"]
+    for line in static_lines(capture):
+        say(f"served as static data: {line}")
+    say(
+        f"serving capture {path} (taken {capture.taken_at}): {len(capture.hosts)} host(s),"
+        f" {len(capture.vms)} VM(s) and template(s)"
+    )
+    return desc
