@@ -249,7 +249,7 @@ def check_rehearsed(run_path: Path, loaded: LoadedSpec) -> Callable[[Any], None]
     """
     from rackcert.capture.digest import inventory_digest
 
-    rehearsed = RunDir.open(run_path)
+    rehearsed = RunDir.open(run_path, spec_sha256=loaded.sha256)
     record = rehearsed.read_record("rehearsal")
     if not isinstance(record, RehearsalRecord) or record.data.capture is None:
         raise InputError(f"--rehearsed {run_path}: no rehearsal with a capture recorded there")

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from rackcert.cli.common import RunsRootOpt, SpecArg, app, console, default_runs_root, load
+from rackcert.cli.rehearse_cmds import rehearsal_stage, rehearsed_guard
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
 from rackcert.runs import RunDir
 
@@ -31,6 +32,7 @@ def build_stages(
     local_bench: bool,
     backend: str = "auto",
     runs_root: Path | None = None,
+    rehearse: bool = False,
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
@@ -62,6 +64,7 @@ def build_stages(
             power_cycle=power_cycle,
             confirm=confirm_apply,
             on_plan=lambda actions: console.print(_actions_table(actions, "provision")),
+            guard=rehearsed_guard(run, loaded) if rehearse else None,
         )
 
     def configure(run: RunDir) -> None:
@@ -88,6 +91,7 @@ def build_stages(
             console.print(f"  - {reason}", soft_wrap=True)
 
     stages = [
+        *([rehearsal_stage(loaded, power_cycle)] if rehearse else []),
         Stage("plan", plan, "read vCenter, diff with the spec"),
         Stage("provision", provision_stage, "ATS, passthrough, VMs"),
         Stage("configure", configure, "guest stack through Ansible"),
@@ -139,6 +143,13 @@ def bootstrap_cmd(
             "--backend", help="Bench engine: auto (Horovod if it imports), nccl, gloo, horovod"
         ),
     ] = "auto",
+    rehearse: Annotated[
+        bool,
+        typer.Option(
+            "--rehearse",
+            help="First provision a twin of the vCenter (rackcert rehearse); stop on a refusal",
+        ),
+    ] = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     loaded = load(spec_path)
@@ -157,6 +168,7 @@ def bootstrap_cmd(
         local_bench=local_bench,
         backend=backend,
         runs_root=runs_dir,
+        rehearse=rehearse,
     )
     _finish(run_pipeline(stages, run, resume=resume is not None, final=report, console=console))
 

@@ -140,7 +140,8 @@ def provision_cmd(
         Path | None,
         typer.Option(
             "--rehearsed",
-            help="Act only on the inventory rehearsed in this run (rackcert rehearse)",
+            help="Act only on the inventory rehearsed in this run (rackcert rehearse);"
+            " provision records into that run unless --run says otherwise",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -163,6 +164,7 @@ def provision_cmd(
         from provision.rehearse import check_rehearsed
 
         guard = check_rehearsed(rehearsed, loaded)
+        run = run or rehearsed  # the real provision joins its rehearsal's run
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     title = f"provision rack {loaded.spec.metadata.name}"
 

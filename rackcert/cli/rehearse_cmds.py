@@ -145,19 +145,11 @@ def rehearse_cmd(
         raise typer.Exit(1)
 
 
-def summary_line(data: Any) -> str:
-    """ "rehearsed on a capture taken at T: N actions, R refusals" (the report says the same)."""
-    taken = data.capture.taken_at if data.capture else "?"
-    return (
-        f"rehearsed on a capture taken at {taken}: {len(data.actions)} actions,"
-        f" {len(data.refusals)} refusals"
-    )
-
-
 def show_rehearsal(data: Any, path: Path) -> None:
     """The rehearsal in lines: static data, actions, refusals, notes, second plan, times."""
     from rackcert.cli.output import show_table
     from rackcert.cli.provision_cmds import _actions_table
+    from rackcert.report.rehearsal import line as rehearsal_line
 
     def line(text: str) -> None:
         console.print(text, markup=False, emoji=False, highlight=False, soft_wrap=True)
@@ -176,7 +168,33 @@ def show_rehearsal(data: Any, path: Path) -> None:
             line(f"  {a.target}: {a.kind}: {a.change}")
     else:
         line("second plan: empty (the twin converged)")
+    if data.capture and data.twin_digest != data.capture.inventory_digest:
+        line("note: the twin's digest differs from the capture's (see served as static data)")
     times = ", ".join(f"{k} {v:.2f} s" for k, v in data.seconds.items())
     digest = data.capture.inventory_digest if data.capture else ""
     line(f"times: {times}; capture digest {digest}")
-    line(f"{summary_line(data)} (recorded {path})")
+    line(f"{rehearsal_line(data)} (recorded {path})")
+
+
+def rehearsal_stage(loaded: Any, power_cycle: bool) -> Any:
+    """bootstrap --rehearse: the rehearsal as the first stage; a refusal stops the flow."""
+    from provision.rehearse import rehearse
+    from rackcert.errors import RackcertError
+    from rackcert.pipeline import Stage
+    from rackcert.report.rehearsal import line
+
+    def run_it(run: Any) -> None:
+        say = lambda m: console.print(m, markup=False, emoji=False, highlight=False)  # noqa: E731
+        record = rehearse(loaded, run, power_cycle=power_cycle, say=say)
+        show_rehearsal(record.data, run.path / "rehearsal.json")
+        if record.data.refusals or record.data.second_plan:
+            raise RackcertError(f"rehearsal: {line(record.data)}: nothing touched the real hosts")
+
+    return Stage("rehearsal", run_it, "provision a twin of the vCenter first")
+
+
+def rehearsed_guard(run: Any, loaded: Any) -> Any:
+    """bootstrap --rehearse: provision acts only on the inventory the rehearsal captured."""
+    from provision.rehearse import check_rehearsed
+
+    return check_rehearsed(run.path, loaded)

@@ -42,6 +42,7 @@ from rackcert.report.record import (
     StageRecord,
     VmRecord,
 )
+from rackcert.report.rehearsal import rehearsal_line
 from rackcert.report.software import (
     nodes_of,
     versions_from_checks,
@@ -544,4 +545,5 @@ def assemble(
         checks=checks,
         check_counts=_counts(checks),
         bench=bench,
+        rehearsal=rehearsal_line(run),
     )

@@ -191,6 +191,9 @@ class RunRecord(Model):
     checks: list[CheckResult] = Field(default_factory=list)
     check_counts: CheckCounts = Field(default_factory=CheckCounts)
     bench: Bench = Field(default_factory=Bench)
+    rehearsal: str | None = Field(
+        None, description="rehearsed on a capture taken at T: N actions, R refusals (rehearse)"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
