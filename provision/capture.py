@@ -48,15 +48,14 @@ from rackcert.capture.model import (
     Vm,
     VmDevice,
 )
-from rackcert.capture.redact import WITHHELD, is_secret_key, sha256
+from rackcert.capture.redact import SERVED_WITHHELD, WITHHELD, is_secret_key, sha256
 from rackcert.observed import Inventory
 from rackcert.runs import utc_now
 from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS
 
 HOST_MORE = ["hardware.cpuInfo", "hardware.memorySize", "parent"]
 CLUSTER = ["name", "host", "configurationEx", "environmentBrowser"]
-DATASTORE = ["summary.type", "host"]
-NETWORK = ["host"]
+DATASTORE = ["summary.type"]
 
 
 def _extra(vim: Any) -> dict[Any, list[str]]:
@@ -65,7 +64,6 @@ def _extra(vim: Any) -> dict[Any, list[str]]:
         vim.ClusterComputeResource: CLUSTER,
         vim.Datacenter: ["name"],
         vim.Datastore: DATASTORE,
-        vim.Network: NETWORK,
     }
 
 
@@ -117,7 +115,6 @@ def _assemble(si: Any, objects: list[Any], about: Any, vim: Any) -> Capture:
         Datastore(
             name=props.get("name", ""),
             type=str(props.get("summary.type") or ""),
-            hosts=sorted(names.get(m.key._moId, "") for m in props.get("host") or []),
         )
         for _ref, props in by_kind.get("Datastore", [])
     ]
@@ -125,7 +122,6 @@ def _assemble(si: Any, objects: list[Any], about: Any, vim: Any) -> Capture:
         Network(
             name=props.get("name", ""),
             type=type(ref).__name__.rsplit(".", 1)[-1],
-            hosts=sorted(names.get(h._moId, "") for h in props.get("host") or []),
         )
         for kind in ("Network", "DistributedVirtualPortgroup", "OpaqueNetwork")
         for ref, props in by_kind.get(kind, [])
@@ -160,7 +156,8 @@ def _cluster(props: dict[str, Any], names: dict[str, str]) -> Cluster:
     rules = [
         ClusterRule(
             name=rule.name or "",
-            type=type(rule).__name__.rsplit(".", 1)[-1],
+            # vSphere's type name (pyVmomi says vim.cluster.AntiAffinityRuleSpec)
+            type="Cluster" + type(rule).__name__.rsplit(".", 1)[-1].removeprefix("Cluster"),
             enabled=bool(rule.enabled),
         )
         for rule in getattr(config, "rule", None) or []
@@ -292,7 +289,10 @@ def _vm(props: dict[str, Any], names: dict[str, str], vim: Any) -> Vm:
 
 def _extra_config(key: str, value: str) -> ExtraConfig:
     if is_secret_key(key):
-        return ExtraConfig(key=key, value=WITHHELD, redacted=True, sha256=sha256(value))
+        # A twin serving a capture serves a withheld value as its marker: keep its digest.
+        served = SERVED_WITHHELD.fullmatch(value)
+        digest = served.group(1) if served else sha256(value)
+        return ExtraConfig(key=key, value=WITHHELD, redacted=True, sha256=digest)
     return ExtraConfig(key=key, value=value)
 
 

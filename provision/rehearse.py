@@ -70,9 +70,16 @@ def twin_spec(spec: Spec, port: int, password_file: Path, ca_file: Path) -> Spec
 
 @contextlib.contextmanager
 def twin_of(capture: Capture, spec: Spec, workdir: Path) -> Iterator[tuple[Any, Spec]]:
-    """A running twin of `capture` and the spec pointed at it; stopped on exit."""
+    """A running twin of `capture` and the spec pointed at it; stopped on exit.
+
+    Withheld guestinfo values the spec would write are served as the spec writes them
+    (their digest matches); other withheld values as `<withheld sha256:...>`.
+    """
     from rackcert.lab import replay, twin
 
+    capture = capture.model_copy(deep=True)
+    # guestinfo the spec would write, put back where the withheld value's digest matches
+    replay.restore_withheld(capture, wanted_guestinfo(spec))
     files = twin.TwinFiles.in_dir(workdir)
     desc = replay.description_from_capture(capture, files, user=spec.vcenter.user)
     started = twin.start(desc, files)
@@ -127,8 +134,9 @@ def rehearse(
             round_trips=capture.round_trips,
             seconds=capture.seconds,
         )
-        restore_withheld(capture, wanted_guestinfo(loaded.spec))
-        data.static = static_lines(capture)
+        shown = capture.model_copy(deep=True)
+        restore_withheld(shown, wanted_guestinfo(loaded.spec))
+        data.static = static_lines(shown)
         workdir = Path(tempfile.mkdtemp(prefix="rackcert-rehearsal-"))
         try:
             t1 = time.perf_counter()
@@ -161,6 +169,7 @@ def _provision_twin(
     from provision.apply import ApplyError, ApplyResult, Timeouts, apply
     from provision.discovery import discover
     from provision.session import connect
+    from provision.stage import vm_states
     from rackcert.stage_records import ActionRecord, DoneAction, Refusal, SkippedAction
 
     twin_loaded = LoadedSpec(spec=spec, path=loaded.path, text=loaded.text, sha256=loaded.sha256)
@@ -214,6 +223,16 @@ def _provision_twin(
             )
         t = time.perf_counter()
         after = discover(si)
+        for name, state in vm_states(spec, after, result.vms).items():
+            if state.get("left_off"):
+                data.refusals.append(
+                    Refusal(
+                        target=name,
+                        action="vm.power_on",
+                        by="rackcert",
+                        message=f"left powered off: {state['left_off']}",
+                    )
+                )
         try:
             second = [a for a in _plan(twin_loaded, after) if a.kind != "vm.wait"]
         except RackcertError as exc:

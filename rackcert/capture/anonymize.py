@@ -85,10 +85,6 @@ def _sorted(capture: Capture) -> Capture:
     capture.networks.sort(key=lambda n: n.name)
     for cluster in capture.clusters:
         cluster.hosts.sort()
-    for store in capture.datastores:
-        store.hosts.sort()
-    for net in capture.networks:
-        net.hosts.sort()
     for host in capture.hosts:
         host.datastores.sort()
         host.networks.sort()

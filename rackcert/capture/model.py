@@ -56,15 +56,17 @@ class Cluster(CModel):
 
 
 class Datastore(CModel):
+    """A datastore; which hosts mount it is in each host's `datastores`."""
+
     name: str
     type: str = Field("", description="summary.type: VMFS, NFS, NFS41, vsan, vvol, ...")
-    hosts: list[str] = Field(default_factory=list)
 
 
 class Network(CModel):
+    """A port group; which hosts have it is in each host's `networks`."""
+
     name: str
     type: str = Field("Network", description="Network, DistributedVirtualPortgroup, ...")
-    hosts: list[str] = Field(default_factory=list)
 
 
 class HostHardware(CModel):

@@ -14,6 +14,16 @@ import hashlib
 import re
 
 WITHHELD = "<withheld>"
+# What a twin serving a capture holds in place of a withheld value: the marker and the
+# digest, so a capture of that twin equals the capture it serves.
+SERVED_WITHHELD = re.compile(r"<withheld (sha256:[0-9a-f]{64})>")
+
+
+def served(digest: str | None) -> str:
+    """The value a twin serves for a withheld one."""
+    return f"<withheld {digest}>" if digest else WITHHELD
+
+
 _SECRET_WORDS = {
     "password",
     "passwd",

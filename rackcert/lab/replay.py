@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.capture.model import Capture, Host
-from rackcert.capture.redact import sha256
+from rackcert.capture.redact import served, sha256
 from rackcert.lab.twin import (
     DEFAULT_DATASTORE,
     DEFAULT_NETWORK,
@@ -93,6 +93,10 @@ def description_from_capture(
     served_vms = [v for v in capture.vms if v.host and capture.host(v.host)]
     replay = capture.model_dump(mode="json")
     replay["vms"] = [v.model_dump(mode="json") for v in served_vms]
+    for vm in replay["vms"]:
+        for item in vm["extra_config"]:
+            if item["redacted"]:
+                item["value"] = served(item["sha256"])
     return {
         "listen": f"127.0.0.1:{port}",
         "user": user,
@@ -175,7 +179,7 @@ def static_lines(capture: Capture) -> list[str]:
         if withheld:
             lines.append(
                 f"VM {vm.name}: {len(withheld)} withheld extraConfig value(s) served as"
-                f" {withheld[0]}=<withheld>{', ...' if len(withheld) > 1 else ''}"
+                f" <withheld sha256:...> ({', '.join(withheld)})"
             )
     return lines
 
