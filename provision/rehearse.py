@@ -30,7 +30,8 @@ from typing import Any
 
 from rackcert.capture.model import Capture
 from rackcert.errors import InputError, RackcertError
-from rackcert.runs import RunDir, utc_now
+from rackcert.runs import RunDir, atomic_write_bytes, utc_now
+from rackcert.secrets import REDACTOR
 from rackcert.spec import Spec
 from rackcert.spec_loader import LoadedSpec
 from rackcert.stage_records import RehearsalData, RehearsalRecord
@@ -121,9 +122,9 @@ def rehearse(
             with connect(loaded.spec) as si:
                 capture, _inventory = take_capture(si)
         data.seconds["capture"] = round(time.perf_counter() - t0, 3)
-        text = capture.to_json()
+        text = REDACTOR.scrub(capture.to_json())  # it holds none; a second fence
         path = run.artifacts("rehearsal") / "capture.json"
-        path.write_text(text)
+        atomic_write_bytes(path, text.encode())
         data.capture = CaptureInfo(
             taken_at=capture.taken_at,
             file=str(path.relative_to(run.path)),

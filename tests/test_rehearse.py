@@ -347,3 +347,31 @@ def test_bad_input_is_one_line(rack_twin, capsys, tmp_path):
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--rehearsed", str(run), "-y")
     assert code == 2 and "no rehearsal with a capture recorded there" in error_line(err)
     assert not (run / "provision.json").exists()
+
+
+def test_bootstrap_rehearse_runs_the_rehearsal_first_and_stops_on_a_refusal(rack_twin):
+    from rackcert.cli.bootstrap_cmds import build_stages
+    from rackcert.pipeline import run_pipeline
+
+    for host_desc, ok in ((None, True), ({ESX2: {"ats_option": False}}, False)):
+        lab = rack_twin(LAB, host_desc=host_desc)
+        stages, _report = build_stages(
+            lab.spec_path,
+            yes=True,
+            power_cycle=False,
+            quick=True,
+            local_bench=True,
+            runs_root=lab.runs_dir,
+            rehearse=True,
+        )
+        assert [s.name for s in stages][:3] == ["rehearsal", "plan", "provision"]
+        loaded = load_spec(lab.spec_path)
+        run = RunDir.create(lab.runs_dir, "lab", loaded.sha256, loaded.text)
+        result = run_pipeline(stages[:3], run)
+        assert (run.path / "rehearsal.json").is_file()
+        if ok:
+            assert result.ok, result.error
+            assert (run.path / "provision.json").is_file()
+        else:  # nothing touched the real hosts
+            assert result.failed == "rehearsal" and "1 refusals" in str(result.error)
+            assert not (run.path / "provision.json").exists()

@@ -75,13 +75,14 @@ def capture_cmd(
     from provision.session import connect
     from rackcert.capture.anonymize import anonymize as anonymized
     from rackcert.runs import atomic_write_bytes
+    from rackcert.secrets import REDACTOR
 
     loaded = load(spec_path)
     with connect(loaded.spec) as si:
         taken, _inventory = capture(si)
     if anonymize:
         taken = anonymized(taken)
-    atomic_write_bytes(output, taken.to_json().encode())
+    atomic_write_bytes(output, REDACTOR.scrub(taken.to_json()).encode())  # a second fence
     summary = {
         "file": str(output),
         "taken_at": taken.taken_at,
