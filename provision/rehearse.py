@@ -167,7 +167,6 @@ def _provision_twin(
     digest: Callable[[Any], str],
 ) -> None:
     """Plan, apply and plan again against the twin; refusals become data."""
-    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
     from provision.discovery import discover
     from provision.session import connect
     from provision.stage import vm_states
@@ -196,25 +195,7 @@ def _provision_twin(
         data.actions = [ActionRecord(**a.to_dict()) for a in actions]
         say(f"plan on the twin: {len(actions)} action(s)")
         t = time.perf_counter()
-        result = ApplyResult()
-        try:
-            result = apply(
-                si,
-                actions,
-                power_cycle=power_cycle,
-                on_done=lambda r: _take(result, r),
-                timeouts=Timeouts(reboot=120, maintenance=60),
-            )
-        except ApplyError as exc:
-            failed = _failed_action(actions, result)
-            data.refusals.append(
-                Refusal(
-                    target=failed.target if failed else "provision",
-                    action=failed.kind if failed else "apply",
-                    by="vcenter",
-                    message=str(exc),
-                )
-            )
+        result = _apply_all(si, actions, power_cycle, data)
         data.seconds["apply"] = round(time.perf_counter() - t, 3)
         data.done = [DoneAction.model_validate(d) for d in result.done]
         data.skipped = [SkippedAction.model_validate(s) for s in result.skipped]
@@ -245,8 +226,77 @@ def _provision_twin(
         data.seconds["readback"] = round(time.perf_counter() - t, 3)
 
 
+def _apply_all(si: Any, actions: list[Any], power_cycle: bool, data: RehearsalData) -> Any:
+    """Apply like provision; where vCenter refuses, record it and go on with the rest.
+
+    Provision stops at the first refusal; a rehearsal shows them all. After a refusal,
+    the actions that depend on the refused one are left out (a refused host action: the
+    rest of that host and its VMs; a refused VM action: the rest of that VM) and noted.
+    """
+    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
+    from rackcert.stage_records import Refusal
+
+    total = ApplyResult()
+    remaining = list(actions)
+    left_out: list[str] = []
+    while remaining:
+        result = ApplyResult()
+
+        def keep(progress: Any, into: Any = result) -> None:
+            _take(into, progress)
+
+        try:
+            result = apply(
+                si,
+                remaining,
+                power_cycle=power_cycle,
+                on_done=keep,
+                timeouts=Timeouts(reboot=120, maintenance=60),
+            )
+            _add(total, result)
+            break
+        except ApplyError as exc:
+            _add(total, result)
+            failed = _failed_action(remaining, result)
+            data.refusals.append(
+                Refusal(
+                    target=failed.target if failed else "provision",
+                    action=failed.kind if failed else "apply",
+                    by="vcenter",
+                    message=str(exc),
+                )
+            )
+            if failed is None:
+                break
+            finished = {(d["kind"], d["target"]) for d in [*result.done, *result.skipped]}
+            blocked = {failed.target} | (
+                {failed.host} if failed.kind.startswith("host.") else set()
+            )
+            rest = [a for a in remaining if (a.kind, a.target) not in finished and a is not failed]
+            dropped = [a for a in rest if a.target in blocked or a.host in blocked]
+            left_out += [f"{a.target}: {a.kind}" for a in dropped]
+            remaining = [a for a in rest if a not in dropped]
+            for a in remaining:  # VMs cloned before the refusal, for their later actions
+                if a.params.get("vm_moid") is None and a.target in total.moids:
+                    a.params["vm_moid"] = total.moids[a.target]
+    if left_out:
+        data.notes.append(
+            f"{len(left_out)} action(s) not tried after a refusal they depend on: "
+            + ", ".join(left_out)
+        )
+    return total
+
+
+def _add(total: Any, result: Any) -> None:
+    total.done += result.done
+    total.skipped += result.skipped
+    total.vms.update(result.vms)
+    total.moids.update(result.moids)
+
+
 def _take(into: Any, result: Any) -> None:
     into.done, into.skipped, into.vms = result.done, result.skipped, result.vms
+    into.moids = result.moids
 
 
 def _failed_action(actions: list[Any], result: Any) -> Any:

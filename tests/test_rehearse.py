@@ -166,6 +166,9 @@ def test_rehearsal_catches_refusals_planted_in_a_capture(rack_twin, capsys, tmp_
     assert any(r["target"] == target and words in r["message"] for r in refusals), refusals
     assert f"{len(refusals)} refusals" in out and words in out
     assert _untouched(lab) == before  # the real vCenter: same inventory, same state file
+    if case == "host in an operator's maintenance mode":  # the rest went on after the refusal
+        done = {(a["kind"], a["target"]) for a in _rehearsal(lab)["done"]}
+        assert ("vm.power_on", "lab-node2") in done and ("vm.power_on", "lab-node1") not in done
 
 
 def _round_trip(capsys: Any, tmp_path: Path, lab: Any) -> dict[str, Any]:
