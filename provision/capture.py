@@ -15,6 +15,7 @@ that VM's devices as the real host does.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from provision.discovery import (
@@ -51,7 +52,7 @@ from rackcert.capture.model import (
 from rackcert.capture.redact import SERVED_WITHHELD, WITHHELD, is_secret_key, sha256
 from rackcert.observed import Inventory
 from rackcert.runs import utc_now
-from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS
+from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
 HOST_MORE = ["hardware.cpuInfo", "hardware.memorySize", "parent"]
 CLUSTER = ["name", "host", "configurationEx", "environmentBrowser"]
@@ -347,6 +348,11 @@ def _system_ids(
         browser = browser_of.get(ref._moId) if ref is not None else None
         if host.name not in wanted or browser is None:
             continue
-        target = browser.QueryConfigTarget(host=ref)
+        target = with_retries(_config_target(browser, ref), 3)
         ids = {p.systemId for p in (target.pciPassthrough or []) if getattr(p, "systemId", None)}
         host.passthrough_system_id = sorted(ids)[0] if ids else ""
+
+
+def _config_target(browser: Any, host: Any) -> Callable[[], Any]:
+    """One QueryConfigTarget for `host`, as a call with_retries may repeat (it reads only)."""
+    return lambda: browser.QueryConfigTarget(host=host)

@@ -167,6 +167,11 @@ def static_lines(capture: Capture) -> list[str]:
                 f"cluster {first.name}: DRS {'on' if first.drs_enabled else 'off'},"
                 f" {len(first.rules)} DRS rule(s) served as data; the twin migrates nothing"
             )
+        for host in capture.hosts:
+            if not host.cluster:
+                lines.append(
+                    f"host {host.name}: standalone (in no cluster), served in cluster {first.name}"
+                )
         for other in capture.clusters[1:]:
             lines.append(
                 f"cluster {other.name}: its {len(other.hosts)} host(s) served in cluster"
