@@ -170,7 +170,7 @@ def _provision_twin(
     from provision.discovery import discover
     from provision.session import connect
     from provision.stage import vm_states
-    from rackcert.stage_records import ActionRecord, DoneAction, Refusal, SkippedAction
+    from rackcert.stage_records import Refusal
 
     twin_loaded = LoadedSpec(spec=spec, path=loaded.path, text=loaded.text, sha256=loaded.sha256)
     with connect(spec) as si:
@@ -192,13 +192,12 @@ def _provision_twin(
             data.notes.append(
                 WAIT_NOTE.format(n=len(waits), vms=", ".join(a.target for a in waits))
             )
-        data.actions = [ActionRecord(**a.to_dict()) for a in actions]
+        data.actions = list(actions)
         say(f"plan on the twin: {len(actions)} action(s)")
         t = time.perf_counter()
         result = _apply_all(si, actions, power_cycle, data)
         data.seconds["apply"] = round(time.perf_counter() - t, 3)
-        data.done = [DoneAction.model_validate(d) for d in result.done]
-        data.skipped = [SkippedAction.model_validate(s) for s in result.skipped]
+        data.done, data.skipped = result.done, result.skipped
         for s in data.skipped:
             data.refusals.append(
                 Refusal(target=s.target, action=s.kind, by="rackcert", message=s.skipped)
@@ -222,7 +221,7 @@ def _provision_twin(
                 Refusal(target="plan", action="second plan", by="rackcert", message=str(exc))
             )
             second = []
-        data.second_plan = [ActionRecord(**a.to_dict()) for a in second]
+        data.second_plan = list(second)
         data.seconds["readback"] = round(time.perf_counter() - t, 3)
 
 
@@ -233,31 +232,28 @@ def _apply_all(si: Any, actions: list[Any], power_cycle: bool, data: RehearsalDa
     the actions that depend on the refused one are left out (a refused host action: the
     rest of that host and its VMs; a refused VM action: the rest of that VM) and noted.
     """
-    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
-    from rackcert.stage_records import Refusal
+    from provision.apply import ApplyError, Timeouts, apply
+    from provision.discovery import discover
+    from rackcert.stage_records import ProvisionData, Refusal
 
-    total = ApplyResult()
-    remaining = list(actions)
+    total = ProvisionData()
+    remaining = [a.model_copy(deep=True) for a in actions]  # params may learn a moid below
     left_out: list[str] = []
     while remaining:
-        result = ApplyResult()
-
-        def keep(progress: Any, into: Any = result) -> None:
-            _take(into, progress)
-
+        part = ProvisionData()
         try:
-            result = apply(
+            apply(
                 si,
                 remaining,
+                data=part,
                 power_cycle=power_cycle,
-                on_done=keep,
                 timeouts=Timeouts(reboot=120, maintenance=60),
             )
-            _add(total, result)
+            _add(total, part)
             break
         except ApplyError as exc:
-            _add(total, result)
-            failed = _failed_action(remaining, result)
+            _add(total, part)
+            failed = _failed_action(remaining, part)
             data.refusals.append(
                 Refusal(
                     target=failed.target if failed else "provision",
@@ -268,17 +264,19 @@ def _apply_all(si: Any, actions: list[Any], power_cycle: bool, data: RehearsalDa
             )
             if failed is None:
                 break
-            finished = {(d["kind"], d["target"]) for d in [*result.done, *result.skipped]}
-            blocked = {failed.target} | (
-                {failed.host} if failed.kind.startswith("host.") else set()
-            )
+            finished = {(d.kind, d.target) for d in [*part.done, *part.skipped]}
+            blocked = {failed.target}
+            if failed.kind.startswith("host."):
+                blocked.add(failed.host)
             rest = [a for a in remaining if (a.kind, a.target) not in finished and a is not failed]
             dropped = [a for a in rest if a.target in blocked or a.host in blocked]
             left_out += [f"{a.target}: {a.kind}" for a in dropped]
             remaining = [a for a in rest if a not in dropped]
-            for a in remaining:  # VMs cloned before the refusal, for their later actions
-                if a.params.get("vm_moid") is None and a.target in total.moids:
-                    a.params["vm_moid"] = total.moids[a.target]
+            # VMs cloned before the refusal: their later steps find them by name
+            made = {vm.name: vm.moid for vm in discover(si).vms}
+            for a in remaining:
+                if a.kind != "vm.clone" and not a.params.get("vm_moid") and a.target in made:
+                    a.params["vm_moid"] = made[a.target]
     if left_out:
         data.notes.append(
             f"{len(left_out)} action(s) not tried after a refusal they depend on: "
@@ -287,21 +285,15 @@ def _apply_all(si: Any, actions: list[Any], power_cycle: bool, data: RehearsalDa
     return total
 
 
-def _add(total: Any, result: Any) -> None:
-    total.done += result.done
-    total.skipped += result.skipped
-    total.vms.update(result.vms)
-    total.moids.update(result.moids)
+def _add(total: Any, part: Any) -> None:
+    total.done += part.done
+    total.skipped += part.skipped
+    total.vms.update(part.vms)
 
 
-def _take(into: Any, result: Any) -> None:
-    into.done, into.skipped, into.vms = result.done, result.skipped, result.vms
-    into.moids = result.moids
-
-
-def _failed_action(actions: list[Any], result: Any) -> Any:
+def _failed_action(actions: list[Any], part: Any) -> Any:
     """The first action neither done nor skipped: the one vCenter refused."""
-    finished = {(d["kind"], d["target"]) for d in [*result.done, *result.skipped]}
+    finished = {(d.kind, d.target) for d in [*part.done, *part.skipped]}
     return next((a for a in actions if (a.kind, a.target) not in finished), None)
 
 

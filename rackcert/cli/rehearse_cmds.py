@@ -148,8 +148,7 @@ def rehearse_cmd(
 
 def show_rehearsal(data: Any, path: Path) -> None:
     """The rehearsal in lines: static data, actions, refusals, notes, second plan, times."""
-    from rackcert.cli.output import show_table
-    from rackcert.cli.provision_cmds import _actions_table
+    from rackcert.cli.display import show_actions
     from rackcert.report.rehearsal import line as rehearsal_line
 
     def line(text: str) -> None:
@@ -158,7 +157,7 @@ def show_rehearsal(data: Any, path: Path) -> None:
     for text in data.static:
         line(f"served as static data: {text}")
     if data.actions:
-        show_table(console, _actions_table(data.actions, "rehearsed on the twin"))
+        show_actions(console, data.actions, "rehearsed on the twin")
     for refusal in data.refusals:
         line(f"refused ({refusal.by}) {refusal.target}: {refusal.action}: {refusal.message}")
     for note in data.notes:
