@@ -358,8 +358,9 @@ def test_bootstrap_rehearse_runs_the_rehearsal_first_and_stops_on_a_refusal(rack
 
     for host_desc, ok in ((None, True), ({ESX2: {"ats_option": False}}, False)):
         lab = rack_twin(LAB, host_desc=host_desc)
+        loaded = load_spec(lab.spec_path)
         stages, _report = build_stages(
-            lab.spec_path,
+            loaded,
             yes=True,
             power_cycle=False,
             quick=True,
@@ -368,7 +369,6 @@ def test_bootstrap_rehearse_runs_the_rehearsal_first_and_stops_on_a_refusal(rack
             rehearse=True,
         )
         assert [s.name for s in stages][:3] == ["rehearsal", "plan", "provision"]
-        loaded = load_spec(lab.spec_path)
         run = RunDir.create(lab.runs_dir, "lab", loaded.sha256, loaded.text)
         result = run_pipeline(stages[:3], run)
         assert (run.path / "rehearsal.json").is_file()
