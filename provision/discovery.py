@@ -90,17 +90,20 @@ def _u16(value: int | None) -> int:
     return (value or 0) & 0xFFFF
 
 
-def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
+def _filter_spec(vim: Any, vmodl: Any, view: Any, extra: dict[Any, list[str]] | None = None) -> Any:
     pc = vmodl.query.PropertyCollector
     traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
+    paths = {
+        vim.HostSystem: HOST_PROPERTIES,
+        vim.VirtualMachine: VM_PROPERTIES,
+        vim.Datastore: NAMED,
+        vim.Network: NAMED,
+    }
+    for kind, more in (extra or {}).items():
+        paths[kind] = list(dict.fromkeys([*paths.get(kind, []), *more]))
     return pc.FilterSpec(
         objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[traverse])],
-        propSet=[
-            pc.PropertySpec(type=vim.HostSystem, pathSet=HOST_PROPERTIES),
-            pc.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
-            pc.PropertySpec(type=vim.Datastore, pathSet=NAMED),
-            pc.PropertySpec(type=vim.Network, pathSet=NAMED),
-        ],
+        propSet=[pc.PropertySpec(type=kind, pathSet=p) for kind, p in paths.items()],
         reportMissingObjectsInResults=False,
     )
 
@@ -125,36 +128,46 @@ def _pages(
 
 
 def _stream_paged(
-    si: Any, stats: dict[str, int], fresh: Callable[[], Callable[[list[Any]], None]]
+    si: Any,
+    stats: dict[str, int],
+    fresh: Callable[[], Callable[[list[Any]], None]],
+    extra: dict[Any, list[str]] | None = None,
 ) -> None:
-    """Every host, VM, datastore and network, page by page, through one view. A dropped
-    connection restarts the retrieval with a fresh consumer (a token cannot be replayed:
-    the page it was answering may already be consumed)."""
+    """Every host, VM, datastore and network (and `extra`'s types), page by page, through one
+    view. A dropped connection restarts the retrieval with a fresh consumer (a token cannot
+    be replayed: the page it was answering may already be consumed)."""
     from pyVmomi import vim, vmodl
 
     content = si.content
-    view = content.viewManager.CreateContainerView(
-        content.rootFolder, [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network], True
-    )
+    kinds = [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network]
+    kinds += [k for k in (extra or {}) if k not in kinds]
+    view = content.viewManager.CreateContainerView(content.rootFolder, kinds, True)
     try:
         pc = content.propertyCollector
         options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
-        spec = _filter_spec(vim, vmodl, view)
+        spec = _filter_spec(vim, vmodl, view, extra)
         with_retries(lambda: _pages(pc, spec, options, stats, fresh()), 3)
     finally:
         with contextlib.suppress(*TRANSIENT_FAULTS):
             view.DestroyView()
 
 
-def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
-    """Every host and VM object content: one retrieval, followed through its pages."""
+def retrieve_all(
+    si: Any, stats: dict[str, int] | None = None, extra: dict[Any, list[str]] | None = None
+) -> list[Any]:
+    """Every host and VM object content: one retrieval, followed through its pages.
+
+    `extra` adds properties (and object types) to the same retrieval: `rackcert capture`
+    reads clusters, datacenters and more per host in the one call discovery makes, and
+    keeps the SOAP objects (discovery streams them into its models instead).
+    """
     objects: list[Any] = []
 
     def fresh() -> Callable[[list[Any]], None]:
         objects.clear()
         return objects.extend
 
-    _stream_paged(si, {} if stats is None else stats, fresh)
+    _stream_paged(si, {} if stats is None else stats, fresh, extra)
     return objects
 
 
@@ -211,6 +224,22 @@ def discover(si: Any) -> Inventory:
                 f"vCenter discovery failed: the connection dropped ({type(exc).__name__})"
                 " three times; check the network and re-run"
             ) from None
+    inventory = _inventory(collected, about)
+    inventory.round_trips = counter.calls
+    inventory.pages = stats.get("pages", 0)
+    inventory.seconds = round(time.perf_counter() - started, 4)
+    return inventory
+
+
+def inventory_from(objects: list[Any], about: Any) -> Inventory:
+    """The Inventory of one retrieval's object contents (capture's, which keeps them)."""
+    collected = _Collected()
+    collected.take(objects)
+    return _inventory(collected, about)
+
+
+def _inventory(collected: _Collected, about: Any) -> Inventory:
+    """Hosts with their datastores, networks and VMs; templates apart; all sorted by name."""
     hosts: list[ObservedHost] = []
     for host, refs, nets in collected.hosts.values():
         host.datastores = sorted(collected.names.get(r, "") for r in refs)
@@ -239,9 +268,6 @@ def discover(si: Any) -> Inventory:
         hosts=hosts,
         vms=out_vms,
         templates=templates,
-        round_trips=counter.calls,
-        pages=stats.get("pages", 0),
-        seconds=round(time.perf_counter() - started, 4),
     )
 
 

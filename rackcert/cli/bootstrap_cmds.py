@@ -35,6 +35,7 @@ from rackcert.cli.display import (
     show_validate,
     show_verdict,
 )
+from rackcert.cli.rehearse_cmds import rehearsal_stage, rehearsed_guard
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
 from rackcert.runs import RunDir
 from rackcert.spec_loader import LoadedSpec
@@ -50,6 +51,7 @@ def build_stages(
     local_bench: bool,
     backend: str = "auto",
     runs_root: Path | None = None,
+    rehearse: bool = False,
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
@@ -84,7 +86,13 @@ def build_stages(
 
     def provision_stage(run: RunDir) -> None:
         provision.run(
-            loaded, run, yes=yes, power_cycle=power_cycle, confirm=confirm_apply, on_plan=on_plan
+            loaded,
+            run,
+            yes=yes,
+            power_cycle=power_cycle,
+            confirm=confirm_apply,
+            on_plan=on_plan,
+            guard=rehearsed_guard(run, loaded) if rehearse else None,
         )
 
     def configure(run: RunDir) -> None:
@@ -105,6 +113,7 @@ def build_stages(
         show_verdict(console, rackcert.report.run(loaded, run))
 
     stages = [
+        *([rehearsal_stage(loaded, power_cycle)] if rehearse else []),
         Stage("plan", plan, "read vCenter, diff with the spec"),
         Stage("provision", provision_stage, "ATS, passthrough, VMs"),
         Stage("configure", configure, "guest stack through Ansible"),
@@ -154,6 +163,13 @@ def bootstrap_cmd(
             "--backend", help="Bench engine: auto (Horovod if it imports), nccl, gloo, horovod"
         ),
     ] = "auto",
+    rehearse: Annotated[
+        bool,
+        typer.Option(
+            "--rehearse",
+            help="First provision a twin of the vCenter (rackcert rehearse); stop on a refusal",
+        ),
+    ] = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     _bootstrap(
@@ -165,6 +181,7 @@ def bootstrap_cmd(
         local_bench=local_bench,
         backend=backend,
         runs_dir=runs_dir,
+        rehearse=rehearse,
     )
 
 
@@ -179,6 +196,7 @@ def _bootstrap(
     backend: str,
     runs_dir: Path | None,
     lab: bool = False,
+    rehearse: bool = False,
 ) -> None:
     """One load of the spec for the whole flow: the stages, the run and the summary."""
     if resume is not None:
@@ -196,6 +214,7 @@ def _bootstrap(
         local_bench=local_bench,
         backend=backend,
         runs_root=runs_dir,
+        rehearse=rehearse,
     )
     result = run_pipeline(stages, run, resume=resume is not None, final=report, console=console)
     _finish(result, lab=lab)

@@ -43,6 +43,7 @@ from rackcert.report.record import (
     StageRecord,
     VmRecord,
 )
+from rackcert.report.rehearsal import rehearsal_line
 from rackcert.report.software import (
     nodes_of,
     versions_from_checks,
@@ -554,4 +555,5 @@ def assemble(
         check_counts=_counts(checks),
         ssh_mesh=_mesh(records),
         bench=bench,
+        rehearsal=rehearsal_line(run),
     )

@@ -204,6 +204,9 @@ class RunRecord(Model):
     check_counts: CheckCounts = Field(default_factory=CheckCounts)
     ssh_mesh: MeshCoverage | None = Field(None, description="ssh.peers' mesh coverage")
     bench: Bench = Field(default_factory=Bench)
+    rehearsal: str | None = Field(
+        None, description="rehearsed on a capture taken at T: N actions, R refusals (rehearse)"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
