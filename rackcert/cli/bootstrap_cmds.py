@@ -13,7 +13,7 @@ whatever happened, from what was recorded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,11 +31,11 @@ from rackcert.cli.display import (
     show_bench,
     show_configure,
     show_plan,
+    show_rehearsal,
     show_run_summary,
     show_validate,
     show_verdict,
 )
-from rackcert.cli.rehearse_cmds import rehearsal_stage, rehearsed_guard
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
 from rackcert.runs import RunDir
 from rackcert.spec_loader import LoadedSpec
@@ -92,7 +92,7 @@ def build_stages(
             power_cycle=power_cycle,
             confirm=confirm_apply,
             on_plan=on_plan,
-            guard=rehearsed_guard(run, loaded) if rehearse else None,
+            guard=_rehearsed_guard(run, loaded) if rehearse else None,
         )
 
     def configure(run: RunDir) -> None:
@@ -113,7 +113,7 @@ def build_stages(
         show_verdict(console, rackcert.report.run(loaded, run))
 
     stages = [
-        *([rehearsal_stage(loaded, power_cycle)] if rehearse else []),
+        *([_rehearsal_stage(loaded, power_cycle)] if rehearse else []),
         Stage("plan", plan, "read vCenter, diff with the spec"),
         Stage("provision", provision_stage, "ATS, passthrough, VMs"),
         Stage("configure", configure, "guest stack through Ansible"),
@@ -121,6 +121,29 @@ def build_stages(
         Stage("bench", bench_stage, "allreduce, ResNet50, storage"),
     ]
     return stages, Stage("report", report, "run.json, HTML, PDF, manifest")
+
+
+def _rehearsal_stage(loaded: LoadedSpec, power_cycle: bool) -> Stage:
+    """bootstrap --rehearse: the rehearsal as the first stage; a refusal stops the flow."""
+    from provision.rehearse import rehearse
+    from rackcert.errors import RackcertError
+    from rackcert.report.rehearsal import line
+
+    def run_it(run: RunDir) -> None:
+        say = lambda m: console.print(m, markup=False, emoji=False, highlight=False)  # noqa: E731
+        record = rehearse(loaded, run, power_cycle=power_cycle, say=say)
+        show_rehearsal(console, record.data, run.path / "rehearsal.json")
+        if record.data.refusals or record.data.second_plan:
+            raise RackcertError(f"rehearsal: {line(record.data)}: nothing touched the real hosts")
+
+    return Stage("rehearsal", run_it, "provision a twin of the vCenter first")
+
+
+def _rehearsed_guard(run: RunDir, loaded: LoadedSpec) -> Any:
+    """bootstrap --rehearse: provision acts only on the inventory the rehearsal captured."""
+    from provision.rehearse import check_rehearsed
+
+    return check_rehearsed(run.path, loaded)
 
 
 def _finish(result: PipelineResult, *, lab: bool = False) -> None:

@@ -9,7 +9,7 @@ only parses options and prints.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -24,6 +24,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.display import show_rehearsal
 from rackcert.errors import InputError
 
 CAPTURE_HELP = (
@@ -141,60 +142,6 @@ def rehearse_cmd(
     if as_json:
         print_json(record.data.model_dump(mode="json") | {"record": str(path)})
     else:
-        show_rehearsal(record.data, path)
+        show_rehearsal(console, record.data, path)
     if record.data.refusals or record.data.second_plan:
         raise typer.Exit(1)
-
-
-def show_rehearsal(data: Any, path: Path) -> None:
-    """The rehearsal in lines: static data, actions, refusals, notes, second plan, times."""
-    from rackcert.cli.display import show_actions
-    from rackcert.report.rehearsal import line as rehearsal_line
-
-    def line(text: str) -> None:
-        console.print(text, markup=False, emoji=False, highlight=False, soft_wrap=True)
-
-    for text in data.static:
-        line(f"served as static data: {text}")
-    if data.actions:
-        show_actions(console, data.actions, "rehearsed on the twin")
-    for refusal in data.refusals:
-        line(f"refused ({refusal.by}) {refusal.target}: {refusal.action}: {refusal.message}")
-    for note in data.notes:
-        line(f"note: {note}")
-    if data.second_plan:
-        line(f"second plan NOT empty: {len(data.second_plan)} action(s):")
-        for a in data.second_plan:
-            line(f"  {a.target}: {a.kind}: {a.change}")
-    else:
-        line("second plan: empty (the twin converged)")
-    if data.capture and data.twin_digest != data.capture.inventory_digest:
-        line("note: the twin's digest differs from the capture's (see served as static data)")
-    times = ", ".join(f"{k} {v:.2f} s" for k, v in data.seconds.items())
-    digest = data.capture.inventory_digest if data.capture else ""
-    line(f"times: {times}; capture digest {digest}")
-    line(f"{rehearsal_line(data)} (recorded {path})")
-
-
-def rehearsal_stage(loaded: Any, power_cycle: bool) -> Any:
-    """bootstrap --rehearse: the rehearsal as the first stage; a refusal stops the flow."""
-    from provision.rehearse import rehearse
-    from rackcert.errors import RackcertError
-    from rackcert.pipeline import Stage
-    from rackcert.report.rehearsal import line
-
-    def run_it(run: Any) -> None:
-        say = lambda m: console.print(m, markup=False, emoji=False, highlight=False)  # noqa: E731
-        record = rehearse(loaded, run, power_cycle=power_cycle, say=say)
-        show_rehearsal(record.data, run.path / "rehearsal.json")
-        if record.data.refusals or record.data.second_plan:
-            raise RackcertError(f"rehearsal: {line(record.data)}: nothing touched the real hosts")
-
-    return Stage("rehearsal", run_it, "provision a twin of the vCenter first")
-
-
-def rehearsed_guard(run: Any, loaded: Any) -> Any:
-    """bootstrap --rehearse: provision acts only on the inventory the rehearsal captured."""
-    from provision.rehearse import check_rehearsed
-
-    return check_rehearsed(run.path, loaded)
