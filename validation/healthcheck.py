@@ -38,9 +38,10 @@ from typing import Any
 from rackcert.errors import InputError
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.spec import Spec
-from validation.checks import REGISTRY, NodeView, load_all, run_check
+from validation.checks import REGISTRY, NodeView, facts_of, load_all, run_check
 from validation.expect import expectations
-from validation.probes import PROBES, build_script, split_output
+from validation.facts import key_of
+from validation.probes import build_script, split_output
 
 # The fast, node-local subset: what a node can say about itself in seconds.
 FAST_CHECKS = (
@@ -106,9 +107,8 @@ def probe_locally(spec: Spec, node: str, tool_path: str | None) -> tuple[list[Ch
     load_all()
     expect = expectations(spec)[node]
     defs = [REGISTRY[c] for c in FAST_CHECKS if c in REGISTRY]
-    names = list(dict.fromkeys(p for d in defs for p in d.probes))
     path = tool_path.replace("{node}", node) if tool_path else None
-    script = build_script([PROBES[n] for n in names], expect, path)
+    script = build_script(facts_of(defs), expect, path)
     start = time.monotonic()
     try:
         proc = subprocess.run(
@@ -128,7 +128,7 @@ def probe_locally(spec: Spec, node: str, tool_path: str | None) -> tuple[list[Ch
     view = NodeView(expect, outputs)
     results = []
     for defn in defs:
-        if not all(p in outputs for p in defn.probes):
+        if not all(key_of(f) in outputs for f in defn.facts):
             results.append(
                 CheckResult(
                     id=defn.id,
