@@ -186,6 +186,31 @@ class ValidateSummary(Model):
     wall_seconds: float = 0.0
 
 
+class PeerPair(Model):
+    node: str
+    peer: str
+    since: int | None = Field(
+        None, description="Runs since this node last checked this peer; None: never before"
+    )
+
+
+class PeerMesh(Model):
+    """ssh.peers' choice of pairs (validation.peers) and how much of the mesh is covered."""
+
+    mode: str = Field(description="ring+random (ring neighbours + k peers) or all")
+    k: int = Field(0, description="Peers beyond the two ring neighbours (0 with all)")
+    seed: str = Field(description="Digest of the run id the choice was seeded from")
+    round: int = Field(description="How many runs with ssh.peers this rack's history holds")
+    pairs: list[PeerPair] = Field(default_factory=list, description="Pairs checked this run")
+    checked: int = 0
+    mesh_pairs: int = Field(0, description="Ordered pairs of the full mesh, n x (n-1)")
+    covered: int = Field(0, description="Ordered pairs checked at least once, this run included")
+    oldest: int | None = Field(
+        None, description="Runs since the stalest pair was checked (None while some never was)"
+    )
+    history: str | None = Field(None, description="peers.json: the history for the next run")
+
+
 class ValidateData(Model):
     results: list[CheckResult] = Field(default_factory=list)
     nodes: dict[str, ValidateNode] = Field(default_factory=dict)
@@ -208,6 +233,7 @@ class ValidateData(Model):
     regressions: list[str] = Field(
         default_factory=list, description="Changes for the worse: any one fails validate"
     )
+    peers: PeerMesh | None = Field(None, description="ssh.peers' pairs and mesh coverage")
 
 
 # -- bench --------------------------------------------------------------------------------------
@@ -223,6 +249,14 @@ class BenchRank(Model):
     host: str
     local_rank: int
     bus_id: str | None = Field(None, description="PCI bus id of the rank's GPU (nvidia-smi's)")
+
+
+class SlurmPlacement(Model):
+    """Where Slurm ran one srun launch (validation.bench.slurm_launch.placement)."""
+
+    job_ids: list[int] = Field(default_factory=list, description="Slurm job ids of the launch")
+    nodes: list[str] = Field(default_factory=list, description="The nodes Slurm chose, rank order")
+    ranks: int = Field(0, description="Tasks that reported where they ran")
 
 
 class BenchLaunch(Model):
@@ -250,6 +284,7 @@ class BenchLaunch(Model):
         description="Every rank reported its figures, then a process did not exit cleanly:"
         " recorded, not a failed launch",
     )
+    slurm: SlurmPlacement | None = Field(None, description="srun launches: job and nodes")
 
 
 class StorageNode(Model):
@@ -328,16 +363,19 @@ class LaunchInfo(Model):
 
     engine: str = Field(description="horovod or torch.distributed")
     collectives: str = Field(description="nccl, gloo or mpi")
-    launcher: str = Field(description="torchrun, horovodrun or mpirun")
-    controller: str = Field(description="rendezvous: c10d, gloo or mpi")
+    launcher: str = Field(description="torchrun, horovodrun, mpirun or srun")
+    controller: str = Field(description="rendezvous: c10d, gloo, mpi or slurm")
     launched_from: str = Field(description="this machine, or the first node's name")
+    jobs: list[SlurmPlacement] | None = Field(
+        None, description="srun: each launch's Slurm job ids and the nodes Slurm chose"
+    )
 
 
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
 
-    mode: Literal["local", "ssh"] | None = None
+    mode: Literal["local", "ssh", "slurm"] | None = None
     engine: BenchEngine | None = None
     quick: bool = False
     judge_link: bool | None = Field(
@@ -395,6 +433,45 @@ class ReportData(Model):
     missing_stages: list[str] = Field(default_factory=list)
 
 
+# -- rehearsal ----------------------------------------------------------------------------------
+class Refusal(Model):
+    """Something that stopped provision on the twin: ESXi's/vCenter's fault, or rackcert's."""
+
+    target: str
+    action: str = Field(description="The action's kind, or plan when planning refused")
+    by: Literal["vcenter", "rackcert"] = Field(
+        description="vcenter: a task or call failed with vCenter's/ESXi's message; rackcert:"
+        " the planner refused or apply left the action undone"
+    )
+    message: str
+
+
+class CaptureInfo(Model):
+    taken_at: str
+    file: str = Field(description="The capture, in the run (artifacts/rehearsal/capture.json)")
+    sha256: str = Field(description="sha256 of the capture file")
+    inventory_digest: str = Field(description="sha256 of the fields provision reads")
+    hosts: int = 0
+    vms: int = 0
+    round_trips: int = 0
+    seconds: float = 0.0
+
+
+class RehearsalData(Model):
+    capture: CaptureInfo | None = None
+    twin_digest: str = Field("", description="The same digest, of the twin as discovered")
+    static: list[str] = Field(default_factory=list, description="What the twin served as data")
+    actions: list[ActionRecord] = Field(default_factory=list, description="The plan on the twin")
+    done: list[DoneAction] = Field(default_factory=list)
+    skipped: list[SkippedAction] = Field(default_factory=list)
+    refusals: list[Refusal] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    second_plan: list[ActionRecord] = Field(
+        default_factory=list, description="Planned again after apply: empty when it converged"
+    )
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
 # -- the envelope -------------------------------------------------------------------------------
 class StageRecord(Model):
     """What every `<stage>.json` carries around its data."""
@@ -440,7 +517,13 @@ class ReportRecord(StageRecord):
     data: ReportData
 
 
+class RehearsalRecord(StageRecord):
+    stage: Literal["rehearsal"] = "rehearsal"
+    data: RehearsalData
+
+
 RECORDS: dict[str, type[StageRecord]] = {
+    "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
     "provision": ProvisionRecord,
     "configure": ConfigureRecord,

@@ -20,9 +20,10 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
-from rackcert.cli.display import show_validate
+from rackcert.cli.display import health_check_json, show_health_check, show_validate
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
+from rackcert.stage_records import ValidateRecord
 
 
 @app.command("validate")
@@ -65,8 +66,20 @@ def validate_cmd(
         typer.Option("--ssh-config", help="SSH client config to use instead of rackcert's own"),
     ] = None,
     no_facts: Annotated[
-        bool, typer.Option("--no-facts", help="Skip the pyinfra facts snapshot (facts.json)")
+        bool,
+        typer.Option(
+            "--no-facts",
+            help="Leave the report's snapshot (packages, sysctl, firmware...) out of facts.json",
+        ),
     ] = False,
+    peers: Annotated[
+        str | None,
+        typer.Option(
+            "--peers",
+            help="ssh.peers: 'all' for the full mesh, or how many peers beyond the two ring"
+            " neighbours each node checks (default 2, rotating between runs)",
+        ),
+    ] = None,
     list_checks: Annotated[
         bool, typer.Option("--list", help="List the check ids with what each expects, and exit")
     ] = False,
@@ -77,6 +90,22 @@ def validate_cmd(
             help="After the checks, diff with the rack's last certified (PASS) run",
         ),
     ] = True,
+    health_check: Annotated[
+        bool,
+        typer.Option(
+            "--health-check",
+            help="On the node itself, as Slurm's HealthCheckProgram or prolog: the fast checks"
+            " in under 30 s; under Slurm a failure drains the node (docs/slurm.md)",
+        ),
+    ] = False,
+    health_record: Annotated[
+        Path | None,
+        typer.Option(
+            "--health-record",
+            help="With --health-check: where drains and resumes are appended"
+            " (default /var/lib/rackcert/health-check.jsonl)",
+        ),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -91,9 +120,14 @@ def validate_cmd(
         _print_checks()
         return
     import validation
+    from validation.peers import parse_k
 
+    peer_k = parse_k(peers)
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
+    if health_check:
+        _health_check(spec_path, node, tool_path, health_record, as_json)
+        return
     loaded = load(spec_path)
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
@@ -101,7 +135,6 @@ def validate_cmd(
         loaded,
         run_dir,
         runs_root=root,
-        compare=compare,
         nodes=node,
         checks=check,
         skip=skip,
@@ -110,23 +143,24 @@ def validate_cmd(
         junit=junit,
         ssh_config=ssh_config,
         facts=not no_facts,
+        peers=peer_k,
         console=err_console if err_console.is_terminal else None,
     )
     path = run_dir.path / "validate.json"
     data = record.data
+    junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
+    found = _compare(run_dir, root, record, junit) if compare else None
     if as_json:
-        # CI reads the record itself (the diff with the certified run is in it).
-        print_json({"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})})
+        # CI reads the record itself, and the comparison with the certified run.
+        doc = {"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})}
+        print_json({**doc, "comparison": found.to_dict() if found else None})
     else:
-        junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
         show_validate(console, record, path, junit_path)
-        if compare and data.compared_with is None:
+        if compare and found is None:
             console.print("no certified (PASS) run of this rack yet: nothing to compare with")
-        elif data.compared_with:
-            console.print(
-                f"compared with the last certified run {data.compared_with}", soft_wrap=True
-            )
-            for line in data.changes:
+        elif found is not None:
+            console.print(f"compared with the last certified run {found.certified}", soft_wrap=True)
+            for line in found.changes:
                 console.print(line, soft_wrap=True)
     failing = data.summary.failing
     if failing:
@@ -135,11 +169,56 @@ def validate_cmd(
             f"validate failed: {len(failing)} error-severity check(s) failed:"
             f" {', '.join(failing[:5])}{more}; record {path}"
         )
-    if data.regressions:
+    if found is not None and found.regressions:
         raise RackcertError(
-            f"validate: {len(data.regressions)} regression(s) since the last certified run:"
-            f" {data.regressions[0]}; record {path}"
+            f"validate: {len(found.regressions)} regression(s) since the last certified run:"
+            f" {found.regressions[0]}; {run_dir.path / 'comparison.json'}"
         )
+
+
+def _health_check(
+    spec_path: Path,
+    node: list[str] | None,
+    tool_path: str | None,
+    record: Path | None,
+    as_json: bool,
+) -> None:
+    """validation.healthcheck on this node: one line per failing check, exit 0 or 1."""
+    from validation.healthcheck import DEFAULT_RECORD, run_health_check
+
+    if node and len(node) > 1:
+        raise InputError("--health-check checks this node: give at most one --node")
+    outcome = run_health_check(
+        load(spec_path).spec,
+        node=node[0] if node else None,
+        tool_path=tool_path,
+        record=record or DEFAULT_RECORD,
+    )
+    if as_json:
+        print_json(health_check_json(outcome))
+    else:
+        show_health_check(console, outcome)
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+def _compare(run_dir, root: Path, record: ValidateRecord, junit: Path | None):
+    """The report layer's comparison with the last certified run (rackcert.report.upgrade),
+    after the stage: regressions go to comparison.json and, as one failing case, to JUnit."""
+    from rackcert.report import upgrade
+    from validation.junit import write_junit
+
+    found = upgrade.since_certified(run_dir, root)
+    if found is None:
+        return None
+    upgrade.write(run_dir, found)
+    if found.regressions:
+        case = found.failing_case(run_dir.meta["rack"])
+        results = [*record.data.results, case]
+        write_junit(run_dir.artifacts("validate") / "junit.xml", results)
+        if junit:
+            write_junit(junit, results)
+    return found
 
 
 def _print_checks() -> None:

@@ -32,7 +32,9 @@ from rackcert.report.record import (
     ConfigureHost,
     GpuRecord,
     Hardware,
+    HealthEvent,
     HostRecord,
+    MeshCoverage,
     NicRecord,
     NvlinkPair,
     ReferenceFigure,
@@ -42,6 +44,7 @@ from rackcert.report.record import (
     StageRecord,
     VmRecord,
 )
+from rackcert.report.rehearsal import rehearsal_line
 from rackcert.report.software import (
     nodes_of,
     versions_from_checks,
@@ -373,6 +376,14 @@ def _nvlink(checks: list[CheckResult]) -> list[NvlinkPair]:
     return pairs
 
 
+def _mesh(records: dict[str, StageRecordModel]) -> MeshCoverage | None:
+    """ssh.peers' coverage of the mesh as validate recorded it (none when it did not run)."""
+    peers = _data(records, "validate", ValidateData).peers
+    if peers is None:
+        return None
+    return MeshCoverage.model_validate(peers.model_dump(include=set(MeshCoverage.model_fields)))
+
+
 def _checks(records: dict[str, StageRecordModel]) -> list[CheckResult]:
     return list(_data(records, "validate", ValidateData).results)
 
@@ -543,5 +554,24 @@ def assemble(
         configure=_configure(records),
         checks=checks,
         check_counts=_counts(checks),
+        ssh_mesh=_mesh(records),
         bench=bench,
+        rehearsal=rehearsal_line(run),
+        health_checks=_health_events(run),
     )
+
+
+HEALTH_DIR = "health"  # artifacts/health/*.jsonl: the nodes' health-check records
+
+
+def _health_events(run: RunDir) -> list[HealthEvent]:
+    """The drains and resumes in the health-check records copied into the run (report build
+    --health-record), in time order; a line that is no such event is left out."""
+    events: list[HealthEvent] = []
+    for path in sorted((run.path / "artifacts" / HEALTH_DIR).glob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                events.append(HealthEvent.model_validate_json(line))
+            except ValueError:
+                continue
+    return sorted(events, key=lambda e: (e.time, e.node))
