@@ -147,6 +147,9 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		return &ref
 	case *types.PowerOnVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
+		if ref := maintenancePowerOn(vm, method.Name); ref != nil { // hoststate.go
+			return ref
+		}
 		if msg := powerOnRefusal(vm); msg != "" {
 			ref := failedTask(vm, method.Name, &types.GenericVmConfigFault{Reason: msg}, msg)
 			return &ref
