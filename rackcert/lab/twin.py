@@ -150,8 +150,29 @@ def _dev(pci: str, vendor: int, device: int, cls: int, vname: str, dname: str, n
     }
 
 
+# Processors per server model, as ESXi reports them (HostCpuInfo, HostCpuPackage): the seed's
+# Table 1 gives the R750xa 2 x Intel Xeon Gold 6338 @ 2.00 GHz, which Intel's ARK lists with
+# 32 cores and 64 threads each. A model not listed gets the same, so a twin never reports the
+# simulator's 2-thread laptop CPU.
+SERVER_CPUS: dict[str, dict[str, Any]] = {
+    "PowerEdge R750xa": {
+        "model": "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
+        "packages": 2,
+        "cores_per_package": 32,
+        "threads_per_core": 2,
+        "mhz": 2000,
+    },
+}
+
+
+def server_cpu(server_model: str) -> dict[str, Any]:
+    """The processors a host of this server model reports (SERVER_CPUS)."""
+    return dict(SERVER_CPUS.get(server_model, SERVER_CPUS["PowerEdge R750xa"]))
+
+
 def host_description(name: str, profile: HardwareProfile, esxi_version: str) -> dict[str, Any]:
     return {
+        "cpu": server_cpu(profile.server_model),
         "name": name,
         "vendor": profile.vendor or "Dell Inc.",
         "model": profile.server_model,

@@ -47,6 +47,8 @@ type HostDesc struct {
 	RebindWithoutReboot bool `json:"rebind_without_reboot"`
 	// GraphicsType is the host's default graphics type at start: shared (default) or sharedDirect.
 	GraphicsType string `json:"graphics_type"`
+	// CPU is the server model's processors (shapes.go); absent: the simulator's.
+	CPU CPUDesc `json:"cpu"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io/ioutil"
 	"log"
+	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
@@ -41,7 +45,56 @@ func NewInterceptor(next http.Handler, faults *Faults) *Interceptor {
 	return i
 }
 
+// handlerPanics counts the SOAP calls whose handler panicked: a vCenter answers
+// every well-formed call, with a result or a fault, and never drops the
+// connection (which clients such as rackcert treat as a transient network
+// error and retry). Each one is logged with "handler panic" so the test
+// session fails on it (tests/plugins/vcsim.py).
+var handlerPanics int64
+
+// recorder remembers whether the response has begun, so a panic can still be
+// answered with a SOAP fault when nothing was written yet.
+type recorder struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (r *recorder) WriteHeader(code int) { r.wrote = true; r.ResponseWriter.WriteHeader(code) }
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Hijack lets the drop fault close the connection through the recorder.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if hj, ok := r.ResponseWriter.(http.Hijacker); ok {
+		return hj.Hijack()
+	}
+	return nil, nil, fmt.Errorf("not a hijackable connection")
+}
+
 func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w}
+	name := "?"
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { // an injected dropped connection
+			panic(v)
+		}
+		n := atomic.AddInt64(&handlerPanics, 1)
+		log.Printf("rackcert-vcsim: handler panic #%d in %s: %v\n%s", n, name, v, debug.Stack())
+		if !rec.wrote {
+			// vSphere's catch-all fault: SystemError ("An internal error occurred").
+			writeSoapFault(rec, "SystemError", fmt.Sprintf("internal error in %s: %v", name, v))
+		}
+	}()
+	i.serve(rec, r, &name)
+}
+
+func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string) {
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/sdk") {
 		i.next.ServeHTTP(w, r)
 		return
@@ -58,6 +111,7 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		i.next.ServeHTTP(w, r)
 		return
 	}
+	*name = method.Name
 	if i.takeDrop(method.Name) {
 		log.Printf("fault: dropping the connection on %s", method.Name)
 		if hj, ok := w.(http.Hijacker); ok {
@@ -78,6 +132,9 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := r.Cookie("vmware_soap_session"); err == nil {
+		if answerRead(w, method) { // shapes.go: reads the simulator lacks
+			return
+		}
 		if task := i.handle(method); task != nil {
 			writeTaskResponse(w, method.Name, *task)
 			return
@@ -147,6 +204,10 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		return &ref
 	case *types.PowerOnVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
+		if f, msg := cpuRefusal(vm); f != nil {
+			ref := failedTask(vm, method.Name, f, msg)
+			return &ref
+		}
 		if msg := powerOnRefusal(vm); msg != "" {
 			ref := failedTask(vm, method.Name, &types.GenericVmConfigFault{Reason: msg}, msg)
 			return &ref
@@ -155,8 +216,35 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		if vm := obj.(*simulator.VirtualMachine); isAgent(vm) {
 			restartAgentLater(vm)
 		}
+	case *types.PowerOnMultiVM_Task:
+		ref := powerOnMultiTask(obj, req.Vm) // poweron.go: each VM through ESXi's power-on checks
+		return &ref
+	case *types.RelocateVM_Task:
+		if f, msg := migrateRefusal(obj.(*simulator.VirtualMachine), req.Spec.Host); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
+	case *types.MigrateVM_Task:
+		if f, msg := migrateRefusal(obj.(*simulator.VirtualMachine), req.Host); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
+	case *types.CreateSnapshot_Task:
+		if f, msg := snapshotRefusal(obj.(*simulator.VirtualMachine)); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
+	case *types.SuspendVM_Task:
+		if f, msg := suspendRefusal(obj.(*simulator.VirtualMachine)); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
 	case *types.ReconfigVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
+		if f, msg := memoryRefusal(vm, &req.Spec); f != nil {
+			ref := failedTask(vm, method.Name, f, msg)
+			return &ref
+		}
 		if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && coldOnly(&req.Spec) {
 			msg := fmt.Sprintf("VM %s is powered on: PCI passthrough devices, firmware and memory"+
 				" reservation can only change while it is powered off", vm.Name)

@@ -68,6 +68,7 @@ var site *vim25.Client
 func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Description) error {
 	site = c
 	simulator.Map.AddHandler(&guestModel{})
+	simulator.Map.AddHandler(&vmShape{}) // vmshape.go
 	for _, name := range desc.Datastores {
 		dir, err := ioutil.TempDir("", "rackcert-vcsim-"+name+"-")
 		if err != nil {
@@ -294,6 +295,14 @@ func clone(t *simulator.VirtualMachine, req *types.CloneVM_Task) (types.AnyType,
 		}
 	}
 	if req.Spec.PowerOn {
+		// The clone powers on through ESXi's checks, like PowerOnVM_Task (poweron.go).
+		clone := simulator.Map.Get(ref).(*simulator.VirtualMachine)
+		if f, _ := cpuRefusal(clone); f != nil {
+			return nil, f
+		}
+		if msg := powerOnRefusal(clone); msg != "" {
+			return nil, &types.GenericVmConfigFault{Reason: msg}
+		}
 		if err := waitFault(vm.PowerOn(ctx)); err != nil {
 			return nil, err
 		}
