@@ -438,6 +438,21 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+PANIC_MARK = "rackcert-vcsim: handler panic"
+
+
+def handler_panics(workdir: Path) -> list[str]:
+    """The twin's handler-panic lines in its log (tests/vcsim/intercept.go counts them).
+
+    vCenter answers every call; a panic in the twin's handler is a twin bug that a client
+    would otherwise see as a dropped connection and retry as a flaky network.
+    """
+    log = workdir / "twin.log"
+    if not log.is_file():
+        return []
+    return [line for line in log.read_text(errors="replace").splitlines() if PANIC_MARK in line]
+
+
 def start(desc: dict[str, Any], files: TwinFiles, *, detach: bool = False, timeout: float = 120):
     """Write the description, start the twin and wait until it listens."""
     binary = build()

@@ -88,6 +88,9 @@ type Faults struct {
 	Slow []SlowFault `json:"slow"`
 	// Drop closes the connection, without an answer, on the first Count calls of Method.
 	Drop []DropFault `json:"drop"`
+	// Panic makes the handler itself panic on the first Count calls of Method: the test
+	// that the twin counts handler panics, and the test session fails on them.
+	Panic []DropFault `json:"panic"`
 }
 
 type FailFault struct {

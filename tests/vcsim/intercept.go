@@ -32,6 +32,7 @@ type Interceptor struct {
 	fail []FailFault
 	slow map[string]time.Duration
 	drop []DropFault
+	boom []DropFault
 }
 
 // NewInterceptor wraps the simulator's handler with the given faults.
@@ -39,6 +40,7 @@ func NewInterceptor(next http.Handler, faults *Faults) *Interceptor {
 	i := &Interceptor{next: next, slow: map[string]time.Duration{}}
 	i.fail = append(i.fail, faults.Fail...)
 	i.drop = append(i.drop, faults.Drop...)
+	i.boom = append(i.boom, faults.Panic...)
 	for _, s := range faults.Slow {
 		i.slow[s.Method] = time.Duration(s.Ms) * time.Millisecond
 	}
@@ -112,6 +114,9 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 		return
 	}
 	*name = method.Name
+	if take(&i.mu, i.boom, method.Name) {
+		panic(fmt.Sprintf("injected handler panic on %s", method.Name))
+	}
 	if i.takeDrop(method.Name) {
 		log.Printf("fault: dropping the connection on %s", method.Name)
 		if hj, ok := w.(http.Hijacker); ok {
@@ -144,11 +149,16 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 }
 
 func (i *Interceptor) takeDrop(name string) bool {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for k := range i.drop {
-		if i.drop[k].Method == name && i.drop[k].Count != 0 {
-			i.drop[k].Count--
+	return take(&i.mu, i.drop, name)
+}
+
+// take uses up one of the faults for method `name`, if any is left.
+func take(mu *sync.Mutex, faults []DropFault, name string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	for k := range faults {
+		if faults[k].Method == name && faults[k].Count != 0 {
+			faults[k].Count--
 			return true
 		}
 	}
