@@ -65,9 +65,7 @@ def run_modules(lab: Any, judges: list[Judge], workdir: Path) -> dict[str, dict[
         tasks.append(task)
     workdir.mkdir(parents=True, exist_ok=True)
     book = workdir / "judges.yml"
-    book.write_text(
-        yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}])
-    )
+    book.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     password = Path(lab.twin.files.password_file).read_text().strip()
     env = {
         "PATH": f"{JUDGES_VENV / 'bin'}:/usr/bin:/bin",

@@ -83,6 +83,7 @@ func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Desc
 				return fmt.Errorf("datastore %s on %s: %v", name, hs.Name, err)
 			}
 		}
+		sizeSiteDatastore(name)
 	}
 	for _, name := range desc.Networks {
 		var netRef *types.ManagedObjectReference
@@ -130,6 +131,27 @@ func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Desc
 		}
 	}
 	return nil
+}
+
+// siteDatastoreBytes is the size of a site datastore (a PowerScale NFS export is tens of
+// TB). The simulator sizes a datastore by the file system of its temporary directory and
+// subtracts every disk's full capacity, thin or not, which on a laptop-sized temp file
+// system leaves the rack's datastore with negative free space (DatastoreSummary.freeSpace).
+const siteDatastoreBytes = int64(64) << 40
+
+func sizeSiteDatastore(name string) {
+	ds := findDatastore(name)
+	if ds == nil {
+		return
+	}
+	simulator.Map.WithLock(ds, func() {
+		used := ds.Summary.Capacity - ds.Summary.FreeSpace
+		ds.Summary.Capacity = siteDatastoreBytes
+		ds.Summary.FreeSpace = siteDatastoreBytes - used
+		info := ds.Info.GetDatastoreInfo()
+		info.FreeSpace = ds.Summary.FreeSpace
+		info.MaxFileSize = ds.Summary.FreeSpace
+	})
 }
 
 func findNetwork(name string) *types.ManagedObjectReference {
