@@ -20,8 +20,8 @@ pytestmark = pytest.mark.integration
 
 
 def _assert_clean(sweep, when: str) -> None:
-    assert sweep.objects > 150 and sweep.reads > 800, when  # it really read the inventory
     assert sweep.dropped == [], f"{when}: dropped connections {sweep.dropped[:5]}"
+    assert sweep.objects > 150 and sweep.reads > 800, when  # it really read the inventory
     assert sweep.internal == [], f"{when}: internal errors {sweep.internal[:5]}"
     assert sweep.dangling == [], f"{when}: references to nothing {sweep.dangling[:5]}"
 
