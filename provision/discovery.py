@@ -185,6 +185,7 @@ def discover(si: Any) -> Inventory:
         elif isinstance(obj.obj, vim.VirtualMachine):
             host_ref = props.get("runtime.host")
             vms.append((_vm(obj.obj._moId, props), host_ref._moId if host_ref else None))
+    esxcli_calls = sum(_ats_runtime(si, host) for host in hosts)
     by_moid = {h.moid: h for h in hosts}
     out_vms, templates = [], []
     for vm, host_moid in vms:
@@ -208,10 +209,44 @@ def discover(si: Any) -> Inventory:
         hosts=hosts,
         vms=out_vms,
         templates=templates,
-        round_trips=counter.calls,
+        round_trips=counter.calls + esxcli_calls,
         pages=stats.get("pages", 0),
         seconds=round(time.perf_counter() - started, 4),
     )
+
+
+def _ats_runtime(si: Any, host: ObservedHost) -> int:
+    """Whether ATS is in effect now; the number of SOAP calls it took.
+
+    With no reboot pending (summary.rebootRequired false) a boot option runs as configured,
+    so no call is made and discovery's round trips stay independent of the host count. With
+    one pending, the configured value says nothing about the running one (an operator's
+    same-value write and a VIB install set rebootRequired too), so the host is asked, as
+    `esxcli system settings kernel list -o atsSupport` (its Runtime column). A host that
+    does not answer keeps the API's inference (not in effect until the reboot), and the
+    record says so.
+    """
+    if host.ats_enabled is None:
+        return 0
+    if not host.reboot_required:
+        host.ats_runtime = host.ats_enabled
+        host.ats_runtime_source = "configured (no reboot pending)"
+        return 0
+    if host.connection_state != "connected":
+        host.ats_runtime_source = f"inferred: host {host.connection_state or 'unreachable'}"
+        return 0
+    from provision.esxcli import kernel_setting
+
+    row = kernel_setting(si, host.moid, "atsSupport")
+    if row is None:
+        host.ats_runtime_source = (
+            "inferred: the host did not answer esxcli; with a reboot pending the"
+            " configured value is taken as not in effect"
+        )
+        return 2
+    host.ats_runtime = row.runtime_on
+    host.ats_runtime_source = f"esxcli (Configured {row.configured}, Runtime {row.runtime})"
+    return 2
 
 
 def _host(moid: str, props: dict[str, Any]) -> ObservedHost:

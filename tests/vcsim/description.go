@@ -49,6 +49,9 @@ type HostDesc struct {
 	GraphicsType string `json:"graphics_type"`
 	// CPU is the server model's processors (shapes.go); absent: the simulator's.
 	CPU CPUDesc `json:"cpu"`
+	// NoEsxcli: the host does not answer esxcli over the API (esxcli.go), as a host
+	// whose vCenter role lacks Host.Config or whose hostd refuses the executer.
+	NoEsxcli bool `json:"no_esxcli"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.

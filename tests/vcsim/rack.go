@@ -234,6 +234,12 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		hs.Capability = &types.HostCapability{DeviceRebindWithoutRebootSupported: &rebind}
 
 		options := newHostOptions(hs, hd)
+		bootATS(hs, options) // esxcli.go: the value this boot runs with
+		if hd.NoEsxcli {
+			noEsxcli.Store(hs.Self.Value, true)
+		}
+		availability.own(types.ManagedObjectReference{Type: "ReflectManagedMethodExecuter",
+			Value: executerPrefix + hs.Self.Value}, hs)
 		ref := simulator.Map.Put(options).Reference()
 		hs.ConfigManager.AdvancedOption = &ref
 		cfg.Option = options.Setting
@@ -392,6 +398,9 @@ func reboot(hs *simulator.HostSystem) {
 		i.PassthruActive = i.PassthruEnabled
 	}
 	bootGraphics(hs)
+	if options, ok := simulator.Map.Get(*hs.ConfigManager.AdvancedOption).(*HostOptions); ok {
+		bootATS(hs, options) // esxcli's Runtime column changes only here
+	}
 	hs.Summary.RebootRequired = false
 	hs.Runtime.BootTime = &now
 }
