@@ -85,6 +85,8 @@ def plan_cmd(
     if as_json:
         print_json(record.data.model_dump(mode="json") | {"record": str(path)})
         return
+    for warning in record.data.warnings:
+        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
     if agents:
         console.print(
             f"left alone: {len(agents)} VM(s) vCenter extensions manage"
