@@ -246,7 +246,8 @@ func (pc *PagingCollector) Fetch(ctx *simulator.Context, req interface{}) soap.H
 	this := rv.FieldByName("This").Interface().(types.ManagedObjectReference)
 	prop := rv.FieldByName("Prop").String()
 	body := &FetchBody{}
-	if this.Type == "ServiceInstance" || simulator.Map.Get(this) == nil {
+	known := simulator.Map.Get(this) != nil || (ctx.Session != nil && ctx.Session.Get(this) != nil)
+	if this.Type == "ServiceInstance" || !known {
 		// ServiceInstance.content and the super-type references ovftool sends: the simulator's own answer.
 		out := reflect.ValueOf(&pc.PropertyCollector).MethodByName("Fetch").Call(
 			[]reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(req)})
