@@ -64,6 +64,7 @@ def run(
     on_event: EventHook | None = None,
     timeouts: Any = None,
     power_on: bool = True,
+    guard: Callable[[Any], None] | None = None,
 ) -> ProvisionRecord:
     """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
 
@@ -75,6 +76,8 @@ def run(
         on_event: apply's progress hook.
         timeouts: provision.host_steps.Timeouts (reboot, maintenance mode); None: its defaults.
         power_on: power the VMs on (ESXi checks their devices then); False leaves them off.
+        guard: called with the discovered inventory before anything is planned or recorded;
+            raises to refuse (`provision --rehearsed`: not the inventory rehearsed).
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
@@ -86,6 +89,8 @@ def run(
     started = utc_now()
     with connect(loaded.spec) as si:
         before = discover(si)
+        if guard is not None:
+            guard(before)
         data = ProvisionData(observed_before=before)
 
         def write(status: str = "ok", error: str | None = None) -> ProvisionRecord:

@@ -191,6 +191,31 @@ class ValidateSummary(Model):
     wall_seconds: float = 0.0
 
 
+class PeerPair(Model):
+    node: str
+    peer: str
+    since: int | None = Field(
+        None, description="Runs since this node last checked this peer; None: never before"
+    )
+
+
+class PeerMesh(Model):
+    """ssh.peers' choice of pairs (validation.peers) and how much of the mesh is covered."""
+
+    mode: str = Field(description="ring+random (ring neighbours + k peers) or all")
+    k: int = Field(0, description="Peers beyond the two ring neighbours (0 with all)")
+    seed: str = Field(description="Digest of the run id the choice was seeded from")
+    round: int = Field(description="How many runs with ssh.peers this rack's history holds")
+    pairs: list[PeerPair] = Field(default_factory=list, description="Pairs checked this run")
+    checked: int = 0
+    mesh_pairs: int = Field(0, description="Ordered pairs of the full mesh, n x (n-1)")
+    covered: int = Field(0, description="Ordered pairs checked at least once, this run included")
+    oldest: int | None = Field(
+        None, description="Runs since the stalest pair was checked (None while some never was)"
+    )
+    history: str | None = Field(None, description="peers.json: the history for the next run")
+
+
 class ValidateData(Model):
     results: list[CheckResult] = Field(default_factory=list)
     nodes: dict[str, ValidateNode] = Field(default_factory=dict)
@@ -213,6 +238,7 @@ class ValidateData(Model):
     regressions: list[str] = Field(
         default_factory=list, description="Changes for the worse: any one fails validate"
     )
+    peers: PeerMesh | None = Field(None, description="ssh.peers' pairs and mesh coverage")
 
 
 # -- bench --------------------------------------------------------------------------------------
@@ -386,6 +412,45 @@ class ReportData(Model):
     missing_stages: list[str] = Field(default_factory=list)
 
 
+# -- rehearsal ----------------------------------------------------------------------------------
+class Refusal(Model):
+    """Something that stopped provision on the twin: ESXi's/vCenter's fault, or rackcert's."""
+
+    target: str
+    action: str = Field(description="The action's kind, or plan when planning refused")
+    by: Literal["vcenter", "rackcert"] = Field(
+        description="vcenter: a task or call failed with vCenter's/ESXi's message; rackcert:"
+        " the planner refused or apply left the action undone"
+    )
+    message: str
+
+
+class CaptureInfo(Model):
+    taken_at: str
+    file: str = Field(description="The capture, in the run (artifacts/rehearsal/capture.json)")
+    sha256: str = Field(description="sha256 of the capture file")
+    inventory_digest: str = Field(description="sha256 of the fields provision reads")
+    hosts: int = 0
+    vms: int = 0
+    round_trips: int = 0
+    seconds: float = 0.0
+
+
+class RehearsalData(Model):
+    capture: CaptureInfo | None = None
+    twin_digest: str = Field("", description="The same digest, of the twin as discovered")
+    static: list[str] = Field(default_factory=list, description="What the twin served as data")
+    actions: list[ActionRecord] = Field(default_factory=list, description="The plan on the twin")
+    done: list[DoneAction] = Field(default_factory=list)
+    skipped: list[SkippedAction] = Field(default_factory=list)
+    refusals: list[Refusal] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    second_plan: list[ActionRecord] = Field(
+        default_factory=list, description="Planned again after apply: empty when it converged"
+    )
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
 # -- the envelope -------------------------------------------------------------------------------
 class StageRecord(Model):
     """What every `<stage>.json` carries around its data."""
@@ -431,7 +496,13 @@ class ReportRecord(StageRecord):
     data: ReportData
 
 
+class RehearsalRecord(StageRecord):
+    stage: Literal["rehearsal"] = "rehearsal"
+    data: RehearsalData
+
+
 RECORDS: dict[str, type[StageRecord]] = {
+    "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
     "provision": ProvisionRecord,
     "configure": ConfigureRecord,

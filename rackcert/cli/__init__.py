@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "discover_cmds",
     "lab_cmds",
     "provision_cmds",
+    "rehearse_cmds",
     "configure_cmds",
     "validate_cmds",
     "bench_cmds",

@@ -124,8 +124,11 @@ def show_validate(console: Console, record: ValidateRecord, path: Path, junit: P
     rows: dict[str, ValidateNode | None] = dict(data.nodes)
     for r in data.results:  # hypervisor-only nodes (ESXi hosts)
         rows.setdefault(r.node, None)
+    by_node: dict[str, list] = {}
+    for r in data.results:
+        by_node.setdefault(r.node, []).append(r)
     for name, info in rows.items():
-        mine = [r for r in data.results if r.node == name]
+        mine = by_node.get(name, [])
         fatal = [r for r in mine if r.severity.value == "error"]
         bad_fatal = [r for r in fatal if r.status.value in ("fail", "error")]
         counts = {
@@ -244,6 +247,36 @@ def show_verdict(console: Console, record: ReportRecord, limit: int = 8) -> None
     say(console, "verdict: ", (word, f"bold {_VERDICT_STYLE.get(word, 'yellow')}"))
     for reason in record.data.reasons[:limit]:
         say(console, f"  - {reason}")
+
+
+# -- rehearsal ----------------------------------------------------------------------------
+def show_rehearsal(console: Console, data: Any, path: Path) -> None:
+    """The rehearsal in lines: static data, actions, refusals, notes, second plan, times."""
+    from rackcert.report.rehearsal import line as rehearsal_line
+
+    def line(text: str) -> None:
+        console.print(text, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+    for text in data.static:
+        line(f"served as static data: {text}")
+    if data.actions:
+        show_actions(console, data.actions, "rehearsed on the twin")
+    for refusal in data.refusals:
+        line(f"refused ({refusal.by}) {refusal.target}: {refusal.action}: {refusal.message}")
+    for note in data.notes:
+        line(f"note: {note}")
+    if data.second_plan:
+        line(f"second plan NOT empty: {len(data.second_plan)} action(s):")
+        for a in data.second_plan:
+            line(f"  {a.target}: {a.kind}: {a.change}")
+    else:
+        line("second plan: empty (the twin converged)")
+    if data.capture and data.twin_digest != data.capture.inventory_digest:
+        line("note: the twin's digest differs from the capture's (see served as static data)")
+    times = ", ".join(f"{k} {v:.2f} s" for k, v in data.seconds.items())
+    digest = data.capture.inventory_digest if data.capture else ""
+    line(f"times: {times}; capture digest {digest}")
+    line(f"{rehearsal_line(data)} (recorded {path})")
 
 
 # -- bootstrap and demo ---------------------------------------------------------------------

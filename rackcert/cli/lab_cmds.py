@@ -111,6 +111,10 @@ def up(
             help="Also run the guest agent (SSH hosts for the VMs provision powers on)",
         ),
     ] = True,
+    capture: Annotated[
+        Path | None,
+        typer.Option("--capture", help="Serve this capture (rackcert capture) instead"),
+    ] = None,
 ) -> None:
     """Start the vcsim twin of the spec's rack and the guest agent."""
     from rackcert.lab import twin
@@ -128,6 +132,10 @@ def up(
         desc = twin.description_from_spec(
             spec, files, port=port, faults=parse_faults(fail, slow, drop)
         )
+        if capture is not None:  # the captured inventory, on the spec's port and password
+            from rackcert.lab.replay import capture_description
+
+            desc = capture_description(capture, spec, files, desc, console.print)
         started = twin.start(desc, files, detach=True)
         console.print(
             f"[green]twin up[/]: {started.url} (pid {started.pid}), CA {files.cert_file},"

@@ -214,6 +214,9 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		return &ref
 	case *types.PowerOnVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
+		if ref := maintenancePowerOn(vm, method.Name); ref != nil { // hoststate.go
+			return ref
+		}
 		if f, msg := cpuRefusal(vm); f != nil {
 			ref := failedTask(vm, method.Name, f, msg)
 			return &ref

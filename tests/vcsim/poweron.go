@@ -28,6 +28,9 @@ import (
 
 // passthruSystemID is the host's ESXi system UUID, deliberately not its BIOS UUID.
 func passthruSystemID(hs *simulator.HostSystem) string {
+	if id, ok := capturedSystemIDs[hs.Name]; ok { // a replayed capture's (capture.go)
+		return id
+	}
 	sum := sha1.Sum([]byte("esx-system-uuid/" + hs.Name))
 	return fmt.Sprintf("%x-%x-%x-%x", sum[0:4], sum[4:8], sum[8:10], sum[10:16])
 }
