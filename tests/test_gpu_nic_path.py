@@ -34,7 +34,7 @@ def _topo(rows: dict[str, list[str]]) -> str:
 
 def _outputs(text: str):
     outs = h200_outputs()
-    outs["gpu_topo"] = ProbeOutput("gpu_topo", 0, text)
+    outs["gpu_topology"] = ProbeOutput("gpu_topology", 0, text)
     return outs
 
 
