@@ -564,6 +564,59 @@ class Network(Strict):
     )
 
 
+_ABS_PATH_RE = r"^/[A-Za-z0-9._/+-]*$"
+AbsPath = Annotated[str, Field(pattern=_ABS_PATH_RE, max_length=1024)]
+
+
+class SlurmController(Strict):
+    """The site's slurmctld, as its nodes reach it."""
+
+    address: HostAddress = Field(description="slurmctld's address (SlurmctldHost's NodeAddr)")
+    port: int = Field(6817, ge=1, le=65535, description="SlurmctldPort")
+
+
+class Slurm(Strict):
+    """How the rack's nodes join the site's Slurm, and how rackcert talks to it.
+
+    rackcert does not own the controller's configuration: `rackcert slurm conf` prints the
+    node and partition lines for the site to add. The munge key is a reference to a file
+    on this machine (the Ansible controller), never its content.
+    """
+
+    controller: SlurmController
+    cluster: Name = Field(description="ClusterName of the site's slurm.conf")
+    partition: Name = Field(description="The partition the rack's nodes form")
+    munge_key_file: AbsPath = Field(
+        description="The site's munge key: a file on this machine, copied to the nodes (0400)"
+    )
+    install_slurmd: bool = Field(
+        True, description="The slurm_node role installs munge and slurmd on the nodes"
+    )
+    conf_file: AbsPath | None = Field(
+        None,
+        description="The site's slurm.conf on this machine, copied to the nodes; absent:"
+        " configless (slurmd --conf-server controller)",
+    )
+    client_conf: AbsPath | None = Field(
+        None,
+        description="slurm.conf srun and scontrol read on this machine (SLURM_CONF);"
+        " absent: Slurm's own default",
+    )
+    munge_socket: AbsPath = Field(
+        "/run/munge/munge.socket.2", description="munged's socket on the nodes and here"
+    )
+    slurmd_port: int = Field(6818, ge=1, le=65535, description="SlurmdPort")
+    gres_type: Name | None = Field(
+        None, description="Type in Gres=gpu:<type>:<n> (default: from the GPU model, e.g. a100)"
+    )
+    job_timeout_s: int = Field(
+        60,
+        ge=1,
+        le=86400,
+        description="How long a bench job may wait for Slurm to place it before it is given up",
+    )
+
+
 class Certification(Strict):
     reference: str | None = Field(None, description="Certified-matrix entry to compare against")
     scaling_efficiency_min: float = Field(
@@ -608,6 +661,10 @@ class Spec(Strict):
     storage: Storage = Field(default_factory=Storage)
     network: Network = Field(default_factory=Network)
     certification: Certification = Field(default_factory=Certification)
+    slurm: Slurm | None = Field(
+        None,
+        description="The site's Slurm: nodes join it, bench runs as its jobs (--launcher srun)",
+    )
 
     # Lookups every stage needs; cheap enough to rebuild on each call.
     def profile(self, name: str) -> HardwareProfile:

@@ -255,6 +255,14 @@ class BenchRank(Model):
     local_rank: int
 
 
+class SlurmPlacement(Model):
+    """Where Slurm ran one srun launch (validation.bench.slurm_launch.placement)."""
+
+    job_ids: list[int] = Field(default_factory=list, description="Slurm job ids of the launch")
+    nodes: list[str] = Field(default_factory=list, description="The nodes Slurm chose, rank order")
+    ranks: int = Field(0, description="Tasks that reported where they ran")
+
+
 class BenchLaunch(Model):
     label: str
     tasks: list[str]
@@ -270,6 +278,7 @@ class BenchLaunch(Model):
     horovod_ref: dict[str, Any] | None = Field(
         None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
     )
+    slurm: SlurmPlacement | None = Field(None, description="srun launches: job and nodes")
 
 
 class StorageNode(Model):
@@ -348,16 +357,19 @@ class LaunchInfo(Model):
 
     engine: str = Field(description="horovod or torch.distributed")
     collectives: str = Field(description="nccl, gloo or mpi")
-    launcher: str = Field(description="torchrun, horovodrun or mpirun")
-    controller: str = Field(description="rendezvous: c10d, gloo or mpi")
+    launcher: str = Field(description="torchrun, horovodrun, mpirun or srun")
+    controller: str = Field(description="rendezvous: c10d, gloo, mpi or slurm")
     launched_from: str = Field(description="this machine, or the first node's name")
+    jobs: list[SlurmPlacement] | None = Field(
+        None, description="srun: each launch's Slurm job ids and the nodes Slurm chose"
+    )
 
 
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
 
-    mode: Literal["local", "ssh"] | None = None
+    mode: Literal["local", "ssh", "slurm"] | None = None
     engine: BenchEngine | None = None
     quick: bool = False
     judge_link: bool | None = Field(

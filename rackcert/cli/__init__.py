@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "configure_cmds",
     "validate_cmds",
     "bench_cmds",
+    "slurm_cmds",
     "report_cmds",
     "bootstrap_cmds",
     "runs_cmds",

@@ -174,9 +174,14 @@ def bench(
         typer.Option(
             "--launcher",
             help="Across nodes: auto (horovodrun for Horovod, torchrun otherwise), torchrun,"
-            " horovodrun or mpirun (started on the first node)",
+            " horovodrun, mpirun (started on the first node) or srun (a Slurm job: the spec's"
+            " slurm block)",
         ),
     ] = "auto",
+    reservation: Annotated[
+        str | None,
+        typer.Option("--reservation", help="With --launcher srun: run inside this reservation"),
+    ] = None,
     network_interface: Annotated[
         str | None,
         typer.Option(
@@ -245,6 +250,7 @@ def bench(
         nccl_tests=nccl_tests,
         storage_engine=storage_engine,
         launcher=launcher,
+        reservation=reservation,
         network_interface=network_interface,
     )
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)

@@ -52,6 +52,7 @@ def build_stages(
     backend: str = "auto",
     runs_root: Path | None = None,
     rehearse: bool = False,
+    launcher: str = "auto",
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
@@ -68,7 +69,7 @@ def build_stages(
     root = runs_root or default_runs_root()
     rack = loaded.spec.metadata.name
     planned: list[ActionRecord] | None = None  # what the plan stage showed in this process
-    bench_options = BenchOptions(local=local_bench, quick=quick, backend=backend)
+    bench_options = BenchOptions(local=local_bench, quick=quick, backend=backend, launcher=launcher)
 
     def plan(run: RunDir) -> None:
         nonlocal planned
@@ -193,6 +194,12 @@ def bootstrap_cmd(
             help="First provision a twin of the vCenter (rackcert rehearse); stop on a refusal",
         ),
     ] = False,
+    launcher: Annotated[
+        str,
+        typer.Option(
+            "--launcher", help="Bench launcher: auto, torchrun, horovodrun, mpirun or srun (Slurm)"
+        ),
+    ] = "auto",
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     _bootstrap(
@@ -205,6 +212,7 @@ def bootstrap_cmd(
         backend=backend,
         runs_dir=runs_dir,
         rehearse=rehearse,
+        launcher=launcher,
     )
 
 
@@ -220,6 +228,7 @@ def _bootstrap(
     runs_dir: Path | None,
     lab: bool = False,
     rehearse: bool = False,
+    launcher: str = "auto",
 ) -> None:
     """One load of the spec for the whole flow: the stages, the run and the summary."""
     if resume is not None:
@@ -238,6 +247,7 @@ def _bootstrap(
         backend=backend,
         runs_root=runs_dir,
         rehearse=rehearse,
+        launcher=launcher,
     )
     result = run_pipeline(stages, run, resume=resume is not None, final=report, console=console)
     _finish(result, lab=lab)
@@ -259,6 +269,14 @@ def demo_cmd(
     keep_lab: Annotated[
         bool, typer.Option("--keep-lab", help="Leave the twin and SSH hosts running afterwards")
     ] = False,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="Certify through a real Slurm: lab up --slurm, the nodes join it (configure's"
+            " slurm_node role), the bench runs as srun jobs (Gloo ranks)",
+        ),
+    ] = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     from rackcert.cli.lab_cmds import down, up
@@ -266,20 +284,23 @@ def demo_cmd(
 
     spec_path = inventories_dir() / "lab.yaml"
     down(spec_path)
-    up(spec_path)
+    slurm_spec = up(spec_path, slurm=slurm)
     try:
         # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
-        # started on lab-node1 with the spec's data interface (eth0 on every node).
+        # started on lab-node1 with the spec's data interface (eth0 on every node). Under
+        # Slurm, srun places torch.distributed ranks over Gloo, rank and rendezvous from
+        # Slurm's task environment (Horovod here has no MPI for srun to start).
         _bootstrap(
-            load(spec_path),
+            load(slurm_spec or spec_path),
             resume=None,
             yes=True,
             power_cycle=False,
             quick=True,
             local_bench=False,
-            backend="auto",
+            backend="gloo" if slurm_spec else "auto",
             runs_dir=runs_dir,
             lab=True,
+            launcher="srun" if slurm_spec else "auto",
         )
     finally:
         if not keep_lab:

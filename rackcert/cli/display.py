@@ -326,3 +326,30 @@ def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = Fa
             f" check(s) fail for that reason alone ({', '.join(LAB_ABSENT_TOOLS)} absent), so"
             " its verdict cannot be PASS; on a real rack those checks judge the hardware.",
         )
+
+
+def show_health_check(console: Console, outcome: Any) -> None:
+    """validation.healthcheck.HealthOutcome: one line per failing check, then the verdict and,
+    under Slurm, what was done to the node (drain, resume, an operator's drain kept)."""
+    for r in outcome.failing:
+        say(console, ("FAIL", "red"), f" {r.node} {r.id}: {r.observed or r.reason}")
+    word = ("OK", "green") if outcome.ok else ("FAILED", "red")
+    action = f"; slurm: {outcome.action}" if outcome.slurm else ""
+    say(
+        console,
+        word,
+        f" health check of {outcome.node}: {len(outcome.failing)} failing of"
+        f" {len(outcome.results)} in {outcome.seconds:.1f}s{action}",
+    )
+
+
+def health_check_json(outcome: Any) -> dict[str, Any]:
+    """The health check's answer for --json."""
+    return {
+        "node": outcome.node,
+        "ok": outcome.ok,
+        "action": outcome.action,
+        "reason": outcome.reason,
+        "seconds": round(outcome.seconds, 2),
+        "results": [r.model_dump(mode="json") for r in outcome.results],
+    }

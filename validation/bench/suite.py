@@ -30,12 +30,12 @@ from rackcert.runs import RunDir, utc_now
 from rackcert.spec import Spec, Vm
 from rackcert.ssh_target import SshTarget
 from rackcert.stage_records import BenchRecord
-from validation.bench import k8s, launch, nccltests, perftest, storage, verdict
+from validation.bench import k8s, launch, nccltests, perftest, slurm_launch, storage, verdict
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
 BACKENDS = ("auto", "nccl", "gloo", "horovod")
-LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun")
+LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun", "srun")
 WORLD1_NOTE = (
     "world size 1: the sweep proves the engine path and the reduced values; an in-place"
     " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
@@ -74,7 +74,8 @@ class BenchOptions:
     remote_python: str | None = None  # default: the spec's guest.dl_venv/bin/python
     remote_dir: str | None = None  # a rackcert checkout on the nodes (default: none, the
     # worker is installed in the nodes' environment by configure's dl_runtime role)
-    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun
+    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun | srun
+    reservation: str | None = None  # srun: run inside this Slurm reservation
     network_interface: str | None = None  # default: the spec's network.interface
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
@@ -93,6 +94,8 @@ class BenchOptions:
             raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
         if self.gpus and not self.local:
             raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
+        if self.reservation and self.launcher != "srun":
+            raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
 
 
 SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
@@ -135,6 +138,8 @@ def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path
     Horovod imports in its environment (the controller's own packages say nothing)."""
     # The template's GPUs are what the spec asks; the worker sees what the node has.
     device = "auto"
+    if opts.launcher == "srun" and opts.backend == "auto":
+        return Engine("torch", "auto", "nccl")  # Slurm places the ranks: no node to ask first
     if opts.backend == "horovod" or (
         opts.backend == "auto" and node_has_horovod(spec, opts, points[-1].vms, log)
     ):
@@ -310,6 +315,8 @@ def build_launch(
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
     iface = opts.network_interface or spec.network.interface
     which = launcher_of(opts, engine)
+    if which == "srun":
+        return srun_launch(spec, opts, engine, point, label, args)
     if which == "horovodrun":
         # One node: horovodrun sees only local hosts and looks for the interfaces holding
         # 127.0.0.1 among those named (Horovod 0.28.1, horovod/runner/driver/
@@ -350,6 +357,39 @@ def build_launch(
     return launch.Launch(label, cmds)
 
 
+def srun_launch(
+    spec: Spec, opts: BenchOptions, engine: Engine, point: Point, label: str, args: list[str]
+) -> launch.Launch:
+    """One srun for the point: Slurm places its ranks (validation.bench.slurm_launch)."""
+    if spec.slurm is None:
+        raise InputError("--launcher srun: the spec has no slurm block (controller, partition)")
+    env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
+    return slurm_launch.build(
+        label,
+        nodes=point.nodes,
+        tasks_per_node=point.procs_per_node,
+        gpus=engine.device == "cuda" or (engine.device == "auto" and engine_gpus(spec, point.vms)),
+        python=remote_python(spec, opts),
+        worker_args=args,
+        partition=spec.slurm.partition,
+        reservation=opts.reservation,
+        immediate_s=spec.slurm.job_timeout_s,
+        client_conf=spec.slurm.client_conf,
+        rdzv_port=opts.rdzv_port,
+        env=env,
+    )
+
+
+def slurm_placement(data: dict[str, Any], log: Path) -> dict[str, Any]:
+    """For an srun launch: its job ids and the nodes Slurm chose, also gathered in the
+    launch record (`launch.jobs`); nothing for the other launchers."""
+    if data["launch"].get("launcher") != "srun":
+        return {}
+    placed = slurm_launch.placement(log.read_text(errors="replace"))
+    data["launch"].setdefault("jobs", []).append(placed)
+    return {"slurm": placed}
+
+
 def remote_python(spec: Spec, opts: BenchOptions) -> str:
     """The nodes' interpreter: --remote-python, else the DL environment configure built."""
     return opts.remote_python or f"{spec.guest.dl_venv.rstrip('/')}/bin/python"
@@ -360,6 +400,11 @@ def launcher_of(opts: BenchOptions, engine: Engine) -> str:
     if opts.launcher != "auto":
         if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
             raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
+        if opts.launcher == "srun" and engine.worker_backend == "horovod":
+            raise InputError(
+                "--launcher srun starts torch.distributed ranks from Slurm's environment;"
+                " Horovod under srun needs an MPI build: use --backend gloo or nccl"
+            )
         if opts.launcher == "torchrun" and engine.worker_backend == "horovod":
             raise InputError("--launcher torchrun starts torch.distributed ranks, not Horovod")
         return opts.launcher
@@ -373,9 +418,11 @@ def launch_record(opts: BenchOptions, engine: Engine, vms: tuple[Vm, ...]) -> di
     if opts.local and engine.worker_backend == "horovod":
         which = "horovodrun"
     which = which or launcher_of(opts, engine)
-    controller = {"torchrun": "c10d", "horovodrun": "gloo", "mpirun": "mpi"}[which]
+    controller = {"torchrun": "c10d", "horovodrun": "gloo", "mpirun": "mpi", "srun": "slurm"}[which]
     if opts.local:
         where = "this machine"
+    elif which == "srun":
+        where = "this machine, one srun per launch; Slurm chose the nodes"
     elif which == "torchrun":
         where = "this machine, one ssh per node"
     else:
@@ -673,7 +720,7 @@ def run_bench(
     line_rate = opts.line_rate_gbps or spec.line_rate_gbps()
     art = run.artifacts("bench")
     data: dict[str, Any] = {
-        "mode": "local" if opts.local else "ssh",
+        "mode": "local" if opts.local else ("slurm" if opts.launcher == "srun" else "ssh"),
         "engine": {
             "name": engine.name,
             "worker_backend": engine.worker_backend,
@@ -714,6 +761,7 @@ def run_bench(
             progress(f"launch: {job.label}: {', '.join(tasks)}")
             log = art / f"launch-{point.nodes}n-{point.gpus}g.log"
             raw = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))
+            placed = slurm_placement(data, log)
             data["launches"].append(
                 {
                     "label": job.label,
@@ -726,6 +774,7 @@ def run_bench(
                     "naive": raw.get("naive"),
                     "plain": raw.get("plain"),
                     "horovod_ref": raw.get("horovod_ref"),
+                    **placed,
                 }
             )
             data["environment"] = raw.get("environment", {})
