@@ -225,7 +225,9 @@ def discover(si: Any) -> Inventory:
                 " three times; check the network and re-run"
             ) from None
     inventory = _inventory(collected, about)
-    inventory.round_trips = counter.calls
+    # ATS as the hosts run it: esxcli only where a reboot is pending (_ats_runtime).
+    esxcli_calls = sum(_ats_runtime(si, host) for host in inventory.hosts)
+    inventory.round_trips = counter.calls + esxcli_calls
     inventory.pages = stats.get("pages", 0)
     inventory.seconds = round(time.perf_counter() - started, 4)
     return inventory
@@ -271,6 +273,46 @@ def _inventory(collected: _Collected, about: Any) -> Inventory:
     )
 
 
+def _ats_inferred(host: ObservedHost) -> None:
+    """ATS as the host runs it, where the API alone says: with no reboot pending, as configured.
+
+    A boot option runs from the next boot; with no reboot pending (summary.rebootRequired
+    false) the host runs what it has configured. With one pending the configured value says
+    nothing about the running one (an operator's same-value write and a VIB install set
+    rebootRequired too): ats_runtime stays unknown until `_ats_runtime` asks the host.
+    """
+    if host.ats_enabled is not None and not host.reboot_required:
+        host.ats_runtime = host.ats_enabled
+        host.ats_runtime_source = "configured (no reboot pending)"
+
+
+def _ats_runtime(si: Any, host: ObservedHost) -> int:
+    """Ask a host with a reboot pending what ATS it runs; the number of SOAP calls it took.
+
+    `esxcli system settings kernel list -o atsSupport` (its Runtime column), only where a
+    reboot is pending, so discovery's round trips stay independent of the host count. A
+    host that does not answer keeps the API's inference (not in effect until the reboot),
+    and the record says so.
+    """
+    if host.ats_enabled is None or host.ats_runtime is not None:
+        return 0
+    if host.connection_state != "connected":
+        host.ats_runtime_source = f"inferred: host {host.connection_state or 'unreachable'}"
+        return 0
+    from provision.esxcli import kernel_setting
+
+    row = kernel_setting(si, host.moid, "atsSupport")
+    if row is None:
+        host.ats_runtime_source = (
+            "inferred: the host did not answer esxcli; with a reboot pending the"
+            " configured value is taken as not in effect"
+        )
+        return 2
+    host.ats_runtime = row.runtime_on
+    host.ats_runtime_source = f"esxcli (Configured {row.configured}, Runtime {row.runtime})"
+    return 2
+
+
 def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
     numa_of: dict[str, int] = {}
     numa = props.get("hardware.numaInfo")
@@ -304,7 +346,7 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
     product = props.get("config.product")
     hardware = props.get("summary.hardware")
     system = props.get("hardware.systemInfo")
-    return ObservedHost(
+    host = ObservedHost(
         name=props.get("name", moid),
         moid=moid,
         address=props.get("name", ""),
@@ -330,6 +372,8 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
         vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
         bios_version=getattr(props.get("hardware.biosInfo"), "biosVersion", "") or "",
     )
+    _ats_inferred(host)
+    return host
 
 
 def _option_type(definition: Any, value: Any) -> str:

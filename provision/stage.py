@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rackcert.errors import InputError, RackcertError
+from rackcert.placement import gpudirect_warnings, place
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec_loader import LoadedSpec
 from rackcert.stage_records import PlanData, PlanRecord, ProvisionData, ProvisionRecord
@@ -46,6 +47,7 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     except RackcertError as exc:
         run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
         raise
+    data.warnings = gpudirect_warnings(loaded.spec, place(loaded.spec))
     record = run.write_stage("plan", data, started_at=started)
     assert isinstance(record, PlanRecord)
     return record
@@ -167,7 +169,6 @@ def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:
 def vm_states(spec: Any, inventory: Any, waits: dict[str, Any]) -> dict[str, Any]:
     """Each spec VM after provision: power state, Tools IP, what the wait saw, why it is off."""
     from provision.vmsettings import power_conflicts
-    from rackcert.placement import place
 
     conflicts = power_conflicts(spec, place(spec), inventory)
     out: dict[str, Any] = {}

@@ -242,6 +242,11 @@ class NicMode(StrEnum):
     vmxnet3 = "vmxnet3"
 
 
+class NumaPolicy(StrEnum):
+    preferred = "preferred"
+    required = "required"
+
+
 class GpuMode(StrEnum):
     passthrough = "passthrough"
     vgpu = "vgpu"
@@ -262,6 +267,12 @@ class VmTemplate(Strict):
         NicMode.vmxnet3, description="Data NIC: passthrough (the NUMA-local port), sriov, vmxnet3"
     )
     numa_affinity: bool = Field(True, description="Pin the VM to the NUMA node of its GPUs")
+    gpu_nic_numa: NumaPolicy = Field(
+        NumaPolicy.preferred,
+        description="GPUDirect RDMA between the VM's GPUs and its passthrough NIC port (NVIDIA:"
+        " same PCIe root complex): preferred: on one NUMA node when the host has them free, a"
+        " plan warning otherwise; required: refuse a placement that crosses nodes",
+    )
     gpu_mode: GpuMode = Field(
         GpuMode.passthrough, description="passthrough (DirectPath I/O) or vgpu (NVIDIA vGPU)"
     )

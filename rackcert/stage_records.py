@@ -69,6 +69,11 @@ class PlanData(Model):
     left_alone: list[LeftAlone] = Field(
         default_factory=list, description="VMs managed by vCenter extensions, left alone"
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the plan allows but advises against, per VM (GPUDirect RDMA across"
+        " NUMA nodes)",
+    )
 
 
 class ProvisionData(Model):

@@ -61,7 +61,9 @@ def show_actions(console: Console, actions: Sequence[ActionRecord], title: str) 
 
 
 def show_plan(console: Console, record: PlanRecord, path: Path, rack: str) -> None:
-    """The plan: the VMs left alone, then the actions (or that there is nothing to do)."""
+    """The plan: its warnings, the VMs left alone, then the actions (or that there are none)."""
+    for warning in record.data.warnings:
+        say(console, ("warning", "yellow"), f": {warning}")
     agents = record.data.left_alone
     if agents:
         managers = ", ".join(sorted({a.managed_by for a in agents}))

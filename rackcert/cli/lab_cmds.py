@@ -270,7 +270,7 @@ def down(
     if ssh_hosts and os.geteuid() == 0:
         from rackcert.lab import sshhosts
 
-        console.print(f"SSH hosts stopped: {sshhosts.stop_lab_hosts()}")
+        console.print(f"SSH hosts stopped: {sshhosts.stop_spec_hosts(spec)}")
 
 
 @lab_app.command("status")

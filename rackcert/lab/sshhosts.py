@@ -806,7 +806,7 @@ def start_lab_hosts(spec: Any, *, restart: bool = False, owner: str = LAB_OWNER)
         running = load_lab_hosts(spec, owner=owner)
         if running:
             return running
-    stop_owner(owner, bridges=False)
+    stop_spec_hosts(spec, owner=owner, bridges=False)  # this spec's hosts, not another lab's
     nets = {ipaddress.IPv4Network(f"{vm.address}/24", strict=False) for vm in spec.vms}
     if len(nets) != 1:
         raise InputError(f"lab VM addresses must share one /24, got {sorted(map(str, nets))}")
@@ -832,3 +832,27 @@ def start_lab_hosts(spec: Any, *, restart: bool = False, owner: str = LAB_OWNER)
 def stop_lab_hosts() -> int:
     """Stop every lab host and the lab bridge; returns how many hosts were stopped."""
     return stop_owner(LAB_OWNER)
+
+
+def stop_spec_hosts(spec: Any, *, owner: str = LAB_OWNER, bridges: bool = True) -> int:
+    """Stop the SSH hosts of this spec's VMs only; returns how many were stopped.
+
+    Every lab spec's hosts share the owner "lab" (`rackcert lab up` of two specs runs both),
+    so `lab down SPEC` must not stop by owner: it stops the namespaces named after the spec's
+    own VMs, then its subnet's bridge once no host is attached to it any more.
+    """
+    wanted = {f"{NETNS_PREFIX}{owner}-{vm.name}" for vm in spec.vms}
+    count = 0
+    for netns in netns_list():
+        if netns in wanted:
+            destroy_netns(netns)
+            shutil.rmtree(RUNTIME_ROOT / netns, ignore_errors=True)
+            count += 1
+    subnets = {ipaddress.IPv4Network(f"{vm.address}/24", strict=False) for vm in spec.vms}
+    for net in subnets if bridges else ():
+        bridge = bridge_name(str(net))
+        attached = _run(["ip", "-o", "link", "show", "master", bridge], check=False).strip()
+        mine = _link_exists(bridge) and _bridge_alias(bridge) == f"{_ALIAS_TAG}{owner}"
+        if mine and not attached:
+            _run(["ip", "link", "del", bridge], check=False)
+    return count

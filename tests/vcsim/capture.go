@@ -269,6 +269,9 @@ func replayHost(hs *simulator.HostSystem, h *ReplayHost) {
 					have.Value = optionValue(o.Type, o.Value)
 				}
 			}
+			if !h.RebootRequired {
+				bootATS(hs, om) // esxcli.go: with no reboot pending it runs what it has configured
+			}
 		}
 	}
 }
