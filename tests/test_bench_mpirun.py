@@ -39,7 +39,7 @@ def test_mpirun_from_node1_across_two_hosts_reduces_right_and_is_recorded(
     assert data["verdict"]["verdict"] == "INCOMPLETE"
     assert data["launch"] == {"engine": "torch.distributed", "collectives": "gloo",
                               "launcher": "mpirun", "controller": "mpi",
-                              "launched_from": "node1"}, data  # fmt: skip
+                              "launched_from": "node1", "jobs": None}, data  # fmt: skip
     (launch,) = data["launches"]
     (cmd,) = launch["commands"]
     assert cmd[-3:-1] == ["--", f"root@{h1.address}"]

@@ -48,7 +48,7 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert data["engine"]["name"] == "horovod"
     assert data["launch"] == {"engine": "horovod", "collectives": "horovod",
                               "launcher": "horovodrun", "controller": "gloo",
-                              "launched_from": "node1"}  # fmt: skip
+                              "launched_from": "node1", "jobs": None}  # fmt: skip
     launches = data["launches"]  # one horovodrun per configuration: the sweep, the loop
     assert [ln["tasks"] for ln in launches] == [["allreduce"], ["resnet"]]
     launch = launches[0]

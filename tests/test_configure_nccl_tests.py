@@ -70,7 +70,7 @@ def test_nccl_tests_role_refuses_a_wrong_pin_skips_without_cuda_and_leaves_path(
     # A wrong pin: refused on the controller, one line naming both digests; nothing copied.
     wrong = "0" * 64
     _run, refused = run_with(wrong, "wrong")
-    assert not refused.ok and refused.totals["failed"] == 2, refused.totals
+    assert refused.status == "failed" and refused.data.totals.failed == 2, refused.data.totals
     assert digest in refused.error and wrong in refused.error, refused.error
     assert "\n" not in refused.error and "not unpacked" in refused.error
     for h in (h1, h2):

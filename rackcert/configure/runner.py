@@ -361,14 +361,16 @@ def _operator_var_args(values: Sequence[str], directory: Path) -> list[str]:
     `key=value` text is parsed with Ansible's own parse_kv, which is what ansible-playbook does
     with it (ansible.utils.vars.load_extra_vars); YAML/JSON text is written as it is.
     """
-    from ansible.parsing.splitter import parse_kv
-
     args: list[str] = []
     for index, value in enumerate(values):
         text = value.strip()
         if text.startswith("@"):
             args.append(value)
             continue
+        # Imported only here: ansible-core patches sys.intern when its module_utils load,
+        # which breaks torch.compile later in the same process (a library caller's bench).
+        from ansible.parsing.splitter import parse_kv
+
         path = directory / f"operator-vars-{index}.yml"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as handle:
