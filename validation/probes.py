@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rackcert.ssh_target import hop_options, node_known_hosts
+from rackcert.untrusted import strip_controls
 from validation.expect import NodeExpect
 
 BEGIN = "@@rackcert-probe-begin"
@@ -233,7 +234,12 @@ _END_RE = re.compile(rf"^{END} (\S+) (\d+)(?: missing=(\S+))?@@$")
 
 
 def split_output(stdout: str) -> dict[str, ProbeOutput]:
-    """Cut a script's output back into one ProbeOutput per probe (pure; tested on text)."""
+    """Cut a script's output back into one ProbeOutput per probe (pure; tested on text).
+
+    A node is not trusted: its control characters (ESC sequences, NUL) are dropped here,
+    where every probe's output enters rackcert, so no fact, record or line shows them.
+    """
+    stdout = strip_controls(stdout)
     found: dict[str, ProbeOutput] = {}
     name: str | None = None
     lines: list[str] = []

@@ -232,6 +232,10 @@ def bench(
     if storage_engine not in ("auto", "fio", "pread"):
         raise InputError(f"--storage-engine {storage_engine!r}: choose auto, fio or pread")
     loaded = load(spec_path)
+    if not local:
+        from rackcert.lab.routes import require_lab_up
+
+        require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     opts = BenchOptions(
         local=local,
         gpus=_ints(gpus, "--gpus"),

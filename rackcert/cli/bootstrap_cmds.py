@@ -45,6 +45,8 @@ def build_stages(
     from rackcert.cli.bench_cmds import _show
     from rackcert.cli.provision_cmds import _actions_table, confirm_apply
     from rackcert.cli.validate_cmds import _print_outcome
+    from rackcert.lab.routes import require_lab_up
+    from rackcert.untrusted import markup
 
     loaded = load(spec_path)
     root = runs_root or default_runs_root()
@@ -65,16 +67,20 @@ def build_stages(
         )
 
     def configure(run: RunDir) -> None:
+        require_lab_up(loaded.spec)  # provision made the lab's hosts; SSH only to them
         record = rackcert.configure.run(loaded, run)
         t = record.data.totals
         console.print(f"{t.hosts} hosts: {t.ok} ok, {t.changed} changes")
 
     def validate(run: RunDir) -> None:
+        require_lab_up(loaded.spec)
         record = validation.run(loaded, run, runs_root=root)
         _print_outcome(record, run.path / "validate.json", run.artifacts("validate") / "junit.xml")
 
     def bench_stage(run: RunDir) -> None:
         say = lambda m: console.print(m, highlight=False)  # noqa: E731
+        if not local_bench:
+            require_lab_up(loaded.spec)
         record = validation.bench.run(
             loaded, run, local=local_bench, quick=quick, backend=backend, progress=say
         )
@@ -85,7 +91,7 @@ def build_stages(
         colour = {"PASS": "green", "FAIL": "red"}.get(record.data.verdict or "", "yellow")
         console.print(f"verdict: [bold {colour}]{record.data.verdict}[/]")
         for reason in record.data.reasons[:8]:
-            console.print(f"  - {reason}", soft_wrap=True)
+            console.print(f"  - {markup(reason)}", soft_wrap=True)
 
     stages = [
         Stage("plan", plan, "read vCenter, diff with the spec"),

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from rackcert.runs import DEFAULT_ROOT, RunDir
 from rackcert.spec_loader import LoadedSpec, load_spec
+from rackcert.untrusted import SafeConsole
 
 app = typer.Typer(
     name="rackcert",
@@ -24,9 +24,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed.
-console = Console(highlight=False, emoji=False)
-err_console = Console(stderr=True, highlight=False, emoji=False)
+# No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed. Safe:
+# no control character from a node or a run file reaches the terminal (rackcert.untrusted).
+console = SafeConsole(highlight=False, emoji=False)
+err_console = SafeConsole(stderr=True, highlight=False, emoji=False)
 
 # The components whose versions decide what rackcert does; `--version` prints them all, the
 # way a bug report needs them. Read from installed metadata: nothing heavy is imported.

@@ -23,6 +23,7 @@ from rackcert.cli.common import (
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
 from rackcert.stage_records import ValidateNode, ValidateRecord
+from rackcert.untrusted import markup
 
 
 @app.command("validate")
@@ -95,6 +96,10 @@ def validate_cmd(
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
     loaded = load(spec_path)
+    if not local:
+        from rackcert.lab.routes import require_lab_up
+
+        require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
     record = validation.run(
@@ -124,7 +129,8 @@ def validate_cmd(
             console.print("no certified (PASS) run of this rack yet: nothing to compare with")
         elif data.compared_with:
             console.print(
-                f"compared with the last certified run {data.compared_with}", soft_wrap=True
+                f"compared with the last certified run {markup(data.compared_with)}",
+                soft_wrap=True,
             )
             for line in data.changes:
                 console.print(line, soft_wrap=True)
@@ -157,7 +163,7 @@ def _print_checks() -> None:
 def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
     for e in record.data.host_keys.enrolled if record.data.host_keys else []:
         console.print(
-            f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            f"enrolled host key of {markup(e.host)}: {markup(e.key_type)} {markup(e.fingerprint)}"
             " (first contact; enforced from now on)",
             soft_wrap=True,
             highlight=False,
@@ -183,7 +189,7 @@ def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
         bad = (info is not None and info.status == "failed") or bool(bad_fatal)
         status = "[red]FAILED[/]" if bad else "[green]passed[/]"
         note = info.error if info is not None else "hypervisor"
-        table.add_row(name, status, *(str(counts[s]) for s in counts), note[:60])
+        table.add_row(markup(name), status, *(str(counts[s]) for s in counts), markup(note[:60]))
     show_table(console, table)
     for r in data.results:
         if r.status.value in ("fail", "error"):
@@ -191,9 +197,9 @@ def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
             is_fatal = r.severity.value == "error"
             word = f"[red]{r.status.value.upper()}[/]" if is_fatal else "[yellow]WARN[/]"
             console.print(
-                f"{word} {r.node} {r.id}: {r.reason or 'failed'}"
-                f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"
-                + (f"\n    fix: {r.fix}" if r.fix else ""),
+                f"{word} {markup(r.node)} {markup(r.id)}: {markup(r.reason or 'failed')}"
+                f" (observed: {markup(r.observed or '-')}; expected: {markup(r.expected or '-')})"
+                + (f"\n    fix: {markup(r.fix)}" if r.fix else ""),
                 soft_wrap=True,
             )
     s = data.summary
@@ -201,6 +207,6 @@ def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
     console.print(
         f"{verdict} {s.passed} passed, {s.failed} failed, {s.errors} errors,"
         f" {s.warnings} warnings, {s.skipped} skipped in {s.wall_seconds:.1f}s;"
-        f" record {path}; JUnit {junit}",
+        f" record {markup(path)}; JUnit {markup(junit)}",
         soft_wrap=True,
     )

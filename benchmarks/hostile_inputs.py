@@ -1,0 +1,108 @@
+"""What hostile run contents cost: the report of a long node value, serve's index over a huge file.
+
+Two figures of the hardening issue, before and after (run it once with the code to compare
+on PYTHONPATH):
+
+- `pdf`: wall time of `rackcert report` (json, html, pdf) for a run of the seed's R750xa
+  rack whose GPU name on one node (in facts.json and the gpu.model check) is N characters
+  of unbroken text, N from --lengths;
+- `serve`: wall time of serve's index page (what one browser load of `/` costs) over a
+  runs root whose one run holds a sparse artifact of --sparse-gb GB (a file that takes no
+  disk; created in a temporary directory and removed afterwards), first load and second.
+
+    python benchmarks/hostile_inputs.py pdf --lengths 2000 10000
+    python benchmarks/hostile_inputs.py serve --sparse-gb 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # after PYTHONPATH: another checkout given there comes first
+
+
+STATES = ("intact", "changed", "none", "unchecked")
+
+
+def _gpu_name(length: int) -> str:
+    return ("NVIDIA-A100-" * (length // 12 + 1))[:length]
+
+
+def pdf(lengths: list[int]) -> None:
+    from rackcert.report.build import build_report
+    from rackcert.runs import read_json
+    from tests.plugins.report import facts, write_run
+
+    print("chars  report s  pdf written  note")
+    for n in lengths:
+        with tempfile.TemporaryDirectory(prefix="rackcert-bench-") as tmp:
+            name = _gpu_name(n)
+            gpus = facts("470.82.01")["nodes"]["mn-node1"]["gpus"]
+            gpus[0]["name"] = name
+            run = write_run(
+                Path(tmp) / "runs",
+                fail={"gpu.model@mn-node1": name},
+                extra_facts={"mn-node1": {"gpus": gpus}},
+            )
+            t0 = time.monotonic()
+            try:
+                build_report(run)
+                note = ""
+            except Exception as exc:  # noqa: BLE001 - the figure is the point; say what ended it
+                note = f"{type(exc).__name__}: {str(exc)[:100]}"
+            seconds = time.monotonic() - t0
+            report = read_json(run.path / "report.json")
+            note = note or (report.get("error") or "")
+            written = (run.path / "report.pdf").is_file()
+            print(f"{n:5d}  {seconds:8.1f}  {str(written):11}  {note[:100]}", flush=True)
+
+
+def serve(sparse_gb: float) -> None:
+    from rackcert.report.build import build_report
+    from rackcert.report.serve import index_page
+    from tests.plugins.report import write_run
+
+    with tempfile.TemporaryDirectory(prefix="rackcert-bench-", dir="/tmp") as tmp:
+        root = Path(tmp) / "runs"
+        run = write_run(root)
+        big = run.path / "artifacts" / "validate" / "core.dump"
+        big.parent.mkdir(parents=True, exist_ok=True)
+        with big.open("wb") as handle:
+            handle.truncate(int(sparse_gb * (1 << 30)))
+        build_report(run, formats=("json",))
+        try:
+            for label in ("first", "second"):
+                t0 = time.monotonic()
+                page = index_page(root)
+                state = next((s for s in STATES if f'class="m-{s}"' in page), "?")
+                print(
+                    f"index {label}: {time.monotonic() - t0:.2f} s (manifest column: {state})",
+                    flush=True,
+                )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("pdf")
+    p.add_argument("--lengths", type=int, nargs="+", default=[2000, 10000])
+    s = sub.add_parser("serve")
+    s.add_argument("--sparse-gb", type=float, default=20.0)
+    args = parser.parse_args()
+    if args.what == "pdf":
+        pdf(args.lengths)
+    else:
+        serve(args.sparse_gb)
+
+
+if __name__ == "__main__":
+    main()
