@@ -46,8 +46,14 @@ def strip_controls(text: str) -> str:
     return _CONTROLS.sub("", text)
 
 
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 

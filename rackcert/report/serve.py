@@ -67,7 +67,7 @@ def _tree_signature(run_path: Path) -> tuple[tuple[Any, ...], int]:
             entries.append(
                 (dirpath, name, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino)
             )
-            if stat.S_ISREG(info.st_mode):
+            if stat.S_ISREG(info.st_mode) and name != MANIFEST_NAME:  # read capped, not hashed
                 total += info.st_size
     return tuple(entries), total
 
