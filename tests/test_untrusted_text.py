@@ -119,3 +119,29 @@ def test_report_diff_prints_markup_from_a_node_as_text(tmp_path):
     assert done.returncode in (0, 1), done.stderr
     assert MARKUP in done.stdout and "\x1b" not in done.stdout
     shutil.rmtree(root)
+
+
+def test_validate_with_a_hostile_gpu_name_records_it_cut_and_prints_it_inert(
+    tmp_path, fake_gpu_tools
+):
+    """A node's GPU name of 10,000 characters with markup and escapes (a fake nvidia-smi on
+    this machine, `validate --local`): no crash, no escape on the terminal, cut in the record."""
+    from pathlib import Path
+
+    name = f"NVIDIA Z100 {MARKUP}{OSC52}" + "X" * 10_000  # not the H200 the spec wants
+    tools = fake_gpu_tools({"h200-node1": {"name": name}})
+    runs = tmp_path / "runs"
+    spec = Path(__file__).resolve().parents[1] / "inventories" / "h200-local.yaml"
+    done = _cli(
+        "validate", str(spec), "--local", "--runs-dir", str(runs), "--check", "gpu.model",
+        "--tool-path", tools, "--no-facts",
+    )  # fmt: skip
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and "\x1b" not in done.stdout + done.stderr
+    assert f"NVIDIA Z100 {MARKUP}]52;c;" in done.stdout  # ESC and BEL gone where parsed
+    record = json.loads(next(runs.glob("*/*/validate.json")).read_text())
+    observed = next(r for r in record["data"]["results"] if r["id"] == "gpu.model")["observed"]
+    assert len(observed) < 700
+    assert observed.endswith("more characters in artifacts/validate/events.jsonl]")
+    events = next(runs.glob("*/*/artifacts/validate/events.jsonl")).read_text()
+    assert "X" * 10_000 in events  # the whole value is kept where the record says
