@@ -12,234 +12,64 @@ record keeps what was done and a re-run plans only what is left.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host, refresh_passthrough
+from provision import lifecycle
+from provision.host_steps import HOST_STEPS, Timeouts, prepare_host
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
-from rackcert.errors import RackcertError
-from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, TRANSIENT_FAULTS
+from provision.vsphere_ops import (
+    ApplyError,
+    Event,
+    datacenter_of,
+    extra_config,
+    hardware_specs,
+    host_ref,
+    passthrough_specs,
+    power_vm,
+    quiet,
+    vm_ref,
+    wait_task,
+)
+from rackcert.stage_records import DoneAction, ProvisionData, SkippedAction
+from rackcert.vsphere_rules import TRANSIENT_FAULTS
 
-Event = Callable[[str, Action | None, str], None]
-
-
-class ApplyError(RackcertError):
-    """A vCenter task failed or the connection dropped; what was done is recorded."""
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """How long provision waits for what a real rack can take long for (seconds)."""
-
-    reboot: float = REBOOT_TIMEOUT_S
-    maintenance: float = 600.0
+__all__ = ["ApplyError", "Timeouts", "apply", "wait_task"]
 
 
 @dataclass
-class ApplyResult:
-    done: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # what each wait saw
+class Left:
+    """A step that ended without doing its work, and why (the action is recorded skipped)."""
+
+    why: str
+
+
+@dataclass
+class VmStep:
+    """What a VM step is given: the session, the run's record so far, the moids it made."""
+
+    si: Any
+    on_event: Event
+    data: ProvisionData
+    power_on: bool
     moids: dict[str, str] = field(default_factory=dict)  # VMs cloned in this run
+    restart: list[dict[str, str]] = field(default_factory=list)  # powered off to change
 
-
-def _quiet(_event: str, _action: Action | None, _detail: str) -> None:
-    return None
-
-
-def wait_task(task: Any, what: str, on_event: Event = _quiet, timeout: float = 3600) -> Any:
-    """Wait for a vCenter task; its fault becomes an ApplyError with the fault's message."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        info = task.info
-        if info.state == "success":
-            return info.result
-        if info.state == "error":
-            fault = info.error
-            msg = getattr(fault, "msg", None) or type(fault).__name__
-            raise ApplyError(f"{what} failed: {msg}")
-        if time.monotonic() > deadline:
-            raise ApplyError(f"{what}: task {task._moId} still running after {timeout:.0f} s")
-        on_event("progress", None, f"{what}: {info.progress or 0}%")
-        time.sleep(delay)
-        delay = min(delay * 2, 2.0)
-
-
-def _host(si: Any, moid: str) -> Any:
-    from pyVmomi import vim
-
-    return vim.HostSystem(moid, stub=si._stub)
-
-
-def _vm(si: Any, moid: str) -> Any:
-    from pyVmomi import vim
-
-    return vim.VirtualMachine(moid, stub=si._stub)
+    def moid(self, action: Action) -> str | None:
+        return action.params.get("vm_moid") or self.moids.get(action.target)
 
 
 def _power(si: Any, vms: list[dict[str, str]], on: bool, on_event: Event) -> None:
     for ref in vms:
-        vm = _vm(si, ref["moid"])
-        if on:
-            wait_task(vm.PowerOnVM_Task(), f"power on VM {ref['name']}", on_event)
-        else:
-            wait_task(vm.PowerOffVM_Task(), f"power off VM {ref['name']}", on_event)
+        power_vm(vm_ref(si, ref["moid"]), ref["name"], on, on_event)
 
 
-def _prepare_host(
-    si: Any, name: str, actions: list[Action], on_event: Event, done: Any, timeouts: Timeouts
-) -> None:
-    """One host: maintenance mode, ATS, passthrough, reboot, exit maintenance mode."""
-    from pyVmomi import vim
-
-    host = _host(si, actions[0].params["host_moid"])
-    operators = bool(host.runtime.inMaintenanceMode)
-    if not operators:
-        _enter_maintenance(host, name, on_event, timeouts)
-    keep = "; host left in maintenance mode: it was in it before provision (the operator's)"
-    for action in actions:
-        on_event("start", action, "")
-        if action.kind == "host.ats":
-            _set_ats(host, name, action.params.get("option_type") or "bool")
-        elif action.kind == "host.passthrough":
-            now = bool(action.params.get("apply_now"))
-            configs = [
-                vim.host.PciPassthruConfig(id=pci, passthruEnabled=True, applyNow=now or None)
-                for pci in action.params["enable"]
-            ]
-            host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
-            if now:
-                try:
-                    refresh_passthrough(host, name, list(action.params["enable"]))
-                except RebootError as exc:
-                    raise ApplyError(str(exc)) from None
-        elif action.kind == "host.graphics":
-            manager = host.configManager.graphicsManager
-            current = manager.graphicsConfig
-            config = vim.host.GraphicsConfig(
-                hostDefaultGraphicsType="sharedDirect",
-                sharedPassthruAssignmentPolicy=getattr(
-                    current, "sharedPassthruAssignmentPolicy", "performance"
-                ),
-                deviceType=list(getattr(current, "deviceType", None) or []),
-            )
-            manager.UpdateGraphicsConfig(config=config)
-        elif action.kind == "host.reboot":
-            boot = _reboot(host, name, action, on_event, timeouts)
-            done(action, f"booted {boot.isoformat()}" + (keep if operators else ""))
-            continue
-        done(action, keep[2:] if operators else "")
-    if not operators:
-        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
-
-
-def _set_ats(host: Any, name: str, option_type: str) -> None:
-    """VMkernel.Boot.atsSupport = on, typed as this host declares it (bool, or "TRUE")."""
-    from pyVmomi import vim
-
-    manager = host.configManager.advancedOption
-    try:
-        manager.QueryOptions(ATS_OPTION)
-    except vim.fault.InvalidName:
-        raise ApplyError(
-            f"{name}: this ESXi build has no {ATS_OPTION}: run `{ESXCLI_ATS}` on the host,"
-            " then reboot it"
-        ) from None
-    values = {"bool": True, "string": "TRUE", "int": 1, "long": 1}
-    value = values.get(option_type, True)
-    manager.UpdateOptions(changedValue=[vim.option.OptionValue(key=ATS_OPTION, value=value)])
-
-
-def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts) -> None:
-    """Maintenance mode, bounded: vCenter waits for VMs that cannot move until `timeout`.
-
-    The plan only gets here with no powered-on workload VM on the host (or with
-    them powered off by --power-cycle); a VM powered on since the plan would
-    make vCenter wait forever with timeout=0. evacuatePoweredOffVms is false:
-    powered-off VMs holding the host's passthrough devices stay registered
-    there (on a cluster without DRS, true would never succeed).
-    """
-    limit = int(timeouts.maintenance)
-    task = host.EnterMaintenanceMode_Task(timeout=limit, evacuatePoweredOffVms=False)
-    wait_task(task, f"{name}: enter maintenance mode", on_event, timeout=limit + 60)
-
-
-def _reboot(host: Any, name: str, action: Action, on_event: Event, timeouts: Timeouts) -> Any:
-    """Reboot and wait for a later boot time (provision/hostboot.py says why)."""
-    try:
-        return reboot_host(
-            host,
-            name,
-            lambda task, what: wait_task(task, what, on_event),
-            expect_active=list(action.params.get("passthrough") or []),
-            timeout=timeouts.reboot,
-            progress=lambda detail: on_event("progress", None, detail),
-        )
-    except RebootError as exc:
-        raise ApplyError(str(exc)) from None
-
-
-def _signed16(value: int) -> int:
-    return value - 0x10000 if value > 0x7FFF else value
-
-
-def _system_ids(host: Any) -> dict[str, str]:
-    """PCI id -> systemId of the host's active passthrough devices (QueryConfigTarget)."""
-    target = host.parent.environmentBrowser.QueryConfigTarget(host=host)
-    return {p.pciDevice.id: p.systemId for p in (target.pciPassthrough or [])}
-
-
-def _device_specs(host: Any, host_name: str, devices: list[dict[str, Any]]) -> list[Any]:
-    from pyVmomi import vim
-
-    vd = vim.vm.device
-    system_ids = _system_ids(host) if any(d["backing"] == "fixed" for d in devices) else {}
-    specs = []
-    for i, dev in enumerate(devices):
-        if dev["backing"] == "vgpu":
-            backing = vd.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=dev["vgpu"])
-        else:
-            pci = dev["id"]
-            if pci not in system_ids:
-                raise ApplyError(
-                    f"{host_name}: PCI device {pci} is not active for passthrough (enable it"
-                    " and reboot the host, e.g. re-run provision with --power-cycle)"
-                )
-            backing = vd.VirtualPCIPassthrough.DeviceBackingInfo(
-                id=pci,
-                deviceId=format(dev["device_id"], "x"),
-                systemId=system_ids[pci],
-                vendorId=_signed16(dev["vendor_id"]),
-            )
-        device = vd.VirtualPCIPassthrough(key=-100 - i, backing=backing)
-        specs.append(vd.VirtualDeviceSpec(operation="add", device=device))
-    return specs
-
-
-def _extra(values: dict[str, str]) -> list[Any]:
-    from pyVmomi import vim
-
-    return [vim.option.OptionValue(key=k, value=v) for k, v in sorted(values.items())]
-
-
-def _datacenter(entity: Any) -> Any:
-    from pyVmomi import vim
-
-    while entity is not None and not isinstance(entity, vim.Datacenter):
-        entity = entity.parent
-    if entity is None:
-        raise ApplyError("cannot find the datacenter of the host")
-    return entity
-
-
-def _create_vm(si: Any, action: Action, on_event: Event, power_on: bool = True) -> None:
+def _create_vm(step: VmStep, action: Action) -> str | Left:
     from pyVmomi import vim
 
     want = action.params["desired"]
-    host = _host(si, action.params["host_moid"])
+    host = host_ref(step.si, action.params["host_moid"])
     datastores = host.datastore
     if not datastores:
         raise ApplyError(f"{action.host}: no datastore to hold VM {want['name']}")
@@ -252,37 +82,30 @@ def _create_vm(si: Any, action: Action, on_event: Event, power_on: bool = True) 
         firmware="efi",
         memoryReservationLockedToMax=True,
         files=vim.vm.FileInfo(vmPathName=f"[{datastores[0].name}]"),
-        extraConfig=_extra(want["extra_config"]),
-        deviceChange=_device_specs(host, action.host, want["devices"]),
+        extraConfig=extra_config(want["extra_config"]),
+        deviceChange=passthrough_specs(host, action.host, want["devices"]),
     )
     compute = host.parent
-    folder = _datacenter(compute).vmFolder
+    folder = datacenter_of(compute).vmFolder
     task = folder.CreateVM_Task(config=config, pool=compute.resourcePool, host=host)
-    vm = wait_task(task, f"create VM {want['name']}", on_event)
-    if power_on:
-        power_on_vm(vm, want["name"], on_event)
+    vm = wait_task(task, f"create VM {want['name']}", step.on_event)
+    if step.power_on:
+        power_vm(vm, want["name"], True, step.on_event)
+    return ""
 
 
-def power_on_vm(vm: Any, name: str, on_event: Event = _quiet) -> None:
-    """Power a VM on; ESXi checks its passthrough backings and reservation only now.
-
-    A refusal (device not active, wrong systemId, device held by another
-    powered-on VM, memory not fully reserved) fails the action with ESXi's own
-    message, so a VM that could never start is not reported as provisioned.
-    """
-    wait_task(vm.PowerOnVM_Task(), f"power on VM {name}", on_event)
-
-
-def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
+def _reconfigure_vm(step: VmStep, action: Action) -> str | Left:
     from pyVmomi import vim
 
+    ref = {"name": action.target, "moid": action.params["vm_moid"]}
+    if action.needs_power_cycle and ref not in step.restart:
+        _power(step.si, [ref], on=False, on_event=step.on_event)
+        step.restart.append(ref)
     want = action.params["desired"]
-    vm = _vm(si, action.params["vm_moid"])
-    host = _host(si, action.params["host_moid"])
-    changes = _device_specs(host, action.host, action.params["add_devices"])
+    vm = vm_ref(step.si, action.params["vm_moid"])
+    host = host_ref(step.si, action.params["host_moid"])
+    changes = passthrough_specs(host, action.host, action.params["add_devices"])
     if action.params.get("disk") or action.params.get("nic"):
-        from provision.lifecycle import hardware_specs
-
         changes += hardware_specs(vm, host, action)
     remove = set(action.params["remove_device_keys"])
     if remove:
@@ -294,28 +117,77 @@ def _reconfigure_vm(si: Any, action: Action, on_event: Event) -> None:
         numCPUs=want["num_cpus"],
         memoryMB=want["memory_mb"],
         memoryReservationLockedToMax=True,
-        extraConfig=_extra(action.params["extra_config"]),
+        extraConfig=extra_config(action.params["extra_config"]),
         deviceChange=changes,
     )
-    wait_task(vm.ReconfigVM_Task(spec=config), f"reconfigure VM {want['name']}", on_event)
+    wait_task(vm.ReconfigVM_Task(spec=config), f"reconfigure VM {want['name']}", step.on_event)
+    return ""
+
+
+def _clone(step: VmStep, action: Action) -> str | Left:
+    step.moids[action.target] = lifecycle.clone(step.si, action, step.on_event)
+    return ""
+
+
+def _customize(step: VmStep, action: Action) -> str | Left:
+    lifecycle.customize(step.si, action, _made(step, action), step.on_event)
+    return ""
+
+
+def _power_on(step: VmStep, action: Action) -> str | Left:
+    power_vm(vm_ref(step.si, _made(step, action)), action.target, True, step.on_event)
+    return ""
+
+
+def _wait(step: VmStep, action: Action) -> str | Left:
+    state = lifecycle.wait_up(step.si, action, _made(step, action), step.on_event)
+    step.data.vms[action.target] = state | {"waited": True}
+    if state["answered"]:
+        return f"answered on {state['answered']} after {state['seconds']:g} s"
+    return Left(f"no answer from {state['address']} in {state['seconds']:g} s")
+
+
+def _made(step: VmStep, action: Action) -> str:
+    moid = step.moid(action)
+    assert moid is not None  # apply skips a lifecycle step whose VM was not made
+    return moid
+
+
+# Every VM action kind the planner emits, and the step that carries it out.
+VM_STEPS: dict[str, Callable[[VmStep, Action], str | Left]] = {
+    "vm.create": _create_vm,
+    "vm.reconfigure": _reconfigure_vm,
+    "vm.clone": _clone,
+    "vm.customize": _customize,
+    "vm.power_on": _power_on,
+    "vm.wait": _wait,
+}
+
+
+# The one table of what provision can do: each action kind the planner emits, and its step
+# (host steps run inside the host's maintenance window; REPORT_ONLY_KINDS are never applied).
+STEPS: dict[str, Callable[..., Any]] = {**HOST_STEPS, **VM_STEPS}
 
 
 def apply(
     si: Any,
     actions: list[Action],
     *,
+    data: ProvisionData | None = None,
     power_cycle: bool = False,
-    on_event: Event = _quiet,
-    on_done: Callable[[ApplyResult], None] | None = None,
+    on_event: Event = quiet,
+    on_done: Callable[[ProvisionData], None] | None = None,
     timeouts: Timeouts | None = None,
     power_on: bool = True,
-) -> ApplyResult:
-    """Apply `actions` in order; `on_done(result)` runs after each finished or skipped action.
+) -> ProvisionData:
+    """Apply `actions` in order into `data` (done, skipped, what each wait saw).
 
-    VMs it creates are powered on unless `power_on` is False (ESXi checks their
-    passthrough devices only then); VMs it powered off to change are powered on again.
+    `on_done(data)` runs after each finished or skipped action, so the caller can record
+    the stage after every step and a fault loses nothing. VMs it creates are powered on
+    unless `power_on` is False (ESXi checks their passthrough devices only then); VMs it
+    powered off to change are powered on again.
     """
-    result = ApplyResult()
+    data = data if data is not None else ProvisionData()
     timeouts = timeouts or Timeouts()
     current: list[Action] = []
     outer = on_event
@@ -326,19 +198,19 @@ def apply(
         outer(event, action, detail)
 
     def done(action: Action, note: str) -> None:
-        result.done.append(action.to_dict() | {"result": note or "done"})
+        data.done.append(DoneAction(**action.model_dump(), result=note or "done"))
         on_event("done", action, note)
         if on_done:
-            on_done(result)
+            on_done(data)
 
     def skip(action: Action, why: str) -> None:
-        result.skipped.append(action.to_dict() | {"skipped": why})
+        data.skipped.append(SkippedAction(**action.model_dump(), skipped=why))
         on_event("skipped", action, why)
         if on_done:
-            on_done(result)
+            on_done(data)
 
+    step = VmStep(si=si, on_event=on_event, data=data, power_on=power_on)
     skipped_hosts: set[str] = set()
-    restart: list[dict[str, str]] = []
     try:
         hosts: dict[str, list[Action]] = {}
         for action in actions:
@@ -359,25 +231,23 @@ def apply(
                 continue
             if running:
                 _power(si, running, on=False, on_event=on_event)
-                restart += running
-            _prepare_host(si, name, host_actions, on_event, done, timeouts)
+                step.restart += running
+            prepare_host(si, name, host_actions, on_event, done, timeouts)
         for action in actions:
             if action.kind in HOST_KINDS:
                 continue
-            _apply_vm(
-                si,
-                action,
-                power_cycle,
-                skipped_hosts,
-                on_event,
-                done,
-                skip,
-                restart,
-                result,
-                power_on,
-            )
-        _power(si, restart, on=True, on_event=on_event)
-        _raise_unanswered(result)
+            why = _why_not(step, action, power_cycle, skipped_hosts)
+            if why:
+                skip(action, why)
+                continue
+            on_event("start", action, "")
+            outcome = VM_STEPS[action.kind](step, action)
+            if isinstance(outcome, Left):
+                skip(action, outcome.why)
+            else:
+                done(action, outcome)
+        _power(si, step.restart, on=True, on_event=on_event)
+        _raise_unanswered(data)
     except ApplyError:
         raise
     except TRANSIENT_FAULTS as exc:
@@ -391,56 +261,31 @@ def apply(
             raise
         where = f"{current[0].target}: {current[0].kind}" if current else "provision"
         raise ApplyError(f"{where} refused by vCenter: {msg}") from None
-    return result
+    return data
 
 
-def _apply_vm(
-    si: Any,
-    action: Action,
-    power_cycle: bool,
-    skipped_hosts: set[str],
-    on_event: Event,
-    done: Callable[[Action, str], None],
-    skip: Callable[[Action, str], None],
-    restart: list[dict[str, str]],
-    result: ApplyResult | None = None,
-    power_on: bool = True,
-) -> None:
+def _why_not(step: VmStep, action: Action, power_cycle: bool, skipped_hosts: set[str]) -> str:
+    """Why a VM action is left undone in this run ("" when it goes ahead)."""
     if action.blocked:
-        skip(action, action.blocked)
-        return
+        return action.blocked
     if action.kind in LIFECYCLE_KINDS:
-        from provision.lifecycle import run_action
-
         if action.host in skipped_hosts:
-            skip(action, f"host {action.host} was not prepared (powered-on VMs)")
-            return
-        if not power_on and action.kind in ("vm.power_on", "vm.wait"):
-            skip(action, "left powered off (--no-power-on)")
-            return
-        run_action(si, action, result or ApplyResult(), on_event, done, skip)
-        return
+            return f"host {action.host} was not prepared (powered-on VMs)"
+        if not step.power_on and action.kind in ("vm.power_on", "vm.wait"):
+            return "left powered off (--no-power-on)"
+        if action.kind != "vm.clone" and step.moid(action) is None:
+            return f"VM {action.target} was not created in this run"
+        return ""
     if action.host in skipped_hosts:
-        skip(action, f"host {action.host} was not prepared (powered-on VMs)")
-        return
+        return f"host {action.host} was not prepared (powered-on VMs)"
     if action.needs_power_cycle and not power_cycle:
-        skip(action, "VM is powered on; re-run with --power-cycle to change it")
-        return
-    on_event("start", action, "")
-    if action.kind == "vm.create":
-        _create_vm(si, action, on_event, power_on)
-    elif action.kind == "vm.reconfigure":
-        ref = {"name": action.target, "moid": action.params["vm_moid"]}
-        if action.needs_power_cycle and ref not in restart:
-            _power(si, [ref], on=False, on_event=on_event)
-            restart.append(ref)
-        _reconfigure_vm(si, action, on_event)
-    done(action, "")
+        return "VM is powered on; re-run with --power-cycle to change it"
+    return ""
 
 
-def _raise_unanswered(result: ApplyResult) -> None:
+def _raise_unanswered(data: ProvisionData) -> None:
     """After every wait: VMs that did not answer in time fail the run (the rest are done)."""
-    late = [(n, s) for n, s in result.vms.items() if s.get("waited") and not s.get("answered")]
+    late = [(n, s) for n, s in data.vms.items() if s.get("waited") and not s.get("answered")]
     if late:
         what = ", ".join(
             f"{n} ({s['address']}, {s.get('power_state', '?')}, {s.get('seconds', 0):g} s)"

@@ -11,7 +11,6 @@ provisioned rack plans nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from provision import guestinfo
@@ -21,11 +20,14 @@ from rackcert.observed import Inventory, ObservedHost, ObservedVm
 from rackcert.pci import is_nvidia_gpu
 from rackcert.placement import VmPlacement, place
 from rackcert.spec import GpuMode, Spec
+from rackcert.stage_records import ActionRecord
 from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, wanted_extra_config
 
 HOST_KINDS = ("host.gpus", "host.ats", "host.passthrough", "host.graphics", "host.reboot")
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
 LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
+# Findings the planner reports but never acts on: their actions are always blocked.
+REPORT_ONLY_KINDS = ("host.gpus", "vm.disk", "vm.relocate", "vm.firmware")
 
 
 class PlanError(RackcertError):
@@ -34,25 +36,9 @@ class PlanError(RackcertError):
     exit_code = 2
 
 
-@dataclass
-class Action:
-    """One change: `target` (host or VM), `change` (what), `reason` (why)."""
-
-    kind: str
-    target: str
-    change: str
-    reason: str
-    host: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    needs_power_cycle: bool = False
-    blocked: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Action:
-        return cls(**data)
+# One change: `target` (host or VM), `change` (what), `reason` (why). The planner builds the
+# record type itself, so what is planned, applied and recorded is one shape.
+Action = ActionRecord
 
 
 def _find_host(spec_host: Any, inventory: Inventory) -> ObservedHost:
@@ -123,11 +109,11 @@ def _no_gpu_action(host: ObservedHost) -> Action | None:
     if gpus:
         return None
     return Action(
-        "host.gpus",
-        host.name,
-        "no passthrough-capable GPU on this host",
-        f"{host.name} reports {len(host.pci_devices)} PCI device(s), no NVIDIA GPU capable of"
-        " passthrough; its VMs are not planned",
+        kind="host.gpus",
+        target=host.name,
+        change="no passthrough-capable GPU on this host",
+        reason=f"{host.name} reports {len(host.pci_devices)} PCI device(s), no NVIDIA GPU"
+        " capable of passthrough; its VMs are not planned",
         host=host.name,
         blocked="check the host's hardware (lspci on ESXi) and the spec's hosts[].address",
     )
@@ -174,10 +160,10 @@ def _host_actions(
     if enable:
         actions.append(
             Action(
-                "host.passthrough",
-                host.name,
-                "passthrough on for " + ", ".join(enable),
-                "DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem); "
+                kind="host.passthrough",
+                target=host.name,
+                change="passthrough on for " + ", ".join(enable),
+                reason="DirectPath I/O for the VMs' GPUs and NIC ports (HostPciPassthruSystem); "
                 + (
                     "applies at once (the host rebinds devices without a reboot)"
                     if now
@@ -196,10 +182,10 @@ def _host_actions(
             why = ("ATS and " if ats_change else "") + "passthrough of " + (", ".join(waiting))
         actions.append(
             Action(
-                "host.reboot",
-                host.name,
-                "maintenance mode, reboot, exit maintenance mode",
-                f"{why}: in effect only after a reboot",
+                kind="host.reboot",
+                target=host.name,
+                change="maintenance mode, reboot, exit maintenance mode",
+                reason=f"{why}: in effect only after a reboot",
                 host=host.name,
                 params={"passthrough": waiting},
             )
@@ -236,10 +222,10 @@ def _graphics_action(
     if not vgpu or host.graphics_type == "sharedDirect":
         return None
     return Action(
-        "host.graphics",
-        host.name,
-        f"default graphics type {host.graphics_type or '?'} -> sharedDirect",
-        f"vGPU VM(s) {', '.join(vgpu)} power on only on a Shared Direct host (NVIDIA vGPU"
+        kind="host.graphics",
+        target=host.name,
+        change=f"default graphics type {host.graphics_type or '?'} -> sharedDirect",
+        reason=f"vGPU VM(s) {', '.join(vgpu)} power on only on a Shared Direct host (NVIDIA vGPU"
         " guide); takes effect at the next boot",
         host=host.name,
     )
@@ -261,19 +247,19 @@ def _ats_action(host: ObservedHost) -> Action | None:
     )
     if not host.ats_option_type:
         return Action(
-            "host.ats",
-            host.name,
-            f"{ATS_OPTION}: not an advanced option on this host",
-            reason,
+            kind="host.ats",
+            target=host.name,
+            change=f"{ATS_OPTION}: not an advanced option on this host",
+            reason=reason,
             host=host.name,
             blocked=f"this ESXi build has no {ATS_OPTION}: run `{ESXCLI_ATS}`"
             " on the host, then reboot it",
         )
     return Action(
-        "host.ats",
-        host.name,
-        f"{ATS_OPTION} {'false' if host.ats_enabled is False else 'unset'} -> true",
-        reason,
+        kind="host.ats",
+        target=host.name,
+        change=f"{ATS_OPTION} {'false' if host.ats_enabled is False else 'unset'} -> true",
+        reason=reason,
         host=host.name,
         params={"option_type": host.ats_option_type},
     )
@@ -305,11 +291,12 @@ def _vm_action(
         where += " (NVLink-bridged pair)"
     if observed is None and tmpl.source is None:
         return Action(
-            "vm.create",
-            vm_spec.name,
-            f"create: {tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, passthrough "
+            kind="vm.create",
+            target=vm_spec.name,
+            change=f"create: {tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, passthrough "
             f"{', '.join(d.id or d.vgpu or '?' for d in devices) or 'none'}; {_fmt_extra(extra)}",
-            f"VM {vm_spec.name} of template {tmpl.name} does not exist; placement puts it {where}",
+            reason=f"VM {vm_spec.name} of template {tmpl.name} does not exist;"
+            f" placement puts it {where}",
             host=host.name,
             params={"desired": desired, "host_moid": host.moid},
             blocked="vm_templates[].source is not set: an empty VM has no disk and cannot boot;"
@@ -319,10 +306,10 @@ def _vm_action(
         return None  # cloned: _clone_actions plans it
     if not observed.disks:
         return Action(
-            "vm.disk",
-            vm_spec.name,
-            "VM exists without a disk",
-            "a VM without a disk cannot boot; rackcert clones VMs but does not replace one:"
+            kind="vm.disk",
+            target=vm_spec.name,
+            change="VM exists without a disk",
+            reason="a VM without a disk cannot boot; rackcert clones VMs but does not replace one:"
             " delete it (provision then clones it from the template) or attach its disk",
             host=host.name,
             blocked="VM has no disk",
@@ -330,10 +317,10 @@ def _vm_action(
     changes: list[str] = []
     if observed.host and observed.host != host.name:
         return Action(
-            "vm.relocate",
-            vm_spec.name,
-            f"VM is on {observed.host}, placement wants {host.name}",
-            "its GPUs are on the other host; migrate it (not automated: the VM owns local"
+            kind="vm.relocate",
+            target=vm_spec.name,
+            change=f"VM is on {observed.host}, placement wants {host.name}",
+            reason="its GPUs are on the other host; migrate it (not automated: the VM owns local"
             " passthrough devices)",
             host=host.name,
             blocked="rackcert does not migrate VMs",
@@ -370,10 +357,10 @@ def _vm_action(
     if running:
         reason += "; VM is powered on: needs --power-cycle"
     return Action(
-        "vm.reconfigure",
-        vm_spec.name,
-        "; ".join(changes),
-        reason,
+        kind="vm.reconfigure",
+        target=vm_spec.name,
+        change="; ".join(changes),
+        reason=reason,
         host=host.name,
         params={
             "desired": desired,
@@ -400,10 +387,10 @@ def _firmware_action(
     if observed is None or observed.firmware in ("efi", ""):
         return None
     return Action(
-        "vm.firmware",
-        vm_name,
-        f"firmware {observed.firmware} -> efi",
-        "GPUs with large BARs (64-bit MMIO) want EFI firmware; the VM was made with"
+        kind="vm.firmware",
+        target=vm_name,
+        change=f"firmware {observed.firmware} -> efi",
+        reason="GPUs with large BARs (64-bit MMIO) want EFI firmware; the VM was made with"
         f" {observed.firmware}",
         host=host.name,
         blocked="rackcert never switches an existing VM from BIOS to EFI (its installed guest"
@@ -591,10 +578,11 @@ def _clone_actions(
     common: dict[str, Any] = {"host": host.name}
     return [
         Action(
-            "vm.clone",
-            vm_spec.name,
-            f"clone template {source.name} to {host.name}, datastore {datastore}",
-            f"VM {vm_spec.name} of template {tmpl.name} does not exist; placement puts it {where}",
+            kind="vm.clone",
+            target=vm_spec.name,
+            change=f"clone template {source.name} to {host.name}, datastore {datastore}",
+            reason=f"VM {vm_spec.name} of template {tmpl.name} does not exist;"
+            f" placement puts it {where}",
             params={
                 "template_moid": source.moid,
                 "template": source.name,
@@ -605,10 +593,10 @@ def _clone_actions(
             **common,
         ),
         Action(
-            "vm.customize",
-            vm_spec.name,
-            "; ".join(customize),
-            f"the clone has the template's hardware ({source.num_cpus} vCPU,"
+            kind="vm.customize",
+            target=vm_spec.name,
+            change="; ".join(customize),
+            reason=f"the clone has the template's hardware ({source.num_cpus} vCPU,"
             f" {source.memory_mb // 1024} GB, {source.disks[0].capacity_gb:g} GB disk);"
             " cloud-init reads its identity from guestinfo at first boot",
             params={
@@ -657,10 +645,10 @@ def _power_actions(
         new = vm_spec.name in created
         on.append(
             Action(
-                "vm.power_on",
-                vm_spec.name,
-                "power on",
-                "new clone: cloud-init applies hostname, address and key at first boot"
+                kind="vm.power_on",
+                target=vm_spec.name,
+                change="power on",
+                reason="new clone: cloud-init applies hostname, address and key at first boot"
                 if new
                 else "VM is powered off; the rack's nodes run",
                 host=host,
@@ -672,10 +660,10 @@ def _power_actions(
         what = {"any": f"{tools} or {ssh}", "ssh": ssh, "tools": tools}[mgmt.wait_for]
         waits.append(
             Action(
-                "vm.wait",
-                vm_spec.name,
-                f"wait up to {mgmt.boot_timeout_s} s for {what}",
-                "configure reaches the VM over SSH at vms[].address once it has booted",
+                kind="vm.wait",
+                target=vm_spec.name,
+                change=f"wait up to {mgmt.boot_timeout_s} s for {what}",
+                reason="configure reaches the VM over SSH at vms[].address once it has booted",
                 host=host,
                 params={
                     "vm_moid": observed.moid if observed else None,

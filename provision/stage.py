@@ -19,19 +19,12 @@ from typing import Any
 from rackcert.errors import InputError, RackcertError
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import ActionRecord, PlanRecord, ProvisionData, ProvisionRecord
+from rackcert.stage_records import PlanData, PlanRecord, ProvisionData, ProvisionRecord
 
 Confirm = Callable[[list[Any]], bool]
 """Called with the planned actions before any change; return True to apply them."""
 EventHook = Callable[[str, Any, str], None]
 """apply's progress hook: (kind, action, detail), kind start/progress/done/skipped."""
-
-
-def _typed(run: RunDir, stage: str) -> Any:
-    record = run.read_record(stage)
-    if record is None:  # pragma: no cover - write_stage just wrote it
-        raise RackcertError(f"{stage}.json was not recorded in {run.path}")
-    return record
 
 
 def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
@@ -46,18 +39,16 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     started = utc_now()
     with connect(loaded.spec) as si:
         inventory = discover(si)
-    observed = inventory.model_dump(mode="json")
     agents = left_alone(inventory)
-    data: dict[str, Any]
+    data = PlanData(observed=inventory, left_alone=agents)
     try:
-        actions = _plan(loaded, inventory)
+        data.actions = _plan(loaded, inventory)
     except RackcertError as exc:
-        data = {"observed": observed, "actions": [], "left_alone": agents}
         run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
         raise
-    data = {"observed": observed, "actions": [a.to_dict() for a in actions], "left_alone": agents}
-    run.write_stage("plan", data, started_at=started)
-    return _typed(run, "plan")
+    record = run.write_stage("plan", data, started_at=started)
+    assert isinstance(record, PlanRecord)
+    return record
 
 
 def run(
@@ -80,13 +71,13 @@ def run(
         confirm: asked before any change when not `yes` (None: refuse to change anything).
         on_plan: shown the planned actions (the CLI prints them as a table).
         on_event: apply's progress hook.
-        timeouts: provision.apply.Timeouts (reboot, maintenance mode); None: its defaults.
+        timeouts: provision.host_steps.Timeouts (reboot, maintenance mode); None: its defaults.
         power_on: power the VMs on (ESXi checks their devices then); False leaves them off.
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
     """
-    from provision.apply import ApplyError, ApplyResult, Timeouts, apply
+    from provision.apply import ApplyError, Timeouts, apply
     from provision.discovery import discover
     from provision.session import connect
 
@@ -95,8 +86,12 @@ def run(
         before = discover(si)
         data = ProvisionData(observed_before=before)
 
-        def write(status: str = "ok", error: str | None = None) -> None:
-            run_dir.write_stage("provision", data, status=status, error=error, started_at=started)
+        def write(status: str = "ok", error: str | None = None) -> ProvisionRecord:
+            record = run_dir.write_stage(
+                "provision", data, status=status, error=error, started_at=started
+            )
+            assert isinstance(record, ProvisionRecord)
+            return record
 
         try:
             actions = _plan(loaded, before)
@@ -105,12 +100,11 @@ def run(
             raise
         if not power_on:  # --no-power-on: the VMs stay off, so there is nothing to wait for
             actions = [a for a in actions if a.kind not in ("vm.power_on", "vm.wait")]
-        data.actions = [ActionRecord(**a.to_dict()) for a in actions]
+        data.actions = list(actions)
         if not actions:
             data.observed_after = data.observed_before
             data.vms = vm_states(loaded.spec, before, {})
-            write()
-            return _typed(run_dir, "provision")
+            return write()
         if on_plan is not None:
             on_plan(actions)
         if not yes:
@@ -119,23 +113,21 @@ def run(
             if not confirm(actions):
                 raise InputError("provision: not applied (declined)")
 
-        def progress_record(result: ApplyResult) -> None:
-            _take(data, result)
-            data.vms = dict(result.vms)
-            write("partial")
+        def record_progress(_data: ProvisionData) -> None:
+            write("partial")  # after every action: a fault later loses nothing
 
         error: RackcertError | None = None
         try:
-            result = apply(
+            apply(
                 si,
                 actions,
+                data=data,
                 power_cycle=power_cycle,
                 on_event=on_event or (lambda _k, _a, _d: None),
-                on_done=progress_record,
+                on_done=record_progress,
                 timeouts=timeouts or Timeouts(),
                 power_on=power_on,
             )
-            _take(data, result)
         except ApplyError as exc:
             error = exc
         try:
@@ -146,19 +138,14 @@ def run(
         if error is not None:
             write("failed", str(error))
             raise error
-        write("partial" if data.skipped else "ok")
+        record = write("partial" if data.skipped else "ok")
     if data.skipped:
         first = data.skipped[0]
         raise RackcertError(
             f"provisioned partially: {len(data.skipped)} action(s) skipped, first"
             f" {first.target}: {first.skipped} (recorded {run_dir.path / 'provision.json'})"
         )
-    return _typed(run_dir, "provision")
-
-
-def _take(data: ProvisionData, result: Any) -> None:
-    fresh = ProvisionData.model_validate({"done": result.done, "skipped": result.skipped})
-    data.done, data.skipped = fresh.done, fresh.skipped
+    return record
 
 
 def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:

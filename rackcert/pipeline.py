@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
+from rich.text import Text
 
 from rackcert.errors import RackcertError
 from rackcert.runs import RunDir
@@ -72,10 +73,10 @@ def run_pipeline(
     for index, stage in enumerate(stages, 1):
         label = f"[{index}/{total}] {stage.name}"
         if stage.name in skip:
-            console.print(f"[dim]{label}: already recorded ok, skipped (--resume)[/]")
+            _line(console, (f"{label}: already recorded ok, skipped (--resume)", "dim"))
             result.resumed.append(stage.name)
             continue
-        console.rule(f"{label} {stage.title}".strip(), align="left")
+        _heading(console, f"{label} {stage.title}".strip())
         started, t0 = utc_now(), time.monotonic()
         try:
             stage.run(run)
@@ -83,18 +84,33 @@ def run_pipeline(
             result.seconds[stage.name] = time.monotonic() - t0
             _record_failure(run, stage.name, exc, started)
             result.failed, result.error = stage.name, exc
-            console.print(f"[red]✗ {stage.name} failed:[/] {exc}", soft_wrap=True)
+            _line(console, (f"x {stage.name} failed: ", "red"), str(exc))
             break
         result.seconds[stage.name] = time.monotonic() - t0
         result.done.append(stage.name)
-        console.print(f"[green]✓ {stage.name}[/] ({result.seconds[stage.name]:.1f} s)")
+        _line(console, (f"ok {stage.name}", "green"), f" ({result.seconds[stage.name]:.1f} s)")
     if final is not None:
-        console.rule(f"[{total}/{total}] {final.name} {final.title}".strip(), align="left")
+        _heading(console, f"[{total}/{total}] {final.name} {final.title}".strip())
+        t0 = time.monotonic()
         try:
             final.run(run)
             result.done.append(final.name)
         except RackcertError as exc:
-            console.print(f"[red]✗ {final.name} failed:[/] {exc}", soft_wrap=True)
+            _line(console, (f"x {final.name} failed: ", "red"), str(exc))
             if result.failed is None:
                 result.failed, result.error = final.name, exc
+        result.seconds[final.name] = time.monotonic() - t0
     return result
+
+
+def _heading(console: Console, text: str) -> None:
+    """A rule on a terminal; a plain line in a log (no box-drawing characters in CI logs)."""
+    if console.is_terminal:
+        console.rule(Text(text), align="left")
+    else:
+        console.print(Text(f"== {text}"), soft_wrap=True)
+
+
+def _line(console: Console, *parts: str | tuple[str, str]) -> None:
+    """Stage messages carry vCenter's and Ansible's words: shown as text, never as markup."""
+    console.print(Text.assemble(*parts), soft_wrap=True, highlight=False)

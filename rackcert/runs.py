@@ -66,8 +66,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Scrub secrets, serialise, write atomically; an OSError becomes one RecordError line."""
+def atomic_write_json(path: Path, obj: Any) -> str:
+    """Scrub secrets, serialise, write atomically; returns the text written. An OSError
+    becomes one RecordError line."""
     payload = REDACTOR.scrub(json.dumps(obj, indent=2, default=str) + "\n")
     try:
         atomic_write_bytes(path, payload.encode())
@@ -76,6 +77,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
             f"cannot write run record {path}: {exc.strerror or exc}; records written before are"
             " intact"
         ) from None
+    return payload
 
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # far above any stage record; a bigger file is not one
@@ -225,11 +227,12 @@ class RunDir:
         status: str = "ok",
         error: str | None = None,
         started_at: str | None = None,
-    ) -> Path:
-        """Record one stage's observations; status is ok, failed or partial.
+    ) -> StageRecord:
+        """Record one stage's observations; status is ok, failed or partial; the typed record.
 
         The record goes through the stage's model (rackcert.stage_records): a shape the
-        model does not name is refused with one line, before anything is written.
+        model does not name is refused with one line, before anything is written. The stage
+        gets back the record it wrote, so nothing re-reads its own file.
         """
         from rackcert.stage_records import RECORDS
 
@@ -249,7 +252,9 @@ class RunDir:
             record = RECORDS[stage].model_validate(raw)
         except ValidationError as exc:
             raise RecordError(f"{stage}.json not written: {_first_error(exc)}") from None
-        return self._write(f"{stage}.json", record.model_dump(mode="json"))
+        payload = atomic_write_json(self.path / f"{stage}.json", record.model_dump(mode="json"))
+        # What the stage gets back is what the file holds: masked like every reader sees it.
+        return RECORDS[stage].model_validate_json(payload)
 
     def read_stage(self, stage: str) -> dict[str, Any] | None:
         path = self.path / f"{stage}.json"

@@ -25,11 +25,13 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import escape
+from rich.segment import Segment
 
 CAP = 512  # characters of one node-derived value kept in a record or shown in the report
 
@@ -104,9 +106,21 @@ class SafeConsole(Console):
     """
 
     def render_str(self, text: str, *args: Any, **kwargs: Any) -> Any:
-        clean = _INVISIBLE.sub(lambda m: m.group() if m.group() in "\n\t" else _escaped(m), text)
         try:
-            return super().render_str(clean, *args, **kwargs)
+            return super().render_str(_shown(text), *args, **kwargs)
         except MarkupError:
             kwargs["markup"] = False
-            return super().render_str(clean, *args, **kwargs)
+            return super().render_str(_shown(text), *args, **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # Text objects (rackcert.cli.display prints data as Text) bypass render_str: their
+        # segments are cleaned here, before Rich turns styles into escape sequences. Control
+        # segments are Rich's own (cursor moves of a progress display) and pass as they are.
+        return super()._render_buffer(
+            seg if seg.control else Segment(_shown(seg.text), seg.style) for seg in buffer
+        )
+
+
+def _shown(text: str) -> str:
+    """Controls shown as `\\x1b`, except the newline and tab Rich lays lines out with."""
+    return _INVISIBLE.sub(lambda m: m.group() if m.group() in "\n\t" else _escaped(m), text)

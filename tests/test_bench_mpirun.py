@@ -28,7 +28,7 @@ def test_mpirun_from_node1_across_two_hosts_reduces_right_and_is_recorded(
     loaded = spec_for_hosts([h1, h2], tmp_path)
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
     result = configure(loaded, run, tags=["ssh_trust", "dl_runtime"])
-    assert result.ok, result.error
+    assert result.status == "ok", result.error
     proc = bench_two_hosts(
         loaded, run, h1, "--launcher", "mpirun", "--backend", "gloo",
         "--skip", "resnet,storage", "--json", "--timeout", "300", timeout=500,

@@ -35,7 +35,7 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert loaded.spec.guest.horovod and loaded.spec.network.interface == "eth0"
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
     result = configure(loaded, run, tags=["ssh_trust", "dl_runtime"])
-    assert result.ok, result
+    assert result.status == "ok", result.error
     check = h1.ssh("/opt/rackcert/venv/bin/horovodrun --check-build", timeout=180)
     assert "[X] PyTorch" in check.stdout and "[X] Gloo" in check.stdout, check.stderr
     proc = bench_two_hosts(

@@ -84,7 +84,7 @@ def test_nccl_tests_role_refuses_a_wrong_pin_skips_without_cuda_and_leaves_path(
     # The right pin: node1 has no nvcc (skipped, said why), node2 keeps its own binary.
     for attempt in ("first", "second"):
         run, result = run_with(digest.upper(), attempt)
-        assert result.ok, result.error
+        assert result.status == "ok", result.error
         got = _outcomes(run)
         assert got["node1"]["status"] == "skipped", got
         assert "no CUDA compiler (nvcc)" in got["node1"]["detail"]
@@ -93,7 +93,9 @@ def test_nccl_tests_role_refuses_a_wrong_pin_skips_without_cuda_and_leaves_path(
             "binary": "/usr/local/bin/all_reduce_perf",
             "detail": "all_reduce_perf is on PATH (/usr/local/bin/all_reduce_perf): left as it is",
         }
-        assert result.totals["changed"] == 0, [h.changed_tasks for h in result.hosts]
+        assert result.data.totals.changed == 0, [
+            h.changed_tasks for h in result.data.hosts.values()
+        ]
     for h in (h1, h2):
         assert not h.path("/opt/rackcert/nccl-tests").exists()
         assert not h.path("/opt/rackcert/nccl-tests-9.9.9").exists()

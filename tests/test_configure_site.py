@@ -61,9 +61,9 @@ def test_site_configures_two_hosts_then_changes_nothing(ssh_hosts, fake_vendor_r
 
 def _first_run_configures_every_host(site):
     first = site["first"]
-    assert first.ok, first.error
-    assert [h.name for h in first.hosts] == ["node1", "node2"]
-    for h in first.hosts:
+    assert first.status == "ok", first.error
+    assert sorted(first.data.hosts) == ["node1", "node2"]
+    for h in first.data.hosts.values():
         assert h.failed == 0 and not h.unreachable
         assert h.changed > 5, h.changed_tasks
 

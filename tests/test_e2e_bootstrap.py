@@ -54,6 +54,9 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
     runs = tmp_path / "runs"
 
     first = _bootstrap(spec_path, runs)
+    _reads_well_in_a_log(first.stdout)
+    assert first.stdout.count("plan for rack lab") == 1  # the plan is shown once
+    assert "provision rack lab" not in first.stdout
     assert first.returncode != 0
     assert "Traceback" not in first.stderr + first.stdout
     last = first.stderr.strip().splitlines()[-1]
@@ -71,6 +74,7 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
     assert (run / "report.html").is_file()
 
     second = _bootstrap(spec_path, runs, "--resume", str(run))
+    _reads_well_in_a_log(second.stdout)
     assert "Traceback" not in second.stderr + second.stdout
     assert "plan: already recorded ok, skipped (--resume)" in second.stdout
     assert _stage(run, "provision")["status"] == "ok"
@@ -100,6 +104,8 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
         capture_output=True, text=True,
     )  # fmt: skip
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    _summary_says_what_the_lab_lacks(second.stdout, run)
 
     password = twin.twin.files.password_file.read_text().strip()
     key_lines = [
@@ -142,3 +148,41 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
     assert by[("lab-node1", "net.mtu")]["status"] == "pass"
     assert by[("lab-node1", "ssh.peers")]["status"] == "fail"  # its peer is gone
     assert all(r["status"] != "pass" for (node, _), r in by.items() if node == "lab-node2")
+
+
+def _reads_well_in_a_log(out: str) -> None:
+    """Off a terminal: no box-drawing characters (U+2500-U+257F), no line wrapped at 80."""
+    drawn = sorted({ch for ch in out if 0x2500 <= ord(ch) <= 0x257F})
+    assert not drawn, f"box drawing in a log: {drawn}"
+    assert any(len(line) > 100 for line in out.splitlines()), "long lines were wrapped"
+
+
+def _summary_says_what_the_lab_lacks(out: str, run: Path) -> None:
+    """The closing summary: every stage with its time and result, the verdict, the report;
+    and (the demo's line, shown here off a terminal) how many failing checks only lack a GPU,
+    OFED or an RDMA NIC."""
+    import io
+
+    from rich.console import Console
+
+    from rackcert.cli.display import lab_limited, show_run_summary
+    from rackcert.pipeline import PipelineResult
+    from rackcert.runs import RunDir
+
+    tail = out[out.index("summary of run") :]
+    for stage in ("plan", "provision", "configure", "validate", "bench", "report"):
+        assert f"  {stage} " in tail, tail
+    assert "resumed" in tail and "verdict: FAIL" in tail
+    opened = RunDir.open(run)
+    buffer = io.StringIO()
+    show_run_summary(Console(file=buffer, width=80), PipelineResult(run=opened), lab=True)
+    text = buffer.getvalue()
+    results = json.loads((run / "validate.json").read_text())["data"]["results"]
+    failing = [r for r in results if r["status"] in ("fail", "error")]
+    from rackcert.results import CheckResult
+
+    alone = [r for r in failing if lab_limited(CheckResult.model_validate(r))]
+    assert ("lab-node1", "gpu.count") in {(r["node"], r["id"]) for r in alone}
+    assert all(r["id"] != "ssh.peers" for r in alone)
+    line = f"{len(alone)} of the {len(failing)} failing check(s) fail for that reason alone"
+    assert line in text.replace("\n", " "), text

@@ -128,15 +128,16 @@ def test_a_key_no_model_names_is_refused_before_anything_is_written(report_runs)
 
 
 def test_failed_configure_host_shows_its_task_messages(report_runs):
-    from rackcert.configure.events import HostResult, TaskProblem
+    from rackcert.stage_records import ConfigureHost, TaskProblem
 
     run = report_runs(stages=("validate", "bench"))
-    bad = HostResult(name="mn-node1", ok=40, changed=2, failed=1)
-    bad.failures.append(TaskProblem("install driver", "nvidia_driver", "install failed"))
-    gone = HostResult(name="mn-node2", unreachable=True)
+    bad = ConfigureHost(name="mn-node1", ok=40, changed=2, failed=1, status="failed")
+    problem = TaskProblem(task="install driver", role="nvidia_driver", message="install failed")
+    bad.failures.append(problem)
+    gone = ConfigureHost(name="mn-node2", unreachable=True, status="unreachable")
     run.write_stage(
         "configure",
-        {"hosts": {h.name: h.to_dict() for h in (bad, gone)}},
+        {"hosts": {h.name: h.model_dump() for h in (bad, gone)}},
         status="failed",
         error="mn-node1: task nvidia_driver : install failed",
     )

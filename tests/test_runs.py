@@ -23,8 +23,9 @@ def run(tmp_path):
 
 
 def test_stage_record_carries_schema_and_digest(run):
-    path = run.write_stage("validate", {"results": []}, status="failed", error="2 checks failed")
-    record = json.loads(path.read_text())
+    written = run.write_stage("validate", {"results": []}, status="failed", error="2 checks failed")
+    record = json.loads((run.path / "validate.json").read_text())
+    assert written.model_dump(mode="json") == record  # the stage gets back what the file holds
     assert record["schema_version"] == SCHEMA_VERSION
     assert record["spec_sha256"] == load_spec(LAB).sha256
     assert record["status"] == "failed" and record["error"] == "2 checks failed"

@@ -95,19 +95,17 @@ def test_report_verify_cannot_paint_ok_over_its_own_failure(tmp_path):
 
 
 def test_validate_summary_prints_markup_from_a_node_as_text(tmp_path):
-    from rackcert.cli import common, validate_cmds
+    from rackcert.cli import common
+    from rackcert.cli.display import show_validate
 
     run = write_run(tmp_path / "runs", fail={"gpu.model@mn-node1": f"A100 {MARKUP}{OSC8}"})
     record = run.read_record("validate")
     buffer = io.StringIO()
-    saved = common.console.file
-    common.console.file = buffer
-    try:
-        validate_cmds._print_outcome(record, run.path / "validate.json", run.path / "junit.xml")
-    finally:
-        common.console.file = saved
+    terminal = type(common.console)(file=buffer, force_terminal=True, width=200)
+    show_validate(terminal, record, run.path / "validate.json", run.path / "junit.xml")
     out = buffer.getvalue()
-    assert f"A100 {MARKUP}" in out and "\x1b" not in out
+    assert f"A100 {MARKUP}" in out and "\\x1b]8;;http://x.test/" in out
+    assert "\x1b]" not in out  # the terminal gets colours only, no OSC sequence
 
 
 def test_report_diff_prints_markup_from_a_node_as_text(tmp_path):

@@ -63,8 +63,8 @@ def test_planner_is_pure_and_deterministic(rack_twin):
     with lab.connect() as si:
         inv = discover(si)
     frozen = inv.model_dump_json()
-    first = [a.to_dict() for a in plan(lab.spec, inv)]
-    second = [a.to_dict() for a in plan(lab.spec, inv)]
+    first = [a.model_dump() for a in plan(lab.spec, inv)]
+    second = [a.model_dump() for a in plan(lab.spec, inv)]
     assert first == second and inv.model_dump_json() == frozen
 
 

@@ -60,7 +60,7 @@ def test_provision_powers_created_vms_on_and_no_power_on_opts_out(rack_twin, cap
 def test_twin_refuses_power_on_like_esxi(rack_twin, capsys):
     from pyVmomi import vim
 
-    from provision.apply import ApplyError, power_on_vm, wait_task
+    from provision.vsphere_ops import ApplyError, power_on_vm, wait_task
 
     lab = rack_twin(LAB)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")

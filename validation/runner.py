@@ -326,7 +326,8 @@ def validate(
         write_junit(junit, results)
     status = "ok" if summary["ok"] else "failed"
     error = None if summary["ok"] else f"{summary['error_failures']} error-severity check(s) failed"
-    record = run.write_stage("validate", data, status=status, error=error, started_at=started)
+    run.write_stage("validate", data, status=status, error=error, started_at=started)
+    record = run.path / "validate.json"
     extra = {"host_keys": host_keys} if host_keys else {}
     return Outcome(results, node_info, summary, record, junit or junit_path, facts_path, extra)
 

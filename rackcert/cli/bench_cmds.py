@@ -7,10 +7,9 @@ and `rackcert --help` must stay fast).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from rackcert.cli.common import (
     JsonOpt,
@@ -24,10 +23,8 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
-from rackcert.cli.output import show_table
+from rackcert.cli.display import show_bench
 from rackcert.errors import InputError
-
-_SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -216,21 +213,6 @@ def bench(
     import validation.bench
     from validation.bench.suite import BenchOptions
 
-    skipped = set(_names(skip) or [])
-    unknown = skipped - set(_SKIPPABLE)
-    if unknown:
-        raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(_SKIPPABLE)}")
-    if gpus and not local:
-        raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
-    if precision and precision not in ("fp16", "bf16", "fp32"):
-        raise InputError(f"--precision {precision!r}: choose fp16, bf16 or fp32")
-    modes = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-    if compile_mode and compile_mode not in modes:
-        raise InputError(f"--compile-mode {compile_mode!r}: choose one of {', '.join(modes)}")
-    if launcher not in ("auto", "torchrun", "horovodrun", "mpirun"):
-        raise InputError(f"--launcher {launcher!r}: choose auto, torchrun, horovodrun or mpirun")
-    if storage_engine not in ("auto", "fio", "pread"):
-        raise InputError(f"--storage-engine {storage_engine!r}: choose auto, fio or pread")
     loaded = load(spec_path)
     if not local:
         from rackcert.lab.routes import require_lab_up
@@ -254,7 +236,7 @@ def bench(
         image_size=image_size,
         precision=precision,
         max_bytes=max_bytes,
-        skip=skipped,
+        skip=set(_names(skip) or []),
         storage_dir=storage_dir,
         synthetic_data=synthetic_data,
         line_rate_gbps=line_rate_gbps,
@@ -272,82 +254,13 @@ def bench(
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
     record = validation.bench.run(loaded, rundir, opts, progress=say)
-    data = record.data.model_dump(mode="json")
     if junit is not None and record.data.verdict is not None:
         from validation.junit import write_bench_junit
 
         write_bench_junit(junit, record.data.verdict)
     if as_json:
-        print_json({"run": str(rundir.path), **data})
+        print_json({"run": str(rundir.path), **record.data.model_dump(mode="json")})
     else:
-        _show(data, rundir.path)
-    if not data["verdict"]["passed"]:
+        show_bench(console, record, rundir.path)
+    if record.data.verdict is None or not record.data.verdict.passed:
         raise typer.Exit(1)
-
-
-def _show(data: dict[str, Any], path: Path) -> None:
-    sc = data.get("resnet50")
-    if sc:
-        t = Table(
-            title=f"ResNet50 {sc['precision']} batch {sc['batch_per_gpu']}/GPU, {sc['backend']}"
-        )
-        for col in ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency"):
-            t.add_column(col, justify="right")
-        for p in sc["points"]:
-            t.add_row(
-                str(p["nodes"]),
-                str(p["gpus"]),
-                f"{p['images_per_sec']:.1f}",
-                f"{p['spread']:.1f}",
-                f"{p['images_per_sec_per_gpu']:.1f}",
-                f"{p['speedup']:.2f}",
-                f"{p['efficiency']:.3f}",
-            )
-        show_table(console, t)
-    ar = data.get("allreduce")
-    if ar:
-        top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
-        rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
-        console.print(f"allreduce {ar['backend']} x{ar['world_size']}: busbw {rows}")
-    nt = data.get("nccl_tests") or {}
-    if nt and not nt.get("skipped"):
-        console.print(
-            f"nccl-tests {nt.get('version')} x{nt['world_size']}: avg busbw"
-            f" {nt['avg_busbw_gbps']} GB/s (the sweep's figures beside it in bench.json)"
-        )
-    elif nt:
-        console.print(f"nccl-tests: not run ({nt['reason']})")
-    rdma = data.get("rdma") or {}
-    if rdma.get("skipped"):
-        console.print(f"rdma: not run ({rdma['reason']})")
-    for pair in rdma.get("pairs", []):
-        best = pair.get("best_avg_gbps")
-        console.print(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
-    nd = data.get("naive_vs_default")
-    if nd:
-        console.print(
-            f"naive {nd['naive']['images_per_sec']:.1f} vs default"
-            f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
-        )
-    refs = data.get("references") or {}
-    for name in ("plain", "horovod_defaults"):
-        if name in refs:
-            console.print(
-                f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
-                f" x{refs[f'default_vs_{name}']:.2f}"
-            )
-    st = data.get("storage") or {}
-    if st and not st.get("skipped"):
-        console.print(
-            f"storage: {st['throughput_mb_s']:.1f} MB/s random reads ({st.get('note', '')})"
-        )
-    v = data["verdict"]
-    for c in v["checks"]:
-        status = "not judged" if c["status"] == "skip" else c["status"]
-        need = " (required)" if c.get("required") else ""
-        line = f"  {status:>10}  {c['id']}{need}: {c['observed']} {c['reason']}"
-        console.print(line.rstrip(), soft_wrap=True)
-    colour = {"PASS": "green", "FAIL": "red"}.get(v["verdict"], "yellow")
-    console.print(f"verdict: [{colour}]{v['verdict']}[/]; bench.json in {path}", soft_wrap=True)
-    if v["verdict"] == "INCOMPLETE":
-        console.print("  not judged: " + "; ".join(v["not_judged"]), soft_wrap=True)

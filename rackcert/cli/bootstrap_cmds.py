@@ -17,13 +17,32 @@ from typing import Annotated
 
 import typer
 
-from rackcert.cli.common import RunsRootOpt, SpecArg, app, console, default_runs_root, load
+from rackcert.cli.common import (
+    RunsRootOpt,
+    SpecArg,
+    app,
+    confirm_apply,
+    console,
+    default_runs_root,
+    load,
+)
+from rackcert.cli.display import (
+    show_actions,
+    show_bench,
+    show_configure,
+    show_plan,
+    show_run_summary,
+    show_validate,
+    show_verdict,
+)
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
 from rackcert.runs import RunDir
+from rackcert.spec_loader import LoadedSpec
+from rackcert.stage_records import ActionRecord
 
 
 def build_stages(
-    spec_path: Path,
+    loaded: LoadedSpec,
     *,
     yes: bool,
     power_cycle: bool,
@@ -42,56 +61,53 @@ def build_stages(
     import rackcert.report
     import validation
     import validation.bench
-    from rackcert.cli.bench_cmds import _show
-    from rackcert.cli.provision_cmds import _actions_table, confirm_apply
-    from rackcert.cli.validate_cmds import _print_outcome
     from rackcert.lab.routes import require_lab_up
-    from rackcert.untrusted import markup
+    from validation.bench.suite import BenchOptions
 
-    loaded = load(spec_path)
     root = runs_root or default_runs_root()
+    rack = loaded.spec.metadata.name
+    planned: list[ActionRecord] | None = None  # what the plan stage showed in this process
+    bench_options = BenchOptions(local=local_bench, quick=quick, backend=backend)
 
     def plan(run: RunDir) -> None:
+        nonlocal planned
         record = provision.run_plan(loaded, run)
-        if record.data.actions:
-            console.print(_actions_table(record.data.actions, "plan"))
+        planned = list(record.data.actions)
+        show_plan(console, record, run.path / "plan.json", rack)
+
+    def on_plan(actions: list[ActionRecord]) -> None:
+        # The plan is shown once: by the plan stage, unless it was resumed (not run here) or
+        # vCenter changed between the two reads.
+        if planned is None:
+            show_actions(console, actions, f"provision rack {rack}")
+        elif [a.model_dump() for a in actions] != [a.model_dump() for a in planned]:
+            show_actions(console, actions, f"provision rack {rack}: changed since the plan")
 
     def provision_stage(run: RunDir) -> None:
         provision.run(
-            loaded,
-            run,
-            yes=yes,
-            power_cycle=power_cycle,
-            confirm=confirm_apply,
-            on_plan=lambda actions: console.print(_actions_table(actions, "provision")),
+            loaded, run, yes=yes, power_cycle=power_cycle, confirm=confirm_apply, on_plan=on_plan
         )
 
     def configure(run: RunDir) -> None:
         require_lab_up(loaded.spec)  # provision made the lab's hosts; SSH only to them
         record = rackcert.configure.run(loaded, run)
-        t = record.data.totals
-        console.print(f"{t.hosts} hosts: {t.ok} ok, {t.changed} changes")
+        show_configure(console, record, run.path / "configure.json")
 
     def validate(run: RunDir) -> None:
         require_lab_up(loaded.spec)
         record = validation.run(loaded, run, runs_root=root)
-        _print_outcome(record, run.path / "validate.json", run.artifacts("validate") / "junit.xml")
+        junit = run.artifacts("validate") / "junit.xml"
+        show_validate(console, record, run.path / "validate.json", junit)
 
     def bench_stage(run: RunDir) -> None:
-        say = lambda m: console.print(m, highlight=False)  # noqa: E731
+        say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731
         if not local_bench:
             require_lab_up(loaded.spec)
-        record = validation.bench.run(
-            loaded, run, local=local_bench, quick=quick, backend=backend, progress=say
-        )
-        _show(record.data.model_dump(mode="json"), run.path)
+        record = validation.bench.run(loaded, run, bench_options, progress=say)
+        show_bench(console, record, run.path)
 
     def report(run: RunDir) -> None:
-        record = rackcert.report.run(loaded, run)
-        colour = {"PASS": "green", "FAIL": "red"}.get(record.data.verdict or "", "yellow")
-        console.print(f"verdict: [bold {colour}]{record.data.verdict}[/]")
-        for reason in record.data.reasons[:8]:
-            console.print(f"  - {markup(reason)}", soft_wrap=True)
+        show_verdict(console, rackcert.report.run(loaded, run))
 
     stages = [
         Stage("plan", plan, "read vCenter, diff with the spec"),
@@ -103,15 +119,13 @@ def build_stages(
     return stages, Stage("report", report, "run.json, HTML, PDF, manifest")
 
 
-def _finish(result: PipelineResult) -> None:
-    html = result.run.path / "report.html"
-    if html.is_file():
-        console.print(f"report: [bold]{html.resolve()}[/]")
+def _finish(result: PipelineResult, *, lab: bool = False) -> None:
+    show_run_summary(console, result, lab=lab)
     if result.failed:
         assert result.error is not None
         raise result.error
-    record = result.run.read_stage("report") or {}
-    if (record.get("data") or {}).get("verdict") != "PASS":
+    record = result.run.read_record("report")
+    if record is None or getattr(record.data, "verdict", None) != "PASS":
         raise typer.Exit(1)
 
 
@@ -147,16 +161,40 @@ def bootstrap_cmd(
     ] = "auto",
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
-    loaded = load(spec_path)
+    _bootstrap(
+        load(spec_path),
+        resume=resume,
+        yes=yes,
+        power_cycle=power_cycle,
+        quick=quick,
+        local_bench=local_bench,
+        backend=backend,
+        runs_dir=runs_dir,
+    )
+
+
+def _bootstrap(
+    loaded: LoadedSpec,
+    *,
+    resume: Path | None,
+    yes: bool,
+    power_cycle: bool,
+    quick: bool,
+    local_bench: bool,
+    backend: str,
+    runs_dir: Path | None,
+    lab: bool = False,
+) -> None:
+    """One load of the spec for the whole flow: the stages, the run and the summary."""
     if resume is not None:
         run = RunDir.open(resume, spec_sha256=loaded.sha256)
     else:
         run = RunDir.create(
             runs_dir or default_runs_root(), loaded.spec.metadata.name, loaded.sha256, loaded.text
         )
-    console.print(f"bootstrap {loaded.spec.metadata.name}: run {run.path}")
+    console.print(f"bootstrap {loaded.spec.metadata.name}: run {run.path}", markup=False)
     stages, report = build_stages(
-        spec_path,
+        loaded,
         yes=yes,
         power_cycle=power_cycle,
         quick=quick,
@@ -164,7 +202,8 @@ def bootstrap_cmd(
         backend=backend,
         runs_root=runs_dir,
     )
-    _finish(run_pipeline(stages, run, resume=resume is not None, final=report, console=console))
+    result = run_pipeline(stages, run, resume=resume is not None, final=report, console=console)
+    _finish(result, lab=lab)
 
 
 DEMO_HELP = (
@@ -194,7 +233,17 @@ def demo_cmd(
     try:
         # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
         # started on lab-node1 with the spec's data interface (eth0 on every node).
-        bootstrap_cmd(spec_path, yes=True, quick=True, backend="auto", runs_dir=runs_dir)
+        _bootstrap(
+            load(spec_path),
+            resume=None,
+            yes=True,
+            power_cycle=False,
+            quick=True,
+            local_bench=False,
+            backend="auto",
+            runs_dir=runs_dir,
+            lab=True,
+        )
     finally:
         if not keep_lab:
             down(spec_path)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from rackcert.errors import InputError
 from rackcert.runs import DEFAULT_ROOT, RunDir
 from rackcert.spec_loader import LoadedSpec, load_spec
 from rackcert.untrusted import SafeConsole
@@ -24,10 +26,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed. Safe:
+# No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed.
+# Off a terminal (CI logs, pipes) a line is never wrapped at 80 columns: soft wrap. Safe:
 # no control character from a node or a run file reaches the terminal (rackcert.untrusted).
-console = SafeConsole(highlight=False, emoji=False)
-err_console = SafeConsole(stderr=True, highlight=False, emoji=False)
+console = SafeConsole(highlight=False, emoji=False, soft_wrap=not sys.stdout.isatty())
+err_console = SafeConsole(
+    stderr=True, highlight=False, emoji=False, soft_wrap=not sys.stderr.isatty()
+)
 
 # The components whose versions decide what rackcert does; `--version` prints them all, the
 # way a bug report needs them. Read from installed metadata: nothing heavy is imported.
@@ -124,5 +129,17 @@ def open_or_create_run(loaded: LoadedSpec, runs_root: Path, run: Path | None) ->
     return RunDir.create(runs_root, loaded.spec.metadata.name, loaded.sha256, loaded.text)
 
 
+def confirm_apply(actions: list[Any]) -> bool:
+    """Ask on a terminal before changing the rack; elsewhere say to pass --yes."""
+    if not sys.stdin.isatty():
+        raise InputError("provision changes the rack: pass --yes to apply without asking")
+    if not typer.confirm(f"Apply {len(actions)} action(s)?", default=False):
+        raise typer.Abort()
+    return True
+
+
 def print_json(obj: Any) -> None:
-    typer.echo(json.dumps(obj, indent=2, default=str))
+    """JSON on stdout, masked like every record (a secret that slipped in never prints)."""
+    from rackcert.secrets import REDACTOR
+
+    typer.echo(REDACTOR.scrub(json.dumps(obj, indent=2, default=str)))

@@ -20,7 +20,8 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
-from rackcert.cli.output import SETTINGS, show_table
+from rackcert.cli.display import show_configure
+from rackcert.cli.output import SETTINGS
 from rackcert.errors import InputError, RackcertError
 
 ROLES = (
@@ -95,7 +96,7 @@ def configure_cmd(
 
     Shows progress per host and task, then a per-host summary; records configure.json and Ansible's artifacts in the run directory. A host that fails or is unreachable fails alone: the others finish, and the exit code is 1.
     """  # noqa: E501 - typer rewraps; one line per paragraph reads best in --help
-    from rackcert.configure.progress import LiveProgress, summary_table
+    from rackcert.configure.progress import LiveProgress
     from rackcert.configure.runner import configure
 
     loaded = load(spec_path)
@@ -125,7 +126,7 @@ def configure_cmd(
             f"configure {loaded.spec.metadata.name}: {len(names)} VMs{mode}, run {run_dir.path}"
         )
     with LiveProgress(console if not as_json else _quiet_console(), names) as progress:
-        result = configure(  # the runner's result: the summary table reads its HostResults
+        record = configure(
             loaded,
             run_dir,
             check=check,
@@ -137,22 +138,13 @@ def configure_cmd(
             on_event=progress,
             verbosity=SETTINGS.verbosity,
         )
+    path = run_dir.path / "configure.json"
     if as_json:
-        print_json(run_dir.read_stage("configure") or {})
+        print_json(record.model_dump(mode="json"))
     else:
-        for e in result.enrolled:  # first contact: say which keys are trusted from now on
-            console.print(f"{e.describe()} (first contact; enforced from now on)", highlight=False)
-        show_table(console, summary_table(result.hosts, check=check))
-        t = result.totals
-        console.print(
-            f"{t['hosts']} hosts: {t['ok']} ok, {t['failed']} failed,"
-            f" {t['unreachable']} unreachable; {t['changed']} changes"
-            f"{' would be made' if check else ''}."
-            f" Record: {Path(result.record)}",
-            soft_wrap=True,
-        )
-    if not result.ok:
-        raise RackcertError(f"configure failed: {result.error} (record: {result.record})")
+        show_configure(console, record, path)
+    if record.status != "ok":
+        raise RackcertError(f"configure failed: {record.error} (record: {path})")
 
 
 def _extra_vars_arg(value: str) -> str:

@@ -8,13 +8,10 @@ pyVmomi is imported lazily, inside the commands.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from rackcert.cli.common import (
     JsonOpt,
@@ -22,6 +19,7 @@ from rackcert.cli.common import (
     RunsRootOpt,
     SpecArg,
     app,
+    confirm_apply,
     console,
     default_runs_root,
     err_console,
@@ -29,22 +27,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
-from rackcert.cli.output import show_table
-from rackcert.errors import InputError
-
-
-def _actions_table(actions: list[Any], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("#", "target", "action", "change", "reason"):
-        table.add_column(col, overflow="fold")
-    for i, a in enumerate(actions, 1):
-        # Text cells: no markup or emoji parsing of data (":ab:" in a PCI id or fingerprint).
-        change = Text(a.change)
-        if a.blocked:
-            change.append(f" ({a.blocked})", style="yellow")
-        table.add_row(str(i), Text(a.target), Text(a.kind), change, Text(a.reason))
-    return table
-
+from rackcert.cli.display import show_actions, show_plan, show_provision
 
 PLAN_HELP = (
     "Show what provision would change: ATS, passthrough, reboots, VMs, each with its reason."
@@ -80,24 +63,11 @@ def plan_cmd(
     loaded = load(spec_path)
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     record = run_plan(loaded, run_dir)
-    path, actions = run_dir.path / "plan.json", record.data.actions
-    agents = record.data.left_alone
+    path = run_dir.path / "plan.json"
     if as_json:
         print_json(record.data.model_dump(mode="json") | {"record": str(path)})
         return
-    if agents:
-        console.print(
-            f"left alone: {len(agents)} VM(s) vCenter extensions manage"
-            f" ({', '.join(sorted({a.managed_by for a in agents}))}):"
-            f" {', '.join(a.name for a in agents)}",
-            markup=False,
-            emoji=False,
-        )
-    if not actions:
-        console.print(f"[green]nothing to do[/]: the rack matches {spec_path} (recorded {path})")
-        return
-    show_table(console, _actions_table(actions, f"plan for rack {loaded.spec.metadata.name}"))
-    console.print(f"{len(actions)} action(s); recorded {path}")
+    show_plan(console, record, path, loaded.spec.metadata.name)
 
 
 @app.command("provision", help=PROVISION_HELP)
@@ -147,7 +117,7 @@ def provision_cmd(
     finishes the job. Exit 0 when the rack matches the spec afterwards.
     """
     import provision
-    from provision.apply import Timeouts
+    from provision.host_steps import Timeouts
 
     loaded = load(spec_path)
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
@@ -155,7 +125,7 @@ def provision_cmd(
 
     def planned(actions: list[Any]) -> None:
         if not as_json:
-            show_table(console, _actions_table(actions, title))
+            show_actions(console, actions, title)
         bar.expect(len(actions))
 
     with _Progress(quiet=as_json) as bar:
@@ -171,31 +141,11 @@ def provision_cmd(
             power_on=not no_power_on,
         )
     path = run_dir.path / "provision.json"
-    data = record.data
-    for name, state in data.vms.items():
-        if state.get("left_off") and not as_json:
-            console.print(f"[yellow]left powered off[/]: {name}: {state['left_off']}", emoji=False)
-    if not data.actions:
-        _say(as_json, record, path, "[green]nothing to do[/]: the rack matches the spec")
-        return
-    _say(as_json, record, path, f"[green]provisioned[/]: {len(data.done)} action(s) done")
-
-
-def confirm_apply(actions: list[Any]) -> bool:
-    """Ask on a terminal before changing the rack; elsewhere say to pass --yes."""
-    if not sys.stdin.isatty():
-        raise InputError("provision changes the rack: pass --yes to apply without asking")
-    if not typer.confirm(f"Apply {len(actions)} action(s)?", default=False):
-        raise typer.Abort()
-    return True
-
-
-def _say(as_json: bool, record: Any, path: Any, text: str) -> None:
     if as_json:
         data = record.data.model_dump(mode="json")
         print_json({k: data[k] for k in ("actions", "done", "skipped")} | {"record": str(path)})
-    else:
-        console.print(f"{text} (recorded {escape(str(path))})", emoji=False)
+        return
+    show_provision(console, record, path)
 
 
 class _Progress:

@@ -20,9 +20,9 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.display import show_validate
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
-from rackcert.stage_records import ValidateNode, ValidateRecord
 from rackcert.untrusted import markup
 
 
@@ -124,7 +124,7 @@ def validate_cmd(
         print_json({"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})})
     else:
         junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
-        _print_outcome(record, path, junit_path)
+        show_validate(console, record, path, junit_path)
         if compare and data.compared_with is None:
             console.print("no certified (PASS) run of this rack yet: nothing to compare with")
         elif data.compared_with:
@@ -158,55 +158,3 @@ def _print_checks() -> None:
     for d in listed():
         table.add_row(d.id, d.severity.value, d.scope, d.summary, d.fix)
     show_table(console, table)
-
-
-def _print_outcome(record: ValidateRecord, path: Path, junit: Path) -> None:
-    for e in record.data.host_keys.enrolled if record.data.host_keys else []:
-        console.print(
-            f"enrolled host key of {markup(e.host)}: {markup(e.key_type)} {markup(e.fingerprint)}"
-            " (first contact; enforced from now on)",
-            soft_wrap=True,
-            highlight=False,
-        )
-    table = Table(title="validate", title_justify="left")
-    for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
-        table.add_column(col)
-    data = record.data
-    rows: dict[str, ValidateNode | None] = dict(data.nodes)
-    for r in data.results:  # hypervisor-only nodes (ESXi hosts)
-        rows.setdefault(r.node, None)
-    for name, info in rows.items():
-        mine = [r for r in data.results if r.node == name]
-        fatal = [r for r in mine if r.severity.value == "error"]
-        bad_fatal = [r for r in fatal if r.status.value in ("fail", "error")]
-        counts = {
-            "pass": sum(r.status.value == "pass" for r in mine),
-            "fail": sum(r.status.value == "fail" for r in fatal),
-            "error": sum(r.status.value == "error" for r in fatal),
-            "warn": sum(r.status.value in ("fail", "error") for r in mine) - len(bad_fatal),
-            "skip": sum(r.status.value == "skip" for r in mine),
-        }
-        bad = (info is not None and info.status == "failed") or bool(bad_fatal)
-        status = "[red]FAILED[/]" if bad else "[green]passed[/]"
-        note = info.error if info is not None else "hypervisor"
-        table.add_row(markup(name), status, *(str(counts[s]) for s in counts), markup(note[:60]))
-    show_table(console, table)
-    for r in data.results:
-        if r.status.value in ("fail", "error"):
-            # A failing check of severity warning (or info) does not fail the run: WARN.
-            is_fatal = r.severity.value == "error"
-            word = f"[red]{r.status.value.upper()}[/]" if is_fatal else "[yellow]WARN[/]"
-            console.print(
-                f"{word} {markup(r.node)} {markup(r.id)}: {markup(r.reason or 'failed')}"
-                f" (observed: {markup(r.observed or '-')}; expected: {markup(r.expected or '-')})"
-                + (f"\n    fix: {markup(r.fix)}" if r.fix else ""),
-                soft_wrap=True,
-            )
-    s = data.summary
-    verdict = "[green]OK[/]" if s.ok else "[red]FAILED[/]"
-    console.print(
-        f"{verdict} {s.passed} passed, {s.failed} failed, {s.errors} errors,"
-        f" {s.warnings} warnings, {s.skipped} skipped in {s.wall_seconds:.1f}s;"
-        f" record {markup(path)}; JUnit {markup(junit)}",
-        soft_wrap=True,
-    )

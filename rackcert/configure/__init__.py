@@ -23,8 +23,8 @@ def run(loaded: LoadedSpec, run_dir: RunDir, **options: Any) -> ConfigureRecord:
     from rackcert.configure.runner import configure
     from rackcert.errors import RackcertError
 
-    result = configure(loaded, run_dir, **options)
-    record = run_dir.read_record("configure")
-    if not result.ok:
-        raise RackcertError(f"configure failed: {result.error} (record: {result.record})")
-    return record  # type: ignore[return-value]
+    record = configure(loaded, run_dir, **options)
+    if record.status != "ok":
+        where = run_dir.path / "configure.json"
+        raise RackcertError(f"configure failed: {record.error} (record: {where})")
+    return record

@@ -11,8 +11,9 @@ run got that far, else from the events seen.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from rackcert.stage_records import ConfigureHost, TaskProblem
 
 _MAX_MSG = 600
 # A role reports what became of its component (installed, found, skipped and why) as a fact
@@ -21,48 +22,16 @@ _MAX_MSG = 600
 OUTCOME_SUFFIX = "_outcome"
 
 
-@dataclass
-class TaskProblem:
-    task: str
-    role: str
-    message: str
+def host_status(h: ConfigureHost) -> Literal["ok", "changed", "failed", "unreachable"]:
+    """One word: unreachable, failed, changed or ok."""
+    if h.unreachable:
+        return "unreachable"
+    if h.failed:
+        return "failed"
+    return "changed" if h.changed else "ok"
 
 
-@dataclass
-class HostResult:
-    name: str
-    ok: int = 0
-    changed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    rescued: int = 0
-    ignored: int = 0
-    unreachable: bool = False
-    current_task: str = ""
-    tasks_done: int = 0
-    changed_tasks: list[str] = field(default_factory=list)
-    failures: list[TaskProblem] = field(default_factory=list)
-    # What a role says became of its component here, by role: {"status": "skipped",
-    # "detail": "no CUDA compiler (nvcc) on the node: ..."}; see OUTCOME_SUFFIX.
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def status(self) -> str:
-        """One word: unreachable, failed, changed or ok."""
-        if self.unreachable:
-            return "unreachable"
-        if self.failed:
-            return "failed"
-        return "changed" if self.changed else "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("current_task")
-        data["status"] = self.status
-        return data
-
-
-def _take_outcomes(h: HostResult, res: dict[str, Any]) -> None:
+def _take_outcomes(h: ConfigureHost, res: dict[str, Any]) -> None:
     facts = res.get("ansible_facts")
     if not isinstance(facts, dict):
         return
@@ -114,19 +83,21 @@ def _clip(message: str) -> str:
 
 
 class EventCollector:
-    """Accumulates ansible-runner events into HostResults; `handle` is the event hook."""
+    """Accumulates ansible-runner events into the record's per-host entries (`handle` is the
+    event hook), so what the progress display shows is what configure.json keeps."""
 
     def __init__(self) -> None:
-        self.hosts: dict[str, HostResult] = {}
+        self.hosts: dict[str, ConfigureHost] = {}
+        self.current: dict[str, str] = {}  # the task each host is on (display only)
         self.tasks_started = 0
         self.current_task = ""
         self.play = ""
         self.stats_seen = False
         self.warnings: list[str] = []
 
-    def host(self, name: str) -> HostResult:
+    def host(self, name: str) -> ConfigureHost:
         if name not in self.hosts:
-            self.hosts[name] = HostResult(name)
+            self.hosts[name] = ConfigureHost(name=name)
         return self.hosts[name]
 
     def handle(self, event: dict[str, Any]) -> None:
@@ -142,6 +113,9 @@ class EventCollector:
             self._stats(data)
         elif kind.startswith("runner_on_") and data.get("host"):
             self._host_event(kind, data)
+            host = self.hosts.get(str(data["host"]))
+            if host is not None:
+                host.status = host_status(host)
         elif kind == "warning":
             self.warnings.append(str(event.get("stdout", "")).strip())
 
@@ -150,7 +124,7 @@ class EventCollector:
         label = _label(data)
         res = data.get("res") or {}
         if kind == "runner_on_start":
-            h.current_task = label
+            self.current[h.name] = label
             return
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
             h.tasks_done += 1
@@ -167,7 +141,9 @@ class EventCollector:
                 h.failed += 1
                 h.failures.append(
                     TaskProblem(
-                        str(data.get("task", "")), str(data.get("role", "")), task_message(res)
+                        task=str(data.get("task", "")),
+                        role=str(data.get("role", "")),
+                        message=task_message(res),
                     )
                 )
         elif kind == "runner_on_skipped":
@@ -178,9 +154,9 @@ class EventCollector:
                 res = {"msg": "lost the connection during a no_log task (its output is hidden)"}
             h.failures.append(
                 TaskProblem(
-                    str(data.get("task", "")),
-                    str(data.get("role", "")),
-                    "unreachable: " + task_message(res),
+                    task=str(data.get("task", "")),
+                    role=str(data.get("role", "")),
+                    message="unreachable: " + task_message(res),
                 )
             )
 
@@ -200,6 +176,7 @@ class EventCollector:
             h.ignored = int((data.get("ignored") or {}).get(name, 0))
             if (data.get("dark") or {}).get(name):
                 h.unreachable = True
+            h.status = host_status(h)
 
     def totals(self) -> dict[str, int]:
         hs = list(self.hosts.values())

@@ -14,7 +14,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from rackcert.configure.events import EventCollector, HostResult
+from rackcert.configure.events import EventCollector
+from rackcert.stage_records import ConfigureHost
 
 _STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold red"}
 
@@ -47,7 +48,7 @@ def board(collector: EventCollector, expected: list[str]) -> Group:
     names = list(dict.fromkeys([*expected, *collector.hosts]))
     most = max((h.tasks_done for h in collector.hosts.values()), default=0)
     for name in names:
-        h = collector.hosts.get(name) or HostResult(name)
+        h = collector.hosts.get(name) or ConfigureHost(name=name)
         state = h.status if (h.tasks_done or h.unreachable) else "waiting"
         table.add_row(
             name,
@@ -56,7 +57,7 @@ def board(collector: EventCollector, expected: list[str]) -> Group:
             str(h.changed),
             str(h.failed),
             _bar(h.tasks_done, most),
-            Text(h.current_task[:60], style="grey70"),
+            Text(collector.current.get(name, "")[:60], style="grey70"),
         )
     return Group(head, table)
 
@@ -93,7 +94,7 @@ class LiveProgress:
             self._console.print(f"  task {collector.tasks_started}: {collector.current_task}")
 
 
-def summary_table(hosts: list[HostResult], *, check: bool) -> Table:
+def summary_table(hosts: list[ConfigureHost], *, check: bool) -> Table:
     """Per-host result: counts, status and the first failure (or, in check mode, the changes)."""
     title = "configure --check: what would change" if check else "configure: per-host result"
     table = Table(title=title, title_justify="left")

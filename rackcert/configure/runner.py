@@ -24,7 +24,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ import yaml
 
 from rackcert.childenv import secret_variables
 from rackcert.configure.collection import collections_root
-from rackcert.configure.events import EventCollector, HostResult
+from rackcert.configure.events import EventCollector
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
 from rackcert.errors import InputError
 from rackcert.known_hosts import Enrolled, enroll, is_pinned, peer_lines, rack_file, ssh_options
@@ -40,26 +40,9 @@ from rackcert.paths import playbooks_dir
 from rackcert.runs import RunDir, utc_now
 from rackcert.secrets import REDACTOR
 from rackcert.spec_loader import LoadedSpec
+from rackcert.stage_records import ConfigureData, ConfigureRecord
 
 EventHook = Callable[[dict[str, Any], EventCollector], None]
-
-
-@dataclass
-class ConfigureResult:
-    status: str  # ok | failed
-    rc: int
-    check: bool
-    hosts: list[HostResult]
-    totals: dict[str, int]
-    artifacts: Path
-    record: Path
-    error: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    enrolled: list[Enrolled] = field(default_factory=list)  # host keys trusted on first contact
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
 
 def _ssh_args(known_hosts: Path) -> str:
@@ -210,8 +193,8 @@ def configure(
     on_event: EventHook | None = None,
     playbook: Path | None = None,
     verbosity: int = 0,
-) -> ConfigureResult:
-    """Run site.yml against the spec's VMs; record configure.json in `run`; return the result.
+) -> ConfigureRecord:
+    """Run site.yml against the spec's VMs; record configure.json in `run`; return that record.
 
     Args:
         loaded: the loaded spec (its VMs are the hosts).
@@ -269,14 +252,14 @@ def configure(
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*?$"] = become_password
 
-    def record(rc: int, error: str | None) -> Path:
+    def record(rc: int, error: str | None) -> ConfigureRecord:
         """configure.json from what the collector saw: on success, failure or interruption."""
         return _write_record(
             run, collector, started, check, tags, skip_tags, limit, playbook, rc,
             artifacts, inventory, ident, error, keys.record(), operator_vars,
         )  # fmt: skip
 
-    rc, status = 1, "failed"
+    rc = 1
     with tempfile.TemporaryDirectory(prefix="rc-cp-", dir="/tmp") as control_dir:
         # The operator's own Ansible input, as given, like -e; its values never reach the
         # artifacts (ansible-runner keeps its command line in env/cmdline and `command`).
@@ -304,7 +287,8 @@ def configure(
             runner.config.env = _runner_env(runner.config.env, envvars, secret_variables(spec))
             runner.run()
             rc = int(runner.rc if runner.rc is not None else 1)
-            status = "ok" if runner.status == "successful" and rc == 0 else "failed"
+            if runner.status != "successful" and rc == 0:
+                rc = 1  # timed out or canceled: ansible-runner says so in status, not rc
         except KeyboardInterrupt:
             # Record what was seen so far, then let the CLI say "interrupted".
             record(130, "interrupted by the operator")
@@ -323,22 +307,7 @@ def configure(
         warned = "; ".join(collector.warnings[:1])
         count = len(loaded.spec.vms)
         error = f"Ansible ran on no host of the spec's {count} VMs ({warned or 'check --limit'})"
-    if error:
-        status = "failed"
-    hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
-    record_path = record(rc, error)
-    return ConfigureResult(
-        status=status,
-        rc=rc,
-        check=check,
-        hosts=hosts,
-        totals=collector.totals(),
-        artifacts=artifacts,
-        record=record_path,
-        error=error,
-        warnings=collector.warnings,
-        enrolled=keys.enrolled,
-    )
+    return record(rc, error)
 
 
 def _write_record(
@@ -357,7 +326,7 @@ def _write_record(
     error: str | None,
     host_keys: dict[str, Any],
     operator_vars: Sequence[str] = (),
-) -> Path:
+) -> ConfigureRecord:
     """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
     data = {
@@ -368,7 +337,7 @@ def _write_record(
         "playbook": str(playbook),
         "rc": rc,
         "totals": collector.totals(),
-        "hosts": {h.name: h.to_dict() for h in hosts},
+        "hosts": {h.name: h for h in hosts},
         "artifacts": str(artifacts.relative_to(run.path)),
         "inventory": str(inventory.relative_to(run.path)),
         "ansible_ident": ident,
@@ -377,7 +346,12 @@ def _write_record(
         "host_keys": host_keys,
     }
     status = "failed" if error or rc != 0 else "ok"
-    return run.write_stage("configure", data, status=status, error=error, started_at=started)
+    record = run.write_stage(
+        "configure", ConfigureData.model_validate(data), status=status, error=error,
+        started_at=started,
+    )  # fmt: skip
+    assert isinstance(record, ConfigureRecord)
+    return record
 
 
 def _operator_var_args(values: Sequence[str], directory: Path) -> list[str]:

@@ -7,3 +7,17 @@ comments), topo (`nvidia-smi topo -m` -> NVLink pairs on host PCI addresses),
 yaml_writer (spec dict -> commented YAML), drift (spec in use vs. discovered hardware).
 Only `nodes` (SSH to the VMs) and the CLI touch the outside world.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rackcert.discover.flow import Discovered, DiscoverRequest, LiveInventory, Say
+
+
+def run(request: DiscoverRequest, live_inventory: LiveInventory, say: Say) -> Discovered:
+    """The discover flow (rackcert/discover/flow.py): draft a spec from vCenter, diff it."""
+    from rackcert.discover.flow import run as discover
+
+    return discover(request, live_inventory, say)

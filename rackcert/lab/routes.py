@@ -14,33 +14,16 @@ Example:
 from __future__ import annotations
 
 import ipaddress
-import subprocess
 from typing import Any
 
 from rackcert.errors import InputError
+from rackcert.lab.sshhosts import bridge_name, route_device
 
 LAB_RACK = "lab"  # metadata.name of the lab spec (inventories/lab.yaml) and of its test copies
 
 
-def route_device(address: str) -> str | None:
-    """The interface the kernel would send `address` through; None when it has no route."""
-    try:
-        out = subprocess.run(
-            ["ip", "-4", "route", "get", address],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        ).stdout.split()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out[out.index("dev") + 1] if "dev" in out[:-1] else None
-
-
 def bridge_routes(address: str) -> bool:
     """True when `address` is routed through the bridge that owns its /24 (a lab or test net)."""
-    from rackcert.lab.sshhosts import bridge_name
-
     try:
         subnet = ipaddress.IPv4Network(f"{address}/24", strict=False)
     except ValueError:

@@ -161,8 +161,6 @@ class TestHost:
         Otherwise (its bridge gone, another net claiming the address) a connection would
         leave this machine for whatever answers at that address: never made.
         """
-        from rackcert.lab.routes import route_device
-
         return bool(self.bridge) and route_device(self.address) == self.bridge
 
     def reachable(self, timeout: float = 1.0) -> bool:
@@ -338,6 +336,21 @@ def claim_subnet(owner: str | None = None, *, first: int = 100, last: int = 199)
             continue
         return subnet
     raise SshHostError(f"no free test subnet in 10.{first}-{last}.x.0/24")
+
+
+def route_device(address: str) -> str | None:
+    """The interface the kernel would send `address` through (`ip route get`); None: no route."""
+    try:
+        out = subprocess.run(
+            ["ip", "-4", "route", "get", address],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out[out.index("dev") + 1] if "dev" in out[:-1] else None
 
 
 def _subnet_routed(subnet: str) -> bool:

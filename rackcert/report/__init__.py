@@ -30,5 +30,6 @@ def run(loaded: LoadedSpec | None, run_dir: RunDir, **options: Any) -> ReportRec
     """
     from rackcert.report.build import build_report
 
-    build_report(run_dir, **options)
-    return run_dir.read_record("report")  # type: ignore[return-value]
+    stage = build_report(run_dir, **options).stage
+    assert stage is not None  # build_report writes report.json or raises
+    return stage

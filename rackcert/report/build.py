@@ -27,6 +27,7 @@ from rackcert.report.record import RunRecord
 from rackcert.runs import RunDir, atomic_write_bytes, atomic_write_json, read_capped, utc_now
 from rackcert.secrets import REDACTOR, Redactor, read_secret_file
 from rackcert.spec_loader import MAX_SPEC_BYTES
+from rackcert.stage_records import ReportRecord
 
 FORMATS = ("json", "html", "pdf")
 FILE_NAMES = {"json": "run.json", "html": "report.html", "pdf": "report.pdf"}
@@ -34,9 +35,16 @@ FILE_NAMES = {"json": "run.json", "html": "report.html", "pdf": "report.pdf"}
 
 @dataclass
 class Outcome:
+    """What the report stage made: the audit record (run.json), its files, report.json typed.
+
+    Not a twin of ReportRecord: `record` is the whole audit record the files are rendered
+    from; `stage` is the stage record (report.json) written from it.
+    """
+
     record: RunRecord
     files: list[str] = field(default_factory=list)
     manifest_sha256: str = ""
+    stage: ReportRecord | None = None
 
     @property
     def verdict(self) -> str:
@@ -144,7 +152,7 @@ def _finish(
     run: RunDir, outcome: Outcome, started: str, *, status: str = "ok", error: str | None = None
 ) -> None:
     record = outcome.record
-    run.write_stage(
+    written = run.write_stage(
         "report",
         {
             "verdict": record.verdict.verdict,
@@ -159,4 +167,6 @@ def _finish(
         error=error,
         started_at=started,
     )
+    assert isinstance(written, ReportRecord)
+    outcome.stage = written
     _path, outcome.manifest_sha256 = write_manifest(run.path)

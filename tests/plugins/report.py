@@ -1,7 +1,7 @@
 """Run directories for the report tests, written through RunDir like the real stages do.
 
 Every record is built from the stage models (rackcert.stage_records) and the producers'
-own pieces (discovery's Inventory models, configure's HostResult, validate's summary and
+own pieces (discovery's Inventory models, configure's ConfigureHost, validate's summary and
 JUnit, bench's scaling arithmetic and verdict), never as a hand-written dict, so the
 report tests read exactly the shapes that occur.
 
@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from rackcert.configure.events import HostResult
 from rackcert.observed import (
     Inventory,
     ObservedHost,
@@ -43,6 +42,7 @@ from rackcert.spec_loader import load_spec
 from rackcert.stage_records import (
     BenchData,
     ConfigureData,
+    ConfigureHost,
     PlanData,
     ProvisionData,
     StorageNode,
@@ -402,13 +402,13 @@ def write_run(
     if "provision" in stages:
         run.write_stage("provision", ProvisionData(observed_before=inv, observed_after=inv))
     if "configure" in stages:
-        hosts = [HostResult(name=n, ok=42, skipped=3, tasks_done=45) for n in NODES]
+        hosts = [ConfigureHost(name=n, ok=42, skipped=3, tasks_done=45) for n in NODES]
         run.write_stage(
             "configure",
             ConfigureData(
                 rc=0,
                 totals={"hosts": 4, "ok": 4},
-                hosts={h.name: h.to_dict() for h in hosts},
+                hosts={h.name: h for h in hosts},
             ),
         )
     if "validate" in stages:

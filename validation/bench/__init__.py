@@ -48,5 +48,4 @@ def run(
     recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys
     if opts.known_hosts is None and recorded.is_file():
         opts.known_hosts = recorded
-    run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))
-    return run_dir.read_record("bench")  # type: ignore[return-value]
+    return run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))

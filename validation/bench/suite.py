@@ -29,6 +29,7 @@ from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, Scal
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec import Spec, Vm
 from rackcert.ssh_target import SshTarget
+from rackcert.stage_records import BenchRecord
 from validation.bench import k8s, launch, nccltests, perftest, storage, verdict
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
@@ -81,6 +82,33 @@ class BenchOptions:
     nccl_tests: str | None = None  # all_reduce_perf to run (default: PATH, then the role's)
     storage_engine: str = "auto"  # fio when installed, else pread
 
+    def __post_init__(self) -> None:
+        """Every choice is checked here, once, whoever builds the options (CLI or library)."""
+        for name, flag, allowed in _CHOICES:
+            value = getattr(self, name)
+            if value is not None and value not in allowed:
+                raise InputError(f"{flag} {value!r}: choose one of {', '.join(allowed)}")
+        unknown = set(self.skip) - set(SKIPPABLE)
+        if unknown:
+            raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
+        if self.gpus and not self.local:
+            raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
+
+
+SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
+# (field, the CLI flag that sets it, its choices): one table, read by __post_init__.
+_CHOICES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("precision", "--precision", ("fp16", "bf16", "fp32")),
+    (
+        "compile_mode",
+        "--compile-mode",
+        ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+    ),
+    ("launcher", "--launcher", LAUNCHERS),
+    ("storage_engine", "--storage-engine", ("auto", "fio", "pread")),
+    ("backend", "--backend", BACKENDS),
+)
+
 
 @dataclass(frozen=True)
 class Point:
@@ -105,8 +133,6 @@ Progress = Callable[[str], None]
 def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path) -> Engine:
     """The engine on the nodes: what --backend says; auto asks the first node whether
     Horovod imports in its environment (the controller's own packages say nothing)."""
-    if opts.backend not in BACKENDS:
-        raise InputError(f"--backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
     # The template's GPUs are what the spec asks; the worker sees what the node has.
     device = "auto"
     if opts.backend == "horovod" or (
@@ -331,8 +357,6 @@ def remote_python(spec: Spec, opts: BenchOptions) -> str:
 
 def launcher_of(opts: BenchOptions, engine: Engine) -> str:
     """horovodrun for Horovod and torchrun for torch.distributed unless told (mpirun)."""
-    if opts.launcher not in LAUNCHERS:
-        raise InputError(f"--launcher {opts.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
     if opts.launcher != "auto":
         if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
             raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
@@ -636,9 +660,9 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 
 def run_bench(
     spec: Spec, run: RunDir, opts: BenchOptions, progress: Progress = lambda _m: None
-) -> dict[str, Any]:
-    """Run the whole bench into `run`; returns bench.json's data. Raises on a failed launch,
-    after recording what was measured before it (status failed)."""
+) -> BenchRecord:
+    """Run the whole bench into `run`; returns bench.json as written. Raises on a failed
+    launch, after recording what was measured before it (status failed)."""
     started = utc_now()
     gpu_count = local_gpu_count() if opts.local else (opts.gpus_per_node or 1)
     points = plan_points(spec, opts, gpu_count)
@@ -663,8 +687,10 @@ def run_bench(
         "launches": [],
     }
 
-    def record(status: str = "partial", error: str | None = None) -> None:
-        run.write_stage("bench", data, status=status, error=error, started_at=started)
+    def record(status: str = "partial", error: str | None = None) -> BenchRecord:
+        written = run.write_stage("bench", data, status=status, error=error, started_at=started)
+        assert isinstance(written, BenchRecord)
+        return written
 
     k8s_counts = sorted({p.nodes for p in points}) if not opts.local else _k8s_counts(spec)
     per_node = points[0].procs_per_node if not opts.local else _k8s_gpus(spec)
@@ -765,8 +791,7 @@ def run_bench(
         required=spec.required_checks(),
     )
     data["verdict"] = judged.model_dump()
-    record("ok")
-    return data
+    return record("ok")
 
 
 def _k8s_counts(spec: Spec) -> list[int]:

@@ -1,0 +1,152 @@
+"""What provision does to one ESXi host: maintenance mode, ATS, passthrough, graphics, reboot.
+
+Why per host, in one window: the ATS boot option and passthrough changes take effect at a
+reboot, and a host is rebooted only in maintenance mode with no powered-on workload VM
+(the planner and apply.py make sure of that). `HOST_STEPS` maps each host action kind to
+its step; `prepare_host` carries out a host's actions inside one maintenance window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host, refresh_passthrough
+from provision.vsphere_ops import ApplyError, Event, host_ref, wait_task
+from rackcert.stage_records import ActionRecord
+from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long provision waits for what a real rack can take long for (seconds)."""
+
+    reboot: float = REBOOT_TIMEOUT_S
+    maintenance: float = 600.0
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """What a host step is given: the host, its name, the progress hook and the timeouts."""
+
+    host: Any
+    name: str
+    on_event: Event
+    timeouts: Timeouts
+
+
+def set_ats(step: HostStep, action: ActionRecord) -> str:
+    """VMkernel.Boot.atsSupport = on, typed as this host declares it (bool, or "TRUE")."""
+    from pyVmomi import vim
+
+    manager = step.host.configManager.advancedOption
+    try:
+        manager.QueryOptions(ATS_OPTION)
+    except vim.fault.InvalidName:
+        raise ApplyError(
+            f"{step.name}: this ESXi build has no {ATS_OPTION}: run `{ESXCLI_ATS}` on the host,"
+            " then reboot it"
+        ) from None
+    values = {"bool": True, "string": "TRUE", "int": 1, "long": 1}
+    value = values.get(action.params.get("option_type") or "bool", True)
+    manager.UpdateOptions(changedValue=[vim.option.OptionValue(key=ATS_OPTION, value=value)])
+    return ""
+
+
+def enable_passthrough(step: HostStep, action: ActionRecord) -> str:
+    """HostPciPassthruSystem.UpdatePassthruConfig; applyNow (API 7.0+) where the plan says so."""
+    from pyVmomi import vim
+
+    now = bool(action.params.get("apply_now"))
+    configs = [
+        vim.host.PciPassthruConfig(id=pci, passthruEnabled=True, applyNow=now or None)
+        for pci in action.params["enable"]
+    ]
+    step.host.configManager.pciPassthruSystem.UpdatePassthruConfig(config=configs)
+    if now:
+        try:
+            refresh_passthrough(step.host, step.name, list(action.params["enable"]))
+        except RebootError as exc:
+            raise ApplyError(str(exc)) from None
+    return ""
+
+
+def shared_direct_graphics(step: HostStep, _action: ActionRecord) -> str:
+    """vGPU needs the host's default graphics type Shared Direct (HostGraphicsManager)."""
+    from pyVmomi import vim
+
+    manager = step.host.configManager.graphicsManager
+    current = manager.graphicsConfig
+    config = vim.host.GraphicsConfig(
+        hostDefaultGraphicsType="sharedDirect",
+        sharedPassthruAssignmentPolicy=getattr(
+            current, "sharedPassthruAssignmentPolicy", "performance"
+        ),
+        deviceType=list(getattr(current, "deviceType", None) or []),
+    )
+    manager.UpdateGraphicsConfig(config=config)
+    return ""
+
+
+def reboot(step: HostStep, action: ActionRecord) -> str:
+    """Reboot and wait for a later boot time (provision/hostboot.py says why)."""
+    try:
+        boot = reboot_host(
+            step.host,
+            step.name,
+            lambda task, what: wait_task(task, what, step.on_event),
+            expect_active=list(action.params.get("passthrough") or []),
+            timeout=step.timeouts.reboot,
+            progress=lambda detail: step.on_event("progress", None, detail),
+        )
+    except RebootError as exc:
+        raise ApplyError(str(exc)) from None
+    return f"booted {boot.isoformat()}"
+
+
+HOST_STEPS: dict[str, Callable[[HostStep, ActionRecord], str]] = {
+    "host.ats": set_ats,
+    "host.passthrough": enable_passthrough,
+    "host.graphics": shared_direct_graphics,
+    "host.reboot": reboot,
+}
+
+
+def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts) -> None:
+    """Maintenance mode, bounded: vCenter waits for VMs that cannot move until `timeout`.
+
+    The plan only gets here with no powered-on workload VM on the host (or with
+    them powered off by --power-cycle); a VM powered on since the plan would
+    make vCenter wait forever with timeout=0. evacuatePoweredOffVms is false:
+    powered-off VMs holding the host's passthrough devices stay registered
+    there (on a cluster without DRS, true would never succeed).
+    """
+    limit = int(timeouts.maintenance)
+    task = host.EnterMaintenanceMode_Task(timeout=limit, evacuatePoweredOffVms=False)
+    wait_task(task, f"{name}: enter maintenance mode", on_event, timeout=limit + 60)
+
+
+def prepare_host(
+    si: Any,
+    name: str,
+    actions: list[ActionRecord],
+    on_event: Event,
+    done: Callable[[ActionRecord, str], None],
+    timeouts: Timeouts,
+) -> None:
+    """One host's actions inside one maintenance window (kept if the operator had set it)."""
+    host = host_ref(si, actions[0].params["host_moid"])
+    operators = bool(host.runtime.inMaintenanceMode)
+    if not operators:
+        _enter_maintenance(host, name, on_event, timeouts)
+    keep = "host left in maintenance mode: it was in it before provision (the operator's)"
+    step = HostStep(host=host, name=name, on_event=on_event, timeouts=timeouts)
+    for action in actions:
+        on_event("start", action, "")
+        note = HOST_STEPS[action.kind](step, action)
+        if operators:
+            note = f"{note}; {keep}" if note else keep
+        done(action, note)
+    if not operators:
+        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")

@@ -1,0 +1,291 @@
+"""How each stage's record is shown: one public function per record, for every command.
+
+Why one module: `rackcert plan`, `provision`, `configure`, `validate`, `bench`, `bootstrap`
+and `demo` show the same records; each command (and bootstrap, which runs them all) calls
+these functions, so no command reaches into another one's private helpers and a record
+looks the same wherever it is shown. Text that comes from nodes, vCenter or run files is
+data: it is printed as rich `Text` (no markup parsed, no emoji codes), never interpolated
+into markup. Tables go through `show_table`: rich tables on a terminal, one plain line per
+row in CI logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rackcert.cli.output import show_table
+from rackcert.pipeline import PipelineResult
+from rackcert.results import CheckResult
+from rackcert.stage_records import (
+    ActionRecord,
+    BenchRecord,
+    ConfigureRecord,
+    PlanRecord,
+    ProvisionRecord,
+    ReportRecord,
+    ValidateNode,
+    ValidateRecord,
+)
+
+_VERDICT_STYLE = {"PASS": "green", "FAIL": "red"}
+
+
+def say(console: Console, *parts: str | tuple[str, str]) -> None:
+    """One line from plain pieces and (text, style) pieces; nothing in them is markup."""
+    console.print(Text.assemble(*parts), soft_wrap=True, highlight=False)
+
+
+# -- plan and provision ---------------------------------------------------------------------
+def actions_table(actions: Sequence[ActionRecord], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "target", "action", "change", "reason"):
+        table.add_column(col, overflow="fold")
+    for i, a in enumerate(actions, 1):
+        # Text cells: no markup or emoji parsing of data (":ab:" in a PCI id or fingerprint).
+        change = Text(a.change)
+        if a.blocked:
+            change.append(f" ({a.blocked})", style="yellow")
+        table.add_row(str(i), Text(a.target), Text(a.kind), change, Text(a.reason))
+    return table
+
+
+def show_actions(console: Console, actions: Sequence[ActionRecord], title: str) -> None:
+    show_table(console, actions_table(actions, title))
+
+
+def show_plan(console: Console, record: PlanRecord, path: Path, rack: str) -> None:
+    """The plan: the VMs left alone, then the actions (or that there is nothing to do)."""
+    agents = record.data.left_alone
+    if agents:
+        managers = ", ".join(sorted({a.managed_by for a in agents}))
+        say(
+            console,
+            f"left alone: {len(agents)} VM(s) vCenter extensions manage ({managers}):"
+            f" {', '.join(a.name for a in agents)}",
+        )
+    actions = record.data.actions
+    if not actions:
+        say(console, ("nothing to do", "green"), f": the rack matches its spec (recorded {path})")
+        return
+    show_actions(console, actions, f"plan for rack {rack}")
+    say(console, f"{len(actions)} action(s); recorded {path}")
+
+
+def show_provision(console: Console, record: ProvisionRecord, path: Path) -> None:
+    data = record.data
+    for name, state in data.vms.items():
+        if state.get("left_off"):
+            say(console, ("left powered off", "yellow"), f": {name}: {state['left_off']}")
+    if not data.actions:
+        say(console, ("nothing to do", "green"), f": the rack matches the spec (recorded {path})")
+        return
+    say(console, ("provisioned", "green"), f": {len(data.done)} action(s) done (recorded {path})")
+
+
+# -- configure ------------------------------------------------------------------------------
+def show_configure(console: Console, record: ConfigureRecord, path: Path) -> None:
+    """First-contact host keys, the per-host table, then the totals."""
+    from rackcert.configure.progress import summary_table
+
+    data = record.data
+    for e in data.host_keys.enrolled if data.host_keys else []:
+        say(console, f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            " (first contact; enforced from now on)")  # fmt: skip
+    hosts = sorted(data.hosts.values(), key=lambda h: h.name)
+    show_table(console, summary_table(hosts, check=data.check))
+    t = data.totals
+    would = " would be made" if data.check else ""
+    say(
+        console,
+        f"{t.hosts} hosts: {t.ok} ok, {t.failed} failed, {t.unreachable} unreachable;"
+        f" {t.changed} changes{would}. Record: {path}",
+    )
+
+
+# -- validate -------------------------------------------------------------------------------
+def show_validate(console: Console, record: ValidateRecord, path: Path, junit: Path) -> None:
+    """Per-node counts, each failing check with its fix, then the summary line."""
+    data = record.data
+    for e in data.host_keys.enrolled if data.host_keys else []:
+        say(console, f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            " (first contact; enforced from now on)")  # fmt: skip
+    table = Table(title="validate", title_justify="left")
+    for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
+        table.add_column(col)
+    rows: dict[str, ValidateNode | None] = dict(data.nodes)
+    for r in data.results:  # hypervisor-only nodes (ESXi hosts)
+        rows.setdefault(r.node, None)
+    for name, info in rows.items():
+        mine = [r for r in data.results if r.node == name]
+        fatal = [r for r in mine if r.severity.value == "error"]
+        bad_fatal = [r for r in fatal if r.status.value in ("fail", "error")]
+        counts = {
+            "pass": sum(r.status.value == "pass" for r in mine),
+            "fail": sum(r.status.value == "fail" for r in fatal),
+            "error": sum(r.status.value == "error" for r in fatal),
+            "warn": sum(r.status.value in ("fail", "error") for r in mine) - len(bad_fatal),
+            "skip": sum(r.status.value == "skip" for r in mine),
+        }
+        bad = (info is not None and info.status == "failed") or bool(bad_fatal)
+        status = Text("FAILED", style="red") if bad else Text("passed", style="green")
+        note = info.error if info is not None else "hypervisor"
+        table.add_row(Text(name), status, *(str(counts[s]) for s in counts), Text(note[:60]))
+    show_table(console, table)
+    for r in data.results:
+        if r.status.value not in ("fail", "error"):
+            continue
+        # A failing check of severity warning (or info) does not fail the run: WARN.
+        is_fatal = r.severity.value == "error"
+        word = (r.status.value.upper(), "red") if is_fatal else ("WARN", "yellow")
+        line: list[str | tuple[str, str]] = [word, f" {r.node} {r.id}: {r.reason or 'failed'}"
+                f" (observed: {r.observed or '-'}; expected: {r.expected or '-'})"]  # fmt: skip
+        if r.fix:
+            line.append(f"\n    fix: {r.fix}")
+        say(console, *line)
+    s = data.summary
+    say(
+        console,
+        ("OK", "green") if s.ok else ("FAILED", "red"),
+        f" {s.passed} passed, {s.failed} failed, {s.errors} errors, {s.warnings} warnings,"
+        f" {s.skipped} skipped in {s.wall_seconds:.1f}s; record {path}; JUnit {junit}",
+    )
+
+
+# -- bench ----------------------------------------------------------------------------------
+def show_bench(console: Console, record: BenchRecord, path: Path) -> None:
+    """The scaling table, the allreduce and other figures, each verdict check, the verdict."""
+    data: dict[str, Any] = record.data.model_dump(mode="json")
+    sc = data.get("resnet50")
+    if sc:
+        t = Table(
+            title=f"ResNet50 {sc['precision']} batch {sc['batch_per_gpu']}/GPU, {sc['backend']}"
+        )
+        for col in ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency"):
+            t.add_column(col, justify="right")
+        for p in sc["points"]:
+            t.add_row(
+                str(p["nodes"]),
+                str(p["gpus"]),
+                f"{p['images_per_sec']:.1f}",
+                f"{p['spread']:.1f}",
+                f"{p['images_per_sec_per_gpu']:.1f}",
+                f"{p['speedup']:.2f}",
+                f"{p['efficiency']:.3f}",
+            )
+        show_table(console, t)
+    for line in _bench_lines(data):
+        say(console, line)
+    v = data["verdict"]
+    for c in v["checks"]:
+        status = "not judged" if c["status"] == "skip" else c["status"]
+        need = " (required)" if c.get("required") else ""
+        say(console, f"  {status:>10}  {c['id']}{need}: {c['observed']} {c['reason']}".rstrip())
+    word = v["verdict"]
+    say(console, "verdict: ", (word, _VERDICT_STYLE.get(word, "yellow")), f"; bench.json in {path}")
+    if word == "INCOMPLETE":
+        say(console, "  not judged: " + "; ".join(v["not_judged"]))
+
+
+def _bench_lines(data: dict[str, Any]) -> list[str]:
+    """One line per figure beside the scaling table: allreduce, nccl-tests, RDMA, references."""
+    lines: list[str] = []
+    ar = data.get("allreduce")
+    if ar:
+        top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
+        rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
+        lines.append(f"allreduce {ar['backend']} x{ar['world_size']}: busbw {rows}")
+    nt = data.get("nccl_tests") or {}
+    if nt and not nt.get("skipped"):
+        lines.append(
+            f"nccl-tests {nt.get('version')} x{nt['world_size']}: avg busbw"
+            f" {nt['avg_busbw_gbps']} GB/s (the sweep's figures beside it in bench.json)"
+        )
+    elif nt:
+        lines.append(f"nccl-tests: not run ({nt['reason']})")
+    rdma = data.get("rdma") or {}
+    if rdma.get("skipped"):
+        lines.append(f"rdma: not run ({rdma['reason']})")
+    for pair in rdma.get("pairs", []):
+        best = pair.get("best_avg_gbps")
+        lines.append(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
+    nd = data.get("naive_vs_default")
+    if nd:
+        lines.append(
+            f"naive {nd['naive']['images_per_sec']:.1f} vs default"
+            f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
+        )
+    refs = data.get("references") or {}
+    for name in ("plain", "horovod_defaults"):
+        if name in refs:
+            lines.append(
+                f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
+                f" x{refs[f'default_vs_{name}']:.2f}"
+            )
+    st = data.get("storage") or {}
+    if st and not st.get("skipped"):
+        lines.append(
+            f"storage: {st['throughput_mb_s']:.1f} MB/s random reads ({st.get('note', '')})"
+        )
+    return lines
+
+
+# -- report ---------------------------------------------------------------------------------
+def show_verdict(console: Console, record: ReportRecord, limit: int = 8) -> None:
+    word = record.data.verdict or "INCOMPLETE"
+    say(console, "verdict: ", (word, f"bold {_VERDICT_STYLE.get(word, 'yellow')}"))
+    for reason in record.data.reasons[:limit]:
+        say(console, f"  - {reason}")
+
+
+# -- bootstrap and demo ---------------------------------------------------------------------
+# What a lab without hardware cannot have: GPUs, MLNX_OFED, RDMA NICs. A check fails for that
+# reason alone when the tool of the missing hardware is not there to answer it.
+LAB_ABSENT_TOOLS = ("nvidia-smi", "ofed_info", "ibdev2netdev", "mlxconfig", "nvidia-ctk", "dcgmi")
+
+
+def lab_limited(result: CheckResult) -> bool:
+    """A failing check whose only reason is that a GPU, OFED or RDMA tool is absent."""
+    return result.status.value in ("fail", "error") and any(
+        result.reason.startswith(f"{tool} not found") for tool in LAB_ABSENT_TOOLS
+    )
+
+
+def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = False) -> None:
+    """The closing lines of bootstrap and demo: each stage's time and result, the verdict,
+    where the report is, and (in the lab) how much of a FAIL is only the lab's missing GPUs."""
+    run = result.run
+    say(console, f"summary of run {run.path}:")
+    for name in run.stages() if not result.seconds else list(result.seconds):
+        if name == result.failed:
+            state: tuple[str, str] = ("failed", "red")
+        elif name in result.resumed:
+            state = ("resumed", "dim")
+        else:
+            state = ("ok", "green")
+        seconds = result.seconds.get(name)
+        took = f"{seconds:7.1f} s" if seconds is not None else "      - "
+        say(console, f"  {name:<10} {took}  ", state)
+    report = run.read_record("report")
+    word = (report.data.verdict if isinstance(report, ReportRecord) else None) or "INCOMPLETE"
+    validate = run.read_record("validate")
+    results = validate.data.results if isinstance(validate, ValidateRecord) else []
+    failing = [r for r in results if r.status.value in ("fail", "error")]
+    counted = f" ({len(failing)} failing check(s) in validate)" if validate else ""
+    say(console, "verdict: ", (word, f"bold {_VERDICT_STYLE.get(word, 'yellow')}"), counted)
+    html = run.path / "report.html"
+    if html.is_file():
+        say(console, "report: ", (str(html.resolve()), "bold"))
+    if lab:
+        alone = sum(1 for r in failing if lab_limited(r))
+        say(
+            console,
+            f"the lab has no GPUs, OFED or InfiniBand: {alone} of the {len(failing)} failing"
+            f" check(s) fail for that reason alone ({', '.join(LAB_ABSENT_TOOLS)} absent), so"
+            " its verdict cannot be PASS; on a real rack those checks judge the hardware.",
+        )
