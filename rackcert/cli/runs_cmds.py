@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
 from rackcert.cli.output import show_table
@@ -47,7 +48,7 @@ def list_cmd(
         stages = " ".join(f"{s}:{st}" for s, st in r.statuses.items()) or "-"
         verdict = "unreadable" if r.problem else (r.verdict or "-")
         cells = (r.rack, r.created_at, stages, verdict, str(r.path))
-        table.add_row(*(markup(c) for c in cells))  # run files are not trusted
+        table.add_row(*(Text(c) for c in cells))  # run files are data: no markup parsed
     show_table(console, table)
     for r in runs:
         if r.problem:  # one line each, after the table: what is wrong and where
