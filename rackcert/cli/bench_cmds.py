@@ -214,10 +214,6 @@ def bench(
     from validation.bench.suite import BenchOptions
 
     loaded = load(spec_path)
-    if not local:
-        from rackcert.lab.routes import require_lab_up
-
-        require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     opts = BenchOptions(
         local=local,
         gpus=_ints(gpus, "--gpus"),
@@ -251,6 +247,10 @@ def bench(
         launcher=launcher,
         network_interface=network_interface,
     )
+    if not local:
+        from rackcert.lab.routes import require_lab_up
+
+        require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
     record = validation.bench.run(loaded, rundir, opts, progress=say)
