@@ -1,7 +1,7 @@
 """Discovery round trips and seconds, rackcert vs a naive per-object pyVmomi walk.
 
 Builds twins of 4, 16, 64 and 256 R750xa hosts (4 x A100, one dual-port
-ConnectX-6 each, one VM per host) and reads the same facts both ways:
+ConnectX-6 each, one VM per host, or --vms-per-host) and reads the same facts both ways:
 
 - rackcert: provision.discovery.discover (ContainerView + one RetrievePropertiesEx,
   followed through its pages: every page is a round trip, counted as such);
@@ -11,12 +11,26 @@ ConnectX-6 each, one VM per host) and reads the same facts both ways:
 
     .venv/bin/python benchmarks/discovery.py            # 4 16 64 256
     .venv/bin/python benchmarks/discovery.py 4 16 --json
+    .venv/bin/python benchmarks/discovery.py 2500       # vCenter 7.0's maximum, 4 VMs per host
+
+At vCenter's configuration maximum (2,500 hosts per vCenter, vSphere 7.0
+configuration maximums) the goal is at most 10 s with round trips of 4 + pages
+(about, view, retrieve + continues, destroy view). The pages are converted to
+rackcert's models as each arrives and then dropped, so the controller holds one page
+of SOAP objects at a time. "RSS+ MB" is how much this process's peak resident memory
+grew during the timed discovery (sizes run in ascending order; run one size alone for
+its own figure), "held MB" what the finished inventory's models take (tracemalloc):
+the difference is the pages' parse, not the whole rack twice. `--trace-memory` also
+traces a second discovery's Python peak (tracemalloc slows it down). The
+naive walk is skipped above 256 hosts (--naive-max).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -58,12 +72,34 @@ def naive_walk(si: Any) -> int:
     return hosts
 
 
-def measure(count: int, workdir: Path) -> dict[str, Any]:
+def _traced_peak_mb(si: Any) -> float:
+    """Peak Python memory of a second discovery, traced (tracemalloc slows it down, so the
+    timed discovery runs without it): the inventory's models plus one page in flight."""
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    inventory = discover(si)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    del inventory
+    return peak / 1024 / 1024
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(
+    count: int, workdir: Path, vms_per_host: int, naive_max: int, trace: bool
+) -> dict[str, Any]:
     loaded = load_spec(REPO_ROOT / "inventories" / "r750xa-4node.yaml").spec
     files = twin.TwinFiles.in_dir(workdir / f"n{count}")
-    desc = twin.synthetic_description(count, loaded, files)
+    desc = twin.synthetic_description(count, loaded, files, vms_per_host=vms_per_host)
     desc["tls"] = True
-    started = twin.start(desc, files)
+    t0 = time.perf_counter()
+    started = twin.start(desc, files, timeout=900)
+    twin_start_s = time.perf_counter() - t0
     try:
         spec = loaded.model_copy(deep=True)
         vc = spec.vcenter
@@ -71,48 +107,86 @@ def measure(count: int, workdir: Path) -> dict[str, Any]:
         vc.password_env, vc.password_file = None, str(files.password_file)
         vc.tls.ca_file, vc.tls.thumbprint = str(files.cert_file), None
         with connect(spec) as si:
+            gc.collect()
+            before = _maxrss_mb()
             inventory = discover(si)
+            rss_growth = _maxrss_mb() - before
+            peak = _traced_peak_mb(si) if trace else None
             assert len(inventory.hosts) == count, (len(inventory.hosts), count)
-            t0 = time.perf_counter()
-            with count_round_trips(si) as naive:
-                seen = naive_walk(si)
-            naive_s = time.perf_counter() - t0
-            assert seen == count
+            ours = sum(v.name.startswith("vm") for v in inventory.vms)
+            assert ours == count * vms_per_host, (ours, count * vms_per_host)
+            naive_trips, naive_s = None, None
+            if count <= naive_max:
+                t0 = time.perf_counter()
+                with count_round_trips(si) as naive:
+                    seen = naive_walk(si)
+                naive_s, naive_trips = round(time.perf_counter() - t0, 4), naive.calls
+                assert seen == count
         return {
             "hosts": count,
+            "vms": len(inventory.vms),
+            "twin_start_seconds": round(twin_start_s, 1),
             "rackcert_round_trips": inventory.round_trips,
             "rackcert_pages": inventory.pages,
             "objects": len(inventory.hosts) + len(inventory.vms),
             "rackcert_seconds": inventory.seconds,
-            "naive_round_trips": naive.calls,
-            "naive_seconds": round(naive_s, 4),
+            "peak_rss_growth_mb": round(rss_growth, 1),
+            "traced_peak_mb": round(peak, 1) if peak is not None else None,
+            "held_mb": round(_held_mb(inventory), 1),
+            "naive_round_trips": naive_trips,
+            "naive_seconds": naive_s,
         }
     finally:
         started.stop()
+
+
+def _held_mb(inventory: Any) -> float:
+    """Memory of the inventory's models alone: a deep copy, measured by tracemalloc."""
+    import tracemalloc
+
+    tracemalloc.start()
+    copy = inventory.model_copy(deep=True)
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del copy
+    return held / 1024 / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("counts", nargs="*", type=int, default=[4, 16, 64, 256])
     parser.add_argument("--json", action="store_true", help="print JSON rows")
+    parser.add_argument(
+        "--vms-per-host", type=int, help="VMs on each host (default: 1, or 4 above 256 hosts)"
+    )
+    parser.add_argument("--naive-max", type=int, default=256, help="no naive walk above this")
+    parser.add_argument(
+        "--trace-memory", action="store_true", help="also trace a second discovery's peak"
+    )
     args = parser.parse_args(argv)
     twin.build()
     rows = []
     with tempfile.TemporaryDirectory(prefix="rackcert-bench-") as tmp:
         for count in args.counts:
-            rows.append(measure(count, Path(tmp)))
+            per = args.vms_per_host or (4 if count > 256 else 1)
+            rows.append(measure(count, Path(tmp), per, args.naive_max, args.trace_memory))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(
-        f"{'hosts':>6} {'objects':>7} | {'pages':>5} {'rackcert trips':>14} {'seconds':>8} |"
-        f" {'naive trips':>11} {'seconds':>8}"
+        f"{'hosts':>6} {'vms':>6} {'objects':>7} | {'pages':>5} {'rackcert trips':>14}"
+        f" {'seconds':>8} {'RSS+ MB':>8} {'held MB':>8} | {'naive trips':>11} {'seconds':>8}"
+        f" | {'twin start s':>12}"
     )
     for r in rows:
+        naive = r["naive_round_trips"]
         print(
-            f"{r['hosts']:>6} {r['objects']:>7} | {r['rackcert_pages']:>5}"
-            f" {r['rackcert_round_trips']:>14} {r['rackcert_seconds']:>8.3f} |"
-            f" {r['naive_round_trips']:>11} {r['naive_seconds']:>8.3f}"
+            f"{r['hosts']:>6} {r['vms']:>6} {r['objects']:>7} | {r['rackcert_pages']:>5}"
+            f" {r['rackcert_round_trips']:>14} {r['rackcert_seconds']:>8.3f}"
+            f" {r['peak_rss_growth_mb']:>8.1f} {r['held_mb']:>8.1f} |"
+            f" {naive if naive is not None else '-':>11}"
+            f" {r['naive_seconds'] if naive is not None else '-':>8}"
+            f" | {r['twin_start_seconds']:>12}"
         )
     return 0
 

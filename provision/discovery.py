@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rackcert.errors import RackcertError
@@ -109,28 +110,26 @@ def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
 PAGE_OBJECTS = 1000
 
 
-def _pages(pc: Any, spec: Any, options: Any, stats: dict[str, int]) -> list[Any]:
-    """One retrieval followed through its continuation tokens."""
+def _pages(
+    pc: Any, spec: Any, options: Any, stats: dict[str, int], take: Callable[[list[Any]], None]
+) -> None:
+    """One retrieval followed through its continuation tokens, each page handed to `take`
+    as it arrives (and then dropped: only one page of SOAP objects is held at a time)."""
     result = pc.RetrievePropertiesEx([spec], options)
     stats["pages"] = 1
-    objects = list(result.objects) if result else []
+    take(list(result.objects) if result else [])
     while result is not None and result.token:
         result = pc.ContinueRetrievePropertiesEx(result.token)
         stats["pages"] += 1
-        objects.extend(result.objects or [])
-    return objects
+        take(list(result.objects or []))
 
 
-def _retrieve_paged(
-    pc: Any, spec: Any, options: Any, stats: dict[str, int], attempts: int = 3
-) -> list[Any]:
-    """All pages; a dropped connection restarts the retrieval (a token cannot be replayed:
+def _stream_paged(
+    si: Any, stats: dict[str, int], fresh: Callable[[], Callable[[list[Any]], None]]
+) -> None:
+    """Every host, VM, datastore and network, page by page, through one view. A dropped
+    connection restarts the retrieval with a fresh consumer (a token cannot be replayed:
     the page it was answering may already be consumed)."""
-    return with_retries(lambda: _pages(pc, spec, options, stats), attempts)
-
-
-def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
-    """Every host and VM object content: one retrieval, followed through its pages."""
     from pyVmomi import vim, vmodl
 
     content = si.content
@@ -141,24 +140,69 @@ def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
         pc = content.propertyCollector
         options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
         spec = _filter_spec(vim, vmodl, view)
-        return _retrieve_paged(pc, spec, options, {} if stats is None else stats)
+        with_retries(lambda: _pages(pc, spec, options, stats, fresh()), 3)
     finally:
         with contextlib.suppress(*TRANSIENT_FAULTS):
             view.DestroyView()
 
 
+def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
+    """Every host and VM object content: one retrieval, followed through its pages."""
+    objects: list[Any] = []
+
+    def fresh() -> Callable[[list[Any]], None]:
+        objects.clear()
+        return objects.extend
+
+    _stream_paged(si, {} if stats is None else stats, fresh)
+    return objects
+
+
+class _Collected:
+    """What the pages said, converted as each page arrives (rackcert's models, not SOAP
+    objects): hosts, VMs with their host's moid, and datastore/network names."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, tuple[ObservedHost, list[str], list[str]]] = {}
+        self.vms: dict[str, tuple[ObservedVm, str | None]] = {}
+        self.names: dict[str, str] = {}
+
+    def take(self, objects: list[Any]) -> None:
+        from pyVmomi import vim
+
+        for obj in objects:
+            moid = obj.obj._moId
+            props = {p.name: p.val for p in obj.propSet}
+            if isinstance(obj.obj, vim.HostSystem):
+                refs = [r._moId for r in props.get("datastore") or []]
+                nets = [r._moId for r in props.get("network") or []]
+                self.hosts[moid] = (_host(moid, props), refs, nets)
+            elif isinstance(obj.obj, vim.VirtualMachine):
+                host_ref = props.get("runtime.host")
+                self.vms[moid] = (_vm(moid, props), host_ref._moId if host_ref else None)
+            elif isinstance(obj.obj, vim.Datastore | vim.Network):
+                self.names[moid] = props.get("name", "")
+
+
 def discover(si: Any) -> Inventory:
     """The rack as vCenter sees it now; `round_trips` counts the SOAP calls it took."""
-    from pyVmomi import vim, vmodl
+    from pyVmomi import vmodl
 
     from provision.roundtrips import count_round_trips
 
     started = time.perf_counter()
     stats: dict[str, int] = {}
+    collected = _Collected()
+
+    def fresh() -> Callable[[list[Any]], None]:
+        nonlocal collected
+        collected = _Collected()
+        return collected.take
+
     with count_round_trips(si) as counter:
         try:
             about = si.content.about
-            objects = retrieve_all(si, stats)
+            _stream_paged(si, stats, fresh)
         except vmodl.MethodFault as exc:
             reason = exc.msg or type(exc).__name__
             raise DiscoveryError(f"vCenter discovery failed: {reason}") from None
@@ -168,26 +212,13 @@ def discover(si: Any) -> Inventory:
                 " three times; check the network and re-run"
             ) from None
     hosts: list[ObservedHost] = []
-    vms: list[tuple[ObservedVm, str | None]] = []
-    names = {
-        o.obj._moId: next((p.val for p in o.propSet if p.name == "name"), "")
-        for o in objects
-        if isinstance(o.obj, vim.Datastore | vim.Network)
-    }
-    for obj in objects:
-        props = {p.name: p.val for p in obj.propSet}
-        if isinstance(obj.obj, vim.HostSystem):
-            hosts.append(_host(obj.obj._moId, props))
-            hosts[-1].datastores = sorted(
-                names.get(r._moId, "") for r in props.get("datastore") or []
-            )
-            hosts[-1].networks = sorted(names.get(r._moId, "") for r in props.get("network") or [])
-        elif isinstance(obj.obj, vim.VirtualMachine):
-            host_ref = props.get("runtime.host")
-            vms.append((_vm(obj.obj._moId, props), host_ref._moId if host_ref else None))
+    for host, refs, nets in collected.hosts.values():
+        host.datastores = sorted(collected.names.get(r, "") for r in refs)
+        host.networks = sorted(collected.names.get(r, "") for r in nets)
+        hosts.append(host)
     by_moid = {h.moid: h for h in hosts}
     out_vms, templates = [], []
-    for vm, host_moid in vms:
+    for vm, host_moid in collected.vms.values():
         host = by_moid.get(host_moid or "")
         if vm.template:
             vm.host = host.name if host else None

@@ -26,7 +26,10 @@ Example:
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import hashlib
+import hmac
 import re
 import subprocess
 from dataclasses import dataclass
@@ -102,9 +105,61 @@ def _fingerprint(blob_b64: str) -> str:
 
 
 def known(path: Path, name: str) -> bool:
-    """Whether `path` has a key for `name` (ssh-keygen -F: hashed entries too)."""
+    """Whether `path` has a key for `name` (hashed entries too)."""
+    return bool(lookup(path, name))
+
+
+def lookup(path: Path, name: str) -> list[str]:
+    """The lines of `path` that hold a key for `name`, as `ssh-keygen -F` finds them.
+
+    Read in-process (plain names and OpenSSH's hashed `|1|salt|hmac` names), once per
+    version of the file: validate asks for every node and every peer, and one
+    `ssh-keygen -F` per question was most of the controller's cost per node. A file with
+    patterns or markers (`*`, `?`, `!`, `@revoked`, `@cert-authority`) is left to
+    ssh-keygen itself, which knows their rules.
+    """
     if not path.is_file():
-        return False
+        return []
+    stat = path.stat()
+    index = _index(str(path), stat.st_mtime_ns, stat.st_size)
+    if index is None:
+        return _keygen_lookup(path, name)
+    plain, hashed = index
+    found = list(plain.get(name, []))
+    for salt, digest, line in hashed:
+        if hmac.new(salt, name.encode(), hashlib.sha1).digest() == digest:
+            found.append(line)
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _index(
+    path: str, _mtime_ns: int, _size: int
+) -> tuple[dict[str, list[str]], list[tuple[bytes, bytes, str]]] | None:
+    """{plain name: lines}, [(salt, hmac, line)] of a known_hosts file; None when it holds
+    patterns or markers (then ssh-keygen answers)."""
+    plain: dict[str, list[str]] = {}
+    hashed: list[tuple[bytes, bytes, str]] = []
+    for raw in Path(path).read_text(errors="replace").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        names = line.split()[0]
+        if names.startswith("@") or any(c in names for c in "*?!"):
+            return None
+        if names.startswith("|1|"):
+            try:
+                _, _, salt, digest = names.split("|")
+                hashed.append((base64.b64decode(salt), base64.b64decode(digest), line))
+            except (ValueError, binascii.Error):
+                continue
+            continue
+        for host in names.split(","):
+            plain.setdefault(host, []).append(line)
+    return plain, hashed
+
+
+def _keygen_lookup(path: Path, name: str) -> list[str]:
     done = subprocess.run(
         ["ssh-keygen", "-F", name, "-f", str(path)],
         capture_output=True,
@@ -112,7 +167,9 @@ def known(path: Path, name: str) -> bool:
         check=False,
         timeout=30,
     )
-    return done.returncode == 0 and bool(done.stdout.strip())
+    if done.returncode != 0:
+        return []
+    return [ln for ln in done.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 def scan(address: str, port: int, timeout: int = 5) -> list[str]:
@@ -166,19 +223,12 @@ def peer_lines(path: Path, peers: list[tuple[str, str, int]]) -> list[str]:
     """known_hosts lines for the nodes' own use: each peer's enrolled keys, by address and name.
 
     `peers` are (name, address, port). The keys come from the controller's file
-    (plain entries; hashed ones are looked up through ssh-keygen -F), so every
+    (plain and hashed entries, `lookup`), so every
     node trusts exactly what the controller enrolled or the spec pinned.
     """
     out: list[str] = []
     for name, address, port in peers:
-        done = subprocess.run(
-            ["ssh-keygen", "-F", host_name(address, port), "-f", str(path)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        )
-        for line in done.stdout.splitlines():
+        for line in lookup(path, host_name(address, port)):
             parts = line.split()
             if line.startswith("#") or len(parts) < 3 or not _LINE.match(" ".join(parts[:3])):
                 continue

@@ -66,10 +66,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, obj: Any) -> str:
+def atomic_write_json(path: Path, obj: Any, *, indent: int | None = 2) -> str:
     """Scrub secrets, serialise, write atomically; returns the text written. An OSError
-    becomes one RecordError line."""
-    payload = REDACTOR.scrub(json.dumps(obj, indent=2, default=str) + "\n")
+    becomes one RecordError line.
+
+    `indent=None` writes compact JSON through the C encoder (json's indented output is
+    pure Python): for machine-read documents that grow with the rack, such as facts.json.
+    """
+    payload = REDACTOR.scrub(json.dumps(obj, indent=indent, default=str) + "\n")
     try:
         atomic_write_bytes(path, payload.encode())
     except OSError as exc:

@@ -186,6 +186,31 @@ class ValidateSummary(Model):
     wall_seconds: float = 0.0
 
 
+class PeerPair(Model):
+    node: str
+    peer: str
+    since: int | None = Field(
+        None, description="Runs since this node last checked this peer; None: never before"
+    )
+
+
+class PeerMesh(Model):
+    """ssh.peers' choice of pairs (validation.peers) and how much of the mesh is covered."""
+
+    mode: str = Field(description="ring+random (ring neighbours + k peers) or all")
+    k: int = Field(0, description="Peers beyond the two ring neighbours (0 with all)")
+    seed: str = Field(description="Digest of the run id the choice was seeded from")
+    round: int = Field(description="How many runs with ssh.peers this rack's history holds")
+    pairs: list[PeerPair] = Field(default_factory=list, description="Pairs checked this run")
+    checked: int = 0
+    mesh_pairs: int = Field(0, description="Ordered pairs of the full mesh, n x (n-1)")
+    covered: int = Field(0, description="Ordered pairs checked at least once, this run included")
+    oldest: int | None = Field(
+        None, description="Runs since the stalest pair was checked (None while some never was)"
+    )
+    history: str | None = Field(None, description="peers.json: the history for the next run")
+
+
 class ValidateData(Model):
     results: list[CheckResult] = Field(default_factory=list)
     nodes: dict[str, ValidateNode] = Field(default_factory=dict)
@@ -208,6 +233,7 @@ class ValidateData(Model):
     regressions: list[str] = Field(
         default_factory=list, description="Changes for the worse: any one fails validate"
     )
+    peers: PeerMesh | None = Field(None, description="ssh.peers' pairs and mesh coverage")
 
 
 # -- bench --------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ from validation.bench import nccltests, perftest, storage
 from validation.bench.suite import BenchOptions, Engine, Point, run_nccl_tests
 from validation.checks import REGISTRY, NodeView, load_all, run_check
 from validation.expect import NodeExpect
-from validation.probes import PROBE_TIMEOUT_S, PROBES, ProbeOutput, build_script
+from validation.facts.gpu import DcgmDiag
+from validation.facts.system import Hostname
+from validation.probes import PROBE_TIMEOUT_S, ProbeOutput, build_script
 
 FIX = Path(__file__).parent / "fixtures" / "bench"
 NCCL = (FIX / "all_reduce_perf-h200-1gpu.txt").read_text()
@@ -242,13 +244,13 @@ def test_dcgm_check_skips_fails_and_passes() -> None:
 
 def test_dcgm_probe_has_its_own_time_limit_then_the_common_one_again() -> None:
     expect = NodeExpect(node="n1", address="10.0.0.1", gpus=1, dcgm_diag_level=3)
-    script = build_script([PROBES["dcgm_diag"], PROBES["hostname"]], expect)
+    script = build_script([DcgmDiag, Hostname], expect)
     assert "dcgmi diag -r 3 -j" in script
     own, common = (
         script.index("timeout -k 2 3600"),
         script.rindex(f"timeout -k 2 {PROBE_TIMEOUT_S}"),
     )
-    assert own < script.index("dcgmi diag") < common < script.index("hostname; uname")
+    assert own < script.index("dcgmi diag") < common < script.index("uname -n")
 
 
 def _stand_in_all_reduce_perf(path: Path) -> Path:

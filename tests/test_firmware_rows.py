@@ -90,9 +90,11 @@ def test_the_probe_runs_on_a_real_host_and_finds_no_firmware_on_virtual_nics(ssh
     assert parse_nic_firmware(out.stdout.splitlines()) == {"version": "", "devices": {}}
     # ...and as one of the facts validate's probe session gathers (facts.json).
     from rackcert.ssh_target import SshTarget
+    from validation.checks import NodeView
     from validation.expect import NodeExpect
-    from validation.facts import build_facts, fact_probes
+    from validation.facts.net import NicFirmware
     from validation.gather import Target, gather
+    from validation.snapshot import build_facts
 
     ssh = SshTarget(
         host=host.address,
@@ -101,9 +103,12 @@ def test_the_probe_runs_on_a_real_host_and_finds_no_firmware_on_virtual_nics(ssh
         known_hosts=str(host.known_hosts),
     )
     target = Target(expect=NodeExpect(node="node1", address=host.address), ssh=ssh)
-    got = gather(target, ["hostname"], None, fact_probes())
+    got = gather(target, [NicFirmware], None)
     assert got.reachable, got.error
-    node = build_facts({"node1": got.outputs}, {}, seconds=got.seconds)["nodes"]["node1"]
+    view = NodeView(target.expect, got.outputs)
+    doc = build_facts({"node1": view}, {}, facts=[NicFirmware], seconds=got.seconds)
+    node = doc["nodes"]["node1"]
+    assert doc["facts"] == ["nic_firmware"]  # exactly the facts gathered
     assert "nic_firmware" not in node.get("fact_errors", {}), node.get("fact_errors")
     assert node["nic_firmware"] == {"version": "", "devices": {}}
 

@@ -139,3 +139,23 @@ def test_a_peer_whose_key_changed_fails_ssh_peers_from_the_other_node(
         "node2 (its host key is not the one enrolled: Host key verification failed)"
     )
     assert data["nodes"]["node2"]["reachable"] is False  # the controller refuses it too
+
+
+def test_lookup_reads_plain_and_hashed_entries_as_ssh_keygen_finds_them(tmp_path):
+    """known()/peer_lines() read the file in-process (no ssh-keygen per node and peer); the
+    answers are ssh-keygen -F's, hashed names included; patterns are left to ssh-keygen."""
+    from rackcert.known_hosts import _keygen_lookup, lookup
+
+    key = "AAAAC3NzaC1lZDI1NTE5AAAAIBq3nTPdGBd4BZ9Ppqgyw2FY1JhT7z7ZcVzG3O5Hk1Dm"
+    path = tmp_path / "known_hosts"
+    path.write_text(
+        f"10.0.0.1 ssh-ed25519 {key}\n[10.0.0.2]:2222,node2 ssh-ed25519 {key}\n"
+        f"10.0.0.3 ssh-ed25519 {key}\n"
+    )
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(path)], check=True, capture_output=True)
+    path.write_text(path.read_text() + f"10.0.0.4 ssh-ed25519 {key}\n")  # plain and hashed
+    for name in ("10.0.0.1", "[10.0.0.2]:2222", "node2", "10.0.0.3", "10.0.0.4", "10.0.0.9"):
+        assert lookup(path, name) == _keygen_lookup(path, name), name
+    assert lookup(path, "10.0.0.1")[0].startswith("|1|") and not lookup(path, "10.0.0.9")
+    path.write_text(f"10.0.0.* ssh-ed25519 {key}\n")  # a pattern: ssh-keygen decides
+    assert lookup(path, "10.0.0.7") == _keygen_lookup(path, "10.0.0.7")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rackcert.runs import RunDir, list_runs
 from tests.test_validate_local import H200_SPEC, rackcert
 
@@ -33,3 +35,12 @@ def test_upgrade_is_diffed_against_the_last_certified_run(tmp_path, fake_gpu_too
     assert "versions changed" in out and "585.10.01" in out
     assert "REGRESSION" in out and "gpu.driver" in out
     assert "Traceback" not in upgraded.stderr
+    # validate wrote its record once; the comparison is the report layer's document, and
+    # JUnit carries the regressions as one failing case (CI and the exit code agree).
+    newest = RunDir.open(list_runs(runs)[-1].path)
+    record = newest.read_record("validate")
+    assert record.data.compared_with is None and record.data.regressions == []
+    compared = json.loads((newest.path / "comparison.json").read_text())
+    assert compared["compared_with"] == str(certified.path) and compared["regressions"]
+    junit = (newest.artifacts("validate") / "junit.xml").read_text()
+    assert 'name="validate.regressions"' in junit or "validate.regressions" in junit

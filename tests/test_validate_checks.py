@@ -9,29 +9,35 @@ import pytest
 from rackcert.results import Status
 from validation.checks import REGISTRY, NodeView, load_all, run_check, select
 from validation.expect import MountExpect, NodeExpect, Peer
+from validation.facts.system import Hostname
 from validation.probes import ProbeOutput
 
 H200 = Path(__file__).parent / "fixtures" / "h200"
+# fact key (validation.facts) -> captured H200 output
 FILES = {
-    "hostname": "uname",
-    "os_release": "os-release",
-    "gpu_query": "nvidia-smi-query-gpu",
-    "gpu_q": "nvidia-smi-q",
-    "gpu_topo": "nvidia-smi-topo-m",
-    "gpu_nvlink": "nvidia-smi-nvlink-s",
-    "kernel_log": "dmesg-xid",
-    "modules": "proc-modules",
+    "gpus": "nvidia-smi-query-gpu",
+    "nvidia_smi": "nvidia-smi-q",
+    "gpu_topology": "nvidia-smi-topo-m",
+    "nvlink": "nvidia-smi-nvlink-s",
+    "xid_events": "dmesg-xid",
+    "kernel_modules": "proc-modules",
     "cuda_toolkit": "nvcc",
-    "mountinfo": "mountinfo",
+    "mounts": "mountinfo",
 }
 
 
 def h200_outputs() -> dict[str, ProbeOutput]:
     out = {p: ProbeOutput(p, 0, (H200 / f"{f}.txt").read_text()) for p, f in FILES.items()}
+    uname = (H200 / "uname.txt").read_text().split()
+    out["hostname"] = ProbeOutput("hostname", 0, uname[1])
+    out["kernel"] = ProbeOutput("kernel", 0, uname[2])
+    # pyinfra's LinuxDistribution command prints each /etc/*-release file, then ---.
+    release = (H200 / "os-release.txt").read_text()
+    out["os"] = ProbeOutput("os", 0, f"/etc/os-release\n{release}\n---")
     out["ofed"] = ProbeOutput("ofed", 127, "", missing="ofed_info")
-    out["ibdev2netdev"] = ProbeOutput("ibdev2netdev", 127, "", missing="ibdev2netdev")
-    out["mlxconfig"] = ProbeOutput("mlxconfig", 127, "", missing="mlxconfig")
-    out["ib_rate"] = ProbeOutput("ib_rate", 0, "")
+    out["rdma_ports"] = ProbeOutput("rdma_ports", 127, "", missing="ibdev2netdev")
+    out["nic_ats"] = ProbeOutput("nic_ats", 127, "", missing="mlxconfig")
+    out["rdma_rates"] = ProbeOutput("rdma_rates", 0, "")
     return out
 
 
@@ -97,7 +103,7 @@ def test_branch_and_model_and_count_expectations():
 
 def test_missing_tool_is_a_failed_check_with_that_reason():
     outs = h200_outputs()
-    outs["gpu_query"] = ProbeOutput("gpu_query", 127, "", missing="nvidia-smi")
+    outs["gpus"] = ProbeOutput("gpus", 127, "", missing="nvidia-smi")
     res = judge("gpu.count", h200_expect(), outs)
     assert (res.status, res.reason) == (Status.failed, "nvidia-smi not found")
     res = judge("ofed.version", h200_expect(ofed="5.4-3.1.0.0"))
@@ -111,18 +117,18 @@ def test_nvlink_pair_expected_on_single_gpu_fails():
 
 def test_ecc_and_pcie_problems_fail():
     outs = h200_outputs()
-    text = outs["gpu_query"].text.replace(", 0, 0, [N/A], No, No,", ", 3, 3, [N/A], Yes, No,")
-    outs["gpu_query"] = ProbeOutput("gpu_query", 0, text)
+    text = outs["gpus"].text.replace(", 0, 0, [N/A], No, No,", ", 3, 3, [N/A], Yes, No,")
+    outs["gpus"] = ProbeOutput("gpus", 0, text)
     res = judge("gpu.ecc.errors", h200_expect(), outs)
     assert res.status is Status.failed and "3 uncorrectable" in res.observed
-    text2 = h200_outputs()["gpu_query"].text.replace("[N/A], 16, 16,", "[N/A], 8, 16,")
-    outs["gpu_query"] = ProbeOutput("gpu_query", 0, text2)
+    text2 = h200_outputs()["gpus"].text.replace("[N/A], 16, 16,", "[N/A], 8, 16,")
+    outs["gpus"] = ProbeOutput("gpus", 0, text2)
     assert judge("gpu.pcie.link", h200_expect(), outs).status is Status.failed
 
 
 def test_xid_in_kernel_log_fails_and_names_fatal():
     outs = h200_outputs()
-    outs["kernel_log"] = ProbeOutput("kernel_log", 0, "NVRM: Xid (PCI:0000:00:06): 79, pid=1, x")
+    outs["xid_events"] = ProbeOutput("xid_events", 0, "NVRM: Xid (PCI:0000:00:06): 79, pid=1, x")
     res = judge("gpu.xid", h200_expect(), outs)
     assert res.status is Status.failed and "fatal: [79]" in res.reason
 
@@ -168,7 +174,7 @@ def test_every_check_has_id_summary_fix_and_select_patterns():
 
 def test_crashing_check_is_an_error_result():
     outs = h200_outputs()
-    outs["gpu_q"] = ProbeOutput("gpu_q", 0, "garbage")
+    outs["nvidia_smi"] = ProbeOutput("nvidia_smi", 0, "garbage")
     res = judge("gpu.cuda.driver", h200_expect(), outs)
     assert res.status is Status.error and "unexpected output" in res.reason
 
@@ -184,7 +190,7 @@ def test_hypervisor_checks_share_the_registry_with_a_scope(capsys):
     scopes = {d.id: d.scope for d in defs.values()}
     assert {scopes[i] for i in hv_ids()} == {"host", "vm", "rack"}
     assert set(hv_ids()) >= {"hv.host.ats", "hv.vm.mmio", "hv.vm.present", "hv.discovery"}
-    assert all(d.scope in GUEST and d.probes for d in select(None))
+    assert all(d.scope in GUEST and d.facts for d in select(None))
     assert not {d.id for d in select(None)} & set(hv_ids())
     assert [d.id for d in listed()][-len(hv_ids()) :] == [
         d.id for d in listed() if d.scope != "node"
@@ -196,9 +202,9 @@ def test_hypervisor_checks_share_the_registry_with_a_scope(capsys):
         Fix: none, it is refused.
         """
 
-    with pytest.raises(ValueError, match="scope 'host' with probes"):
-        check("hv.test.bad", probes=("hostname",), scope="host")(bad)
-    with pytest.raises(ValueError, match="scope 'node' with probes"):
+    with pytest.raises(ValueError, match="scope 'host' with facts"):
+        check("hv.test.bad", facts=(Hostname,), scope="host")(bad)
+    with pytest.raises(ValueError, match="scope 'node' with facts"):
         check("node.test.bad", scope="node")(bad)
     assert "hv.test.bad" not in load_all() and "node.test.bad" not in load_all()
     capsys.readouterr()

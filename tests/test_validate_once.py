@@ -46,18 +46,22 @@ def test_one_authenticated_connection_per_node_answers_checks_and_facts(
         peer = next(p for p in hosts if p is not h)
         assert got[peer.address] == 1, f"{h.name}: ssh.peers from {peer.name}: {got}"
         assert set(got) == {controller, peer.address}, got
-    # facts.json came from those same sessions: pyinfra's parsers over the probe answers.
+    # facts.json came from those same sessions: the fact classes' parsers over the answers,
+    # exactly the facts gathered (the checks' and the report's snapshot), each once.
     facts = json.loads(next(runs.glob("vtest/*/facts.json")).read_text())
     assert data["facts"] == "facts.json"
+    assert len(facts["facts"]) == len(set(facts["facts"])) and "ssh_peers" in facts["facts"]
     for h in hosts:
         node = facts["nodes"][h.name]
         assert "fact_errors" not in node, node["fact_errors"]
         assert node["hostname"] == h.name and node["kernel"] and node["arch"]
         assert node["os"]["name"] and node["os"]["release_meta"]
-        assert "/" in node["mounts"]  # prepare() mounts the data export on node1 only:
-        assert ("/mnt/rackcert-data" in node["mounts"]) is (h.name == "node1")
+        points = {m["mount_point"] for m in node["mounts"]}
+        assert "/" in points  # prepare() mounts the data export on node1 only:
+        assert ("/mnt/rackcert-data" in points) is (h.name == "node1")
         assert node["deb_packages"]["openssh-server"] and node["rpm_packages"] == {}
-        assert node["nics"]["eth0"]["mtu"] == "1500"
+        assert node["nics"]["interfaces"]["eth0"]["mtu"] == "1500"
+        assert node["nics"]["mtu"]["eth0"] == 1500  # the value net.mtu judged
         assert node["sysctl"]["kernel.hostname"] == h.name
         # the GPU fact asked the same (FAKE) nvidia-smi the gpu.* checks judged
         assert [g["name"] for g in node["gpus"]] == [A100["name"]] * 2

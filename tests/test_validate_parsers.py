@@ -8,7 +8,9 @@ import pytest
 
 from validation import parsers
 from validation.expect import NodeExpect, Peer
-from validation.probes import PROBES, build_script, split_output
+from validation.facts.net import Ofed
+from validation.facts.system import Hostname, LinuxDistribution
+from validation.probes import build_script, split_output
 
 H200 = Path(__file__).parent / "fixtures" / "h200"
 
@@ -109,20 +111,21 @@ def test_script_markers_roundtrip_and_missing_tool(tmp_path):
     import subprocess
 
     expect = NodeExpect(node="n1", address="127.0.0.1", peers=[Peer(name="p", address="x")])
-    probes = [PROBES["os_release"], PROBES["ofed"], PROBES["hostname"]]
-    script = build_script(probes, expect, tool_path=str(tmp_path))
+    script = build_script([LinuxDistribution, Ofed, Hostname], expect, tool_path=str(tmp_path))
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
     got = split_output(out)
-    assert "ID=" in got["os_release"].text and got["os_release"].ok
+    assert "ID=" in got["os"].text and got["os"].ok
+    assert LinuxDistribution().process(got["os"].text.splitlines())["release_meta"]["ID"]
     assert got["ofed"].missing == "ofed_info" and got["ofed"].why() == "ofed_info not found"
     assert got["hostname"].rc == 0 and got["hostname"].text
 
 
 def test_pyinfra_facts_process_real_h200_output():
     """rackcert's own pyinfra facts on the H200's output (pyinfra's KernelModules fails there)."""
-    from validation.facts import LoadedModules, NvidiaGpus
+    from validation.facts.gpu import GpuQuery
+    from validation.facts.system import LoadedModules
 
     mods = LoadedModules().process(fx("proc-modules").splitlines())
     assert mods["nvidia"]["used"] == "-" and mods["nvidia_uvm"]["state"] == "Live"
-    (gpu,) = NvidiaGpus().process(fx("nvidia-smi-query-gpu").splitlines())
+    (gpu,) = GpuQuery().process(fx("nvidia-smi-query-gpu").splitlines())
     assert gpu["name"] == "NVIDIA H200"

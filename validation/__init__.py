@@ -2,14 +2,18 @@
 
 Layout, one job per module:
 
-- `probes`      the shell commands a node is asked, sent as ONE script per node (facts).
-- `parsers`     pure functions turning those outputs into values (tested on captured output).
+- `facts/`     what a node is asked: one pyinfra-shaped class per observation (command,
+                tool, pure parse into a typed value); checks declare the ones they read.
+- `probes`      those facts' commands as ONE script per node, cut back per fact.
+- `parsers`     pure functions turning outputs into values (tested on captured output).
 - `expect`      what each node must be, derived from the spec and `rackcert.placement`.
 - `checks/`     the judges: one small function per check id, by area (gpu, nic, os, ...).
-- `suite/`      the pytest module and plugin that run the checks through testinfra.
+- `peers`       which peers ssh.peers checks: ring neighbours + k, rotating (not n^2).
+- `suite/`      the pytest module and plugin that run the checks through testinfra
+                (`pytest --hosts=... --rackcert-spec SPEC validation/suite` works too).
 - `runner`      the fan-out: all nodes in one parallel pass, rich progress, results.
 - `hypervisor`  checks over provision's recorded discovery (ATS, passthrough, MMIO, ...).
-- `facts`       the pyinfra facts snapshot (facts.json) the report keeps.
+- `snapshot`    facts.json: the gathered facts' values, as the checks judged them.
 - `junit`       JUnit XML for CI systems.
 
 `validation` never imports `provision`; both read `rackcert.*`.

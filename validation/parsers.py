@@ -65,6 +65,26 @@ def smi_q_header(text: str) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class SmiHeader:
+    """What `nvidia-smi -q` says above its first GPU."""
+
+    driver_version: str
+    cuda_driver: str | None
+    attached_gpus: int | None
+
+
+def smi_header(text: str) -> SmiHeader:
+    """`nvidia-smi -q` -> SmiHeader (the CUDA version is the newest the driver supports)."""
+    head = smi_q_header(text)
+    attached = head.get("Attached GPUs", "")
+    return SmiHeader(
+        head["Driver Version"],
+        head.get("CUDA Version") or None,
+        int(attached) if attached.isdigit() else None,
+    )
+
+
 @dataclass
 class Topology:
     """`nvidia-smi topo -m`: the link between each pair of devices (X, NV12, PIX, SYS...)."""
@@ -149,6 +169,16 @@ def module_names(text: str) -> set[str]:
     return {ln.split()[0] for ln in text.splitlines() if ln.strip()}
 
 
+def proc_modules(lines: list[str]) -> dict[str, dict[str, str]]:
+    """/proc/modules lines -> {name: {size, used, state}} (`used` may be '-')."""
+    out = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 5:
+            out[parts[0]] = {"size": parts[1], "used": parts[2], "state": parts[4]}
+    return out
+
+
 def cuda_toolkit(text: str) -> str | None:
     """/usr/local/cuda/version.json or `nvcc --version` -> '12.4.1' (None when neither)."""
     stripped = text.strip()
@@ -222,6 +252,16 @@ def ctk_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+def docker_runtimes(text: str) -> list[str] | None:
+    """`docker info --format '{{json .Runtimes}}'` -> runtime names (None: no JSON line)."""
+    lines = text.strip().splitlines()
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+    return sorted(data) if isinstance(data, dict) else None
+
+
 def cdi_gpus(text: str) -> list[str]:
     """`nvidia-ctk cdi list` -> the numbered GPU devices (nvidia.com/gpu=0, ...)."""
     return sorted({m.group(1) for m in re.finditer(r"nvidia\.com/gpu=(\d+)", text)})
@@ -257,14 +297,31 @@ class NetState:
     mtu: dict[str, int] = field(default_factory=dict)
     addrs: dict[str, list[str]] = field(default_factory=dict)
     default_dev: str | None = None
+    interfaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def net_state(text: str) -> NetState:
-    """The `net` probe: `mtu IF N`, `addr <ip -o -4 addr line>`, `route <default route>`."""
+    """The NetInterfaces fact: `if NAME|mtu|mac|state|speed|driver pci` per interface,
+    `mtu IF N`, `addr <ip -o -4 addr line>`, `route <default route>`."""
     state = NetState()
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
-        if kind == "mtu":
+        if kind == "if":
+            parts = rest.split("|")
+            if len(parts) == 6:
+                name, mtu, mac, oper, speed, dev = parts
+                driver, _, pci = dev.partition(" ")
+                state.interfaces[name] = {
+                    "mtu": mtu,
+                    "mac": mac,
+                    "state": oper,
+                    "speed_mbps": speed,
+                    "driver": driver,
+                    "pci": pci,
+                }
+                if mtu.strip().isdigit():
+                    state.mtu[name] = int(mtu)
+        elif kind == "mtu":
             name, _, value = rest.partition(" ")
             if value.strip().isdigit():
                 state.mtu[name] = int(value)

@@ -26,7 +26,7 @@ from typing import Any
 from rackcert.errors import InputError
 from rackcert.known_hosts import enroll, is_pinned, peer_lines, rack_file
 from rackcert.results import CheckResult, Severity, Status
-from rackcert.runs import RunDir, atomic_write_bytes_checked, utc_now
+from rackcert.runs import RunDir, atomic_write_bytes_checked, atomic_write_json, utc_now
 from rackcert.spec_loader import LoadedSpec
 from rackcert.ssh_target import SshTarget
 from rackcert.untrusted import cap_strings
@@ -35,6 +35,9 @@ from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
 from validation.hypervisor import discovery_record, hv_ids, hypervisor_results, no_discovery
 from validation.junit import write_junit
+from validation.peers import DEFAULT_K, History, Plan
+from validation.peers import choose as choose_peers
+from validation.peers import previous as peer_history
 
 SUITE = Path(__file__).resolve().parent / "suite" / "test_checks.py"
 TOOL_PATH_ENV = "RACKCERT_TOOL_PATH"
@@ -242,7 +245,8 @@ def _follow(procs, events: Path, names: list[str], total: int, console, deadline
                 break
             if time.monotonic() > end:
                 suite.kill()
-            time.sleep(0.05)
+            # Live bars want a quick refresh; without a terminal, poll less (it costs CPU).
+            time.sleep(0.05 if console is not None else 0.25)
     rc = suite.wait() if suite else 0
     return gathered, results, rc
 
@@ -261,6 +265,7 @@ def validate(
     ssh_config: Path | None = None,
     facts: bool = True,
     hypervisor: bool | None = None,
+    peers: int | str = DEFAULT_K,
     console=None,
     deadline_s: float = 900.0,
 ) -> Outcome:
@@ -273,6 +278,9 @@ def validate(
         loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
     )
     names = [t.expect.node for t in tgts]
+    mesh = _peer_plan(loaded, run, tgts, defs, peers) if not local else None
+    if mesh is not None:
+        tgts = _with_chosen_peers(tgts, mesh[1])
     tool_path = tool_path or os.environ.get(TOOL_PATH_ENV) or None
     art = run.artifacts("validate")
     events = art / "events.jsonl"
@@ -286,7 +294,8 @@ def validate(
         checks=[d.id for d in defs],
         tool_path=tool_path,
         events=str(events),
-        facts=str(facts_path) if facts and defs else None,
+        facts=str(facts_path) if defs else None,
+        snapshot=facts,
     )
     job_path = art / "job.json"
     atomic_write_bytes_checked(job_path, job.model_dump_json(indent=2).encode())
@@ -301,7 +310,8 @@ def validate(
     gathered, guest, suite_rc = _follow(procs, events, names, len(defs), console, deadline_s)
     guest += _not_run(defs, names, guest, art, suite_rc)
     order = {d.id: i for i, d in enumerate(defs)}
-    guest.sort(key=lambda r: (names.index(r.node) if r.node in names else 99, order.get(r.id, 99)))
+    rank = {n: i for i, n in enumerate(names)}
+    guest.sort(key=lambda r: (rank.get(r.node, len(rank)), order.get(r.id, len(order))))
     results = guest + hv_results
     node_info = _nodes(tgts, gathered, results, guest_run=bool(defs))
     summary = _summary(results, time.monotonic() - t0)
@@ -317,9 +327,10 @@ def validate(
         "skipped_by_request": skip,
         "local": local,
         "hypervisor_source": hv_source,
-        "facts": str(facts_path.name) if facts and facts_path.is_file() else None,
+        "facts": str(facts_path.name) if defs and facts_path.is_file() else None,
         "tool_path": tool_path,
         "host_keys": host_keys,
+        "peers": _peer_record(run, mesh, results) if mesh is not None else None,
     }
     junit_path = write_junit(art / "junit.xml", results)
     if junit:
@@ -330,6 +341,50 @@ def validate(
     record = run.path / "validate.json"
     extra = {"host_keys": host_keys} if host_keys else {}
     return Outcome(results, node_info, summary, record, junit or junit_path, facts_path, extra)
+
+
+def _peer_plan(
+    loaded: LoadedSpec, run: RunDir, tgts: list[Target], defs: list, k: int | str
+) -> tuple[History | None, Plan] | None:
+    """This run's choice of peers for ssh.peers (validation.peers), from the rack's history;
+    None when ssh.peers is not among the checks."""
+    if not any(d.id == "ssh.peers" for d in defs):
+        return None
+    every = list(expectations(loaded.spec))
+    history = peer_history(run.path.parent, run.path)
+    sources = [t.expect.node for t in tgts]
+    return history, choose_peers(every, run.path.name, k=k, history=history, sources=sources)
+
+
+def _with_chosen_peers(tgts: list[Target], plan: Plan) -> list[Target]:
+    out = []
+    for t in tgts:
+        wanted = set(plan.chosen.get(t.expect.node, []))
+        kept = [p for p in t.expect.peers if p.name in wanted]
+        out.append(t.model_copy(update={"expect": t.expect.model_copy(update={"peers": kept})}))
+    return out
+
+
+def _peer_record(
+    run: RunDir, mesh: tuple[History | None, Plan], results: list[CheckResult]
+) -> dict[str, Any]:
+    """The pairs checked, the runs since each was last checked, and the mesh's coverage;
+    the history for the next run goes to peers.json."""
+    from validation.peers import HISTORY_FILE, coverage, record
+
+    history, plan = mesh
+    after = record(history, plan)
+    atomic_write_json(run.path / HISTORY_FILE, after.to_dict())
+    return {
+        "mode": plan.mode,
+        "k": plan.k,
+        "seed": plan.seed,
+        "round": plan.round,
+        "pairs": [{"node": n, "peer": p, "since": s} for n, p, s in plan.pairs()],
+        "checked": len(plan.since),
+        "history": HISTORY_FILE,
+        **coverage(after, plan.nodes),
+    }
 
 
 def _enroll(loaded: LoadedSpec, run: RunDir, tgts: list[Target]) -> dict[str, Any]:
@@ -388,9 +443,12 @@ def _nodes(
 ) -> dict[str, Any]:
     """Per node: reachable (None when no guest check ran), counts, passed/failed."""
     out: dict[str, Any] = {}
+    by_node: dict[str, list[CheckResult]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
     for t in tgts:
         node = t.expect.node
-        mine = [r for r in results if r.node == node]
+        mine = by_node.get(node, [])
         ev = gathered.get(node, {})
         reachable = bool(ev.get("reachable")) if guest_run else None
         bad = any(_failing(r) for r in mine) or reachable is False

@@ -22,6 +22,7 @@ from rich.text import Text
 from rackcert.cli.output import show_table
 from rackcert.pipeline import PipelineResult
 from rackcert.results import CheckResult
+from rackcert.runs import STAGES
 from rackcert.stage_records import (
     ActionRecord,
     BenchRecord,
@@ -121,8 +122,11 @@ def show_validate(console: Console, record: ValidateRecord, path: Path, junit: P
     rows: dict[str, ValidateNode | None] = dict(data.nodes)
     for r in data.results:  # hypervisor-only nodes (ESXi hosts)
         rows.setdefault(r.node, None)
+    by_node: dict[str, list] = {}
+    for r in data.results:
+        by_node.setdefault(r.node, []).append(r)
     for name, info in rows.items():
-        mine = [r for r in data.results if r.node == name]
+        mine = by_node.get(name, [])
         fatal = [r for r in mine if r.severity.value == "error"]
         bad_fatal = [r for r in fatal if r.status.value in ("fail", "error")]
         counts = {
@@ -261,7 +265,8 @@ def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = Fa
     where the report is, and (in the lab) how much of a FAIL is only the lab's missing GPUs."""
     run = result.run
     say(console, f"summary of run {run.path}:")
-    for name in run.stages() if not result.seconds else list(result.seconds):
+    shown = [s for s in STAGES if s in result.seconds or s in result.resumed]
+    for name in shown or run.stages():
         if name == result.failed:
             state: tuple[str, str] = ("failed", "red")
         elif name in result.resumed:

@@ -23,6 +23,7 @@ from rackcert.cli.common import (
 from rackcert.cli.display import show_validate
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
+from rackcert.stage_records import ValidateRecord
 from rackcert.untrusted import markup
 
 
@@ -66,8 +67,20 @@ def validate_cmd(
         typer.Option("--ssh-config", help="SSH client config to use instead of rackcert's own"),
     ] = None,
     no_facts: Annotated[
-        bool, typer.Option("--no-facts", help="Skip the pyinfra facts snapshot (facts.json)")
+        bool,
+        typer.Option(
+            "--no-facts",
+            help="Leave the report's snapshot (packages, sysctl, firmware...) out of facts.json",
+        ),
     ] = False,
+    peers: Annotated[
+        str | None,
+        typer.Option(
+            "--peers",
+            help="ssh.peers: 'all' for the full mesh, or how many peers beyond the two ring"
+            " neighbours each node checks (default 2, rotating between runs)",
+        ),
+    ] = None,
     list_checks: Annotated[
         bool, typer.Option("--list", help="List the check ids with what each expects, and exit")
     ] = False,
@@ -92,7 +105,9 @@ def validate_cmd(
         _print_checks()
         return
     import validation
+    from validation.peers import parse_k
 
+    peer_k = parse_k(peers)
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
     loaded = load(spec_path)
@@ -106,7 +121,6 @@ def validate_cmd(
         loaded,
         run_dir,
         runs_root=root,
-        compare=compare,
         nodes=node,
         checks=check,
         skip=skip,
@@ -115,24 +129,26 @@ def validate_cmd(
         junit=junit,
         ssh_config=ssh_config,
         facts=not no_facts,
+        peers=peer_k,
         console=err_console if err_console.is_terminal else None,
     )
     path = run_dir.path / "validate.json"
     data = record.data
+    junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
+    found = _compare(run_dir, root, record, junit) if compare else None
     if as_json:
-        # CI reads the record itself (the diff with the certified run is in it).
-        print_json({"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})})
+        # CI reads the record itself, and the comparison with the certified run.
+        doc = {"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})}
+        print_json({**doc, "comparison": found.to_dict() if found else None})
     else:
-        junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
         show_validate(console, record, path, junit_path)
-        if compare and data.compared_with is None:
+        if compare and found is None:
             console.print("no certified (PASS) run of this rack yet: nothing to compare with")
-        elif data.compared_with:
+        elif found is not None:
             console.print(
-                f"compared with the last certified run {markup(data.compared_with)}",
-                soft_wrap=True,
+                f"compared with the last certified run {markup(found.certified)}", soft_wrap=True
             )
-            for line in data.changes:
+            for line in found.changes:
                 console.print(line, soft_wrap=True)
     failing = data.summary.failing
     if failing:
@@ -141,11 +157,30 @@ def validate_cmd(
             f"validate failed: {len(failing)} error-severity check(s) failed:"
             f" {', '.join(failing[:5])}{more}; record {path}"
         )
-    if data.regressions:
+    if found is not None and found.regressions:
         raise RackcertError(
-            f"validate: {len(data.regressions)} regression(s) since the last certified run:"
-            f" {data.regressions[0]}; record {path}"
+            f"validate: {len(found.regressions)} regression(s) since the last certified run:"
+            f" {found.regressions[0]}; {run_dir.path / 'comparison.json'}"
         )
+
+
+def _compare(run_dir, root: Path, record: ValidateRecord, junit: Path | None):
+    """The report layer's comparison with the last certified run (rackcert.report.upgrade),
+    after the stage: regressions go to comparison.json and, as one failing case, to JUnit."""
+    from rackcert.report import upgrade
+    from validation.junit import write_junit
+
+    found = upgrade.since_certified(run_dir, root)
+    if found is None:
+        return None
+    upgrade.write(run_dir, found)
+    if found.regressions:
+        case = found.failing_case(run_dir.meta["rack"])
+        results = [*record.data.results, case]
+        write_junit(run_dir.artifacts("validate") / "junit.xml", results)
+        if junit:
+            write_junit(junit, results)
+    return found
 
 
 def _print_checks() -> None:

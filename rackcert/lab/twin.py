@@ -301,8 +301,11 @@ def description_from_spec(
     }
 
 
-def synthetic_description(count: int, spec: Spec, files: TwinFiles) -> dict[str, Any]:
-    """N hosts of the spec's first hardware profile, each with one 1-GPU VM (benchmarks)."""
+def synthetic_description(
+    count: int, spec: Spec, files: TwinFiles, *, vms_per_host: int = 1
+) -> dict[str, Any]:
+    """N hosts of the spec's first hardware profile, each with `vms_per_host` 1-GPU VMs
+    (benchmarks)."""
     profile = spec.hardware_profiles[0]
     desc = description_from_spec(spec, files, port=0)
     desc["hosts"] = [
@@ -311,8 +314,14 @@ def synthetic_description(count: int, spec: Spec, files: TwinFiles) -> dict[str,
     for template in desc["templates"]:
         template["host"] = desc["hosts"][0]["name"]
     desc["vms"] = [
-        {"name": f"vm{i:03d}", "host": f"esx{i:03d}.bench.internal", "cpus": 8, "memory_mb": 16384}
+        {
+            "name": f"vm{i:03d}" + (f"-{j}" if vms_per_host > 1 else ""),
+            "host": f"esx{i:03d}.bench.internal",
+            "cpus": 8,
+            "memory_mb": 16384,
+        }
         for i in range(count)
+        for j in range(vms_per_host)
     ]
     return desc
 

@@ -33,6 +33,7 @@ from rackcert.report.record import (
     GpuRecord,
     Hardware,
     HostRecord,
+    MeshCoverage,
     NicRecord,
     NvlinkPair,
     ReferenceFigure,
@@ -381,6 +382,14 @@ def _nvlink(checks: list[CheckResult]) -> list[NvlinkPair]:
     return pairs
 
 
+def _mesh(records: dict[str, StageRecordModel]) -> MeshCoverage | None:
+    """ssh.peers' coverage of the mesh as validate recorded it (none when it did not run)."""
+    peers = _data(records, "validate", ValidateData).peers
+    if peers is None:
+        return None
+    return MeshCoverage.model_validate(peers.model_dump(include=set(MeshCoverage.model_fields)))
+
+
 def _checks(records: dict[str, StageRecordModel]) -> list[CheckResult]:
     return list(_data(records, "validate", ValidateData).results)
 
@@ -551,5 +560,6 @@ def assemble(
         configure=_configure(records),
         checks=checks,
         check_counts=_counts(checks),
+        ssh_mesh=_mesh(records),
         bench=bench,
     )

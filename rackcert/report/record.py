@@ -168,6 +168,18 @@ class RunVerdict(Model):
     )
 
 
+class MeshCoverage(Model):
+    """How much of the n x (n-1) SSH mesh validate's ssh.peers has covered (validation.peers)."""
+
+    mode: str = Field(description="ring+random or all")
+    k: int = 0
+    checked: int = Field(0, description="Ordered pairs checked in this run")
+    mesh_pairs: int = Field(0, description="Ordered pairs of the full mesh")
+    covered: int = Field(0, description="Pairs checked at least once, this run included")
+    oldest: int | None = Field(None, description="Runs since the stalest pair was checked")
+    round: int = 0
+
+
 class RunRecord(Model):
     """Everything the report shows, from recorded evidence only."""
 
@@ -190,6 +202,7 @@ class RunRecord(Model):
     configure: list[ConfigureHost] = Field(default_factory=list)
     checks: list[CheckResult] = Field(default_factory=list)
     check_counts: CheckCounts = Field(default_factory=CheckCounts)
+    ssh_mesh: MeshCoverage | None = Field(None, description="ssh.peers' mesh coverage")
     bench: Bench = Field(default_factory=Bench)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -2,8 +2,10 @@
 
 A check judges; it never gathers. Its scope says what it judges and what it
 receives:
-- `node`: a guest, over SSH. It receives a `NodeView` (the node's probe outputs
-  and its `NodeExpect`); the check suite runs these on every node.
+- `node`: a guest, over SSH. It declares the fact classes it reads
+  (validation.facts) and receives a `NodeView`: those facts' typed values
+  (`view.fact(GpuQuery)`) and its `NodeExpect`; the check suite runs these on
+  every node.
 - `host`, `vm`: an ESXi host or a VM as provision's recorded discovery saw it
   (`validation.checks.hypervisor`: `HostCtx`, `VmCtx`); run by
   `validation.hypervisor` in the validate process, never over SSH.
@@ -14,12 +16,13 @@ line starting with `Fix:` is the one-line hint shown when it fails.
 `rackcert.results.CheckResult` and turn a crash into status `error`, so one
 broken check never hides the others.
 
-    @check("gpu.driver", probes=("gpu_query",))
+    @check("gpu.driver", facts=(GpuQuery,))
     def driver(view: NodeView) -> Outcome:
         '''Every GPU runs the driver the spec pins (guest.nvidia_driver).
 
         Fix: install the pinned driver (rackcert configure, role nvidia_driver) and reboot.
         '''
+        seen = {g["driver_version"] for g in view.fact(GpuQuery)}
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyinfra.api import FactBase
+
 from rackcert.results import CheckResult, Severity, Status
 from validation.expect import NodeExpect
+from validation.facts import key_of
 from validation.parsers import ParseError
 from validation.probes import ProbeOutput
 
@@ -63,19 +69,43 @@ def skipped(reason: str, expected: object = "") -> Outcome:
 
 @dataclass
 class NodeView:
-    """One node as the checks see it: what it answered, and what it must be."""
+    """One node as the checks see it: what it answered, and what it must be.
+
+    Each fact is parsed once, the first time a check (or facts.json) asks for it.
+    """
 
     expect: NodeExpect
     outputs: dict[str, ProbeOutput] = field(default_factory=dict)
+    _parsed: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def text(self, probe: str) -> str:
-        """The probe's output; raise Unavailable when the tool is missing or it failed."""
-        out = self.outputs.get(probe)
+    def output(self, fact: type[FactBase]) -> ProbeOutput | None:
+        """The raw answer of a fact's command (None when it was not gathered)."""
+        return self.outputs.get(key_of(fact))
+
+    def fact(self, fact: type[FactBase], *, any_status: bool = False) -> Any:
+        """The fact's typed value; Unavailable when its tool is missing or its command
+        failed (`any_status`: parse whatever a present tool printed, whatever its exit
+        status); ParseError when the output has a shape the parser does not know."""
+        out = self.output(fact)
         if out is None:
-            raise Unavailable(f"probe {probe} was not run")
-        if not out.ok:
+            raise Unavailable(f"fact {key_of(fact)} was not gathered")
+        if out.missing or (out.rc != 0 and not any_status):
             raise Unavailable(out.why())
-        return out.text
+        return self.parsed(fact)
+
+    def parsed(self, fact: type[FactBase]) -> Any:
+        """`process` over the output, once per node (a ParseError is kept and raised again)."""
+        key = key_of(fact)
+        if key not in self._parsed:
+            out = self.outputs.get(key)
+            try:
+                self._parsed[key] = fact().process(out.text.splitlines() if out else [])
+            except ParseError as exc:
+                self._parsed[key] = exc
+        value = self._parsed[key]
+        if isinstance(value, ParseError):
+            raise value
+        return value
 
 
 # What a check judges: a guest over SSH, an ESXi host or a VM in the recorded discovery,
@@ -91,7 +121,7 @@ CheckFunc = Callable[[Any], Outcome]
 class CheckDef:
     id: str
     func: CheckFunc
-    probes: tuple[str, ...]
+    facts: tuple[type[FactBase], ...]
     severity: Severity
     summary: str
     fix: str
@@ -109,14 +139,14 @@ MODULES = ("node", "gpu", "nic", "container", "storage", "os", "ssh", "hyperviso
 def check(
     check_id: str,
     *,
-    probes: tuple[str, ...] = (),
+    facts: tuple[type[FactBase], ...] = (),
     scope: str = "node",
     severity: Severity = Severity.error,
 ) -> Callable[[CheckFunc], CheckFunc]:
     """Register a check under a stable id; the docstring gives the summary and the fix.
 
-    A `node` check names the probes it reads; a hypervisor check (`host`, `vm`,
-    `rack`) reads the recorded discovery and names none.
+    A `node` check names the fact classes it reads (validation.facts); a hypervisor
+    check (`host`, `vm`, `rack`) reads the recorded discovery and names none.
     """
 
     def register(func: CheckFunc) -> CheckFunc:
@@ -125,9 +155,9 @@ def check(
         fix = next((ln[4:].strip() for ln in lines if ln.startswith("Fix:")), "")
         if check_id in REGISTRY or not lines or not fix:
             raise ValueError(f"check {check_id}: duplicate id, or docstring without summary/Fix:")
-        if scope not in SCOPES or (scope == "node") != bool(probes):
-            raise ValueError(f"check {check_id}: scope {scope!r} with probes {probes!r}")
-        REGISTRY[check_id] = CheckDef(check_id, func, probes, severity, lines[0], fix, scope)
+        if scope not in SCOPES or (scope == "node") != bool(facts):
+            raise ValueError(f"check {check_id}: scope {scope!r} with facts {facts!r}")
+        REGISTRY[check_id] = CheckDef(check_id, func, tuple(facts), severity, lines[0], fix, scope)
         return func
 
     return register
@@ -206,3 +236,12 @@ def run_on(defn: CheckDef, node: str, subject: Any) -> CheckResult:
 def run_check(defn: CheckDef, view: NodeView) -> CheckResult:
     """Run one guest check on one node; never raises."""
     return run_on(defn, view.expect.node, view)
+
+
+def facts_of(defs: list[CheckDef]) -> list[type[FactBase]]:
+    """The fact classes these checks read, each once, in a stable order."""
+    out: dict[str, type[FactBase]] = {}
+    for d in defs:
+        for cls in d.facts:
+            out.setdefault(key_of(cls), cls)
+    return list(out.values())

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
+from validation.facts.container import CdiGpus, ContainerdNvidia, CtkVersion, DockerRuntimes
 
 
 def _needs_runtime(view: NodeView) -> Outcome | None:
@@ -14,7 +12,7 @@ def _needs_runtime(view: NodeView) -> Outcome | None:
     return None
 
 
-@check("container.toolkit", probes=("ctk_version",))
+@check("container.toolkit", facts=(CtkVersion,))
 def toolkit(view: NodeView) -> Outcome:
     """nvidia-ctk reports the Container Toolkit version the spec pins (guest.container_toolkit).
 
@@ -23,13 +21,13 @@ def toolkit(view: NodeView) -> Outcome:
     if (skip := _needs_runtime(view)) is not None:
         return skip
     want = view.expect.container_toolkit
-    seen = parsers.ctk_version(view.text("ctk_version")) or "?"
+    seen = view.fact(CtkVersion) or "?"
     if want and seen != want:
         return failed(seen, want, "Container Toolkit version differs from the spec")
     return passed(seen, want or "any")
 
 
-@check("container.runtime", probes=("docker_runtimes", "containerd_config"))
+@check("container.runtime", facts=(DockerRuntimes, ContainerdNvidia))
 def runtime(view: NodeView) -> Outcome:
     """The spec's container runtime (docker or containerd) has the nvidia runtime configured.
 
@@ -39,20 +37,20 @@ def runtime(view: NodeView) -> Outcome:
         return skip
     kind = view.expect.container_runtime
     if kind == "docker":
-        text = view.text("docker_runtimes")
-        try:
-            names = sorted(json.loads(text.strip().splitlines()[-1]))
-        except (ValueError, IndexError):
-            return failed(text.strip()[:120], "nvidia runtime", "docker info gave no runtimes")
+        found = view.fact(DockerRuntimes)
+        if found is None:
+            out = view.output(DockerRuntimes)
+            seen = out.text.strip()[:120] if out else ""
+            return failed(seen, "nvidia runtime", "docker info gave no runtimes")
+        names = found
     else:
-        text = view.text("containerd_config")
-        names = ["nvidia"] if "nvidia-container-runtime" in text else []
+        names = ["nvidia"] if view.fact(ContainerdNvidia) else []
     if "nvidia" not in names:
         return failed(", ".join(names) or "none", "nvidia", f"{kind} has no nvidia runtime")
     return passed(f"{kind} runtimes: {', '.join(names)}", "nvidia")
 
 
-@check("container.gpus", probes=("ctk_cdi",))
+@check("container.gpus", facts=(CdiGpus,))
 def gpus(view: NodeView) -> Outcome:
     """The container toolkit's CDI spec lists every GPU of the VM (`nvidia-ctk cdi list`).
 
@@ -60,7 +58,7 @@ def gpus(view: NodeView) -> Outcome:
     """
     if (skip := _needs_runtime(view)) is not None:
         return skip
-    seen = parsers.cdi_gpus(view.text("ctk_cdi"))
+    seen = view.fact(CdiGpus)
     want = view.expect.gpus
     if len(seen) != want:
         return failed(f"{len(seen)} CDI GPU(s)", f"{want}", "containers would not see every GPU")

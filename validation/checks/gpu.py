@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
 from validation.checks.match import model_matches, version_at_least, version_matches
+from validation.facts.gpu import (
+    CudaToolkit,
+    DcgmDiag,
+    GpuQuery,
+    GpuTopology,
+    NvlinkStatus,
+    SmiHeader,
+)
+from validation.facts.system import KernelLog, LoadedModules
 from validation.parsers import ParseError
 
 Gpu = dict[str, str | None]
 
 
 def _gpus(view: NodeView) -> list[Gpu]:
-    return parsers.gpu_query_csv(view.text("gpu_query"))
+    return view.fact(GpuQuery)
 
 
 def _per_gpu(gpus: list[Gpu], key: str) -> str:
@@ -24,14 +32,14 @@ def _needs_gpus(view: NodeView) -> Outcome | None:
     return None
 
 
-@check("gpu.count", probes=("gpu_query",))
+@check("gpu.count", facts=(GpuQuery,))
 def count(view: NodeView) -> Outcome:
     """nvidia-smi lists exactly the number of GPUs the VM's template asks for.
 
     Fix: check the VM's passthrough devices (rackcert provision) and that the driver loaded (dmesg).
     """
     want = view.expect.gpus
-    probe = view.outputs.get("gpu_query")
+    probe = view.output(GpuQuery)
     if want == 0 and probe is not None and probe.missing:
         return passed("no GPUs (nvidia-smi not installed)", "0 GPUs")
     gpus = _gpus(view)
@@ -40,7 +48,7 @@ def count(view: NodeView) -> Outcome:
     return passed(f"{len(gpus)} GPU(s)", f"{want} GPU(s)")
 
 
-@check("gpu.model", probes=("gpu_query",))
+@check("gpu.model", facts=(GpuQuery,))
 def model(view: NodeView) -> Outcome:
     """Every GPU is the model the hardware profile names for the placed GPUs.
 
@@ -57,7 +65,7 @@ def model(view: NodeView) -> Outcome:
     return passed(", ".join(names), " or ".join(wanted))
 
 
-@check("gpu.driver", probes=("gpu_query",))
+@check("gpu.driver", facts=(GpuQuery,))
 def driver(view: NodeView) -> Outcome:
     """Every GPU runs the NVIDIA driver version (or branch) the spec pins (guest.nvidia_driver).
 
@@ -75,7 +83,7 @@ def driver(view: NodeView) -> Outcome:
     return passed(", ".join(seen), want)
 
 
-@check("gpu.cuda.driver", probes=("gpu_q",))
+@check("gpu.cuda.driver", facts=(SmiHeader,))
 def cuda_driver(view: NodeView) -> Outcome:
     """The driver supports at least the CUDA version the spec asks for (guest.cuda).
 
@@ -84,14 +92,13 @@ def cuda_driver(view: NodeView) -> Outcome:
     want = view.expect.cuda
     if not want:
         return skipped("guest.cuda is not set in the spec")
-    header = parsers.smi_q_header(view.text("gpu_q"))
-    seen = header.get("CUDA Version", "")
+    seen = view.fact(SmiHeader).cuda_driver or ""
     if not seen or not version_at_least(seen, want):
         return failed(seen or "no CUDA Version line", f">= {want}", "driver's CUDA is older")
     return passed(seen, f">= {want}")
 
 
-@check("gpu.cuda.toolkit", probes=("cuda_toolkit",))
+@check("gpu.cuda.toolkit", facts=(CudaToolkit,))
 def cuda_toolkit(view: NodeView) -> Outcome:
     """The CUDA toolkit installed in the guest has the spec's version (guest.cuda).
 
@@ -100,7 +107,7 @@ def cuda_toolkit(view: NodeView) -> Outcome:
     want = view.expect.cuda
     if not want:
         return skipped("guest.cuda is not set in the spec")
-    seen = parsers.cuda_toolkit(view.text("cuda_toolkit"))
+    seen = view.fact(CudaToolkit)
     if not seen:
         return failed("none", want, "no CUDA toolkit found (/usr/local/cuda/version.json, nvcc)")
     if not version_matches(seen, want):
@@ -108,7 +115,7 @@ def cuda_toolkit(view: NodeView) -> Outcome:
     return passed(seen, want)
 
 
-@check("gpu.persistence", probes=("gpu_query",))
+@check("gpu.persistence", facts=(GpuQuery,))
 def persistence(view: NodeView) -> Outcome:
     """Persistence mode is Enabled on every GPU (no driver re-init between jobs).
 
@@ -123,7 +130,7 @@ def persistence(view: NodeView) -> Outcome:
     return passed(_per_gpu(gpus, "persistence_mode"), "Enabled")
 
 
-@check("gpu.ecc.mode", probes=("gpu_query",))
+@check("gpu.ecc.mode", facts=(GpuQuery,))
 def ecc_mode(view: NodeView) -> Outcome:
     """ECC is Enabled on every GPU.
 
@@ -142,7 +149,7 @@ def _count(value: str | None) -> int:
     return int(value) if value and value.isdigit() else 0
 
 
-@check("gpu.ecc.errors", probes=("gpu_query",))
+@check("gpu.ecc.errors", facts=(GpuQuery,))
 def ecc_errors(view: NodeView) -> Outcome:
     """No uncorrectable ECC errors since boot, no pending page retirement or row remap.
 
@@ -167,7 +174,7 @@ def ecc_errors(view: NodeView) -> Outcome:
     return passed(seen, "0 uncorrectable, nothing pending")
 
 
-@check("gpu.pcie.link", probes=("gpu_query",))
+@check("gpu.pcie.link", facts=(GpuQuery,))
 def pcie_link(view: NodeView) -> Outcome:
     """Each GPU's PCIe link runs at its full width and the slot allows the GPU's top generation.
 
@@ -196,7 +203,7 @@ def pcie_link(view: NodeView) -> Outcome:
     return passed("; ".join(seen), expected)
 
 
-@check("gpu.nvlink.active", probes=("gpu_nvlink", "gpu_topo"))
+@check("gpu.nvlink.active", facts=(NvlinkStatus, GpuTopology))
 def nvlink_active(view: NodeView) -> Outcome:
     """The VM's two GPUs of a bridged pair have active NVLinks and topo -m shows NV# between them.
 
@@ -204,8 +211,8 @@ def nvlink_active(view: NodeView) -> Outcome:
     """
     if not view.expect.nvlink_pair:
         return skipped("placement gives this VM no NVLink-bridged pair", "no NVLink pair")
-    links = parsers.nvlink_status(view.text("gpu_nvlink"))
-    topo = parsers.topo_matrix(view.text("gpu_topo"))
+    links = view.fact(NvlinkStatus)
+    topo = view.fact(GpuTopology)
     expected = "GPU0-GPU1 NV#, active links on both"
     seen_links = ", ".join(f"GPU{g.index}: {len(g.active)} active" for g in links) or "no GPUs"
     between = topo.link("GPU0", "GPU1") or "?"
@@ -221,18 +228,18 @@ def nvlink_active(view: NodeView) -> Outcome:
 FATAL_XIDS = {48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120}
 
 
-@check("gpu.xid", probes=("kernel_log",))
+@check("gpu.xid", facts=(KernelLog,))
 def xid(view: NodeView) -> Outcome:
     """The kernel log since boot holds no NVIDIA XID error.
 
     Fix: look the XID up in NVIDIA's XID catalogue; drain, reset the GPU, replace it if fatal.
     """
-    out = view.outputs.get("kernel_log")
+    out = view.output(KernelLog)
     if out is not None and out.rc != 0:
         first = out.text.strip().splitlines()[:1]
         reason = f"kernel log unreadable: {first[0][:160] if first else f'exit {out.rc}'}"
         return failed("kernel log unreadable", "no Xid lines", reason)
-    events = parsers.xid_events(view.text("kernel_log"))
+    events = view.fact(KernelLog)
     if not events:
         return passed("no Xid lines since boot", "no Xid lines")
     fatal = sorted({x for _, x, _ in events if x in FATAL_XIDS})
@@ -241,7 +248,7 @@ def xid(view: NodeView) -> Outcome:
     return failed(f"{len(events)} XID event(s): {seen}", "no Xid lines", f"XID errors{note}")
 
 
-@check("gpu.peermem", probes=("modules",))
+@check("gpu.peermem", facts=(LoadedModules,))
 def peermem(view: NodeView) -> Outcome:
     """nvidia_peermem is loaded when the VM has an RDMA NIC (GPUDirect RDMA).
 
@@ -249,14 +256,14 @@ def peermem(view: NodeView) -> Outcome:
     """
     if not view.expect.rdma or view.expect.gpus == 0:
         return skipped("no RDMA NIC with GPUs in this VM (template nic mode)", "not needed")
-    mods = parsers.module_names(view.text("modules"))
+    mods = view.fact(LoadedModules)
     if "nvidia_peermem" not in mods:
         have = ", ".join(sorted(m for m in mods if m.startswith("nvidia"))) or "no nvidia modules"
         return failed(have, "nvidia_peermem", "nvidia_peermem is not loaded")
     return passed("nvidia_peermem loaded", "nvidia_peermem")
 
 
-@check("gpu.dcgm.diag", probes=("dcgm_diag",))
+@check("gpu.dcgm.diag", facts=(DcgmDiag,))
 def dcgm_diag(view: NodeView) -> Outcome:
     """`dcgmi diag -r LEVEL -j` (certification.dcgm_diag_level) reports no failed test.
 
@@ -270,16 +277,16 @@ def dcgm_diag(view: NodeView) -> Outcome:
     if level == 0:
         return skipped("certification.dcgm_diag_level is 0", "not run")
     want = f"no failed test at level {level}"
-    out = view.outputs.get("dcgm_diag")
+    out = view.output(DcgmDiag)
     if out is not None and out.missing:
         return skipped("DCGM is not installed (dcgmi not found)", want)
     if out is None:
-        return failed("not asked", want, "probe dcgm_diag was not run")
+        return failed("not asked", want, "fact dcgm_diag was not gathered")
     if out.rc == 124:
         return failed("timed out", want, out.why())
     try:
         # dcgmi exits non-zero when a test fails; its JSON report is still the answer.
-        report = parsers.dcgm_diag_json(out.text)
+        report = view.fact(DcgmDiag, any_status=True)
     except ParseError as exc:
         first = out.why() if out.rc else str(exc)
         return failed("no report", want, f"dcgmi diag gave no JSON report: {first}")

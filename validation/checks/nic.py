@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
 from validation.checks.match import version_matches
+from validation.facts.net import IbRates, MlxconfigAts, NetInterfaces, Ofed, RdmaPorts
 
 
 def _needs_rdma(view: NodeView) -> Outcome | None:
@@ -13,7 +13,7 @@ def _needs_rdma(view: NodeView) -> Outcome | None:
     return None
 
 
-@check("ofed.version", probes=("ofed",))
+@check("ofed.version", facts=(Ofed,))
 def ofed(view: NodeView) -> Outcome:
     """`ofed_info -s` reports the MLNX_OFED version the spec pins (guest.ofed).
 
@@ -22,13 +22,13 @@ def ofed(view: NodeView) -> Outcome:
     want = view.expect.ofed
     if not want:
         return skipped("guest.ofed is not set in the spec")
-    seen = parsers.ofed_version(view.text("ofed"))
+    seen = view.fact(Ofed)
     if not version_matches(seen, want):
         return failed(seen, want, "OFED version differs from the spec")
     return passed(seen, want)
 
 
-@check("rdma.ports", probes=("ibdev2netdev",))
+@check("rdma.ports", facts=(RdmaPorts,))
 def rdma_ports(view: NodeView) -> Outcome:
     """Every RDMA port is mapped to a net device and Up (`ibdev2netdev`).
 
@@ -36,7 +36,7 @@ def rdma_ports(view: NodeView) -> Outcome:
     """
     if (skip := _needs_rdma(view)) is not None:
         return skip
-    ports = parsers.ibdev2netdev(view.text("ibdev2netdev"))
+    ports = view.fact(RdmaPorts)
     seen = ", ".join(f"{p.device}/{p.port}=>{p.netdev} {'Up' if p.up else 'Down'}" for p in ports)
     if not ports:
         return failed("no RDMA ports", ">= 1 port Up", "no RDMA device is mapped to a netdev")
@@ -46,7 +46,7 @@ def rdma_ports(view: NodeView) -> Outcome:
     return passed(seen, "all ports Up")
 
 
-@check("rdma.speed", probes=("ib_rate",))
+@check("rdma.speed", facts=(IbRates,))
 def rdma_speed(view: NodeView) -> Outcome:
     """Every RDMA port runs at the NIC's line rate from the hardware profile (speed_gbps).
 
@@ -54,7 +54,7 @@ def rdma_speed(view: NodeView) -> Outcome:
     """
     if (skip := _needs_rdma(view)) is not None:
         return skip
-    rates = parsers.ib_rates(view.text("ib_rate"))
+    rates = view.fact(IbRates)
     want = view.expect.nic_speed_gbps or 0
     seen = ", ".join(f"{k} {v:g} Gb/s" for k, v in sorted(rates.items())) or "no RDMA ports"
     slow = [k for k, v in rates.items() if v < want]
@@ -63,7 +63,7 @@ def rdma_speed(view: NodeView) -> Outcome:
     return passed(seen, f"{want} Gb/s")
 
 
-@check("nic.ats", probes=("mlxconfig",))
+@check("nic.ats", facts=(MlxconfigAts,))
 def nic_ats(view: NodeView) -> Outcome:
     """ATS_ENABLED is True on every Mellanox device (`mlxconfig q`), needed for P2P with GPUs.
 
@@ -71,7 +71,7 @@ def nic_ats(view: NodeView) -> Outcome:
     """
     if (skip := _needs_rdma(view)) is not None:
         return skip
-    ats = parsers.mlxconfig_ats(view.text("mlxconfig"))
+    ats = view.fact(MlxconfigAts)
     seen = ", ".join(f"{dev} {val}" for dev, val in sorted(ats.items())) or "no devices"
     off = [d for d, v in ats.items() if not v.startswith("True")]
     if not ats or off:
@@ -79,13 +79,13 @@ def nic_ats(view: NodeView) -> Outcome:
     return passed(seen, "True(1) on every device")
 
 
-@check("net.mtu", probes=("net",))
+@check("net.mtu", facts=(NetInterfaces,))
 def mtu(view: NodeView) -> Outcome:
     """The data interface (network.interface, else the one with the VM's address) has network.mtu.
 
     Fix: set the MTU on the interface and switch ports (role network): ip link set X mtu 9000.
     """
-    state = parsers.net_state(view.text("net"))
+    state = view.fact(NetInterfaces)
     want = view.expect.mtu
     iface = view.expect.interface
     if not iface:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from validation.checks import NodeView, Outcome, check, passed
+from validation.facts.system import Hostname, KernelVersion
 
 
-@check("node.reachable", probes=("hostname",))
+@check("node.reachable", facts=(Hostname, KernelVersion))
 def reachable(view: NodeView) -> Outcome:
     """rackcert reaches the node over SSH with the spec's user and key and runs a command.
 
     Fix: check the VM is powered on, the address/port in the spec, and guest.ssh.key_file.
     """
-    lines = view.text("hostname").splitlines()
-    return passed(" ".join(lines[:2]), f"{view.expect.user}@{view.expect.address}")
+    name = view.fact(Hostname)
+    out = view.output(KernelVersion)
+    kernel = out.text.strip() if out is not None and out.ok else ""
+    return passed(f"{name} {kernel}".strip(), f"{view.expect.user}@{view.expect.address}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from rackcert.results import Severity
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
+from validation.facts.system import Clock, LinuxDistribution
 
 
-@check("os.release", probes=("os_release",), severity=Severity.warning)
+@check("os.release", facts=(LinuxDistribution,), severity=Severity.warning)
 def release(view: NodeView) -> Outcome:
     """/etc/os-release matches guest.os (ubuntu-22.04, rhel-9, debian-12: ID-VERSION_ID prefix).
 
@@ -16,7 +16,7 @@ def release(view: NodeView) -> Outcome:
     want = view.expect.os
     if not want:
         return skipped("guest.os is not set in the spec")
-    info = parsers.os_release(view.text("os_release"))
+    info = view.fact(LinuxDistribution).get("release_meta") or {}
     seen = f"{info.get('ID', '?')}-{info.get('VERSION_ID', '?')}"
     wid, _, wver = want.partition("-")
     ok = info.get("ID") == wid and (
@@ -27,13 +27,13 @@ def release(view: NodeView) -> Outcome:
     return passed(f"{seen} ({info.get('PRETTY_NAME', '')})", want)
 
 
-@check("time.sync", probes=("clock",), severity=Severity.warning)
+@check("time.sync", facts=(Clock,), severity=Severity.warning)
 def clock(view: NodeView) -> Outcome:
     """The clock is NTP-synchronised (timedatectl NTPSynchronized=yes, or chrony leap Normal).
 
     Fix: enable chrony or systemd-timesyncd against the site's NTP servers.
     """
-    synced, seen = parsers.clock_synced(view.text("clock"))
+    synced, seen = view.fact(Clock)
     if not synced:
         return failed(seen, "synchronised", "clock not synchronised")
     return passed(seen, "synchronised")

@@ -1,9 +1,9 @@
-"""SSH trust: every node reaches every peer without a password (MPI and torchrun need it)."""
+"""SSH trust: every node reaches its peers without a password (MPI and torchrun need it)."""
 
 from __future__ import annotations
 
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
+from validation.facts.peers import SshPeers
 
 HOST_KEY_FAILED = "Host key verification failed"
 
@@ -14,21 +14,22 @@ def _why(message: str) -> str:
     return message
 
 
-@check("ssh.peers", probes=("ssh_peers",))
+@check("ssh.peers", facts=(SshPeers,))
 def peers(view: NodeView) -> Outcome:
-    """`ssh -o BatchMode=yes` from this node to every other VM of the spec succeeds.
+    """`ssh -o BatchMode=yes` from this node to its chosen peers succeeds (validate --peers).
 
-    Host keys are checked strictly (StrictHostKeyChecking=yes) against the keys the
-    controller enrolled or the spec pinned (rackcert.known_hosts), sent with the probe: a
-    peer answering with another key fails, never is trusted anew. The mesh is n x (n-1)
-    connections: the one part of validate that grows faster than the number of nodes.
+    The peers are the two ring neighbours and k more, the ones this node has gone longest
+    without checking (validation.peers; `--peers all`: every other VM). Host keys are
+    checked strictly (StrictHostKeyChecking=yes) against the keys the controller enrolled
+    or the spec pinned (rackcert.known_hosts), sent with the probe: a peer answering with
+    another key fails, never is trusted anew.
 
     Fix: share the cluster key (role ssh_trust); for a changed host key see docs/security.md.
     """
     want = view.expect.peers
     if not want:
         return skipped("the spec has no other VM to reach")
-    answers = parsers.ssh_peers(view.text("ssh_peers"))
+    answers = view.fact(SshPeers)
     bad = []
     for peer in want:
         got = answers.get(peer.name)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from validation import parsers
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
+from validation.facts.system import Mounts
 
 # Options that shape how a mount is made but never show up in /proc/self/mountinfo.
 _INVISIBLE = {"bind", "rbind", "defaults", "auto", "noauto", "_netdev", "nofail", "user"}
@@ -14,7 +14,7 @@ def _normalise(option: str) -> str:
     return option.replace("nfsvers=", "vers=")
 
 
-@check("storage.mount", probes=("mountinfo",))
+@check("storage.mount", facts=(Mounts,))
 def mount(view: NodeView) -> Outcome:
     """storage.nfs.mount_point is mounted from the spec's export with every option it lists.
 
@@ -23,9 +23,7 @@ def mount(view: NodeView) -> Outcome:
     want = view.expect.mount
     if want is None:
         return skipped("storage.nfs is not set in the spec")
-    mounts = [
-        m for m in parsers.mountinfo(view.text("mountinfo")) if m.mount_point == want.mount_point
-    ]
+    mounts = [m for m in view.fact(Mounts) if m.mount_point == want.mount_point]
     expected = f"{want.source} on {want.mount_point} ({want.fstype}) {','.join(want.options)}"
     if not mounts:
         return failed(f"nothing mounted on {want.mount_point}", expected, "mount missing")

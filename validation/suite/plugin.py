@@ -1,4 +1,11 @@
-"""pytest plugin for the validate suite: job option, parallel gather, (node, check) cases."""
+"""pytest plugin for the validate suite: job option, parallel gather, (node, check) cases.
+
+Every node is gathered at once (threads, one testinfra SSH session per node) and judged
+in the same thread as soon as it answers: each fact is parsed once, each check run once,
+and a pytest case per (node, check) only reports its node's result. The case is what
+pytest (and testinfra users) see; the work per case stays a dictionary look-up, which
+is what keeps the controller's cost per node small (benchmarks/validate_fanout.py).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,14 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from validation.checks import REGISTRY, load_all
-from validation.facts import build_facts, fact_probes
-from validation.gather import Gathered, Job, Target, gather, testinfra_host
+from rackcert.results import CheckResult, Status
+from validation.checks import REGISTRY, NodeView, Outcome, facts_of, load_all, result, run_check
+from validation.gather import Gathered, Job, Target, gather
 
 
 @dataclass(frozen=True)
@@ -26,28 +33,137 @@ class Case:
         return self.target.expect.node
 
 
+@dataclass
+class Judged:
+    """One node gathered and judged: its answer and every selected check's result."""
+
+    gathered: Gathered
+    view: NodeView
+    results: dict[str, CheckResult] = field(default_factory=dict)
+
+
 class Events:
-    """Append-only JSON lines, one flush per line, so the runner sees progress live."""
+    """Append-only JSON lines, one flush per line, so the runner sees progress live; the
+    results are kept here too, for --rackcert-junit and --rackcert-results (no file when
+    the suite was started the testinfra way without a job)."""
 
     def __init__(self, path: str):
         self._lock = threading.Lock()
-        self._handle = Path(path).open("a", encoding="utf-8")  # noqa: SIM115 - session-long
+        self.results: list[dict] = []
+        self._handle = Path(path).open("a", encoding="utf-8") if path else None  # noqa: SIM115
 
     def emit(self, **event: object) -> None:
+        line = json.dumps(event, default=str) + "\n"
         with self._lock:
-            self._handle.write(json.dumps(event, default=str) + "\n")
-            self._handle.flush()
+            if event.get("event") == "result":
+                self.results.append(event["result"])  # type: ignore[arg-type]
+            if self._handle is not None:
+                self._handle.write(line)
+                self._handle.flush()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--rackcert-job", dest="rackcert_job", help="validate job JSON")
+    group = parser.getgroup("rackcert", "rackcert validate")
+    group.addoption("--rackcert-job", dest="rackcert_job", help="validate job JSON (the runner's)")
+    group.addoption(
+        "--rackcert-spec",
+        dest="rackcert_spec",
+        help="Rack spec to judge testinfra's --hosts against (the testinfra way)",
+    )
+    group.addoption(
+        "--rackcert-check",
+        dest="rackcert_checks",
+        action="append",
+        default=[],
+        help="Only checks with this id or prefix (repeatable)",
+    )
+    group.addoption(
+        "--rackcert-peers", dest="rackcert_peers", help="ssh.peers: 'all' or extra peers (2)"
+    )
+    group.addoption(
+        "--rackcert-tool-path", dest="rackcert_tool_path", help="PATH prefix on the nodes (fakes)"
+    )
+    group.addoption(
+        "--rackcert-junit", dest="rackcert_junit", help="Write rackcert's JUnit XML here"
+    )
+    group.addoption(
+        "--rackcert-results", dest="rackcert_results", help="Write the CheckResults (JSON) here"
+    )
 
 
 def _job(config: pytest.Config) -> Job:
+    cached = getattr(config, "_rackcert_job", None)
+    if cached is not None:
+        return cached
     path = config.getoption("rackcert_job")
-    if not path:
-        raise pytest.UsageError("--rackcert-job is required")
-    return Job.model_validate_json(Path(path).read_text())
+    spec = config.getoption("rackcert_spec")
+    if path:
+        job = Job.model_validate_json(Path(path).read_text())
+    elif spec:
+        job = _testinfra_job(config, spec)
+    else:
+        raise pytest.UsageError("give --rackcert-spec SPEC with testinfra's --hosts")
+    config._rackcert_job = job  # type: ignore[attr-defined]
+    return job
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the job before collection: bad --hosts or --rackcert-spec is one usage line."""
+    if config.getoption("rackcert_job") or config.getoption("rackcert_spec"):
+        _job(config)
+
+
+def _testinfra_job(config: pytest.Config, spec: str) -> Job:
+    """The job of `pytest --hosts=... --rackcert-spec SPEC` (validation.suite.hosts)."""
+    from rackcert.errors import InputError
+    from validation.peers import parse_k
+    from validation.suite.hosts import HostsError, job_from_hosts
+
+    hosts = _opt(config, "hosts")
+    if not hosts:
+        raise pytest.UsageError("--rackcert-spec needs testinfra's --hosts=ssh://user@addr,...")
+    try:
+        return job_from_hosts(
+            spec,
+            hosts,
+            checks=config.getoption("rackcert_checks") or None,
+            identity_file=_opt(config, "ssh_identity_file"),
+            ssh_config=_opt(config, "ssh_config"),
+            peers=parse_k(config.getoption("rackcert_peers")),
+            tool_path=config.getoption("rackcert_tool_path"),
+        )
+    except (HostsError, InputError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _opt(config: pytest.Config, name: str) -> str | None:
+    """One of testinfra's options (None where testinfra's plugin is not loaded)."""
+    try:
+        value = config.getoption(name)
+    except ValueError:
+        return None
+    return str(value) if value else None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """--rackcert-junit / --rackcert-results: the same JUnit and results validate records."""
+    config = session.config
+    junit, out = config.getoption("rackcert_junit"), config.getoption("rackcert_results")
+    events: Events | None = getattr(config, "_rackcert_events", None)
+    if not (junit or out) or events is None:
+        return
+    results = [CheckResult.model_validate(r) for r in events.results]
+    order = {c: i for i, c in enumerate(_job(config).checks)}
+    nodes = {t.expect.node: i for i, t in enumerate(_job(config).targets)}
+    results.sort(key=lambda r: (nodes.get(r.node, len(nodes)), order.get(r.id, len(order))))
+    if junit:
+        from validation.junit import write_junit
+
+        write_junit(Path(junit), results)
+    if out:
+        from rackcert.runs import atomic_write_json
+
+        atomic_write_json(Path(out), [r.model_dump(mode="json") for r in results])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -66,23 +182,49 @@ def rackcert_job(request: pytest.FixtureRequest) -> Job:
 
 
 @pytest.fixture(scope="session")
-def rackcert_events(rackcert_job: Job) -> Events:
-    return Events(rackcert_job.events)
+def rackcert_events(request: pytest.FixtureRequest, rackcert_job: Job) -> Events:
+    events = Events(rackcert_job.events)
+    request.config._rackcert_events = events  # type: ignore[attr-defined]
+    return events
+
+
+def judge(got: Gathered, target: Target, check_ids: list[str]) -> Judged:
+    """Every check on one gathered node (an unreachable node fails node.reachable and
+    skips the rest)."""
+    view = NodeView(target.expect, got.outputs)
+    judged = Judged(got, view)
+    out = judged.results
+    for check_id in check_ids:
+        defn = REGISTRY[check_id]
+        if got.reachable:
+            out[check_id] = run_check(defn, view)
+        elif defn.id == "node.reachable":
+            seen = Outcome(Status.failed, "unreachable", target.hostspec, got.error)
+            out[check_id] = result(defn, got.node, seen)
+        else:
+            skip = Outcome(Status.skipped, reason="not run: node unreachable")
+            out[check_id] = result(defn, got.node, skip)
+    return judged
 
 
 @pytest.fixture(scope="session")
-def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, Gathered]:
-    """Every node's probes, gathered at once: the wall time is the slowest node's, not the sum.
+def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, Judged]:
+    """Every node's facts, gathered at once (the wall time is the slowest node's, not the
+    sum) and judged as each node answers.
 
-    With a facts path in the job, the facts' commands ride in the same script and facts.json
-    is written from those answers (validation.facts): one SSH session per node for both.
+    With a facts path in the job, facts.json is written from the same answers
+    (validation.snapshot): one SSH session per node for both.
     """
-    load_all()
-    probes = sorted({p for c in rackcert_job.checks for p in REGISTRY[c].probes} | {"hostname"})
-    extra = fact_probes() if rackcert_job.facts else []
+    from validation.facts import snapshot
 
-    def one(target: Target) -> Gathered:
-        got = gather(target, probes, rackcert_job.tool_path, extra)
+    load_all()
+    facts = facts_of([REGISTRY[c] for c in rackcert_job.checks])
+    if rackcert_job.facts and rackcert_job.snapshot:
+        known = set(facts)
+        facts += [f for f in snapshot() if f not in known]
+
+    def one(target: Target) -> Judged:
+        got = gather(target, facts, rackcert_job.tool_path)
         rackcert_events.emit(
             event="gathered",
             node=got.node,
@@ -90,36 +232,33 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, G
             error=got.error,
             seconds=round(got.seconds, 3),
         )
-        return got
+        return judge(got, target, rackcert_job.checks)
 
     start = time.monotonic()
     workers = max(1, min(64, len(rackcert_job.targets)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(one, rackcert_job.targets))
+        judged = list(pool.map(one, rackcert_job.targets))
     seconds = round(time.monotonic() - start, 3)
     if rackcert_job.facts:
-        _write_facts(Path(rackcert_job.facts), results, seconds)
+        _write_facts(Path(rackcert_job.facts), judged, facts, seconds)
     rackcert_events.emit(event="gather_done", seconds=seconds)
-    return {g.node: g for g in results}
+    return {j.gathered.node: j for j in judged}
 
 
-def _write_facts(path: Path, gathered: list[Gathered], seconds: float) -> None:
+def _write_facts(path: Path, judged: list[Judged], facts: list, seconds: float) -> None:
     """facts.json from the gathered answers; facts are evidence, not a verdict: a failure to
     build them is recorded as the document's error, never a failed suite."""
     from rackcert.runs import atomic_write_json
+    from validation.snapshot import build_facts
 
+    reached = {j.gathered.node: j.view for j in judged if j.gathered.reachable}
+    errors = {
+        j.gathered.node: j.gathered.error or "unreachable"
+        for j in judged
+        if not j.gathered.reachable
+    }
     try:
-        data = build_facts(
-            {g.node: g.outputs for g in gathered if g.reachable},
-            {g.node: g.error or "unreachable" for g in gathered if not g.reachable},
-            seconds=seconds,
-        )
+        data = build_facts(reached, errors, facts=facts, seconds=seconds)
     except Exception as exc:  # noqa: BLE001 - record why, keep the checks
         data = {"collector": "validate", "error": f"{type(exc).__name__}: {exc}", "nodes": {}}
-    atomic_write_json(path, data)
-
-
-@pytest.fixture
-def host(rackcert_case: Case):
-    """The testinfra Host of this case's node (the one its probes were gathered through)."""
-    return testinfra_host(rackcert_case.target)
+    atomic_write_json(path, data, indent=None)  # compact: it grows with nodes x packages

@@ -1,0 +1,157 @@
+"""The node's system: name, kernel, OS, modules, mounts, sysctl, packages, kernel log, clock.
+
+pyinfra's own classes are used where they fit (wrapped only to give them a `key`);
+`LoadedModules` and `Mounts` are rackcert's because the node checks need what pyinfra's
+drop (a '-' use count, the super-block options of a mount).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra.facts import deb, rpm, server
+
+from validation import parsers
+from validation.facts.base import Fact
+
+
+class Hostname(server.Hostname, Fact):
+    """`uname -n`: the node's own name (also what tells the node answered at all)."""
+
+    key = "hostname"
+    stderr = False
+
+
+class KernelVersion(server.KernelVersion, Fact):
+    """`uname -r`: the running kernel."""
+
+    key = "kernel"
+    stderr = False
+
+
+class Arch(server.Arch, Fact):
+    """`uname -m`."""
+
+    key = "arch"
+    stderr = False
+
+
+class LinuxDistribution(server.LinuxDistribution, Fact):
+    """/etc/*-release: {name, major, minor, release_meta: os-release's keys}."""
+
+    key = "os"
+    stderr = False
+
+
+class Sysctl(server.Sysctl, Fact):
+    """`sysctl -a`: every kernel parameter."""
+
+    key = "sysctl"
+    stderr = False
+
+
+class DebPackages(deb.DebPackages, Fact):
+    """`dpkg -l`: installed packages and versions (Debian, Ubuntu)."""
+
+    key = "deb_packages"
+    stderr = False
+
+
+class RpmPackages(rpm.RpmPackages, Fact):
+    """`rpm -qa`: installed packages and versions (RHEL and its kin)."""
+
+    key = "rpm_packages"
+    stderr = False
+
+
+class LoadedModules(Fact):
+    """/proc/modules: name -> size, use count, state.
+
+    pyinfra's own server.KernelModules parses the use count as an int and fails on the
+    H200 machine's kernel, which prints '-' there (module unloading not built in).
+    """
+
+    key = "kernel_modules"
+
+    def command(self) -> str:
+        return "cat /proc/modules"
+
+    @staticmethod
+    def default() -> dict[str, dict[str, str]]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, dict[str, str]]:
+        return parsers.proc_modules(output)
+
+
+class Mounts(Fact):
+    """/proc/self/mountinfo: every mount with its source, type and options (per-mount and
+    super-block together, as the storage check compares them)."""
+
+    key = "mounts"
+
+    def command(self) -> str:
+        return "cat /proc/self/mountinfo"
+
+    @staticmethod
+    def default() -> list[Any]:
+        return []
+
+    def process(self, output: list[str]) -> list[parsers.Mount]:
+        return parsers.mountinfo("\n".join(output))
+
+
+class KernelLog(Fact):
+    """NVIDIA XID lines of the kernel log since boot (dmesg, else journalctl -k):
+    [(pci, xid, rest)]. Exit 1 when neither can be read: the check says so."""
+
+    key = "xid_events"
+
+    def command(self) -> str:
+        return (
+            "out=$(dmesg 2>&1) || out=$(journalctl -k -b --no-pager 2>&1) ||"
+            ' { printf "%s\\n" "$out"; exit 1; };'
+            ' printf "%s\\n" "$out" | grep -E "Xid" | tail -n 200;'
+            " true"
+        )
+
+    @staticmethod
+    def default() -> list[Any]:
+        return []
+
+    def process(self, output: list[str]) -> list[tuple[str, int, str]]:
+        return parsers.xid_events("\n".join(output))
+
+
+class Clock(Fact):
+    """Clock synchronisation: timedatectl's NTPSynchronized, else chrony's leap status:
+    (synchronised?, what it said)."""
+
+    key = "clock"
+
+    def command(self) -> str:
+        return (
+            "if command -v timedatectl >/dev/null 2>&1 &&"
+            " v=$(timedatectl show -p NTPSynchronized --value 2>/dev/null); then"
+            ' echo "timedatectl NTPSynchronized=$v";'
+            " elif command -v chronyc >/dev/null 2>&1; then chronyc -n tracking;"
+            ' else echo "neither timedatectl nor chronyc answered"; exit 127; fi'
+        )
+
+    def process(self, output: list[str]) -> tuple[bool, str]:
+        return parsers.clock_synced("\n".join(output))
+
+
+FACTS = (
+    Hostname,
+    KernelVersion,
+    Arch,
+    LinuxDistribution,
+    Sysctl,
+    DebPackages,
+    RpmPackages,
+    LoadedModules,
+    Mounts,
+    KernelLog,
+    Clock,
+)
