@@ -1,17 +1,21 @@
 """What hostile run contents cost: the report of a long node value, serve's index over a huge file.
 
-Two figures of the hardening issue, before and after (run it once with the code to compare
-on PYTHONPATH):
+Figures of the hardening issue (round two), before and after: run it once more with the
+older code on PYTHONPATH. Each prints wall and CPU seconds (CPU time of this process and its
+children: a shared, loaded machine inflates wall time, not CPU time).
 
-- `pdf`: wall time of `rackcert report` (json, html, pdf) for a run of the seed's R750xa
-  rack whose GPU name on one node (in facts.json and the gpu.model check) is N characters
-  of unbroken text, N from --lengths;
-- `serve`: wall time of serve's index page (what one browser load of `/` costs) over a
-  runs root whose one run holds a sparse artifact of --sparse-gb GB (a file that takes no
-  disk; created in a temporary directory and removed afterwards), first load and second.
+- `pdf`: `build_report` (json, html, pdf) of a run of the seed's R750xa rack whose GPU name
+  on one node (in facts.json and the gpu.model check) is N characters of unbroken text, N
+  from --lengths;
+- `serve`: serve's index page (what one browser load of `/` costs) over a runs root whose
+  one run holds a sparse artifact of --sparse-gb GB (no disk used; created in a temporary
+  directory under /tmp and removed afterwards), first load and second;
+- `redact`: the redactor over a record of --strings strings (~47 MB of JSON for 800,000).
 
     python benchmarks/hostile_inputs.py pdf --lengths 2000 10000
     python benchmarks/hostile_inputs.py serve --sparse-gb 20
+    python benchmarks/hostile_inputs.py redact
+    PYTHONPATH=<an older checkout> python benchmarks/hostile_inputs.py ...   # the "before"
 """
 
 from __future__ import annotations
@@ -105,6 +109,28 @@ def serve(sparse_gb: float) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def redact(strings: int) -> None:
+    """What masking costs over a big record: the redactor over `strings` short strings."""
+    import json
+
+    from rackcert.secrets import Redactor
+
+    redactor = Redactor()
+    redactor.add("correct-horse-battery")
+    redactor.add("another-s3cret&<>")
+    rows = [
+        {"id": f"check.{i}", "observed": "x" * 100, "reason": "saw y" * 10, "fix": "do z" * 5}
+        for i in range(strings // 4)
+    ]
+    size = len(json.dumps({"results": rows})) / 1e6
+    t0, c0 = time.monotonic(), _cpu_seconds()
+    redactor.scrub({"results": rows})
+    print(
+        f"scrub of {strings} strings ({size:.1f} MB as JSON): {time.monotonic() - t0:.1f} s wall,"
+        f" {_cpu_seconds() - c0:.1f} s cpu"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -112,9 +138,13 @@ def main() -> None:
     p.add_argument("--lengths", type=int, nargs="+", default=[2000, 10000])
     s = sub.add_parser("serve")
     s.add_argument("--sparse-gb", type=float, default=20.0)
+    r = sub.add_parser("redact")
+    r.add_argument("--strings", type=int, default=800_000)
     args = parser.parse_args()
     if args.what == "pdf":
         pdf(args.lengths)
+    elif args.what == "redact":
+        redact(args.strings)
     else:
         serve(args.sparse_gb)
 
