@@ -91,7 +91,11 @@ def _maxrss_mb() -> float:
 
 
 def measure(
-    count: int, workdir: Path, vms_per_host: int, naive_max: int, trace: bool
+    count: int,
+    workdir: Path,
+    vms_per_host: int = 1,
+    naive_max: int = 256,
+    trace: bool = False,
 ) -> dict[str, Any]:
     loaded = load_spec(REPO_ROOT / "inventories" / "r750xa-4node.yaml").spec
     files = twin.TwinFiles.in_dir(workdir / f"n{count}")

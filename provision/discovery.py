@@ -90,17 +90,20 @@ def _u16(value: int | None) -> int:
     return (value or 0) & 0xFFFF
 
 
-def _filter_spec(vim: Any, vmodl: Any, view: Any) -> Any:
+def _filter_spec(vim: Any, vmodl: Any, view: Any, extra: dict[Any, list[str]] | None = None) -> Any:
     pc = vmodl.query.PropertyCollector
     traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
+    paths = {
+        vim.HostSystem: HOST_PROPERTIES,
+        vim.VirtualMachine: VM_PROPERTIES,
+        vim.Datastore: NAMED,
+        vim.Network: NAMED,
+    }
+    for kind, more in (extra or {}).items():
+        paths[kind] = list(dict.fromkeys([*paths.get(kind, []), *more]))
     return pc.FilterSpec(
         objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[traverse])],
-        propSet=[
-            pc.PropertySpec(type=vim.HostSystem, pathSet=HOST_PROPERTIES),
-            pc.PropertySpec(type=vim.VirtualMachine, pathSet=VM_PROPERTIES),
-            pc.PropertySpec(type=vim.Datastore, pathSet=NAMED),
-            pc.PropertySpec(type=vim.Network, pathSet=NAMED),
-        ],
+        propSet=[pc.PropertySpec(type=kind, pathSet=p) for kind, p in paths.items()],
         reportMissingObjectsInResults=False,
     )
 
@@ -125,36 +128,46 @@ def _pages(
 
 
 def _stream_paged(
-    si: Any, stats: dict[str, int], fresh: Callable[[], Callable[[list[Any]], None]]
+    si: Any,
+    stats: dict[str, int],
+    fresh: Callable[[], Callable[[list[Any]], None]],
+    extra: dict[Any, list[str]] | None = None,
 ) -> None:
-    """Every host, VM, datastore and network, page by page, through one view. A dropped
-    connection restarts the retrieval with a fresh consumer (a token cannot be replayed:
-    the page it was answering may already be consumed)."""
+    """Every host, VM, datastore and network (and `extra`'s types), page by page, through one
+    view. A dropped connection restarts the retrieval with a fresh consumer (a token cannot
+    be replayed: the page it was answering may already be consumed)."""
     from pyVmomi import vim, vmodl
 
     content = si.content
-    view = content.viewManager.CreateContainerView(
-        content.rootFolder, [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network], True
-    )
+    kinds = [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network]
+    kinds += [k for k in (extra or {}) if k not in kinds]
+    view = content.viewManager.CreateContainerView(content.rootFolder, kinds, True)
     try:
         pc = content.propertyCollector
         options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
-        spec = _filter_spec(vim, vmodl, view)
+        spec = _filter_spec(vim, vmodl, view, extra)
         with_retries(lambda: _pages(pc, spec, options, stats, fresh()), 3)
     finally:
         with contextlib.suppress(*TRANSIENT_FAULTS):
             view.DestroyView()
 
 
-def retrieve_all(si: Any, stats: dict[str, int] | None = None) -> list[Any]:
-    """Every host and VM object content: one retrieval, followed through its pages."""
+def retrieve_all(
+    si: Any, stats: dict[str, int] | None = None, extra: dict[Any, list[str]] | None = None
+) -> list[Any]:
+    """Every host and VM object content: one retrieval, followed through its pages.
+
+    `extra` adds properties (and object types) to the same retrieval: `rackcert capture`
+    reads clusters, datacenters and more per host in the one call discovery makes, and
+    keeps the SOAP objects (discovery streams them into its models instead).
+    """
     objects: list[Any] = []
 
     def fresh() -> Callable[[list[Any]], None]:
         objects.clear()
         return objects.extend
 
-    _stream_paged(si, {} if stats is None else stats, fresh)
+    _stream_paged(si, {} if stats is None else stats, fresh, extra)
     return objects
 
 
@@ -211,6 +224,24 @@ def discover(si: Any) -> Inventory:
                 f"vCenter discovery failed: the connection dropped ({type(exc).__name__})"
                 " three times; check the network and re-run"
             ) from None
+    inventory = _inventory(collected, about)
+    # ATS as the hosts run it: esxcli only where a reboot is pending (_ats_runtime).
+    esxcli_calls = sum(_ats_runtime(si, host) for host in inventory.hosts)
+    inventory.round_trips = counter.calls + esxcli_calls
+    inventory.pages = stats.get("pages", 0)
+    inventory.seconds = round(time.perf_counter() - started, 4)
+    return inventory
+
+
+def inventory_from(objects: list[Any], about: Any) -> Inventory:
+    """The Inventory of one retrieval's object contents (capture's, which keeps them)."""
+    collected = _Collected()
+    collected.take(objects)
+    return _inventory(collected, about)
+
+
+def _inventory(collected: _Collected, about: Any) -> Inventory:
+    """Hosts with their datastores, networks and VMs; templates apart; all sorted by name."""
     hosts: list[ObservedHost] = []
     for host, refs, nets in collected.hosts.values():
         host.datastores = sorted(collected.names.get(r, "") for r in refs)
@@ -239,10 +270,47 @@ def discover(si: Any) -> Inventory:
         hosts=hosts,
         vms=out_vms,
         templates=templates,
-        round_trips=counter.calls,
-        pages=stats.get("pages", 0),
-        seconds=round(time.perf_counter() - started, 4),
     )
+
+
+def _ats_inferred(host: ObservedHost) -> None:
+    """ATS as the host runs it, where the API alone says: with no reboot pending, as configured.
+
+    A boot option runs from the next boot; with no reboot pending (summary.rebootRequired
+    false) the host runs what it has configured. With one pending the configured value says
+    nothing about the running one (an operator's same-value write and a VIB install set
+    rebootRequired too): ats_runtime stays unknown until `_ats_runtime` asks the host.
+    """
+    if host.ats_enabled is not None and not host.reboot_required:
+        host.ats_runtime = host.ats_enabled
+        host.ats_runtime_source = "configured (no reboot pending)"
+
+
+def _ats_runtime(si: Any, host: ObservedHost) -> int:
+    """Ask a host with a reboot pending what ATS it runs; the number of SOAP calls it took.
+
+    `esxcli system settings kernel list -o atsSupport` (its Runtime column), only where a
+    reboot is pending, so discovery's round trips stay independent of the host count. A
+    host that does not answer keeps the API's inference (not in effect until the reboot),
+    and the record says so.
+    """
+    if host.ats_enabled is None or host.ats_runtime is not None:
+        return 0
+    if host.connection_state != "connected":
+        host.ats_runtime_source = f"inferred: host {host.connection_state or 'unreachable'}"
+        return 0
+    from provision.esxcli import kernel_setting
+
+    row = kernel_setting(si, host.moid, "atsSupport")
+    if row is None:
+        host.ats_runtime_source = (
+            "inferred: the host did not answer esxcli; with a reboot pending the"
+            " configured value is taken as not in effect"
+        )
+        return 2
+    host.ats_runtime = row.runtime_on
+    host.ats_runtime_source = f"esxcli (Configured {row.configured}, Runtime {row.runtime})"
+    return 2
 
 
 def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
@@ -278,7 +346,7 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
     product = props.get("config.product")
     hardware = props.get("summary.hardware")
     system = props.get("hardware.systemInfo")
-    return ObservedHost(
+    host = ObservedHost(
         name=props.get("name", moid),
         moid=moid,
         address=props.get("name", ""),
@@ -304,6 +372,8 @@ def _host(moid: str, props: dict[str, Any]) -> ObservedHost:
         vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
         bios_version=getattr(props.get("hardware.biosInfo"), "biosVersion", "") or "",
     )
+    _ats_inferred(host)
+    return host
 
 
 def _option_type(definition: Any, value: Any) -> str:

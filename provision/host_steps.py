@@ -142,11 +142,34 @@ def prepare_host(
         _enter_maintenance(host, name, on_event, timeouts)
     keep = "host left in maintenance mode: it was in it before provision (the operator's)"
     step = HostStep(host=host, name=name, on_event=on_event, timeouts=timeouts)
-    for action in actions:
-        on_event("start", action, "")
-        note = HOST_STEPS[action.kind](step, action)
-        if operators:
-            note = f"{note}; {keep}" if note else keep
-        done(action, note)
+    try:
+        for action in actions:
+            on_event("start", action, "")
+            note = HOST_STEPS[action.kind](step, action)
+            if operators:
+                note = f"{note}; {keep}" if note else keep
+            done(action, note)
+    except ApplyError as exc:
+        if not operators:
+            raise ApplyError(f"{exc}{_leave_maintenance_after_fault(host, name)}") from None
+        raise
     if not operators:
         wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+
+
+def _leave_maintenance_after_fault(host: Any, name: str) -> str:
+    """A step failed inside the maintenance window rackcert opened: close it again, best
+    effort, so a re-run does not mistake rackcert's window for the operator's (and vSphere
+    then refuses to power VMs on there). Returns what to add to the error line."""
+    from pyVmomi import vmodl
+
+    from rackcert.vsphere_rules import TRANSIENT_FAULTS
+
+    failed: tuple[type[BaseException], ...] = (ApplyError, vmodl.MethodFault, *TRANSIENT_FAULTS)
+    try:
+        wait_task(
+            host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode", timeout=300
+        )
+    except failed:
+        return f"; {name} is still in the maintenance mode rackcert put it in: exit it by hand"
+    return f"; {name} taken out of maintenance mode again"

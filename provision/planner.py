@@ -129,12 +129,13 @@ def _host_actions(
             return [missing]
     running = _powered_on(host, inventory)
     actions: list[Action] = []
-    pending_boot = host.reboot_required
     ats = _ats_action(host)
     ats_change = ats is not None and ats.blocked is None
     if ats is not None:
         actions.append(ats)
-        pending_boot = pending_boot or ats_change
+    ats_boot = _ats_boot(host, ats_change)
+    pending_boot = bool(ats_boot)
+    ats_change = ats_boot == "ATS"
     enable: list[str] = []
     activate: list[str] = []
     for pci, vm in _passthrough_ids(spec, placements, spec_host.name).items():
@@ -175,11 +176,14 @@ def _host_actions(
         )
     waiting = [*activate] if now else [*enable, *activate]
     if waiting or pending_boot:
-        why = "ATS" if ats_change else "pending boot options"
+        ats_why = "ATS"
+        if host.ats_runtime_source.startswith("esxcli"):
+            ats_why = f"ATS ({host.ats_runtime_source})"
+        why = ats_why if ats_change else "pending boot options"
         if graphics is not None and not ats_change:
             why = "the default graphics type"
         if waiting:
-            why = ("ATS and " if ats_change else "") + "passthrough of " + (", ".join(waiting))
+            why = (f"{ats_why} and " if ats_change else "") + "passthrough of " + ", ".join(waiting)
         actions.append(
             Action(
                 kind="host.reboot",
@@ -229,6 +233,22 @@ def _graphics_action(
         " guide); takes effect at the next boot",
         host=host.name,
     )
+
+
+def _ats_boot(host: ObservedHost, ats_change: bool) -> str:
+    """What a reboot would bring into effect for ATS: "ATS", "pending boot options" or "".
+
+    A reboot is planned when ATS as the host runs it (esxcli's Runtime, discovery's
+    ats_runtime) is not what the spec wants, never only because summary.rebootRequired is
+    true: an operator's same-value option write or a VIB install sets it too. When a host
+    with a reboot pending did not answer esxcli, the API's inference stays: the pending boot
+    options (ATS among them) are not in effect until it reboots.
+    """
+    if host.ats_runtime is not None:
+        return "" if host.ats_runtime else "ATS"
+    if ats_change:
+        return "ATS"
+    return "pending boot options" if host.reboot_required else ""
 
 
 def _ats_action(host: ObservedHost) -> Action | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rackcert.errors import InputError, RackcertError
+from rackcert.placement import gpudirect_warnings, place
 from rackcert.runs import RunDir, utc_now
 from rackcert.spec_loader import LoadedSpec
 from rackcert.stage_records import PlanData, PlanRecord, ProvisionData, ProvisionRecord
@@ -46,6 +47,7 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     except RackcertError as exc:
         run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
         raise
+    data.warnings = gpudirect_warnings(loaded.spec, place(loaded.spec))
     record = run.write_stage("plan", data, started_at=started)
     assert isinstance(record, PlanRecord)
     return record
@@ -62,6 +64,7 @@ def run(
     on_event: EventHook | None = None,
     timeouts: Any = None,
     power_on: bool = True,
+    guard: Callable[[Any], None] | None = None,
 ) -> ProvisionRecord:
     """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
 
@@ -73,6 +76,8 @@ def run(
         on_event: apply's progress hook.
         timeouts: provision.host_steps.Timeouts (reboot, maintenance mode); None: its defaults.
         power_on: power the VMs on (ESXi checks their devices then); False leaves them off.
+        guard: called with the discovered inventory before anything is planned or recorded;
+            raises to refuse (`provision --rehearsed`: not the inventory rehearsed).
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
@@ -84,6 +89,8 @@ def run(
     started = utc_now()
     with connect(loaded.spec) as si:
         before = discover(si)
+        if guard is not None:
+            guard(before)
         data = ProvisionData(observed_before=before)
 
         def write(status: str = "ok", error: str | None = None) -> ProvisionRecord:
@@ -162,7 +169,6 @@ def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:
 def vm_states(spec: Any, inventory: Any, waits: dict[str, Any]) -> dict[str, Any]:
     """Each spec VM after provision: power state, Tools IP, what the wait saw, why it is off."""
     from provision.vmsettings import power_conflicts
-    from rackcert.placement import place
 
     conflicts = power_conflicts(spec, place(spec), inventory)
     out: dict[str, Any] = {}

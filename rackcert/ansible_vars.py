@@ -117,9 +117,27 @@ def _network_vars(spec: Spec) -> dict[str, Any]:
     }
 
 
+def _slurm_vars(spec: Spec) -> dict[str, Any]:
+    slurm = spec.slurm
+    if slurm is None:
+        return {"slurm_node_enabled": False}
+    from rackcert.slurm.conf import gres_type
+
+    return {
+        "slurm_node_enabled": True,
+        "slurm_node_install": slurm.install_slurmd,
+        "slurm_node_controller": slurm.controller.address,
+        "slurm_node_controller_port": slurm.controller.port,
+        "slurm_node_munge_key_file": slurm.munge_key_file,  # a path on the controller
+        "slurm_node_munge_socket": slurm.munge_socket,
+        "slurm_node_conf_file": slurm.conf_file or "",
+        "slurm_node_gres_type": gres_type(spec, spec.vms[0]) if spec.vms else "gpu",
+    }
+
+
 def spec_group_vars(spec: Spec) -> dict[str, Any]:
     """The group variables every node gets, each derived from one spec field."""
-    group_vars = _guest_vars(spec) | _storage_vars(spec) | _network_vars(spec)
+    group_vars = _guest_vars(spec) | _storage_vars(spec) | _network_vars(spec) | _slurm_vars(spec)
     interpreter = INTERPRETERS.get(spec.guest.os)
     if interpreter:
         group_vars[INTERPRETER_VAR] = interpreter

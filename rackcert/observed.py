@@ -53,6 +53,16 @@ class ObservedHost(Observed):
     ats_enabled: bool | None = Field(
         None, description="ATS setting as configured (VMkernel.Boot.atsSupport); None: not seen"
     )
+    ats_runtime: bool | None = Field(
+        None,
+        description="ATS in effect now (esxcli `system settings kernel list -o atsSupport`,"
+        " Runtime); None: not known (no esxcli answer while a reboot is pending)",
+    )
+    ats_runtime_source: str = Field(
+        "",
+        description="Where ats_runtime comes from: esxcli; configured (no reboot pending);"
+        " or why it is inferred",
+    )
     ats_option_type: str | None = Field(
         None,
         description="Declared type of VMkernel.Boot.atsSupport on this host (bool, string, ...);"

@@ -10,7 +10,12 @@ Policy, in order of importance:
 2. an NVLink pair is never shared by two VMs unless one of them sets
    `allow_split_pair` (the partner of a GPU given alone stays idle);
 3. `nvlink: preferred` VMs get a pair when one is free;
-4. GPUs on the NUMA node of a NIC first (GPUDirect RDMA wants them close);
+4. GPUs on the NUMA node of a NIC first (GPUDirect RDMA wants them close), and a
+   VM with a passthrough NIC port before one without, so a vmxnet3 VM never takes
+   the GPUs next to the port; `gpu_nic_numa: required` VMs go first of all and get
+   GPUs on the node of a free NIC port, or fail (NVIDIA's GPUDirect RDMA guidance:
+   GPU and NIC under one PCIe root complex; across the socket link NCCL's defaults
+   do not use GPUDirect RDMA, see `gpudirect_warnings`);
 5. `host: auto` VMs spread over the hosts with the most free GPUs.
 
 A VM whose template asks for a passthrough NIC gets a NIC function of its own
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rackcert.spec import HardwareProfile, NicMode, NvlinkPolicy, Spec, Vm
+from rackcert.spec import HardwareProfile, NicMode, NumaPolicy, NvlinkPolicy, Spec, Vm, VmTemplate
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,30 @@ def _choose(state: _HostState, vm: Vm, count: int, nvlink: NvlinkPolicy) -> list
     return chosen
 
 
+def _choose_near(state: _HostState, vm: Vm, count: int, nvlink: NvlinkPolicy) -> list[str] | str:
+    """GPUs only from the NUMA nodes of the host's free NIC functions (gpu_nic_numa: required)."""
+    nodes = {
+        n.numa
+        for n in state.profile.nics
+        if any(nic_function(n.pci, p) not in state.nic_owner for p in range(n.ports))
+    }
+    far = [g.pci for g in state.profile.gpus if g.numa not in nodes and g.pci not in state.owner]
+    for pci in far:  # out of reach for this choice only
+        state.owner[pci] = ""
+    try:
+        picked = _choose(state, vm, count, nvlink)
+    finally:
+        for pci in far:
+            del state.owner[pci]
+    if isinstance(picked, str):
+        where = ", ".join(str(n) for n in sorted(nodes)) or "none"
+        return (
+            f"{picked} on the NUMA node(s) of a free passthrough NIC port ({where}):"
+            " gpu_nic_numa: required keeps GPUDirect RDMA on one node"
+        )
+    return picked
+
+
 def _commit(state: _HostState, vm: Vm, gpus: list[str]) -> None:
     for pci in gpus:
         state.owner[pci] = vm.name
@@ -164,6 +193,12 @@ def place(spec: Spec) -> list[VmPlacement]:
         i for i, v in enumerate(spec.vms) if not v.gpus and v.host != "auto"
     ]
     order += [i for i, v in enumerate(spec.vms) if not v.gpus and v.host == "auto"]
+    # Stable: explicit GPUs, then pinned, then auto VMs (as before); within each group
+    # gpu_nic_numa: required VMs first, then those with a passthrough NIC port.
+    group = {index: n for n, index in enumerate(order)}
+    order.sort(
+        key=lambda i: (_group(spec.vms[i]), _nic_rank(templates[spec.vms[i].template]), group[i])
+    )
     result: dict[int, VmPlacement] = {}
     for index in order:
         vm = spec.vms[index]
@@ -175,7 +210,9 @@ def place(spec: Spec) -> list[VmPlacement]:
         reason = ""
         for state in candidates:
             picked = _explicit(state, vm, index) if vm.gpus else None
-            if picked is None:
+            if picked is None and _near_required(tmpl) and state.profile.nics:
+                picked = _choose_near(state, vm, tmpl.gpus, tmpl.nvlink)
+            elif picked is None:
                 picked = _choose(state, vm, tmpl.gpus, tmpl.nvlink)
             if isinstance(picked, str):
                 reason = reason or picked
@@ -200,6 +237,54 @@ def place(spec: Spec) -> list[VmPlacement]:
                 )
             )
     return [result[i] for i in range(len(spec.vms))]
+
+
+def _group(vm: Vm) -> int:
+    return 0 if vm.gpus else (1 if vm.host != "auto" else 2)
+
+
+def _near_required(tmpl: VmTemplate) -> bool:
+    return (
+        tmpl.gpu_nic_numa is NumaPolicy.required
+        and tmpl.nic is NicMode.passthrough
+        and tmpl.gpus > 0
+    )
+
+
+def _nic_rank(tmpl: VmTemplate) -> int:
+    if _near_required(tmpl):
+        return 0
+    return 1 if tmpl.nic is NicMode.passthrough and tmpl.gpus else 2
+
+
+def gpudirect_warnings(spec: Spec, placements: list[VmPlacement]) -> list[str]:
+    """One line per VM whose GPUs and passthrough NIC port sit on different NUMA nodes.
+
+    Such a VM gets pciPassthru.allowP2P (GPU and NIC talk peer to peer), but GPUDirect
+    RDMA then crosses the socket link (UPI), which NVIDIA's guidance advises against and
+    NCCL's defaults do not use (NCCL_NET_GDR_LEVEL stops at PHB): the traffic goes through
+    host memory instead. `gpu_nic_numa: required` turns this into a refusal.
+    """
+    out = []
+    templates = {t.name: t for t in spec.vm_templates}
+    for p in placements:
+        vm = next(v for v in spec.vms if v.name == p.vm)
+        tmpl = templates[vm.template]
+        if tmpl.nic is not NicMode.passthrough or not p.gpus or p.nic is None:
+            continue
+        profile = spec.host_profile(p.host)
+        gpu_nodes = sorted({g.numa for g in profile.gpus if g.pci in p.gpus})
+        nic_node = next((n.numa for n in profile.nics if n.pci[:-1] == p.nic[:-1]), None)
+        if nic_node is None or gpu_nodes == [nic_node]:
+            continue
+        nodes = ", ".join(str(n) for n in gpu_nodes)
+        out.append(
+            f"VM {p.vm}: GPU(s) {', '.join(p.gpus)} on NUMA node {nodes}, NIC port {p.nic}"
+            f" on node {nic_node}: GPUDirect RDMA (pciPassthru.allowP2P) crosses the socket"
+            " link, which NCCL's defaults do not use (traffic goes through host memory);"
+            " put GPU and NIC on one node, or set gpu_nic_numa: required to refuse this"
+        )
+    return out
 
 
 def _no_nic_function(state: _HostState) -> str:

@@ -72,6 +72,25 @@ class AllreduceResult(BaseModel):
     line_rate_gbps: float | None = Field(None, description="Gb/s of the link, from the spec")
     busbw_fraction: float | None = Field(None, description="busbw at the largest sizes / line rate")
     note: str | None = Field(None, description="Caveat for reading the figures, e.g. world size 1")
+    link: str | None = Field(
+        None,
+        description="What the launch's ranks talked over: nvlink, pcie, sys (across sockets),"
+        " nic (between nodes) or loopback; absent in records older than the field",
+    )
+    link_detail: str | None = Field(None, description="The GPU pairs and their links, or nodes")
+    link_source: str | None = Field(
+        None, description="Where the line rate or expected busbw judged against comes from"
+    )
+    expected_busbw_gbps: float | None = Field(
+        None, description="The spec's expected busbw for this link (GB/s), when it states one"
+    )
+    busbw_largest_gbps: float | None = Field(
+        None, description="Mean busbw of the largest sizes: the figure judged"
+    )
+    sys_crossing: list[str] = Field(
+        default_factory=list,
+        description="GPU pairs (or GPU-to-NIC paths) that cross the CPU sockets (SYS)",
+    )
 
 
 class ScalingPoint(BaseModel):
@@ -82,6 +101,9 @@ class ScalingPoint(BaseModel):
     images_per_sec: float = Field(description="Total images/s across all GPUs")
     images_per_sec_per_gpu: float
     spread: float = Field(0.0, description="+- 1.96 sigma of the total over timed intervals")
+    warmup_s: float | None = Field(
+        None, description="Seconds of warm-up steps (compilation included), excluded from the rate"
+    )
     speedup: float = 1.0
     efficiency: float = 1.0
 

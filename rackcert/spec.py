@@ -242,6 +242,11 @@ class NicMode(StrEnum):
     vmxnet3 = "vmxnet3"
 
 
+class NumaPolicy(StrEnum):
+    preferred = "preferred"
+    required = "required"
+
+
 class GpuMode(StrEnum):
     passthrough = "passthrough"
     vgpu = "vgpu"
@@ -262,6 +267,12 @@ class VmTemplate(Strict):
         NicMode.vmxnet3, description="Data NIC: passthrough (the NUMA-local port), sriov, vmxnet3"
     )
     numa_affinity: bool = Field(True, description="Pin the VM to the NUMA node of its GPUs")
+    gpu_nic_numa: NumaPolicy = Field(
+        NumaPolicy.preferred,
+        description="GPUDirect RDMA between the VM's GPUs and its passthrough NIC port (NVIDIA:"
+        " same PCIe root complex): preferred: on one NUMA node when the host has them free, a"
+        " plan warning otherwise; required: refuse a placement that crosses nodes",
+    )
     gpu_mode: GpuMode = Field(
         GpuMode.passthrough, description="passthrough (DirectPath I/O) or vgpu (NVIDIA vGPU)"
     )
@@ -553,6 +564,88 @@ class Network(Strict):
     )
 
 
+LinkTopology = Literal["nvlink", "pcie", "sys", "nic"]
+
+
+class LinkExpectation(Strict):
+    """What an allreduce launch should reach on one kind of link, and where that figure comes
+    from. `line_rate_gbps` (Gb/s, one direction) is judged with allreduce_busbw_fraction_min;
+    `busbw_gbps` (GB/s, nccl-tests' busbw) is a floor of its own, judged as it stands."""
+
+    topology: LinkTopology = Field(
+        description="The link a launch's ranks talk over: nvlink (NV# between its GPUs, the"
+        " bridge of a PCIe pair inside one VM), pcie (PIX/PXB/PHB/NODE), sys (across sockets),"
+        " nic (between nodes)"
+    )
+    gpu: str | None = Field(
+        None, description="Only for GPUs whose name contains this (e.g. 'A100'); absent: any"
+    )
+    line_rate_gbps: float | None = Field(None, gt=0, description="Gb/s each way")
+    busbw_gbps: float | None = Field(None, gt=0, description="Expected allreduce busbw, GB/s")
+    source: str = Field(
+        min_length=1, description="Where the figure comes from: a datasheet, a measurement"
+    )
+
+    @model_validator(mode="after")
+    def _one_figure(self) -> LinkExpectation:
+        if (self.line_rate_gbps is None) == (self.busbw_gbps is None):
+            raise ValueError("give exactly one of line_rate_gbps and busbw_gbps")
+        return self
+
+
+_ABS_PATH_RE = r"^/[A-Za-z0-9._/+-]*$"
+AbsPath = Annotated[str, Field(pattern=_ABS_PATH_RE, max_length=1024)]
+
+
+class SlurmController(Strict):
+    """The site's slurmctld, as its nodes reach it."""
+
+    address: HostAddress = Field(description="slurmctld's address (SlurmctldHost's NodeAddr)")
+    port: int = Field(6817, ge=1, le=65535, description="SlurmctldPort")
+
+
+class Slurm(Strict):
+    """How the rack's nodes join the site's Slurm, and how rackcert talks to it.
+
+    rackcert does not own the controller's configuration: `rackcert slurm conf` prints the
+    node and partition lines for the site to add. The munge key is a reference to a file
+    on this machine (the Ansible controller), never its content.
+    """
+
+    controller: SlurmController
+    cluster: Name = Field(description="ClusterName of the site's slurm.conf")
+    partition: Name = Field(description="The partition the rack's nodes form")
+    munge_key_file: AbsPath = Field(
+        description="The site's munge key: a file on this machine, copied to the nodes (0400)"
+    )
+    install_slurmd: bool = Field(
+        True, description="The slurm_node role installs munge and slurmd on the nodes"
+    )
+    conf_file: AbsPath | None = Field(
+        None,
+        description="The site's slurm.conf on this machine, copied to the nodes; absent:"
+        " configless (slurmd --conf-server controller)",
+    )
+    client_conf: AbsPath | None = Field(
+        None,
+        description="slurm.conf srun and scontrol read on this machine (SLURM_CONF);"
+        " absent: Slurm's own default",
+    )
+    munge_socket: AbsPath = Field(
+        "/run/munge/munge.socket.2", description="munged's socket on the nodes and here"
+    )
+    slurmd_port: int = Field(6818, ge=1, le=65535, description="SlurmdPort")
+    gres_type: Name | None = Field(
+        None, description="Type in Gres=gpu:<type>:<n> (default: from the GPU model, e.g. a100)"
+    )
+    job_timeout_s: int = Field(
+        60,
+        ge=1,
+        le=86400,
+        description="How long a bench job may wait for Slurm to place it before it is given up",
+    )
+
+
 class Certification(Strict):
     reference: str | None = Field(None, description="Certified-matrix entry to compare against")
     scaling_efficiency_min: float = Field(
@@ -568,6 +661,11 @@ class Certification(Strict):
     )
     line_rate_gbps: float | None = Field(
         None, gt=0, description="Override the link line rate (default: the NIC port speed)"
+    )
+    links: list[LinkExpectation] = Field(
+        default_factory=list,
+        description="Expected busbw or line rate per topology, each with its source; first"
+        " match wins, before rackcert's shipped figures (validation.bench.links)",
     )
     required: list[VerdictCheckId] | None = Field(
         None,
@@ -597,6 +695,10 @@ class Spec(Strict):
     storage: Storage = Field(default_factory=Storage)
     network: Network = Field(default_factory=Network)
     certification: Certification = Field(default_factory=Certification)
+    slurm: Slurm | None = Field(
+        None,
+        description="The site's Slurm: nodes join it, bench runs as its jobs (--launcher srun)",
+    )
 
     # Lookups every stage needs; cheap enough to rebuild on each call.
     def profile(self, name: str) -> HardwareProfile:

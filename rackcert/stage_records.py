@@ -69,6 +69,11 @@ class PlanData(Model):
     left_alone: list[LeftAlone] = Field(
         default_factory=list, description="VMs managed by vCenter extensions, left alone"
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the plan allows but advises against, per VM (GPUDirect RDMA across"
+        " NUMA nodes)",
+    )
 
 
 class ProvisionData(Model):
@@ -248,6 +253,15 @@ class BenchRank(Model):
     rank: int
     host: str
     local_rank: int
+    bus_id: str | None = Field(None, description="PCI bus id of the rank's GPU (nvidia-smi's)")
+
+
+class SlurmPlacement(Model):
+    """Where Slurm ran one srun launch (validation.bench.slurm_launch.placement)."""
+
+    job_ids: list[int] = Field(default_factory=list, description="Slurm job ids of the launch")
+    nodes: list[str] = Field(default_factory=list, description="The nodes Slurm chose, rank order")
+    ranks: int = Field(0, description="Tasks that reported where they ran")
 
 
 class BenchLaunch(Model):
@@ -265,6 +279,17 @@ class BenchLaunch(Model):
     horovod_ref: dict[str, Any] | None = Field(
         None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
     )
+    compile_cache: dict[str, Any] | None = Field(
+        None,
+        description="The nodes' inductor/Triton cache directory and how many files it held"
+        " when the launch started (0: a cold compile)",
+    )
+    exit_warning: str | None = Field(
+        None,
+        description="Every rank reported its figures, then a process did not exit cleanly:"
+        " recorded, not a failed launch",
+    )
+    slurm: SlurmPlacement | None = Field(None, description="srun launches: job and nodes")
 
 
 class StorageNode(Model):
@@ -343,16 +368,19 @@ class LaunchInfo(Model):
 
     engine: str = Field(description="horovod or torch.distributed")
     collectives: str = Field(description="nccl, gloo or mpi")
-    launcher: str = Field(description="torchrun, horovodrun or mpirun")
-    controller: str = Field(description="rendezvous: c10d, gloo or mpi")
+    launcher: str = Field(description="torchrun, horovodrun, mpirun or srun")
+    controller: str = Field(description="rendezvous: c10d, gloo, mpi or slurm")
     launched_from: str = Field(description="this machine, or the first node's name")
+    jobs: list[SlurmPlacement] | None = Field(
+        None, description="srun: each launch's Slurm job ids and the nodes Slurm chose"
+    )
 
 
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
 
-    mode: Literal["local", "ssh"] | None = None
+    mode: Literal["local", "ssh", "slurm"] | None = None
     engine: BenchEngine | None = None
     quick: bool = False
     judge_link: bool | None = Field(
@@ -383,6 +411,9 @@ class BenchData(Model):
         None, description="ib_write_bw between node pairs, or why it was skipped"
     )
     storage: StorageResult | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="What went wrong without spoiling a figure"
+    )
     verdict: Verdict | None = None
 
 
@@ -405,6 +436,45 @@ class ReportData(Model):
     )
     checks: ReportCounts = Field(default_factory=ReportCounts)
     missing_stages: list[str] = Field(default_factory=list)
+
+
+# -- rehearsal ----------------------------------------------------------------------------------
+class Refusal(Model):
+    """Something that stopped provision on the twin: ESXi's/vCenter's fault, or rackcert's."""
+
+    target: str
+    action: str = Field(description="The action's kind, or plan when planning refused")
+    by: Literal["vcenter", "rackcert"] = Field(
+        description="vcenter: a task or call failed with vCenter's/ESXi's message; rackcert:"
+        " the planner refused or apply left the action undone"
+    )
+    message: str
+
+
+class CaptureInfo(Model):
+    taken_at: str
+    file: str = Field(description="The capture, in the run (artifacts/rehearsal/capture.json)")
+    sha256: str = Field(description="sha256 of the capture file")
+    inventory_digest: str = Field(description="sha256 of the fields provision reads")
+    hosts: int = 0
+    vms: int = 0
+    round_trips: int = 0
+    seconds: float = 0.0
+
+
+class RehearsalData(Model):
+    capture: CaptureInfo | None = None
+    twin_digest: str = Field("", description="The same digest, of the twin as discovered")
+    static: list[str] = Field(default_factory=list, description="What the twin served as data")
+    actions: list[ActionRecord] = Field(default_factory=list, description="The plan on the twin")
+    done: list[DoneAction] = Field(default_factory=list)
+    skipped: list[SkippedAction] = Field(default_factory=list)
+    refusals: list[Refusal] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    second_plan: list[ActionRecord] = Field(
+        default_factory=list, description="Planned again after apply: empty when it converged"
+    )
+    seconds: dict[str, float] = Field(default_factory=dict)
 
 
 # -- the envelope -------------------------------------------------------------------------------
@@ -452,7 +522,13 @@ class ReportRecord(StageRecord):
     data: ReportData
 
 
+class RehearsalRecord(StageRecord):
+    stage: Literal["rehearsal"] = "rehearsal"
+    data: RehearsalData
+
+
 RECORDS: dict[str, type[StageRecord]] = {
+    "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
     "provision": ProvisionRecord,
     "configure": ConfigureRecord,

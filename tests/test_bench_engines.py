@@ -1,7 +1,9 @@
 """The vendors' engines of the bench: nccl-tests, fio, perftest's ib_write_bw and DCGM.
 
 Parsers run on output captured from real runs where one could be made: all_reduce_perf
-on one H200 (nccl-tests 2.19.6, tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt),
+on one H200 (nccl-tests 2.19.6, tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt; and
+one run with `-J`: its JSON file and its stdout, all_reduce_perf-h200-1gpu-json.*, the
+JSON's `env` list, the process's environment, emptied and its binary path shortened),
 fio 3.33 here with rackcert's own command line, ib_write_bw here without an RDMA device.
 No RDMA device and no DCGM exist on any machine these tests ran on: the ib_write_bw
 table and the DCGM documents below follow the layouts perftest and DCGM document
@@ -11,6 +13,7 @@ table and the DCGM documents below follow the layouts perftest and DCGM document
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -47,6 +50,77 @@ def test_all_reduce_perf_table_from_a_real_h200_run() -> None:
     assert last["in_place"] == {"time_us": 1.11, "algbw_gbps": 970702.0, "busbw_gbps": 0.0,
                                 "wrong": 0}  # fmt: skip
     assert out["avg_busbw_gbps"] == 0.0 and out["out_of_bounds"] == 0 and out["correct"]
+
+
+JSON_RUN = json.loads((FIX / "all_reduce_perf-h200-1gpu-json.json").read_text())
+JSON_RUN_TEXT = (FIX / "all_reduce_perf-h200-1gpu-json.txt").read_text()
+
+
+def test_the_json_and_the_text_of_one_real_run_say_the_same() -> None:
+    """nccl-tests -J (file version 3) and the table it printed in the same run."""
+    js = nccltests.parse_json(JSON_RUN, JSON_RUN_TEXT)
+    tx = nccltests.parse(JSON_RUN_TEXT)
+    assert js["format"] == "json" and js["json_version"] == 3 and js["version"] == "2.19.6"
+    assert js["nccl_library"] == tx["nccl_library"] == 22809
+    assert (
+        js["devices"]
+        == tx["devices"]
+        == [{"rank": 0, "device": 0, "bus": "0000:00:06", "name": "NVIDIA H200"}]
+    )
+    assert [p["size_bytes"] for p in js["points"]] == [p["size_bytes"] for p in tx["points"]]
+    for j, t in zip(js["points"], tx["points"], strict=True):
+        for side_j, side_t in ((j, t), (j["in_place"], t["in_place"])):
+            # the table rounds to its column (2 decimals, or %g such as "2e+06")
+            assert side_j["time_us"] == pytest.approx(side_t["time_us"], rel=0.06, abs=0.01)
+            assert side_j["algbw_gbps"] == pytest.approx(side_t["algbw_gbps"], rel=0.06, abs=0.01)
+            assert side_j["busbw_gbps"] == side_t["busbw_gbps"] == 0.0  # one GPU
+            assert side_j["wrong"] == side_t["wrong"] == 0
+    assert js["points"][-1]["algbw_gbps"] == pytest.approx(2111.516291)
+    assert js["avg_busbw_gbps"] == tx["avg_busbw_gbps"] == 0.0
+    assert js["out_of_bounds"] == tx["out_of_bounds"] == 0 and js["correct"] and tx["correct"]
+    assert "env" not in js and js["errors"] == []
+
+
+def test_json_without_results_or_with_wrong_values() -> None:
+    with pytest.raises(nccltests.NcclTestsParseError):
+        nccltests.parse_json({"version": 3, "results": []})
+    bad = json.loads(json.dumps(JSON_RUN))
+    bad["results"][3]["in_place"]["nwrong"] = 2.0
+    assert nccltests.parse_json(bad)["correct"] is False
+    bad["results"][3]["in_place"]["bus_bw"] = "nan"  # how nccl-tests writes a NaN
+    assert math.isnan(nccltests.parse_json(bad)["points"][3]["in_place"]["busbw_gbps"])
+
+
+def _json_all_reduce_perf(path: Path) -> Path:
+    """A GPU-less stand-in for an all_reduce_perf that has -J: `-h` prints a usage naming
+    --output_file (nccl-tests 2.19.6's usage line), a run writes the captured JSON to the
+    file -J names and prints the captured stdout of that same run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -h ]; then echo "USAGE: all_reduce_perf"; echo "\t[-J,--output_file'
+        " <file> write output to filepath, if accessible. Infer type from suffix (only json"
+        ' supported presently.)]"; exit 0; fi\n'
+        'while [ $# -gt 0 ]; do [ "$1" = -J ] && out=$2; shift; done\n'
+        f'cp {FIX / "all_reduce_perf-h200-1gpu-json.json"} "$out"\n'
+        f"exec /bin/cat {FIX / 'all_reduce_perf-h200-1gpu-json.txt'}\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def test_nccl_tests_asks_for_json_when_the_binary_has_it_and_reads_text_otherwise(tmp_path):
+    with_json = _json_all_reduce_perf(tmp_path / "new/all_reduce_perf")
+    assert nccltests.supports_json(str(with_json))
+    out = nccltests.run_local(str(with_json), 1, 1 << 30, tmp_path / "new.log")
+    assert out["format"] == "json" and out["command"][-2] == "-J"
+    assert len(out["points"]) == 28 and out["correct"] and out["version"] == "2.19.6"
+    kept = json.loads((tmp_path / "new.json").read_text())
+    assert "env" not in kept and kept["results"]  # the environment is never recorded
+    older = _stand_in_all_reduce_perf(tmp_path / "old/all_reduce_perf")  # no -J in its usage
+    assert not nccltests.supports_json(str(older))
+    out = nccltests.run_local(str(older), 1, 1 << 30, tmp_path / "old.log")
+    assert out["format"] == "text" and "-J" not in out["command"] and len(out["points"]) == 28
 
 
 def test_figures_in_exponent_form_are_read_not_dropped() -> None:

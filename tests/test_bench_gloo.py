@@ -86,7 +86,12 @@ def test_tiny_resnet_two_ranks_through_ddp(bench: dict[str, Any]) -> None:
     (point,) = sc["points"]
     assert point["gpus"] == 2 and point["images_per_sec"] > 0
     assert point["images_per_sec_per_gpu"] == pytest.approx(point["images_per_sec"] / 2)
-    (launch,) = bench["data"]["launches"]
+    launches = bench["data"]["launches"]
+    # One process per configuration: the sweep, the default loop, the naive loop.
+    assert [ln["tasks"] for ln in launches] == [["allreduce"], ["resnet"], ["naive"]]
+    launch = launches[1]
+    assert all(ln["exit_warning"] is None for ln in launches)
+    assert bench["data"]["warnings"] == []
     run = launch["resnet"]
     assert run["world_size"] == 2 and run["loss_finite"] is True
     assert (
@@ -95,9 +100,13 @@ def test_tiny_resnet_two_ranks_through_ddp(bench: dict[str, Any]) -> None:
     )
     assert len(run["per_rank_mean"]) == 2 and all(v > 0 for v in run["per_rank_mean"])
     assert "torch.distributed.run" in launch["commands"][0]
+    assert point["warmup_s"] == pytest.approx(run["warmup_s"])  # recorded per point
+    # The ranks kept their compile cache under the DL environment (here: this interpreter's).
+    cache = launch["compile_cache"]
+    assert cache["dir"] == f"{sys.prefix}/var/cache/rackcert/compile" and cache["files_before"] >= 0
 
 
-def test_naive_loop_measured_in_the_same_launch(bench: dict[str, Any]) -> None:
+def test_naive_loop_measured_in_a_process_of_its_own(bench: dict[str, Any]) -> None:
     nd = bench["data"]["naive_vs_default"]
     assert nd["naive"]["config"]["precision"] == "fp32"
     assert nd["naive"]["config"]["channels_last"] is False

@@ -37,9 +37,13 @@ def test_bench_through_horovodrun_two_processes(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr[-2000:]  # INCOMPLETE: one local point
     data = json.loads(proc.stdout)
     assert data["engine"]["name"] == "horovod"
-    (launch,) = data["launches"]
-    assert Path(launch["commands"][0][0]).name == "horovodrun" and "--gloo" in launch["commands"][0]
-    assert [r["rank"] for r in launch["ranks"]] == [0, 1]
+    launches = data["launches"]  # one horovodrun per configuration: the sweep, the loop
+    assert [ln["tasks"] for ln in launches] == [["allreduce"], ["resnet"]]
+    for launch in launches:
+        cmd = launch["commands"][0]
+        assert Path(cmd[0]).name == "horovodrun" and "--gloo" in cmd
+        assert [r["rank"] for r in launch["ranks"]] == [0, 1] and launch["exit_warning"] is None
+    launch = launches[1]
     ar = data["allreduce"]
     assert ar["backend"] == "horovod" and ar["world_size"] == 2
     for p in ar["points"]:

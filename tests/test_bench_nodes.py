@@ -49,7 +49,9 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert data["launch"] == {"engine": "horovod", "collectives": "horovod",
                               "launcher": "horovodrun", "controller": "gloo",
                               "launched_from": "node1"}  # fmt: skip
-    (launch,) = data["launches"]
+    launches = data["launches"]  # one horovodrun per configuration: the sweep, the loop
+    assert [ln["tasks"] for ln in launches] == [["allreduce"], ["resnet"]]
+    launch = launches[0]
     (cmd,) = launch["commands"]
     assert cmd[:2] == ["ssh", "-tt"] and cmd[-3:-1] == ["--", f"root@{h1.address}"]
     assert "StrictHostKeyChecking=yes" in cmd
@@ -71,13 +73,15 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     assert checks["allreduce.correct"] == "pass" and checks["allreduce.busbw_fraction"] == "pass"
     assert data["rdma"]["skipped"] and "no RDMA device" in data["rdma"]["reason"]
     assert "MPI build" in data["nccl_tests"]["reason"]
-    # The launch carried no secret of this process's environment to the nodes.
-    log = Path(launch["log"]).read_text()
-    assert SECRET not in log and SECRET not in json.dumps(data)
-    # horovodrun's own hops from node1 went through the pinned ssh wrapper, which is gone now.
-    where = next(w for w in shlex.split(cmd[-1]) if w.startswith("/tmp/rackcert-hvd-"))
-    assert f"PATH={where}:" in cmd[-1] and f"UserKnownHostsFile={where}/known_hosts" in cmd[-1]
-    assert h1.ssh(f"test -e {where}").returncode == 1, "the wrapper's directory was left behind"
+    for launch in launches:
+        (cmd,) = launch["commands"]
+        # The launch carried no secret of this process's environment to the nodes.
+        log = Path(launch["log"]).read_text()
+        assert SECRET not in log and SECRET not in json.dumps(data)
+        # horovodrun's hops from node1 went through the pinned ssh wrapper, gone now.
+        where = next(w for w in shlex.split(cmd[-1]) if w.startswith("/tmp/rackcert-hvd-"))
+        assert f"PATH={where}:" in cmd[-1] and f"UserKnownHostsFile={where}/known_hosts" in cmd[-1]
+        assert h1.ssh(f"test -e {where}").returncode == 1, "the wrapper's directory was left"
 
     # node2's address now answers with another host key. The controller's first hop (to
     # node1) is unchanged; horovodrun's hop node1 -> node2 must refuse it. Before, Horovod's

@@ -136,6 +136,10 @@ def _dl_runtime_environment_runs(site):
     for h in site["hosts"]:
         out = h.ssh("/opt/rackcert/venv/bin/python -c 'import sys; print(sys.prefix)'")
         assert out.stdout.strip() == "/opt/rackcert/venv", out.stderr
+        # The bench's compile cache (validation/bench/compilecache.py): the SSH user's alone.
+        cache = "/opt/rackcert/venv/var/cache/rackcert/compile"
+        out = h.ssh(f"stat -c '%a %U' {cache}")
+        assert out.stdout.split() == ["700", h.user], out.stdout + out.stderr
 
 
 def _record_and_artifacts_hold_no_secret(site):

@@ -1,4 +1,4 @@
-"""A library user runs the stages from Python, below the CLI (as the README shows).
+"""A library user runs the stages from Python, below the CLI (as docs/architecture.md shows).
 
 Each stage package has `run(loaded_spec, run_dir, **options)` returning its typed record:
 plan and provision against the vcsim twin, bench with everything skipped (INCOMPLETE),

@@ -9,7 +9,7 @@ import pytest
 from provision.apply import ApplyError, Timeouts, apply
 from provision.discovery import discover
 from provision.planner import plan
-from tests.vsphere_helpers import cli, last_record, plan_json, read_hosts
+from tests.vsphere_helpers import cli, error_line, last_record, plan_json, read_hosts
 
 LAB = "inventories/lab.yaml"
 
@@ -57,7 +57,8 @@ def test_vcls_agents_are_not_workload_and_are_left_alone(rack_twin, capsys):
 def test_an_operators_maintenance_mode_stays(rack_twin, capsys):
     host = "lab-esx01.lab.internal"
     lab = rack_twin(LAB, host_desc={host: {"maintenance": True}})
-    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    # --no-power-on: a host in maintenance mode runs no new VM (checked at the end)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert code == 0, err
     hosts = read_hosts(lab)
     assert hosts[host]["maintenance"] is True
@@ -66,6 +67,11 @@ def test_an_operators_maintenance_mode_stays(rack_twin, capsys):
     notes = [a["result"] for a in done if a["target"] == host]
     assert notes and all("left in maintenance mode" in n and "operator" in n for n in notes)
     assert not any("maintenance" in a["result"] for a in done if a["target"] != host)
+    # ESXi powers no VM on in maintenance mode: provision stops with its message
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 1
+    assert f"{host} is in maintenance mode (powering on lab-node1)" in error_line(err)
+    assert read_hosts(lab)[host]["maintenance"] is True
 
 
 def test_maintenance_mode_is_bounded_when_a_vm_cannot_move(rack_twin):

@@ -7,8 +7,8 @@ discovery. The runner follows the suite's events file for a rich progress
 display, then merges everything into validate.json (through RunDir.write_stage)
 and JUnit XML.
 
-    >>> outcome = validate(loaded, run, runs_root=Path("runs"))
-    >>> outcome.ok, outcome.summary["failed"]
+    >>> record = validate(loaded, run, runs_root=Path("runs"))
+    >>> record.status, record.data.summary.failed
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, atomic_write_bytes_checked, atomic_write_json, utc_now
 from rackcert.spec_loader import LoadedSpec
 from rackcert.ssh_target import SshTarget
+from rackcert.stage_records import ValidateRecord
 from rackcert.untrusted import cap_strings
 from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
@@ -41,21 +41,6 @@ from validation.peers import previous as peer_history
 
 SUITE = Path(__file__).resolve().parent / "suite" / "test_checks.py"
 TOOL_PATH_ENV = "RACKCERT_TOOL_PATH"
-
-
-@dataclass
-class Outcome:
-    results: list[CheckResult]
-    nodes: dict[str, dict[str, Any]]
-    summary: dict[str, Any]
-    record: Path
-    junit: Path
-    facts: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.summary["ok"])
 
 
 def targets(
@@ -268,9 +253,9 @@ def validate(
     peers: int | str = DEFAULT_K,
     console=None,
     deadline_s: float = 900.0,
-) -> Outcome:
-    """Validate the spec's nodes, record validate.json + JUnit (+ facts.json); never raises for
-    a failing or unreachable node (only for bad input)."""
+) -> ValidateRecord:
+    """Validate the spec's nodes, record validate.json + JUnit (+ facts.json) and return the
+    record as written; never raises for a failing or unreachable node (only for bad input)."""
     started, t0 = utc_now(), time.monotonic()
     skip = list(skip or [])
     defs, hv_patterns, hv_selected = _selection(checks, skip)
@@ -332,15 +317,14 @@ def validate(
         "host_keys": host_keys,
         "peers": _peer_record(run, mesh, results) if mesh is not None else None,
     }
-    junit_path = write_junit(art / "junit.xml", results)
+    write_junit(art / "junit.xml", results)
     if junit:
         write_junit(junit, results)
     status = "ok" if summary["ok"] else "failed"
     error = None if summary["ok"] else f"{summary['error_failures']} error-severity check(s) failed"
-    run.write_stage("validate", data, status=status, error=error, started_at=started)
-    record = run.path / "validate.json"
-    extra = {"host_keys": host_keys} if host_keys else {}
-    return Outcome(results, node_info, summary, record, junit or junit_path, facts_path, extra)
+    record = run.write_stage("validate", data, status=status, error=error, started_at=started)
+    assert isinstance(record, ValidateRecord)
+    return record
 
 
 def _peer_plan(
@@ -389,7 +373,7 @@ def _peer_record(
 
 def _enroll(loaded: LoadedSpec, run: RunDir, tgts: list[Target]) -> dict[str, Any]:
     """Enrol the nodes and their peers the rack's known_hosts does not know yet (first
-    contact); recorded, and shown by the CLI (Outcome.extra["host_keys"])."""
+    contact); recorded in validate.json (host_keys), which the CLI shows."""
     spec = loaded.spec
     path = rack_file(spec, run)
     hosts = [(t.expect.address, t.expect.ssh_port) for t in tgts]

@@ -24,7 +24,4 @@ from validation.runner import validate
 def run(loaded: LoadedSpec, run_dir: RunDir, *, runs_root: Path, **options: Any) -> ValidateRecord:
     """Validate and record; `options` are validation.runner.validate's (nodes, checks, skip,
     local, tool_path, junit, ssh_config, facts, peers, console)."""
-    validate(loaded, run_dir, runs_root=runs_root, **options)
-    record = run_dir.read_record("validate")
-    assert isinstance(record, ValidateRecord)
-    return record
+    return validate(loaded, run_dir, runs_root=runs_root, **options)

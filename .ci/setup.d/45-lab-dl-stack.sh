@@ -5,7 +5,8 @@
 # the way a DL image has its framework installed system-wide; rackcert's dl_runtime role
 # then builds the nodes' environment over it (guest.dl_system_site_packages) and installs
 # the bench worker there. Hard links of .venv's installed files (same file system): no copy,
-# no download, ~2 s; the hosts never see .venv or the checkout themselves.
+# no download, ~2 s; the hosts never see .venv or the checkout themselves. Laid anew only when
+# the distributions' versions (or this script) changed: $TARGET/.rackcert-stack holds their key.
 # Open MPI's mpirun (Debian's openmpi-bin), the bench's second launcher, is part of that
 # image too (NVIDIA's NGC PyTorch images carry Open MPI): installed into this machine's
 # /usr, which every test host sees through its own /usr overlay (tests/test_bench_mpirun.py).
@@ -17,8 +18,8 @@ if ! command -v mpirun >/dev/null || ! dpkg -s openmpi-bin >/dev/null 2>&1; then
 fi
 echo "lab DL stack: $(mpirun --version | head -n 1)"
 TARGET=${RACKCERT_LAB_DL_SITE:-/opt/rackcert-lab/dl-site}
-"${RACKCERT_PYTHON:-.venv/bin/python}" - "$TARGET" <<'PYEOF'
-import os, re, shutil, sys
+"${RACKCERT_PYTHON:-.venv/bin/python}" - "$TARGET" "$(sha256sum .ci/setup.d/45-lab-dl-stack.sh | cut -c1-16)" <<'PYEOF'
+import hashlib, os, re, shutil, sys
 from importlib import metadata
 from pathlib import Path
 
@@ -44,6 +45,12 @@ while todo:
             continue
         todo += [(req.name, "")] + [(req.name, e) for e in req.extras]
 seen = {name for name, _extra in seen}
+pins = "\n".join(f"{n}=={metadata.version(n)}" for n in sorted(seen))
+key = hashlib.sha256(f"{sys.argv[2]}\n{pins}".encode()).hexdigest()[:16]
+stamp = target / ".rackcert-stack"
+if stamp.is_file() and stamp.read_text().strip() == key:
+    print(f"lab DL stack: {len(seen)} distributions in {target}, unchanged (key {key})")
+    sys.exit(0)
 tmp = target.with_name(target.name + ".tmp")
 shutil.rmtree(tmp, ignore_errors=True)
 count = 0
@@ -63,6 +70,7 @@ for name in sorted(seen):
         count += 1
 shutil.rmtree(target, ignore_errors=True)
 target.parent.mkdir(parents=True, exist_ok=True)
+(tmp / ".rackcert-stack").write_text(key + "\n")
 tmp.rename(target)
 print(f"lab DL stack: {len(seen)} distributions, {count} files in {target}")
 PYEOF

@@ -26,8 +26,11 @@ fi
 for bin in pdftoppm chromium chromedriver; do
   command -v "$bin" >/dev/null || { echo "50-report: $bin did not install" >&2; exit 1; }
 done
-.venv/bin/python -c "import selenium, matplotlib, weasyprint" 2>/dev/null \
-  || .venv/bin/pip install -q --disable-pip-version-check 'selenium>=4.20,<5' \
+# Presence first (importing weasyprint and matplotlib costs seconds); imported after an install.
+if ! .venv/bin/python -c "import importlib.util as u, sys
+sys.exit(not all(u.find_spec(m) for m in ('selenium', 'matplotlib', 'weasyprint')))"; then
+  .venv/bin/pip install -q --disable-pip-version-check 'selenium>=4.20,<5' \
     'matplotlib>=3.8,<4' 'weasyprint>=60' 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import selenium, matplotlib, weasyprint" \
-  || { echo "50-report: python deps did not install" >&2; exit 1; }
+  .venv/bin/python -c "import selenium, matplotlib, weasyprint" \
+    || { echo "50-report: python deps did not install" >&2; exit 1; }
+fi

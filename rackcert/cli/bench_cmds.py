@@ -105,7 +105,7 @@ def bench(
         str | None,
         typer.Option(
             "--compile-mode",
-            help="torch.compile mode: auto (CUDA graphs at one rank), default,"
+            help="torch.compile mode: auto (the default mode at every scale), default,"
             " reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
         ),
     ] = None,
@@ -174,9 +174,14 @@ def bench(
         typer.Option(
             "--launcher",
             help="Across nodes: auto (horovodrun for Horovod, torchrun otherwise), torchrun,"
-            " horovodrun or mpirun (started on the first node)",
+            " horovodrun, mpirun (started on the first node) or srun (a Slurm job: the spec's"
+            " slurm block)",
         ),
     ] = "auto",
+    reservation: Annotated[
+        str | None,
+        typer.Option("--reservation", help="With --launcher srun: run inside this reservation"),
+    ] = None,
     network_interface: Annotated[
         str | None,
         typer.Option(
@@ -245,6 +250,7 @@ def bench(
         nccl_tests=nccl_tests,
         storage_engine=storage_engine,
         launcher=launcher,
+        reservation=reservation,
         network_interface=network_interface,
     )
     if not local:

@@ -13,7 +13,7 @@ whatever happened, from what was recorded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,6 +31,7 @@ from rackcert.cli.display import (
     show_bench,
     show_configure,
     show_plan,
+    show_rehearsal,
     show_run_summary,
     show_validate,
     show_verdict,
@@ -50,6 +51,8 @@ def build_stages(
     local_bench: bool,
     backend: str = "auto",
     runs_root: Path | None = None,
+    rehearse: bool = False,
+    launcher: str = "auto",
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
@@ -67,7 +70,7 @@ def build_stages(
     root = runs_root or default_runs_root()
     rack = loaded.spec.metadata.name
     planned: list[ActionRecord] | None = None  # what the plan stage showed in this process
-    bench_options = BenchOptions(local=local_bench, quick=quick, backend=backend)
+    bench_options = BenchOptions(local=local_bench, quick=quick, backend=backend, launcher=launcher)
 
     def plan(run: RunDir) -> None:
         nonlocal planned
@@ -85,7 +88,13 @@ def build_stages(
 
     def provision_stage(run: RunDir) -> None:
         provision.run(
-            loaded, run, yes=yes, power_cycle=power_cycle, confirm=confirm_apply, on_plan=on_plan
+            loaded,
+            run,
+            yes=yes,
+            power_cycle=power_cycle,
+            confirm=confirm_apply,
+            on_plan=on_plan,
+            guard=_rehearsed_guard(run, loaded) if rehearse else None,
         )
 
     def configure(run: RunDir) -> None:
@@ -110,6 +119,7 @@ def build_stages(
         show_verdict(console, rackcert.report.run(loaded, run))
 
     stages = [
+        *([_rehearsal_stage(loaded, power_cycle)] if rehearse else []),
         Stage("plan", plan, "read vCenter, diff with the spec"),
         Stage("provision", provision_stage, "ATS, passthrough, VMs"),
         Stage("configure", configure, "guest stack through Ansible"),
@@ -117,6 +127,29 @@ def build_stages(
         Stage("bench", bench_stage, "allreduce, ResNet50, storage"),
     ]
     return stages, Stage("report", report, "run.json, HTML, PDF, manifest")
+
+
+def _rehearsal_stage(loaded: LoadedSpec, power_cycle: bool) -> Stage:
+    """bootstrap --rehearse: the rehearsal as the first stage; a refusal stops the flow."""
+    from provision.rehearse import rehearse
+    from rackcert.errors import RackcertError
+    from rackcert.report.rehearsal import line
+
+    def run_it(run: RunDir) -> None:
+        say = lambda m: console.print(m, markup=False, emoji=False, highlight=False)  # noqa: E731
+        record = rehearse(loaded, run, power_cycle=power_cycle, say=say)
+        show_rehearsal(console, record.data, run.path / "rehearsal.json")
+        if record.data.refusals or record.data.second_plan:
+            raise RackcertError(f"rehearsal: {line(record.data)}: nothing touched the real hosts")
+
+    return Stage("rehearsal", run_it, "provision a twin of the vCenter first")
+
+
+def _rehearsed_guard(run: RunDir, loaded: LoadedSpec) -> Any:
+    """bootstrap --rehearse: provision acts only on the inventory the rehearsal captured."""
+    from provision.rehearse import check_rehearsed
+
+    return check_rehearsed(run.path, loaded)
 
 
 def _finish(result: PipelineResult, *, lab: bool = False) -> None:
@@ -159,6 +192,19 @@ def bootstrap_cmd(
             "--backend", help="Bench engine: auto (Horovod if it imports), nccl, gloo, horovod"
         ),
     ] = "auto",
+    rehearse: Annotated[
+        bool,
+        typer.Option(
+            "--rehearse",
+            help="First provision a twin of the vCenter (rackcert rehearse); stop on a refusal",
+        ),
+    ] = False,
+    launcher: Annotated[
+        str,
+        typer.Option(
+            "--launcher", help="Bench launcher: auto, torchrun, horovodrun, mpirun or srun (Slurm)"
+        ),
+    ] = "auto",
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     _bootstrap(
@@ -170,6 +216,8 @@ def bootstrap_cmd(
         local_bench=local_bench,
         backend=backend,
         runs_dir=runs_dir,
+        rehearse=rehearse,
+        launcher=launcher,
     )
 
 
@@ -184,6 +232,8 @@ def _bootstrap(
     backend: str,
     runs_dir: Path | None,
     lab: bool = False,
+    rehearse: bool = False,
+    launcher: str = "auto",
 ) -> None:
     """One load of the spec for the whole flow: the stages, the run and the summary."""
     if resume is not None:
@@ -201,6 +251,8 @@ def _bootstrap(
         local_bench=local_bench,
         backend=backend,
         runs_root=runs_dir,
+        rehearse=rehearse,
+        launcher=launcher,
     )
     result = run_pipeline(stages, run, resume=resume is not None, final=report, console=console)
     _finish(result, lab=lab)
@@ -222,6 +274,14 @@ def demo_cmd(
     keep_lab: Annotated[
         bool, typer.Option("--keep-lab", help="Leave the twin and SSH hosts running afterwards")
     ] = False,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="Certify through a real Slurm: lab up --slurm, the nodes join it (configure's"
+            " slurm_node role), the bench runs as srun jobs (Gloo ranks)",
+        ),
+    ] = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     from rackcert.cli.lab_cmds import down, up
@@ -229,20 +289,23 @@ def demo_cmd(
 
     spec_path = inventories_dir() / "lab.yaml"
     down(spec_path)
-    up(spec_path)
+    slurm_spec = up(spec_path, slurm=slurm)
     try:
         # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
-        # started on lab-node1 with the spec's data interface (eth0 on every node).
+        # started on lab-node1 with the spec's data interface (eth0 on every node). Under
+        # Slurm, srun places torch.distributed ranks over Gloo, rank and rendezvous from
+        # Slurm's task environment (Horovod here has no MPI for srun to start).
         _bootstrap(
-            load(spec_path),
+            load(slurm_spec or spec_path),
             resume=None,
             yes=True,
             power_cycle=False,
             quick=True,
             local_bench=False,
-            backend="auto",
+            backend="gloo" if slurm_spec else "auto",
             runs_dir=runs_dir,
             lab=True,
+            launcher="srun" if slurm_spec else "auto",
         )
     finally:
         if not keep_lab:

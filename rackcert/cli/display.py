@@ -61,7 +61,9 @@ def show_actions(console: Console, actions: Sequence[ActionRecord], title: str) 
 
 
 def show_plan(console: Console, record: PlanRecord, path: Path, rack: str) -> None:
-    """The plan: the VMs left alone, then the actions (or that there is nothing to do)."""
+    """The plan: its warnings, the VMs left alone, then the actions (or that there are none)."""
+    for warning in record.data.warnings:
+        say(console, ("warning", "yellow"), f": {warning}")
     agents = record.data.left_alone
     if agents:
         managers = ", ".join(sorted({a.managed_by for a in agents}))
@@ -170,9 +172,11 @@ def show_bench(console: Console, record: BenchRecord, path: Path) -> None:
         t = Table(
             title=f"ResNet50 {sc['precision']} batch {sc['batch_per_gpu']}/GPU, {sc['backend']}"
         )
-        for col in ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency"):
+        cols = ("nodes", "GPUs", "images/s", "+-", "per GPU", "speedup", "efficiency", "warm-up s")
+        for col in cols:
             t.add_column(col, justify="right")
         for p in sc["points"]:
+            warm = p.get("warmup_s")
             t.add_row(
                 str(p["nodes"]),
                 str(p["gpus"]),
@@ -181,10 +185,13 @@ def show_bench(console: Console, record: BenchRecord, path: Path) -> None:
                 f"{p['images_per_sec_per_gpu']:.1f}",
                 f"{p['speedup']:.2f}",
                 f"{p['efficiency']:.3f}",
+                "" if warm is None else f"{warm:.1f}",
             )
         show_table(console, t)
     for line in _bench_lines(data):
         say(console, line)
+    for warning in data.get("warnings") or []:
+        say(console, f"warning: {warning}")
     v = data["verdict"]
     for c in v["checks"]:
         status = "not judged" if c["status"] == "skip" else c["status"]
@@ -203,7 +210,10 @@ def _bench_lines(data: dict[str, Any]) -> list[str]:
     if ar:
         top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
         rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
-        lines.append(f"allreduce {ar['backend']} x{ar['world_size']}: busbw {rows}")
+        over = f" over {ar['link']}" if ar.get("link") else ""
+        sys_ = ar.get("sys_crossing") or []
+        across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
+        lines.append(f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}")
     nt = data.get("nccl_tests") or {}
     if nt and not nt.get("skipped"):
         lines.append(
@@ -245,6 +255,36 @@ def show_verdict(console: Console, record: ReportRecord, limit: int = 8) -> None
     say(console, "verdict: ", (word, f"bold {_VERDICT_STYLE.get(word, 'yellow')}"))
     for reason in record.data.reasons[:limit]:
         say(console, f"  - {reason}")
+
+
+# -- rehearsal ----------------------------------------------------------------------------
+def show_rehearsal(console: Console, data: Any, path: Path) -> None:
+    """The rehearsal in lines: static data, actions, refusals, notes, second plan, times."""
+    from rackcert.report.rehearsal import line as rehearsal_line
+
+    def line(text: str) -> None:
+        console.print(text, markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+    for text in data.static:
+        line(f"served as static data: {text}")
+    if data.actions:
+        show_actions(console, data.actions, "rehearsed on the twin")
+    for refusal in data.refusals:
+        line(f"refused ({refusal.by}) {refusal.target}: {refusal.action}: {refusal.message}")
+    for note in data.notes:
+        line(f"note: {note}")
+    if data.second_plan:
+        line(f"second plan NOT empty: {len(data.second_plan)} action(s):")
+        for a in data.second_plan:
+            line(f"  {a.target}: {a.kind}: {a.change}")
+    else:
+        line("second plan: empty (the twin converged)")
+    if data.capture and data.twin_digest != data.capture.inventory_digest:
+        line("note: the twin's digest differs from the capture's (see served as static data)")
+    times = ", ".join(f"{k} {v:.2f} s" for k, v in data.seconds.items())
+    digest = data.capture.inventory_digest if data.capture else ""
+    line(f"times: {times}; capture digest {digest}")
+    line(f"{rehearsal_line(data)} (recorded {path})")
 
 
 # -- bootstrap and demo ---------------------------------------------------------------------
@@ -294,3 +334,30 @@ def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = Fa
             f" check(s) fail for that reason alone ({', '.join(LAB_ABSENT_TOOLS)} absent), so"
             " its verdict cannot be PASS; on a real rack those checks judge the hardware.",
         )
+
+
+def show_health_check(console: Console, outcome: Any) -> None:
+    """validation.healthcheck.HealthOutcome: one line per failing check, then the verdict and,
+    under Slurm, what was done to the node (drain, resume, an operator's drain kept)."""
+    for r in outcome.failing:
+        say(console, ("FAIL", "red"), f" {r.node} {r.id}: {r.observed or r.reason}")
+    word = ("OK", "green") if outcome.ok else ("FAILED", "red")
+    action = f"; slurm: {outcome.action}" if outcome.slurm else ""
+    say(
+        console,
+        word,
+        f" health check of {outcome.node}: {len(outcome.failing)} failing of"
+        f" {len(outcome.results)} in {outcome.seconds:.1f}s{action}",
+    )
+
+
+def health_check_json(outcome: Any) -> dict[str, Any]:
+    """The health check's answer for --json."""
+    return {
+        "node": outcome.node,
+        "ok": outcome.ok,
+        "action": outcome.action,
+        "reason": outcome.reason,
+        "seconds": round(outcome.seconds, 2),
+        "results": [r.model_dump(mode="json") for r in outcome.results],
+    }

@@ -111,7 +111,19 @@ def up(
             help="Also run the guest agent (SSH hosts for the VMs provision powers on)",
         ),
     ] = True,
-) -> None:
+    capture: Annotated[
+        Path | None,
+        typer.Option("--capture", help="Serve this capture (rackcert capture) instead"),
+    ] = None,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="Also a real Slurm: munged and slurmctld here, a spec with its slurm block"
+            " (configure's slurm_node role starts slurmd in each node)",
+        ),
+    ] = False,
+) -> Path | None:
     """Start the vcsim twin of the spec's rack and the guest agent."""
     from rackcert.lab import twin
 
@@ -128,6 +140,10 @@ def up(
         desc = twin.description_from_spec(
             spec, files, port=port, faults=parse_faults(fail, slow, drop)
         )
+        if capture is not None:  # the captured inventory, on the spec's port and password
+            from rackcert.lab.replay import capture_description
+
+            desc = capture_description(capture, spec, files, desc, console.print)
         started = twin.start(desc, files, detach=True)
         console.print(
             f"[green]twin up[/]: {started.url} (pid {started.pid}), CA {files.cert_file},"
@@ -145,6 +161,26 @@ def up(
             f" with cloud-init guestinfo; log {workdir / 'agent.log'}",
             emoji=False,
         )
+    if slurm:
+        return _up_slurm(_spec_path(spec_path), spec, workdir)
+    return None
+
+
+def _up_slurm(spec_path: Path, spec: Any, workdir: Path) -> Path:
+    if os.geteuid() != 0:
+        raise InputError("lab up --slurm needs root (the controller binds the lab bridge)")
+    from rackcert.lab.slurm import start_lab_slurm
+
+    started = time.monotonic()
+    lab, slurm_spec = start_lab_slurm(spec_path, spec, workdir)
+    console.print(
+        f"[green]slurm up[/] in {time.monotonic() - started:.1f}s: slurmctld"
+        f" {lab.address}:{lab.port}, cluster {lab.cluster}, SLURM_CONF={lab.conf};"
+        f" spec with its slurm block: {slurm_spec}",
+        emoji=False,
+        soft_wrap=True,
+    )
+    return slurm_spec
 
 
 def _agent_pid(workdir: Path) -> int | None:
@@ -226,20 +262,34 @@ def down(
     else:
         console.print("twin was not running")
     (workdir / "twin-state.json").unlink(missing_ok=True)
+    if os.geteuid() == 0:
+        from rackcert.lab.slurm import stop_lab_slurm
+
+        if stop_lab_slurm(spec, workdir):
+            console.print("slurm stopped")
     if ssh_hosts and os.geteuid() == 0:
         from rackcert.lab import sshhosts
 
-        console.print(f"SSH hosts stopped: {sshhosts.stop_lab_hosts()}")
+        console.print(f"SSH hosts stopped: {sshhosts.stop_spec_hosts(spec)}")
 
 
 @lab_app.command("status")
 def status(spec_path: LabSpecArg = None, as_json: JsonOpt = False) -> None:
     """Is the twin running, where, and with which certificate fingerprint."""
+    from rackcert.lab.slurm import SlurmLab, lab_owner
+
     spec = load(_spec_path(spec_path)).spec
     state = _state(_workdir(spec))
+    slurm = SlurmLab.load(lab_owner(spec))
+    slurm_up = slurm is not None and slurm.controller_up()
     if as_json:
         print_json(
-            {"running": bool(state), **(state or {}), "agent_pid": _agent_pid(_workdir(spec))}
+            {
+                "running": bool(state),
+                **(state or {}),
+                "agent_pid": _agent_pid(_workdir(spec)),
+                "slurm": {"running": slurm_up, "conf": str(slurm.conf)} if slurm else None,
+            }
         )
         return
     if state:
@@ -248,3 +298,9 @@ def status(spec_path: LabSpecArg = None, as_json: JsonOpt = False) -> None:
         console.print("twin not running (rackcert lab up starts it)")
     agent = _agent_pid(_workdir(spec))
     console.print(f"guest agent running (pid {agent})" if agent else "guest agent not running")
+    if slurm is not None:
+        where = f"{slurm.address}:{slurm.port}, SLURM_CONF={slurm.conf}"
+        console.print(
+            f"slurm running: {where}" if slurm_up else f"slurm not answering ({where})",
+            soft_wrap=True,
+        )

@@ -8,6 +8,7 @@ pyVmomi is imported lazily, inside the commands.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -105,6 +106,14 @@ def provision_cmd(
             min=1,
         ),
     ] = 600.0,
+    rehearsed: Annotated[
+        Path | None,
+        typer.Option(
+            "--rehearsed",
+            help="Act only on the inventory rehearsed in this run (rackcert rehearse);"
+            " provision records into that run unless --run says otherwise",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
@@ -120,6 +129,12 @@ def provision_cmd(
     from provision.host_steps import Timeouts
 
     loaded = load(spec_path)
+    guard = None
+    if rehearsed is not None:
+        from provision.rehearse import check_rehearsed
+
+        guard = check_rehearsed(rehearsed, loaded)
+        run = run or rehearsed  # the real provision joins its rehearsal's run
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     title = f"provision rack {loaded.spec.metadata.name}"
 
@@ -139,6 +154,7 @@ def provision_cmd(
             on_event=bar.event,
             timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
             power_on=not no_power_on,
+            guard=guard,
         )
     path = run_dir.path / "provision.json"
     if as_json:

@@ -99,6 +99,11 @@ def build_cmd(
         help="Certified-matrix entry to compare with (default: the spec's certification.reference)",
     ),
     matrix_dir: MatrixDirOpt = None,
+    health_record: list[Path] = typer.Option(  # noqa: B008 - typer's way
+        [],
+        "--health-record",
+        help="A node's Slurm health-check record (validate --health-check) to include; repeatable",
+    ),
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     as_json: JsonOpt = False,
 ) -> None:
@@ -114,6 +119,10 @@ def build_cmd(
     target = resolve_run(run, runs_dir)
     if reference and reference not in load_references(matrix_dir):
         raise InputError(f"--reference {reference}: no such certified-matrix entry")
+    if health_record:
+        from rackcert.report.build import add_health_records
+
+        add_health_records(target, health_record)
     outcome = build_report(target, formats=formats, reference=reference, matrix_dir=matrix_dir)
     record = outcome.record
     if as_json:

@@ -20,7 +20,7 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
-from rackcert.cli.display import show_validate
+from rackcert.cli.display import health_check_json, show_health_check, show_validate
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
 from rackcert.stage_records import ValidateRecord
@@ -91,6 +91,22 @@ def validate_cmd(
             help="After the checks, diff with the rack's last certified (PASS) run",
         ),
     ] = True,
+    health_check: Annotated[
+        bool,
+        typer.Option(
+            "--health-check",
+            help="On the node itself, as Slurm's HealthCheckProgram or prolog: the fast checks"
+            " in under 30 s; under Slurm a failure drains the node (docs/slurm.md)",
+        ),
+    ] = False,
+    health_record: Annotated[
+        Path | None,
+        typer.Option(
+            "--health-record",
+            help="With --health-check: where drains and resumes are appended"
+            " (default /var/lib/rackcert/health-check.jsonl)",
+        ),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -110,6 +126,9 @@ def validate_cmd(
     peer_k = parse_k(peers)
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
+    if health_check:
+        _health_check(spec_path, node, tool_path, health_record, as_json)
+        return
     loaded = load(spec_path)
     if not local:
         from rackcert.lab.routes import require_lab_up
@@ -162,6 +181,32 @@ def validate_cmd(
             f"validate: {len(found.regressions)} regression(s) since the last certified run:"
             f" {found.regressions[0]}; {run_dir.path / 'comparison.json'}"
         )
+
+
+def _health_check(
+    spec_path: Path,
+    node: list[str] | None,
+    tool_path: str | None,
+    record: Path | None,
+    as_json: bool,
+) -> None:
+    """validation.healthcheck on this node: one line per failing check, exit 0 or 1."""
+    from validation.healthcheck import DEFAULT_RECORD, run_health_check
+
+    if node and len(node) > 1:
+        raise InputError("--health-check checks this node: give at most one --node")
+    outcome = run_health_check(
+        load(spec_path).spec,
+        node=node[0] if node else None,
+        tool_path=tool_path,
+        record=record or DEFAULT_RECORD,
+    )
+    if as_json:
+        print_json(health_check_json(outcome))
+    else:
+        show_health_check(console, outcome)
+    if not outcome.ok:
+        raise typer.Exit(1)
 
 
 def _compare(run_dir, root: Path, record: ValidateRecord, junit: Path | None):

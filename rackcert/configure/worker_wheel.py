@@ -31,6 +31,7 @@ MODULES = (
     "validation/bench/allreduce.py",
     "validation/bench/resnet.py",
     "validation/bench/environment.py",
+    "validation/bench/compilecache.py",
     "validation/bench/storage.py",
 )
 

@@ -19,7 +19,7 @@ through the real vSphere API, a PropertyCollector filter over every VM
 
 A VM without readable cloud-init metadata, a template, or a VM that never
 powered on has no host. Hosts are namespaces of the `owner` ("lab" for the
-lab; tests use their pid), so `rackcert lab down` (sshhosts.stop_lab_hosts)
+lab; tests use their pid), so `rackcert lab down` (sshhosts.stop_spec_hosts)
 removes them too.
 
 Example:

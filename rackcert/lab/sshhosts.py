@@ -316,6 +316,17 @@ def _create_bridge(subnet: str, owner: str) -> str:
     return name
 
 
+def ensure_bridge(subnet: str, owner: str) -> str:
+    """The subnet's bridge for `owner`, created if absent (the lab's Slurm controller binds
+    its address before any host exists); refused when another owner holds it."""
+    name = bridge_name(subnet)
+    if not _link_exists(name):
+        return _create_bridge(subnet, owner)
+    if _bridge_alias(name) != f"{_ALIAS_TAG}{owner}":
+        raise SshHostError(f"subnet {subnet} belongs to {_bridge_alias(name) or 'someone else'}")
+    return name
+
+
 def claim_subnet(owner: str | None = None, *, first: int = 100, last: int = 199) -> str:
     """Claim a free 10.x.y.0/24 (x in first..last) by creating its bridge; returns the subnet.
 
@@ -429,6 +440,9 @@ def _setup_script(
     for i, path in enumerate(shared):
         p = shlex.quote(str(path))
         lines += [f"mkdir -p {p}", f"mount --move {mnt}/shared{i} {p}"]
+    # `ip netns exec` remounted /sys for the netns, without the machine's cgroup mounts that
+    # a booted VM has (slurmd dies without them): the same layout again, best effort.
+    lines += [f"{{ {cmd}; }} 2>/dev/null || true" for cmd in cgroup_mount_commands()]
     site = shlex.quote(str(LAB_DL_SITE))
     lines.append(
         f"if [ -d {site} ] && [ -d {Path(DL_PTH).parent} ]; then echo {site} > {DL_PTH}; fi"
@@ -445,6 +459,28 @@ def _setup_script(
         f" -E {shlex.quote(str(host_dir / 'sshd.log'))}",
     ]
     return "\n".join(lines)
+
+
+def cgroup_mount_commands() -> list[str]:
+    """Mount commands that repeat this machine's mounts at and below /sys/fs/cgroup."""
+    out: list[str] = []
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return out
+    for line in mounts:
+        dev, where, fstype, opts = line.split()[:4]
+        if where == "/sys/fs/cgroup":
+            option = " -o mode=755" if fstype == "tmpfs" else ""
+            out.append(f"mount -t {fstype}{option} {shlex.quote(dev)} /sys/fs/cgroup")
+        elif where.startswith("/sys/fs/cgroup/"):
+            keep = ",".join(o for o in opts.split(",") if o not in ("rw", "relatime"))
+            option = f" -o {shlex.quote(keep)}" if keep else ""
+            out.append(
+                f"mkdir -p {shlex.quote(where)} && mount -t {fstype}{option}"
+                f" {shlex.quote(dev)} {shlex.quote(where)}"
+            )
+    return out
 
 
 def _hosts_file(pairs: Sequence[tuple[str, str]]) -> str:
@@ -800,7 +836,7 @@ def start_lab_hosts(spec: Any, *, restart: bool = False, owner: str = LAB_OWNER)
         running = load_lab_hosts(spec, owner=owner)
         if running:
             return running
-    stop_owner(owner, bridges=False)
+    stop_spec_hosts(spec, owner=owner, bridges=False)  # this spec's hosts, not another lab's
     nets = {ipaddress.IPv4Network(f"{vm.address}/24", strict=False) for vm in spec.vms}
     if len(nets) != 1:
         raise InputError(f"lab VM addresses must share one /24, got {sorted(map(str, nets))}")
@@ -826,3 +862,27 @@ def start_lab_hosts(spec: Any, *, restart: bool = False, owner: str = LAB_OWNER)
 def stop_lab_hosts() -> int:
     """Stop every lab host and the lab bridge; returns how many hosts were stopped."""
     return stop_owner(LAB_OWNER)
+
+
+def stop_spec_hosts(spec: Any, *, owner: str = LAB_OWNER, bridges: bool = True) -> int:
+    """Stop the SSH hosts of this spec's VMs only; returns how many were stopped.
+
+    Every lab spec's hosts share the owner "lab" (`rackcert lab up` of two specs runs both),
+    so `lab down SPEC` must not stop by owner: it stops the namespaces named after the spec's
+    own VMs, then its subnet's bridge once no host is attached to it any more.
+    """
+    wanted = {f"{NETNS_PREFIX}{owner}-{vm.name}" for vm in spec.vms}
+    count = 0
+    for netns in netns_list():
+        if netns in wanted:
+            destroy_netns(netns)
+            shutil.rmtree(RUNTIME_ROOT / netns, ignore_errors=True)
+            count += 1
+    subnets = {ipaddress.IPv4Network(f"{vm.address}/24", strict=False) for vm in spec.vms}
+    for net in subnets if bridges else ():
+        bridge = bridge_name(str(net))
+        attached = _run(["ip", "-o", "link", "show", "master", bridge], check=False).strip()
+        mine = _link_exists(bridge) and _bridge_alias(bridge) == f"{_ALIAS_TAG}{owner}"
+        if mine and not attached:
+            _run(["ip", "link", "del", bridge], check=False)
+    return count

@@ -150,8 +150,29 @@ def _dev(pci: str, vendor: int, device: int, cls: int, vname: str, dname: str, n
     }
 
 
+# Processors per server model, as ESXi reports them (HostCpuInfo, HostCpuPackage): the seed's
+# Table 1 gives the R750xa 2 x Intel Xeon Gold 6338 @ 2.00 GHz, which Intel's ARK lists with
+# 32 cores and 64 threads each. A model not listed gets the same, so a twin never reports the
+# simulator's 2-thread laptop CPU.
+SERVER_CPUS: dict[str, dict[str, Any]] = {
+    "PowerEdge R750xa": {
+        "model": "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
+        "packages": 2,
+        "cores_per_package": 32,
+        "threads_per_core": 2,
+        "mhz": 2000,
+    },
+}
+
+
+def server_cpu(server_model: str) -> dict[str, Any]:
+    """The processors a host of this server model reports (SERVER_CPUS)."""
+    return dict(SERVER_CPUS.get(server_model, SERVER_CPUS["PowerEdge R750xa"]))
+
+
 def host_description(name: str, profile: HardwareProfile, esxi_version: str) -> dict[str, Any]:
     return {
+        "cpu": server_cpu(profile.server_model),
         "name": name,
         "vendor": profile.vendor or "Dell Inc.",
         "model": profile.server_model,
@@ -424,6 +445,21 @@ def _is_zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+PANIC_MARK = "rackcert-vcsim: handler panic"
+
+
+def handler_panics(workdir: Path) -> list[str]:
+    """The twin's handler-panic lines in its log (tests/vcsim/intercept.go counts them).
+
+    vCenter answers every call; a panic in the twin's handler is a twin bug that a client
+    would otherwise see as a dropped connection and retry as a flaky network.
+    """
+    log = workdir / "twin.log"
+    if not log.is_file():
+        return []
+    return [line for line in log.read_text(errors="replace").splitlines() if PANIC_MARK in line]
 
 
 def start(desc: dict[str, Any], files: TwinFiles, *, detach: bool = False, timeout: float = 120):

@@ -32,6 +32,7 @@ from rackcert.report.record import (
     ConfigureHost,
     GpuRecord,
     Hardware,
+    HealthEvent,
     HostRecord,
     MeshCoverage,
     NicRecord,
@@ -43,6 +44,7 @@ from rackcert.report.record import (
     StageRecord,
     VmRecord,
 )
+from rackcert.report.rehearsal import rehearsal_line
 from rackcert.report.software import (
     nodes_of,
     versions_from_checks,
@@ -562,4 +564,22 @@ def assemble(
         check_counts=_counts(checks),
         ssh_mesh=_mesh(records),
         bench=bench,
+        rehearsal=rehearsal_line(run),
+        health_checks=_health_events(run),
     )
+
+
+HEALTH_DIR = "health"  # artifacts/health/*.jsonl: the nodes' health-check records
+
+
+def _health_events(run: RunDir) -> list[HealthEvent]:
+    """The drains and resumes in the health-check records copied into the run (report build
+    --health-record), in time order; a line that is no such event is left out."""
+    events: list[HealthEvent] = []
+    for path in sorted((run.path / "artifacts" / HEALTH_DIR).glob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                events.append(HealthEvent.model_validate_json(line))
+            except ValueError:
+                continue
+    return sorted(events, key=lambda e: (e.time, e.node))

@@ -96,6 +96,26 @@ def learn_secrets(run: RunDir, redactor: Redactor = REDACTOR) -> None:
                 redactor.add(line.strip())
 
 
+def add_health_records(run: RunDir, records: list[Path]) -> list[Path]:
+    """Copy nodes' health-check records into the run (artifacts/health/), so the report and
+    the manifest cover them; a missing or unreadable file is an input error, nothing copied."""
+    import shutil
+
+    from rackcert.errors import InputError
+    from rackcert.report.assemble import HEALTH_DIR
+
+    for path in records:
+        if not path.is_file():
+            raise InputError(f"--health-record {path}: no such file")
+    where = run.artifacts(HEALTH_DIR)
+    copied = []
+    for i, path in enumerate(records):
+        target = where / f"{i:02d}-{path.stem}.jsonl"
+        shutil.copyfile(path, target)
+        copied.append(target)
+    return copied
+
+
 def build_report(
     run: RunDir,
     *,

@@ -168,6 +168,18 @@ class RunVerdict(Model):
     )
 
 
+class HealthEvent(Model):
+    """A drain or resume the Slurm health check made (rackcert validate --health-check),
+    from a node's record given to `rackcert report build --health-record`."""
+
+    time: str = ""
+    node: str
+    action: Literal["drain", "resume"]
+    reason: str = ""
+    failing: list[str] = Field(default_factory=list)
+    seconds: float | None = None
+
+
 class MeshCoverage(Model):
     """How much of the n x (n-1) SSH mesh validate's ssh.peers has covered (validation.peers)."""
 
@@ -204,6 +216,13 @@ class RunRecord(Model):
     check_counts: CheckCounts = Field(default_factory=CheckCounts)
     ssh_mesh: MeshCoverage | None = Field(None, description="ssh.peers' mesh coverage")
     bench: Bench = Field(default_factory=Bench)
+    rehearsal: str | None = Field(
+        None, description="rehearsed on a capture taken at T: N actions, R refusals (rehearse)"
+    )
+    health_checks: list[HealthEvent] = Field(
+        default_factory=list,
+        description="Slurm health-check drains and resumes, from the nodes' records",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

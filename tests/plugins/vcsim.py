@@ -42,6 +42,8 @@ class TwinLab:
     spec_path: Path
     spec: Spec
     runs_dir: Path
+    # Handler panics a test provokes on purpose (faults={"panic": ...}); any other fails it.
+    expected_panics: int = 0
 
     def connect(self) -> Any:
         from provision.session import connect
@@ -64,6 +66,7 @@ class TwinFactory:
     def __init__(self, base: Path) -> None:
         self.base = base
         self.running: list[twin.Twin] = []
+        self.labs: list[TwinLab] = []
 
     def __call__(
         self,
@@ -126,11 +129,21 @@ class TwinFactory:
         }[tls]
         spec_path = workdir / source.name
         spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
-        return TwinLab(started, spec_path, load_spec(spec_path).spec, workdir / "runs")
+        lab = TwinLab(started, spec_path, load_spec(spec_path).spec, workdir / "runs")
+        self.labs.append(lab)
+        return lab
 
     def stop_all(self) -> None:
         for running in self.running:
             running.stop()
+
+    def unexpected_panics(self) -> list[str]:
+        """Handler panics beyond those a test provoked, over all the twins it started."""
+        out: list[str] = []
+        for lab in self.labs:
+            found = twin.handler_panics(lab.twin.files.workdir)
+            out += found[lab.expected_panics :]
+        return out
 
 
 @pytest.fixture(scope="session")
@@ -146,3 +159,8 @@ def rack_twin(tmp_path: Path, vcsim_binary: Path) -> Iterator[TwinFactory]:
         yield factory
     finally:
         factory.stop_all()
+    # A twin bug must not pass for a flaky network: any handler panic fails the test (at
+    # teardown, so the session fails too), with the twin's own log line.
+    panics = factory.unexpected_panics()
+    if panics:
+        pytest.fail(f"the twin's SOAP handler panicked {len(panics)} time(s): {panics[0]}")

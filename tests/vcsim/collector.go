@@ -219,3 +219,64 @@ func findKeyed(array interface{}, key string) (interface{}, bool) {
 	}
 	return nil, false
 }
+
+// FetchResponse and FetchBody are the answer to Fetch, the accessor pyVmomi
+// uses to read one property of one object (`vm.snapshot`); the simulator's own
+// types for it are in a package internal to it.
+type FetchResponse struct {
+	Returnval types.AnyType `xml:"returnval,omitempty,typeattr"`
+}
+
+type FetchBody struct {
+	Res    *FetchResponse `xml:"FetchResponse,omitempty"`
+	Fault_ *soap.Fault    `xml:"http://schemas.xmlsoap.org/soap/envelope/ Fault,omitempty"`
+}
+
+func (b *FetchBody) Fault() *soap.Fault { return b.Fault_ }
+
+// Fetch answers an unset property the way vCenter does, with no value (the
+// client sees None/null): "unset" is how the vSphere API reference marks an
+// optional property with nothing in it (VirtualMachine.snapshot "if any",
+// parentVApp, resourceConfig of a template, ...). The simulator's Fetch
+// indexes an empty missingSet there and panics. Keyed paths go through this
+// collector's RetrievePropertiesEx like any read. req is the simulator's
+// internal Fetch type, read by reflection (This, Prop).
+func (pc *PagingCollector) Fetch(ctx *simulator.Context, req interface{}) soap.HasFault {
+	rv := reflect.ValueOf(req).Elem()
+	this := rv.FieldByName("This").Interface().(types.ManagedObjectReference)
+	prop := rv.FieldByName("Prop").String()
+	body := &FetchBody{}
+	known := simulator.Map.Get(this) != nil || (ctx.Session != nil && ctx.Session.Get(this) != nil)
+	if this.Type == "ServiceInstance" || !known {
+		// ServiceInstance.content and the super-type references ovftool sends: the simulator's own answer.
+		out := reflect.ValueOf(&pc.PropertyCollector).MethodByName("Fetch").Call(
+			[]reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(req)})
+		return out[0].Interface().(soap.HasFault)
+	}
+	res := pc.RetrievePropertiesEx(ctx, &types.RetrievePropertiesEx{
+		SpecSet: []types.PropertyFilterSpec{{
+			PropSet:   []types.PropertySpec{{Type: this.Type, PathSet: []string{prop}}},
+			ObjectSet: []types.ObjectSpec{{Obj: this}},
+		}},
+	}).(*methods.RetrievePropertiesExBody)
+	if res.Fault_ != nil {
+		body.Fault_ = res.Fault_
+		return body
+	}
+	body.Res = &FetchResponse{}
+	if res.Res == nil || res.Res.Returnval == nil || len(res.Res.Returnval.Objects) == 0 {
+		body.Res = nil
+		body.Fault_ = simulator.Fault("The object has already been deleted or has not been completely created",
+			&types.ManagedObjectNotFound{Obj: this})
+		return body
+	}
+	oc := res.Res.Returnval.Objects[0]
+	switch {
+	case len(oc.PropSet) > 0:
+		body.Res.Returnval = oc.PropSet[0].Val
+	case len(oc.MissingSet) > 0:
+		body.Res = nil
+		body.Fault_ = simulator.Fault(oc.MissingSet[0].Fault.LocalizedMessage, oc.MissingSet[0].Fault.Fault)
+	}
+	return body
+}

@@ -47,6 +47,11 @@ type HostDesc struct {
 	RebindWithoutReboot bool `json:"rebind_without_reboot"`
 	// GraphicsType is the host's default graphics type at start: shared (default) or sharedDirect.
 	GraphicsType string `json:"graphics_type"`
+	// CPU is the server model's processors (shapes.go); absent: the simulator's.
+	CPU CPUDesc `json:"cpu"`
+	// NoEsxcli: the host does not answer esxcli over the API (esxcli.go), as a host
+	// whose vCenter role lacks Host.Config or whose hostd refuses the executer.
+	NoEsxcli bool `json:"no_esxcli"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.
@@ -86,6 +91,9 @@ type Faults struct {
 	Slow []SlowFault `json:"slow"`
 	// Drop closes the connection, without an answer, on the first Count calls of Method.
 	Drop []DropFault `json:"drop"`
+	// Panic makes the handler itself panic on the first Count calls of Method: the test
+	// that the twin counts handler panics, and the test session fails on them.
+	Panic []DropFault `json:"panic"`
 }
 
 type FailFault struct {

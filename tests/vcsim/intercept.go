@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io/ioutil"
 	"log"
+	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
@@ -28,6 +32,7 @@ type Interceptor struct {
 	fail []FailFault
 	slow map[string]time.Duration
 	drop []DropFault
+	boom []DropFault
 }
 
 // NewInterceptor wraps the simulator's handler with the given faults.
@@ -35,13 +40,63 @@ func NewInterceptor(next http.Handler, faults *Faults) *Interceptor {
 	i := &Interceptor{next: next, slow: map[string]time.Duration{}}
 	i.fail = append(i.fail, faults.Fail...)
 	i.drop = append(i.drop, faults.Drop...)
+	i.boom = append(i.boom, faults.Panic...)
 	for _, s := range faults.Slow {
 		i.slow[s.Method] = time.Duration(s.Ms) * time.Millisecond
 	}
 	return i
 }
 
+// handlerPanics counts the SOAP calls whose handler panicked: a vCenter answers
+// every well-formed call, with a result or a fault, and never drops the
+// connection (which clients such as rackcert treat as a transient network
+// error and retry). Each one is logged with "handler panic" so the test
+// session fails on it (tests/plugins/vcsim.py).
+var handlerPanics int64
+
+// recorder remembers whether the response has begun, so a panic can still be
+// answered with a SOAP fault when nothing was written yet.
+type recorder struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (r *recorder) WriteHeader(code int) { r.wrote = true; r.ResponseWriter.WriteHeader(code) }
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Hijack lets the drop fault close the connection through the recorder.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if hj, ok := r.ResponseWriter.(http.Hijacker); ok {
+		return hj.Hijack()
+	}
+	return nil, nil, fmt.Errorf("not a hijackable connection")
+}
+
 func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w}
+	name := "?"
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { // an injected dropped connection
+			panic(v)
+		}
+		n := atomic.AddInt64(&handlerPanics, 1)
+		log.Printf("rackcert-vcsim: handler panic #%d in %s: %v\n%s", n, name, v, debug.Stack())
+		if !rec.wrote {
+			// vSphere's catch-all fault: SystemError ("An internal error occurred").
+			writeSoapFault(rec, "SystemError", fmt.Sprintf("internal error in %s: %v", name, v))
+		}
+	}()
+	i.serve(rec, r, &name)
+}
+
+func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string) {
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/sdk") {
 		i.next.ServeHTTP(w, r)
 		return
@@ -57,6 +112,10 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		i.next.ServeHTTP(w, r)
 		return
+	}
+	*name = method.Name
+	if take(&i.mu, i.boom, method.Name) {
+		panic(fmt.Sprintf("injected handler panic on %s", method.Name))
 	}
 	if i.takeDrop(method.Name) {
 		log.Printf("fault: dropping the connection on %s", method.Name)
@@ -78,6 +137,9 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := r.Cookie("vmware_soap_session"); err == nil {
+		if answerRead(w, method) || answerEsxcli(w, method) { // shapes.go, esxcli.go
+			return
+		}
 		if task := i.handle(method); task != nil {
 			writeTaskResponse(w, method.Name, *task)
 			return
@@ -87,11 +149,16 @@ func (i *Interceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (i *Interceptor) takeDrop(name string) bool {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for k := range i.drop {
-		if i.drop[k].Method == name && i.drop[k].Count != 0 {
-			i.drop[k].Count--
+	return take(&i.mu, i.drop, name)
+}
+
+// take uses up one of the faults for method `name`, if any is left.
+func take(mu *sync.Mutex, faults []DropFault, name string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	for k := range faults {
+		if faults[k].Method == name && faults[k].Count != 0 {
+			faults[k].Count--
 			return true
 		}
 	}
@@ -147,6 +214,13 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		return &ref
 	case *types.PowerOnVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
+		if ref := maintenancePowerOn(vm, method.Name); ref != nil { // hoststate.go
+			return ref
+		}
+		if f, msg := cpuRefusal(vm); f != nil {
+			ref := failedTask(vm, method.Name, f, msg)
+			return &ref
+		}
 		if msg := powerOnRefusal(vm); msg != "" {
 			ref := failedTask(vm, method.Name, &types.GenericVmConfigFault{Reason: msg}, msg)
 			return &ref
@@ -155,8 +229,35 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		if vm := obj.(*simulator.VirtualMachine); isAgent(vm) {
 			restartAgentLater(vm)
 		}
+	case *types.PowerOnMultiVM_Task:
+		ref := powerOnMultiTask(obj, req.Vm) // poweron.go: each VM through ESXi's power-on checks
+		return &ref
+	case *types.RelocateVM_Task:
+		if f, msg := migrateRefusal(obj.(*simulator.VirtualMachine), req.Spec.Host); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
+	case *types.MigrateVM_Task:
+		if f, msg := migrateRefusal(obj.(*simulator.VirtualMachine), req.Host); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
+	case *types.CreateSnapshot_Task:
+		if f, msg := snapshotRefusal(obj.(*simulator.VirtualMachine)); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
+	case *types.SuspendVM_Task:
+		if f, msg := suspendRefusal(obj.(*simulator.VirtualMachine)); f != nil {
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
 	case *types.ReconfigVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
+		if f, msg := memoryRefusal(vm, &req.Spec); f != nil {
+			ref := failedTask(vm, method.Name, f, msg)
+			return &ref
+		}
 		if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && coldOnly(&req.Spec) {
 			msg := fmt.Sprintf("VM %s is powered on: PCI passthrough devices, firmware and memory"+
 				" reservation can only change while it is powered off", vm.Name)

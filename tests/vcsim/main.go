@@ -53,6 +53,9 @@ func main() {
 		log.Fatalf("rackcert-vcsim: building the rack: %v", err)
 	}
 	defer rack.Model.Remove()
+	if err := ApplyReplay(ctx, rack, raw); err != nil { // a capture's replay block (capture.go)
+		log.Fatalf("rackcert-vcsim: %v", err)
+	}
 
 	srv, err := Serve(rack, &desc, password)
 	if err != nil {

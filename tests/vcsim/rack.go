@@ -91,6 +91,7 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 		}
 	}
 	wrapEnvironmentBrowser(simulator.Map.Get(cluster.Reference()).(*simulator.ClusterComputeResource))
+	shapeCluster(simulator.Map.Get(cluster.Reference()).(*simulator.ClusterComputeResource))
 	pageLimit = desc.PageSize
 	wrapPropertyCollector(c.ServiceContent.PropertyCollector)
 	pool, err := cluster.ResourcePool(ctx)
@@ -209,6 +210,7 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		}
 		hw.NumaInfo = numa
 		hs.Hardware = &hw
+		shapeHostCPU(hs, &hw, hd.CPU) // shapes.go
 
 		summary := *hs.Summary.Hardware
 		summary.Vendor = hd.Vendor
@@ -232,6 +234,12 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		hs.Capability = &types.HostCapability{DeviceRebindWithoutRebootSupported: &rebind}
 
 		options := newHostOptions(hs, hd)
+		bootATS(hs, options) // esxcli.go: the value this boot runs with
+		if hd.NoEsxcli {
+			noEsxcli.Store(hs.Self.Value, true)
+		}
+		availability.own(types.ManagedObjectReference{Type: "ReflectManagedMethodExecuter",
+			Value: executerPrefix + hs.Self.Value}, hs)
 		ref := simulator.Map.Put(options).Reference()
 		hs.ConfigManager.AdvancedOption = &ref
 		cfg.Option = options.Setting
@@ -248,6 +256,7 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		hs.ConfigManager.GraphicsManager = &gmRef
 		availability.own(ptsRef, hs)
 		availability.own(ref, hs)
+		addHostManagers(hs) // hostobjects.go: the managers every ESXi host has
 	})
 }
 
@@ -281,8 +290,12 @@ func pciDevice(p PCIDesc) types.HostPciDevice {
 // HostOptions is a per-host advanced-option manager. The simulator gives all
 // hosts one shared list; a rack needs each host's own ATS setting. Changing a
 // VMkernel.Boot.* option marks the host as needing a reboot, as ESXi does.
+//
+// The manager is embedded by value: the PropertyCollector (and SearchIndex)
+// find an object's properties through its first embedded field down to the mo
+// type, and panic on a pointer ("does not have an embedded mo type").
 type HostOptions struct {
-	*simulator.OptionManager
+	simulator.OptionManager
 	host *simulator.HostSystem
 }
 
@@ -300,7 +313,7 @@ func newHostOptions(hs *simulator.HostSystem, hd *HostDesc) *HostOptions {
 	om := simulator.NewOptionManager(nil, settings).(*simulator.OptionManager)
 	om.Self = types.ManagedObjectReference{Type: "OptionManager", Value: "hostOptions-" + hs.Self.Value}
 	om.SupportedOption = defs
-	return &HostOptions{OptionManager: om, host: hs}
+	return &HostOptions{OptionManager: *om, host: hs}
 }
 
 func (m *HostOptions) find(key string) *types.OptionValue {
@@ -385,6 +398,9 @@ func reboot(hs *simulator.HostSystem) {
 		i.PassthruActive = i.PassthruEnabled
 	}
 	bootGraphics(hs)
+	if options, ok := simulator.Map.Get(*hs.ConfigManager.AdvancedOption).(*HostOptions); ok {
+		bootATS(hs, options) // esxcli's Runtime column changes only here
+	}
 	hs.Summary.RebootRequired = false
 	hs.Runtime.BootTime = &now
 }
@@ -392,14 +408,15 @@ func reboot(hs *simulator.HostSystem) {
 // ConfigTargetBrowser answers QueryConfigTarget with the hosts' active
 // passthrough devices (the simulator's list is empty), which is where a client
 // finds the systemId a VirtualPCIPassthroughDeviceBackingInfo needs.
+// (embedded by value, like HostOptions, so its own properties can be read).
 type ConfigTargetBrowser struct {
-	*simulator.EnvironmentBrowser
+	simulator.EnvironmentBrowser
 	cluster *simulator.ClusterComputeResource
 }
 
 func wrapEnvironmentBrowser(cluster *simulator.ClusterComputeResource) {
 	eb := simulator.Map.Get(*cluster.EnvironmentBrowser).(*simulator.EnvironmentBrowser)
-	simulator.Map.Put(&ConfigTargetBrowser{EnvironmentBrowser: eb, cluster: cluster})
+	simulator.Map.Put(&ConfigTargetBrowser{EnvironmentBrowser: *eb, cluster: cluster})
 }
 
 // QueryConfigTarget adds pciPassthrough and shared GPU (vGPU) types per host.

@@ -68,6 +68,7 @@ var site *vim25.Client
 func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Description) error {
 	site = c
 	simulator.Map.AddHandler(&guestModel{})
+	simulator.Map.AddHandler(&vmShape{}) // vmshape.go
 	for _, name := range desc.Datastores {
 		dir, err := ioutil.TempDir("", "rackcert-vcsim-"+name+"-")
 		if err != nil {
@@ -82,6 +83,7 @@ func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Desc
 				return fmt.Errorf("datastore %s on %s: %v", name, hs.Name, err)
 			}
 		}
+		sizeSiteDatastore(name)
 	}
 	for _, name := range desc.Networks {
 		var netRef *types.ManagedObjectReference
@@ -129,6 +131,27 @@ func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Desc
 		}
 	}
 	return nil
+}
+
+// siteDatastoreBytes is the size of a site datastore (a PowerScale NFS export is tens of
+// TB). The simulator sizes a datastore by the file system of its temporary directory and
+// subtracts every disk's full capacity, thin or not, which on a laptop-sized temp file
+// system leaves the rack's datastore with negative free space (DatastoreSummary.freeSpace).
+const siteDatastoreBytes = int64(64) << 40
+
+func sizeSiteDatastore(name string) {
+	ds := findDatastore(name)
+	if ds == nil {
+		return
+	}
+	simulator.Map.WithLock(ds, func() {
+		used := ds.Summary.Capacity - ds.Summary.FreeSpace
+		ds.Summary.Capacity = siteDatastoreBytes
+		ds.Summary.FreeSpace = siteDatastoreBytes - used
+		info := ds.Info.GetDatastoreInfo()
+		info.FreeSpace = ds.Summary.FreeSpace
+		info.MaxFileSize = ds.Summary.FreeSpace
+	})
 }
 
 func findNetwork(name string) *types.ManagedObjectReference {
@@ -294,6 +317,14 @@ func clone(t *simulator.VirtualMachine, req *types.CloneVM_Task) (types.AnyType,
 		}
 	}
 	if req.Spec.PowerOn {
+		// The clone powers on through ESXi's checks, like PowerOnVM_Task (poweron.go).
+		clone := simulator.Map.Get(ref).(*simulator.VirtualMachine)
+		if f, _ := cpuRefusal(clone); f != nil {
+			return nil, f
+		}
+		if msg := powerOnRefusal(clone); msg != "" {
+			return nil, &types.GenericVmConfigFault{Reason: msg}
+		}
 		if err := waitFault(vm.PowerOn(ctx)); err != nil {
 			return nil, err
 		}

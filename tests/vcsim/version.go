@@ -26,6 +26,8 @@ func setVcenterVersion() {
 	about.Version = vcenterVersion
 	about.Build = vcenterBuild
 	about.ApiVersion = vimAPIVersion
+	// AboutInfo.licenseProductVersion: the license's product version, 7.0 for vCenter 7.0.x.
+	about.LicenseProductVersion = "7.0"
 	about.FullName = fmt.Sprintf("VMware vCenter Server %s build-%s", vcenterVersion, vcenterBuild)
 }
 

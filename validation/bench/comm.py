@@ -149,9 +149,20 @@ class TorchComm(Comm):
         return ddp, optimizer
 
     def close(self) -> None:
+        """Tear down in order: the device's queued work, then a barrier (every rank has
+        finished every collective, so no peer is still reading a socket or a ring buffer
+        when one leaves), then every process group (the default one last, as
+        destroy_process_group(None) does). Without the barrier a Gloo rank that leaves
+        first closes its pairs under a peer still in its last collective, and that peer's
+        transport thread can abort the process (SIGABRT) after its result was printed."""
         import torch.distributed as dist
 
-        if dist.is_initialized():
+        if not dist.is_initialized():
+            return
+        try:
+            self.synchronize()
+            self.barrier()
+        finally:
             dist.destroy_process_group()
 
 

@@ -369,20 +369,70 @@ def execute_text(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[
     this process's own children: ssh clients or the local engine). Raises LaunchError
     with the first failing command's exit code and its last error line.
     """
-    texts, _wall = _run_all(launch, log, timeout_s)
+    texts, _wall, failed = _run_all(launch, log, timeout_s)
+    if failed is not None:
+        raise _failure(launch, log, texts, failed)
     return texts
 
 
 def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[str, Any] | None]:
-    """As execute_text, then each command's result line (or None); at least one must be."""
-    texts, wall = _run_all(launch, log, timeout_s)
+    """As execute_text, then each command's result line (or None); at least one must be.
+
+    A launch that failed AFTER rank 0 printed its result is not a failed launch: that line
+    exists only once every rank took part in the last gather of the figures, so the work
+    is done and measured; what failed is a process's exit (a library's exit handler
+    aborting, seen with Gloo). The result then carries `exit_warning`, which says so and
+    names the ranks that never printed `RACKCERT_DONE` (their teardown did not finish).
+    """
+    texts, wall, failed = _run_all(launch, log, timeout_s)
     results = [parse_result(text) for text in texts]
     if all(r is None for r in results):
+        if failed is not None:
+            raise _failure(launch, log, texts, failed)
         raise LaunchError(f"bench launch {launch.label!r} ended without a result line; log: {log}")
     for r in results:
         if r is not None:
             r["wall_s"] = wall
+            if failed is not None:
+                r["exit_warning"] = exit_warning(texts, failed, r.get("world_size"))
     return results
+
+
+_DONE_RE = re.compile(r"RACKCERT_DONE (\d+)")
+_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)", re.MULTILINE)
+_EXIT_RE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
+_SIGNAL_RE = re.compile(r"Signal \d+ \((SIG\w+)\)")
+
+
+def exit_warning(texts: list[str], failed: tuple[int, int], world_size: int | None) -> str:
+    """One line for a launch whose ranks all reported but whose processes did not all exit
+    cleanly: which ranks did not finish their teardown, and how the launcher saw the end
+    (torchrun's "exitcode : -6 ... Signal 6 (SIGABRT)")."""
+    index, code = failed
+    text = "\n".join(texts)
+    done = {int(m) for m in _DONE_RE.findall(text)}
+    missing = sorted(set(range(world_size)) - done) if world_size else []
+    who = f"rank(s) {', '.join(map(str, missing))}" if missing else "a process"
+    how = "did not exit before the launch's timeout" if code == 124 and index == -1 else ""
+    if not how:
+        ranks, exits = _RANK_RE.findall(text), _EXIT_RE.findall(text)
+        sigs = _SIGNAL_RE.findall(text)
+        how = f"exit {exits[-1]}" if exits else f"exit {code}"
+        how += f" ({sigs[-1]})" if sigs else ""
+        who = f"rank {ranks[-1]}" if ranks and not missing else who
+    return (
+        f"every rank reported its figures, then {who} {how} at exit; the figures stand"
+        f" (teardown finished on ranks {sorted(done) or 'none'})"
+    )
+
+
+def _failure(launch: Launch, log: Path, texts: list[str], failed: tuple[int, int]) -> LaunchError:
+    index, code = failed
+    why = "timed out" if code == 124 and index == -1 else f"exit {code}"
+    text = texts[index] if index >= 0 else texts[0]
+    return LaunchError(
+        f"bench launch {launch.label!r} failed ({why}): {_last_error_line(text)}; log: {log}"
+    )
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -396,7 +446,11 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return named({**keep, **_forwarded_env(), **(extra or {})})
 
 
-def _run_all(launch: Launch, log: Path, timeout_s: float) -> tuple[list[str], float]:
+def _run_all(
+    launch: Launch, log: Path, timeout_s: float
+) -> tuple[list[str], float, tuple[int, int] | None]:
+    """Run the commands; (outputs, wall seconds, (index, exit code) of the first that
+    failed or (-1, 124) on timeout, else None)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     env = child_env(launch.env)
     started = time.monotonic()
@@ -439,14 +493,7 @@ def _run_all(launch: Launch, log: Path, timeout_s: float) -> tuple[list[str], fl
     for _, path in procs:
         path.unlink(missing_ok=True)
     wall = time.monotonic() - started
-    if failed is not None:
-        index, code = failed
-        why = "timed out" if code == 124 and index == -1 else f"exit {code}"
-        text = texts[index] if index >= 0 else texts[0]
-        raise LaunchError(
-            f"bench launch {launch.label!r} failed ({why}): {_last_error_line(text)}; log: {log}"
-        )
-    return texts, wall
+    return texts, wall, failed
 
 
 def first_result(results: list[dict[str, Any] | None]) -> dict[str, Any]:

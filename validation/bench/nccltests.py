@@ -8,17 +8,30 @@ and, when both ran, the report shows them side by side; bench.json names the bin
 ran (`binary`, `found_by`). Parser tested on a real run's output (one H200,
 tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
 
+Two forms of the same report. Where the binary has `-J FILE` (JSON output, nccl-tests'
+`--output_file`, in its `-h` since the 2.17 series) rackcert asks for it and reads that:
+no column widths, no "%g" surprises. Otherwise the text table. Both parsers give the
+same dict, tested on real output of one H200 run that wrote both
+(tests/fixtures/bench/all_reduce_perf-h200-1gpu-json.*).
+
 Table columns (nccl-tests src/common.cu): size (B), count (elements), type, redop, root,
 then out-of-place time (us), algbw (GB/s), busbw (GB/s), #wrong, and the same four
-in-place. The "#wrong" column is "N/A" when validation is off (-c 0).
+in-place. The "#wrong" column is "N/A" when validation is off (-c 0). JSON (src/util.cu,
+file version 3): `results[]` of {size, count, type, redop, root, out_of_place{time,
+alg_bw, bus_bw, nwrong}, in_place{...}}, `average_bus_bandwidth.bandwidth`,
+`out_of_bounds.count`, `config.devices[]`, `errors[]`; booleans are the strings
+"true"/"false" and a NaN is the string "nan". Its `env` key holds the process's whole
+environment: rackcert never records it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +113,84 @@ def parse(text: str) -> dict[str, Any]:
     return out
 
 
+def _num(value: Any) -> float:
+    """A JSON figure: nccl-tests writes NaN as the string "nan"."""
+    return float(value) if value is not None else float("nan")
+
+
+def _json_wrong(value: Any) -> int | None:
+    return None if value is None else int(float(value))
+
+
+def _side(row: dict[str, Any], key: str) -> dict[str, Any]:
+    side = row.get(key) or {}
+    return {
+        "time_us": _num(side.get("time", side.get("cpu_time"))),
+        "algbw_gbps": _num(side.get("alg_bw")),
+        "busbw_gbps": _num(side.get("bus_bw")),
+        "wrong": _json_wrong(side.get("nwrong")),
+    }
+
+
+def parse_json(doc: dict[str, Any], text: str = "") -> dict[str, Any]:
+    """all_reduce_perf's `-J` file (already loaded) -> the same dict as `parse`.
+
+    The version line is only in the text (the JSON has NCCL's, not nccl-tests' own), so
+    `text` (its stdout), when given, fills `version`.
+    """
+    rows = doc.get("results")
+    if not isinstance(rows, list) or not rows:
+        raise NcclTestsParseError("no results in the nccl-tests JSON output")
+    points = []
+    for row in rows:
+        out_of_place = _side(row, "out_of_place")
+        points.append(
+            {
+                "size_bytes": int(row["size"]),
+                "count": int(row["count"]),
+                "type": row.get("type"),
+                "redop": row.get("redop"),
+                **out_of_place,
+                "in_place": _side(row, "in_place"),
+            }
+        )
+    devices = [
+        {"rank": d.get("rank"), "device": d.get("device"), "bus": d.get("device_hex"),
+         "name": d.get("device_info")}
+        for d in (doc.get("config") or {}).get("devices") or []
+    ]  # fmt: skip
+    version = next((m.group(1) for ln in text.splitlines() if (m := _VERSION.match(ln))), None)
+    bounds = doc.get("out_of_bounds") or {}
+    avg = doc.get("average_bus_bandwidth") or {}
+    return {
+        "format": "json",
+        "json_version": doc.get("version"),
+        "version": version,
+        "nccl_library": doc.get("nccl_version"),
+        "devices": devices,
+        "avg_busbw_gbps": _num(avg["bandwidth"]) if "bandwidth" in avg else None,
+        "out_of_bounds": int(bounds["count"]) if "count" in bounds else None,
+        "errors": [e for e in doc.get("errors") or [] if e],
+        "points": points,
+        "unparsed_rows": 0,
+        "correct": not bounds.get("count")
+        and all(p["wrong"] in (0, None) and p["in_place"]["wrong"] in (0, None) for p in points),
+    }
+
+
+def supports_json(binary: str, timeout_s: float = 30) -> bool:
+    """Whether this all_reduce_perf writes JSON (`-J`): its usage text names
+    `--output_file`. Asked with `-h`, which prints the usage and exits: an older binary
+    given `-J` would print "invalid option" and the usage, and measure nothing."""
+    try:
+        proc = subprocess.run(
+            [binary, "-h"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--output_file" in proc.stdout + proc.stderr
+
+
 # Where configure's nccl_tests role installs it: <root>/nccl-tests-<version>/bin, with
 # <root>/nccl-tests pointing at the version the spec pins (playbooks/roles/nccl_tests).
 INSTALLED = Path("/opt/rackcert/nccl-tests/bin") / BINARY
@@ -136,18 +227,33 @@ def run_local(
 ) -> dict[str, Any]:
     """Run all_reduce_perf here on `gpus` GPUs; the parsed report plus the command and rc.
 
-    Raises NcclTestsParseError (with the output's last line) when it printed no table.
+    JSON (`-J`) when the binary has it, read from a private temporary file; the text
+    table otherwise, or when the JSON file is missing or unreadable (`json_error` says
+    why). Raises NcclTestsParseError (with the output's last line) when neither form holds
+    a table.
     """
     argv = command(binary, gpus, max_bytes)
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "HOME")
            or k.startswith(("NCCL_", "CUDA_"))}  # fmt: skip
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
-    )
+    with tempfile.TemporaryDirectory(prefix="rackcert-nccl-tests-") as tmp:
+        json_path = Path(tmp) / "all_reduce_perf.json"
+        if supports_json(binary):
+            argv = [*argv, "-J", str(json_path)]
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+        doc, json_error = _read_json(json_path) if "-J" in argv else (None, None)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
     try:
-        report = parse(proc.stdout)
+        if doc is not None:
+            doc.pop("env", None)  # the process's whole environment: never recorded
+            log.with_suffix(".json").write_text(json.dumps(doc, indent=1))
+            report = parse_json(doc, proc.stdout)
+        else:
+            report = {**parse(proc.stdout), "format": "text"}
+            if json_error:
+                report["json_error"] = json_error
     except NcclTestsParseError:
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise NcclTestsParseError(
@@ -155,6 +261,16 @@ def run_local(
         ) from None
     return {**report, "command": argv, "returncode": proc.returncode, "log": str(log),
             "world_size": gpus}  # fmt: skip
+
+
+def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"JSON output unreadable ({type(exc).__name__}); read the text table"
+    if not isinstance(doc, dict):
+        return None, "JSON output is not an object; read the text table"
+    return doc, None
 
 
 def side_by_side(engine: dict[str, Any], sweep: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,8 +8,9 @@ total. The spread is 1.96 sigma of the total over the intervals, as Horovod prin
 
 Fast by default on GPUs (what a tuned run does, and what certification should measure):
 bf16 autocast (no gradient scaler: bf16 has fp32's exponent range), channels-last,
-cudnn.benchmark, torch.compile with CUDA graphs at one rank, the optimizer step compiled
-too, no data-parallel wrapper when there is one rank (nothing to average). Each of these
+cudnn.benchmark, torch.compile (inductor's default mode: CUDA graphs measured slower), the
+optimizer step compiled too, no data-parallel wrapper when there is one rank (nothing to
+average). Each of these
 was measured on an H200 (docs/bench-h200.md); GPUs without bf16 fall back to fp16 with
 a gradient scaler. The `naive`
 configuration (eager fp32, NCHW) is kept to show what the defaults are worth, and two
@@ -39,11 +40,16 @@ class TrainConfig:
     compile: bool = True
     warmup_steps: int = 20
     intervals: int = 5
-    steps_per_interval: int = 10
+    # 20 steps (about 0.7 s at batch 256 on an H200) per interval: 10 gave a spread of 1-3%
+    # between intervals, too coarse to tell two processes 2% apart.
+    steps_per_interval: int = 20
     fused_optimizer: bool = True
     momentum: float = 0.9
-    # torch.compile mode: "auto" = reduce-overhead (CUDA graphs) at one rank, the default
-    # mode across ranks (DDP splits the graph at its buckets; not measured with graphs)
+    # torch.compile mode: "auto" = inductor's default mode at every scale. CUDA graphs
+    # (reduce-overhead) were 4.6% slower than it on an H200 at one rank (6,885 against
+    # 7,219 images/s, docs/bench-h200.md; +1% in an earlier sweep), and across ranks DDP
+    # splits the graph at its buckets: one mode keeps the 1-GPU baseline the same code path
+    # as the points it is compared with.
     compile_mode: str | None = "auto"
     compile_optimizer: bool = True  # the optimizer step compiled too (without a scaler)
 
@@ -208,9 +214,8 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
         and not torch.cuda.is_bf16_supported()
     ):
         cfg = replace(cfg, precision="fp16")  # pre-Ampere: fp16 with a gradient scaler
-    mode = cfg.compile_mode
-    if mode == "auto":
-        mode = "reduce-overhead" if comm.world_size == 1 and comm.device.type == "cuda" else None
+    mode = None if cfg.compile_mode == "auto" else cfg.compile_mode
+    before = device_state(comm.device)
     model, optimizer, scaler, data, target = _build(cfg, comm)
     eager = model
     compile_error = None
@@ -281,7 +286,34 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
         "images_per_sec_per_gpu": statistics.fmean(totals) / comm.world_size,
         "spread": spread(totals),
         "loss_finite": all(math.isfinite(r[-1]) for r in rows),
+        # This rank's device as the loop found it and as the timed steps left it: memory
+        # another loop left reserved, clocks, temperature, power (what a sag is made of).
+        "device_before": before,
+        "device_after": device_state(comm.device),
     }
+
+
+def device_state(device: Any) -> dict[str, Any]:
+    """Memory the caching allocator holds, and (through NVML, when it is there) the SM
+    clock, temperature and power of a CUDA device; {} on CPUs."""
+    import torch
+
+    if device is None or device.type != "cuda":
+        return {}
+    out: dict[str, Any] = {
+        "memory_reserved_gib": torch.cuda.memory_reserved(device) / 2**30,
+        "memory_allocated_gib": torch.cuda.memory_allocated(device) / 2**30,
+    }
+    for key, probe in (
+        ("sm_clock_mhz", torch.cuda.clock_rate),
+        ("temperature_c", torch.cuda.temperature),
+        ("power_w", lambda d: torch.cuda.power_draw(d) / 1000.0),
+    ):
+        try:
+            out[key] = probe(device)
+        except Exception:  # noqa: BLE001 - no NVML bindings: the figure is left out
+            out[key] = None
+    return out
 
 
 def spread(values: list[float]) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,15 +28,25 @@ from rackcert.known_hosts import peer_lines
 from rackcert.paths import REPO_ROOT
 from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
 from rackcert.runs import RunDir, utc_now
-from rackcert.spec import Spec, Vm
+from rackcert.spec import Certification, Spec, Vm
 from rackcert.ssh_target import SshTarget
 from rackcert.stage_records import BenchRecord
-from validation.bench import k8s, launch, nccltests, perftest, storage, verdict
+from validation.bench import (
+    compilecache,
+    k8s,
+    launch,
+    links,
+    nccltests,
+    perftest,
+    slurm_launch,
+    storage,
+    verdict,
+)
 from validation.bench.allreduce import busbw_fraction
 from validation.bench.resnet import scaling
 
 BACKENDS = ("auto", "nccl", "gloo", "horovod")
-LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun")
+LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun", "srun")
 WORLD1_NOTE = (
     "world size 1: the sweep proves the engine path and the reduced values; an in-place"
     " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
@@ -74,13 +85,17 @@ class BenchOptions:
     remote_python: str | None = None  # default: the spec's guest.dl_venv/bin/python
     remote_dir: str | None = None  # a rackcert checkout on the nodes (default: none, the
     # worker is installed in the nodes' environment by configure's dl_runtime role)
-    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun
+    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun | srun
+    reservation: str | None = None  # srun: run inside this Slurm reservation
     network_interface: str | None = None  # default: the spec's network.interface
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
     nccl_tests: str | None = None  # all_reduce_perf to run (default: PATH, then the role's)
     storage_engine: str = "auto"  # fio when installed, else pread
+    # inductor/Triton cache on the nodes, kept between runs: default under the DL environment
+    # (guest.dl_venv remotely, this interpreter's prefix locally); "" turns it off
+    compile_cache: str | None = None
 
     def __post_init__(self) -> None:
         """Every choice is checked here, once, whoever builds the options (CLI or library)."""
@@ -93,6 +108,8 @@ class BenchOptions:
             raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
         if self.gpus and not self.local:
             raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
+        if self.reservation and self.launcher != "srun":
+            raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
 
 
 SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
@@ -135,6 +152,8 @@ def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path
     Horovod imports in its environment (the controller's own packages say nothing)."""
     # The template's GPUs are what the spec asks; the worker sees what the node has.
     device = "auto"
+    if opts.launcher == "srun" and opts.backend == "auto":
+        return Engine("torch", "auto", "nccl")  # Slurm places the ranks: no node to ask first
     if opts.backend == "horovod" or (
         opts.backend == "auto" and node_has_horovod(spec, opts, points[-1].vms, log)
     ):
@@ -266,8 +285,21 @@ def host_keys(opts: BenchOptions, nodes: list[launch.Node]) -> list[str] | None:
     return peer_lines(Path(opts.known_hosts), [(n.name, n.address, n.port) for n in nodes])
 
 
-def worker_args(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[str]:
+def compile_cache_dir(spec: Spec, opts: BenchOptions) -> str | None:
+    """Where the ranks keep what torch.compile built (validation.bench.compilecache): the
+    option, else under the nodes' DL environment, or this interpreter's locally."""
+    if opts.compile_cache is not None:
+        return opts.compile_cache or None
+    prefix = sys.prefix if opts.local else spec.guest.dl_venv
+    return compilecache.default_dir(prefix)
+
+
+def worker_args(
+    opts: BenchOptions, engine: Engine, tasks: list[str], cache: str | None = None
+) -> list[str]:
     args = ["--tasks", ",".join(tasks), "--device", engine.device]
+    if cache:
+        args += ["--compile-cache", cache]
     if opts.quick:
         args.append("--quick")
     for flag, value in (
@@ -291,8 +323,9 @@ def worker_args(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[st
 def build_launch(
     spec: Spec, opts: BenchOptions, engine: Engine, point: Point, tasks: list[str]
 ) -> launch.Launch:
-    args = worker_args(opts, engine, tasks)
-    label = f"{point.nodes} node(s), {point.gpus} {'GPU' if engine.device == 'cuda' else 'rank'}(s)"
+    args = worker_args(opts, engine, tasks, compile_cache_dir(spec, opts))
+    unit = "GPU" if engine.device == "cuda" else "rank"
+    label = f"{point.nodes} node(s), {point.gpus} {unit}(s): {', '.join(tasks)}"
     if opts.local:
         if engine.worker_backend == "horovod":
             cmd = launch.local_horovodrun(point.procs_per_node, args)
@@ -310,6 +343,8 @@ def build_launch(
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
     iface = opts.network_interface or spec.network.interface
     which = launcher_of(opts, engine)
+    if which == "srun":
+        return srun_launch(spec, opts, engine, point, label, args)
     if which == "horovodrun":
         # One node: horovodrun sees only local hosts and looks for the interfaces holding
         # 127.0.0.1 among those named (Horovod 0.28.1, horovod/runner/driver/
@@ -350,6 +385,39 @@ def build_launch(
     return launch.Launch(label, cmds)
 
 
+def srun_launch(
+    spec: Spec, opts: BenchOptions, engine: Engine, point: Point, label: str, args: list[str]
+) -> launch.Launch:
+    """One srun for the point: Slurm places its ranks (validation.bench.slurm_launch)."""
+    if spec.slurm is None:
+        raise InputError("--launcher srun: the spec has no slurm block (controller, partition)")
+    env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
+    return slurm_launch.build(
+        label,
+        nodes=point.nodes,
+        tasks_per_node=point.procs_per_node,
+        gpus=engine.device == "cuda" or (engine.device == "auto" and engine_gpus(spec, point.vms)),
+        python=remote_python(spec, opts),
+        worker_args=args,
+        partition=spec.slurm.partition,
+        reservation=opts.reservation,
+        immediate_s=spec.slurm.job_timeout_s,
+        client_conf=spec.slurm.client_conf,
+        rdzv_port=opts.rdzv_port,
+        env=env,
+    )
+
+
+def slurm_placement(data: dict[str, Any], log: Path) -> dict[str, Any]:
+    """For an srun launch: its job ids and the nodes Slurm chose, also gathered in the
+    launch record (`launch.jobs`); nothing for the other launchers."""
+    if data["launch"].get("launcher") != "srun":
+        return {}
+    placed = slurm_launch.placement(log.read_text(errors="replace"))
+    data["launch"].setdefault("jobs", []).append(placed)
+    return {"slurm": placed}
+
+
 def remote_python(spec: Spec, opts: BenchOptions) -> str:
     """The nodes' interpreter: --remote-python, else the DL environment configure built."""
     return opts.remote_python or f"{spec.guest.dl_venv.rstrip('/')}/bin/python"
@@ -360,6 +428,11 @@ def launcher_of(opts: BenchOptions, engine: Engine) -> str:
     if opts.launcher != "auto":
         if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
             raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
+        if opts.launcher == "srun" and engine.worker_backend == "horovod":
+            raise InputError(
+                "--launcher srun starts torch.distributed ranks from Slurm's environment;"
+                " Horovod under srun needs an MPI build: use --backend gloo or nccl"
+            )
         if opts.launcher == "torchrun" and engine.worker_backend == "horovod":
             raise InputError("--launcher torchrun starts torch.distributed ranks, not Horovod")
         return opts.launcher
@@ -373,9 +446,11 @@ def launch_record(opts: BenchOptions, engine: Engine, vms: tuple[Vm, ...]) -> di
     if opts.local and engine.worker_backend == "horovod":
         which = "horovodrun"
     which = which or launcher_of(opts, engine)
-    controller = {"torchrun": "c10d", "horovodrun": "gloo", "mpirun": "mpi"}[which]
+    controller = {"torchrun": "c10d", "horovodrun": "gloo", "mpirun": "mpi", "srun": "slurm"}[which]
     if opts.local:
         where = "this machine"
+    elif which == "srun":
+        where = "this machine, one srun per launch; Slurm chose the nodes"
     elif which == "torchrun":
         where = "this machine, one ssh per node"
     else:
@@ -563,17 +638,34 @@ def engine_gpus(spec: Spec, vms: tuple[Vm, ...]) -> bool:
 
 # -- assembly ---------------------------------------------------------------------------------
 def allreduce_result(
-    raw: dict[str, Any], engine: Engine, line_rate: float | None
+    raw: dict[str, Any],
+    engine: Engine,
+    cert: Certification,
+    nic_gbps: float | None,
+    option_gbps: float | None = None,
 ) -> AllreduceResult:
+    """The sweep's figures with the link they crossed and what that link should carry
+    (validation.bench.links): busbw judged against the line rate of THAT link."""
     points = raw["allreduce"]["points"]
+    world = raw["world_size"]
+    link = links.launch_link(raw)
+    want = links.expectation(link, cert, nic_gbps, option_gbps) if world > 1 else None
+    rate = want.line_rate_gbps if want else None
+    top = sorted(points, key=lambda p: p["size_bytes"])[-3:]
     return AllreduceResult(
         backend=engine.name if engine.name == "horovod" else raw["backend"],
         device=raw["device"],
-        world_size=raw["world_size"],
+        world_size=world,
         points=[AllreducePoint(**p) for p in points],
-        line_rate_gbps=line_rate,
-        busbw_fraction=busbw_fraction(points, line_rate) if raw["world_size"] > 1 else None,
-        note=WORLD1_NOTE if raw["world_size"] == 1 else None,
+        line_rate_gbps=rate,
+        busbw_fraction=busbw_fraction(points, rate) if world > 1 else None,
+        note=WORLD1_NOTE if world == 1 else None,
+        link=link.topology,
+        link_detail=link.detail or None,
+        link_source=want.source if want else None,
+        expected_busbw_gbps=want.busbw_gbps if want else None,
+        busbw_largest_gbps=sum(p["busbw_gbps"] for p in top) / len(top) if top else None,
+        sys_crossing=link.sys_pairs,
     )
 
 
@@ -585,6 +677,7 @@ def scaling_result(measured: list[tuple[Point, dict[str, Any]]], engine: Engine)
             "images_per_sec": r["images_per_sec"],
             "images_per_sec_per_gpu": r["images_per_sec_per_gpu"],
             "spread": r["spread"],
+            "warmup_s": r.get("warmup_s"),
         }
         for p, r in measured
     ]
@@ -633,6 +726,42 @@ REFERENCES = {
 }
 
 
+def sys_note(pairs: list[str]) -> str:
+    """What a figure carries when its GPUs talk across the sockets (SYS)."""
+    return f" (through SYS, across sockets: {', '.join(pairs)})" if pairs else ""
+
+
+def launch_entry(
+    job: launch.Launch, tasks: list[str], log: Path, raw: dict[str, Any]
+) -> dict[str, Any]:
+    """bench.json's record of one launch (one process per rank, one configuration)."""
+    return {
+        "label": job.label,
+        "tasks": tasks,
+        "log": str(log),
+        "commands": job.commands,
+        "wall_s": raw.get("wall_s"),
+        "ranks": raw.get("ranks"),
+        "compile_cache": raw.get("compile_cache"),
+        "exit_warning": raw.get("exit_warning"),
+        **{key: raw.get(key) for key in ("resnet", "naive", "plain", "horovod_ref")},
+    }
+
+
+def describe(r: dict[str, Any]) -> str:
+    """A training figure with what it was judged at, as MLPerf and the seed label theirs:
+    images/s, precision, batch per GPU, the compile mode, and the warm-up it took."""
+    c = r["config"]
+    how = "eager"
+    if c.get("compiled"):
+        how = "compiled, CUDA graphs" if c.get("cuda_graphs") else "compiled"
+    per_gpu = r.get("images_per_sec_per_gpu", r["images_per_sec"])
+    return (
+        f"{r['images_per_sec']:,.1f} images/s ({per_gpu:,.1f} per GPU) at {c['precision']},"
+        f" batch {c['batch']}/GPU, {how}; warm-up {r['warmup_s']:.1f} s"
+    )
+
+
 def references(raw: dict[str, Any]) -> dict[str, Any] | None:
     """The reference loops measured in the same launch as the default, and the ratios of
     the default's images/s to each (per GPU, so batch sizes may differ)."""
@@ -670,10 +799,10 @@ def run_bench(
         engine = choose_engine(opts.backend, gpu_count > 0)
     else:
         engine = remote_engine(spec, opts, points, run.artifacts("bench") / "probe.log")
-    line_rate = opts.line_rate_gbps or spec.line_rate_gbps()
+    line_rate = spec.line_rate_gbps()  # the NIC's, for launches across nodes
     art = run.artifacts("bench")
     data: dict[str, Any] = {
-        "mode": "local" if opts.local else "ssh",
+        "mode": "local" if opts.local else ("slurm" if opts.launcher == "srun" else "ssh"),
         "engine": {
             "name": engine.name,
             "worker_backend": engine.worker_backend,
@@ -682,7 +811,8 @@ def run_bench(
         },
         "launch": launch_record(opts, engine, points[-1].vms),
         "quick": opts.quick,
-        "judge_link": not opts.local or opts.line_rate_gbps is not None,
+        # set from the allreduce launch: whether its link has a figure to judge against
+        "judge_link": False,
         "thresholds": spec.certification.model_dump(),
         "launches": [],
     }
@@ -710,37 +840,43 @@ def run_bench(
             tasks = _tasks(opts, engine, point, points)
             if not tasks:
                 continue
-            job = build_launch(spec, opts, engine, point, tasks)
-            progress(f"launch: {job.label}: {', '.join(tasks)}")
-            log = art / f"launch-{point.nodes}n-{point.gpus}g.log"
-            raw = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))
-            data["launches"].append(
-                {
-                    "label": job.label,
-                    "tasks": tasks,
-                    "log": str(log),
-                    "commands": job.commands,
-                    "wall_s": raw.get("wall_s"),
-                    "ranks": raw.get("ranks"),
-                    "resnet": raw.get("resnet"),
-                    "naive": raw.get("naive"),
-                    "plain": raw.get("plain"),
-                    "horovod_ref": raw.get("horovod_ref"),
-                }
-            )
-            data["environment"] = raw.get("environment", {})
-            if engine.device == "auto":  # nodes chose: the worker says what it ran on
-                engine = Engine(engine.worker_backend, raw["device"], raw["backend"])
-                data["launch"]["collectives"] = engine.name
+            raw: dict[str, Any] = {}
+            # One process per configuration: nothing one loop leaves behind (compiled
+            # graphs and their Python objects, CUDA-graph pools, allocator state, cudnn
+            # and NCCL state) can slow the next, so each figure is what that configuration
+            # does alone in a fresh process (docs/bench-h200.md measures both).
+            for task in tasks:
+                job = build_launch(spec, opts, engine, point, [task])
+                progress(f"launch: {job.label}")
+                log = art / f"launch-{point.nodes}n-{point.gpus}g-{task}.log"
+                one = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))
+                placed = slurm_placement(data, log)
+                data["launches"].append({**launch_entry(job, [task], log, one), **placed})
+                if one.get("exit_warning"):
+                    data.setdefault("warnings", []).append(f"{job.label}: {one['exit_warning']}")
+                    progress(f"  warning: {one['exit_warning']}")
+                raw = {**raw, **one}
+                data["environment"] = one.get("environment", {})
+                if engine.device == "auto":  # nodes chose: the worker says what it ran on
+                    engine = Engine(engine.worker_backend, one["device"], one["backend"])
+                    data["launch"]["collectives"] = engine.name
+                if task in one and task != "allreduce":
+                    progress(f"  {task}: {describe(one[task])}")
+                record()
             if "resnet" in raw:
                 measured.append((point, raw["resnet"]))
                 data["resnet50"] = scaling_result(measured, engine).model_dump()
-                progress(f"  resnet50: {raw['resnet']['images_per_sec']:.1f} images/s total")
             if "allreduce" in raw:
-                ar = allreduce_result(raw, engine, line_rate)
+                ar = allreduce_result(
+                    raw, engine, spec.certification, line_rate, opts.line_rate_gbps
+                )
                 data["allreduce"] = ar.model_dump()
+                data["judge_link"] = ar.link_source is not None
                 best = max(p.busbw_gbps for p in ar.points)
-                progress(f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s")
+                progress(
+                    f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s"
+                    f" over {ar.link or 'no link'}{sys_note(ar.sys_crossing)}"
+                )
             refs = references(raw)
             if refs:
                 data["references"] = refs

@@ -38,7 +38,9 @@ def allreduce_correct(ar: AllreduceResult | None) -> VerdictCheck:
 def allreduce_busbw(
     ar: AllreduceResult | None, cert: Certification, judge_link: bool
 ) -> VerdictCheck:
-    """busbw at the largest sizes >= the spec's fraction of the link's line rate."""
+    """busbw at the largest sizes against the link the launch crossed (ar.link): the spec's
+    expected busbw for that link when it states one, else the fraction of its line rate.
+    A launch whose GPUs talk through SYS says so in what was observed."""
     expected = f">= {cert.allreduce_busbw_fraction_min:g} of line rate"
     if ar is None or not ar.points:
         return _check("allreduce.busbw_fraction", None, "", expected, "allreduce not run")
@@ -50,9 +52,24 @@ def allreduce_busbw(
             expected,
             "one rank moves no bytes over a link (busbw = 0 by nccl-tests' definition)",
         )
+    where = f" over {ar.link} ({ar.link_detail})" if ar.link and ar.link_detail else ""
+    if ar.sys_crossing:
+        where += f"; through SYS, across sockets: {', '.join(ar.sys_crossing)}"
+    if ar.expected_busbw_gbps is not None and ar.busbw_largest_gbps is not None:
+        return _check(
+            "allreduce.busbw_fraction",
+            ar.busbw_largest_gbps >= ar.expected_busbw_gbps,
+            f"{ar.busbw_largest_gbps:.3g} GB/s busbw{where}",
+            f">= {ar.expected_busbw_gbps:g} GB/s ({ar.link_source})",
+        )
     if ar.busbw_fraction is None:
-        return _check("allreduce.busbw_fraction", None, "", expected, "no line rate in the spec")
-    observed = f"{ar.busbw_fraction:.3g} of {ar.line_rate_gbps:g} Gb/s"
+        why = "no line rate in the spec"
+        if ar.link is not None:
+            why = _no_figure(ar.link)
+        return _check("allreduce.busbw_fraction", None, where.lstrip("; "), expected, why)
+    observed = f"{ar.busbw_fraction:.3g} of {ar.line_rate_gbps:g} Gb/s{where}"
+    if ar.link_source:
+        expected += f" ({ar.link_source})"
     if not judge_link:
         return _check(
             "allreduce.busbw_fraction",
@@ -67,6 +84,20 @@ def allreduce_busbw(
         ar.busbw_fraction >= cert.allreduce_busbw_fraction_min,
         observed,
         expected,
+    )
+
+
+def _no_figure(link: str) -> str:
+    if link == "loopback":
+        return "the ranks talk over this machine's loopback (CPU ranks): no link to judge"
+    if link == "sys":
+        return (
+            "the GPUs talk through SYS (across sockets): no shipped figure for that path;"
+            " state one in certification.links (topology: sys) with its source"
+        )
+    return (
+        f"no figure for a {link} link with these GPUs: state one in certification.links"
+        " with its source (or give --line-rate-gbps)"
     )
 
 

@@ -5,23 +5,28 @@
     horovodrun --gloo -np 2 -H localhost:2 python -m validation.bench.worker --backend horovod
 
 Every rank takes part; rank 0 prints one line `RACKCERT_RESULT <json>` on stdout, which
-the launcher reads (over SSH too, so no shared file system is needed). Needs torch and
-the standard library only.
+the launcher reads (over SSH too, so no shared file system is needed). Every rank then
+prints `RACKCERT_DONE <rank>` once its process groups are torn down: a rank that crashes
+after that (a library's exit handlers) has finished its work, and the launcher records
+the crash as a warning instead of failing the measured launch. Needs torch and the
+standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 from dataclasses import replace
 from typing import Any
 
-from validation.bench import allreduce, environment, resnet
+from validation.bench import allreduce, compilecache, environment, resnet
 from validation.bench.comm import connect
 
 MARKER = "RACKCERT_RESULT "
+DONE = "RACKCERT_DONE "
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -63,9 +68,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-compile", dest="compile", action="store_false")
     p.add_argument("--channels-last", dest="channels_last", action="store_true", default=None)
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--cudnn-benchmark", dest="cudnn_benchmark", action="store_true", default=None)
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--intervals", type=int)
     p.add_argument("--steps-per-interval", type=int)
+    p.add_argument(
+        "--compile-cache",
+        help="directory for inductor's FX graph/AOTAutograd caches and Triton's kernels, kept"
+        " between runs (TORCHINDUCTOR_CACHE_DIR in the environment wins)",
+    )
     return p.parse_args(argv)
 
 
@@ -85,6 +97,7 @@ def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConf
             "compile_optimizer": args.compile_optimizer,
             "fused_optimizer": args.fused,
             "channels_last": args.channels_last,
+            "cudnn_benchmark": args.cudnn_benchmark,
             "warmup_steps": args.warmup_steps,
             "intervals": args.intervals,
             "steps_per_interval": args.steps_per_interval,
@@ -124,7 +137,7 @@ def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], i
     return allreduce.sweep_sizes(args.min_bytes, top), iters, warm
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[str, Any]:
     comm = connect(args.backend, args.device)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     out: dict[str, Any] = {
@@ -132,8 +145,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "world_size": comm.world_size,
         "device": comm.device.type,
     }
+    if cache is not None:
+        out["compile_cache"] = cache
     try:
         where = {"host": socket.gethostname(), "local_rank": comm.local_rank}
+        if comm.device.type == "cuda":
+            where["bus_id"] = environment.device_bus_id(comm.device)
         out["ranks"] = [{"rank": i, **w} for i, w in enumerate(comm.allgather_object(where))]
         if comm.rank == 0:
             out["environment"] = environment.collect()
@@ -154,17 +171,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out[ref] = resnet.train(comm, reference_config(args, comm.device.type, which))
     finally:
         comm.close()
-    return out if comm.rank == 0 else {}
+    out["rank"] = comm.rank
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    result = run(args)
-    if result:
+    cache = compilecache.use(args.compile_cache)  # before torch is imported
+    result = run(args, cache)
+    rank = result.pop("rank")
+    if rank == 0:
         sys.stdout.write(MARKER + json.dumps(result) + "\n")
-        sys.stdout.flush()
+    sys.stdout.write(f"{DONE}{rank}\n")
+    sys.stdout.flush()
     return 0
 
 
+def leave(code: int) -> None:
+    """End the process without the interpreter's own teardown, once the work is reported
+    and the process groups are destroyed: C++ libraries' static destructors are all that
+    is left then, and one of them can abort the process ("terminate called without an
+    active exception": a thread still joinable), as seen on rank 0 of a three-rank Gloo
+    launch on two CPU cores, after its RACKCERT_DONE line, about one run in six. Measures
+    nothing, so it must not fail a launch. Child processes torch.compile started watch
+    for their parent and stop on their own."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    leave(main())

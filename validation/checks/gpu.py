@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from validation.checks import NodeView, Outcome, check, failed, passed, skipped
+from validation.checks import NodeView, Outcome, Severity, check, failed, passed, skipped
 from validation.checks.match import model_matches, version_at_least, version_matches
 from validation.facts.gpu import (
     CudaToolkit,
@@ -222,6 +222,48 @@ def nvlink_active(view: NodeView) -> Outcome:
     if not between.startswith("NV"):
         return failed(observed, expected, f"topo -m shows {between} between the pair, not NV#")
     return passed(observed, expected)
+
+
+# `nvidia-smi topo -m` links through which GPUDirect RDMA stays under one PCIe host bridge:
+# PIX, PXB (PCIe bridges only) and PHB (through the CPU's host bridge). NODE crosses host
+# bridges within a NUMA node and SYS the socket interconnect (QPI/UPI): NCCL's default
+# NCCL_NET_GDR_LEVEL (PHB) does not use GPUDirect RDMA across them, and NVIDIA's GPUDirect
+# RDMA guidance wants GPU and NIC under one PCIe root complex.
+GDR_NEAR = ("PIX", "PXB", "PHB")
+
+
+@check("gpu.nic_path", facts=(GpuTopology,), severity=Severity.warning)
+def gpu_nic_path(view: NodeView) -> Outcome:
+    """Each GPU reaches the VM's RDMA NIC through PIX, PXB or PHB in `nvidia-smi topo -m`.
+
+    Fix: give the VM GPUs on the NUMA node of its NIC port (placement; gpu_nic_numa: required).
+    """
+    if not view.expect.rdma or not view.expect.gpus:
+        return skipped("no GPU and RDMA NIC in this VM", "PIX, PXB or PHB")
+    topo = view.fact(GpuTopology)
+    nics = [d for d in topo.devices if d.startswith(("NIC", "mlx"))]
+    expected = "GPU to NIC: " + ", ".join(GDR_NEAR)
+    if not nics:
+        return failed("no NIC in topo -m", expected, "the driver sees no NIC next to the GPUs")
+    seen, far = [], []
+    for gpu in topo.gpus():
+        links = {nic: topo.link(gpu, nic) or "?" for nic in nics}
+        best = min(links.items(), key=lambda kv: (kv[1] not in GDR_NEAR, kv[0]))
+        seen.append(f"{gpu}-{best[0]} {best[1]}")
+        if best[1] not in GDR_NEAR:
+            far.append(f"{gpu}-{best[0]} {best[1]}")
+    if far:
+        why = (
+            "GPUDirect RDMA would cross "
+            + (
+                "the socket interconnect (SYS)"
+                if any(f.endswith("SYS") for f in far)
+                else "PCIe host bridges (NODE)"
+            )
+            + f": {', '.join(far)}; NCCL's defaults (NCCL_NET_GDR_LEVEL=PHB) do not use it"
+        )
+        return failed("; ".join(seen), expected, why)
+    return passed("; ".join(seen), expected)
 
 
 # Fatal XIDs per public GPU health-check practice (Azure's published list for H100 nodes).

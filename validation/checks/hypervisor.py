@@ -132,12 +132,29 @@ def host_ats(ctx: HostCtx) -> Outcome:
                 " reboot it",
             )
         return failed("unknown", "in effect", "discovery did not read the ATS setting")
+    # The judge is ATS as the host runs it: esxcli's Runtime column (discovery's ats_runtime),
+    # or, with no reboot pending, the configured value. A boot option runs from the next boot.
+    runtime = host.ats_runtime
+    source = host.ats_runtime_source
+    if runtime is True:
+        note = "" if not source.startswith("esxcli") else f" ({source})"
+        if not seen:
+            return passed(f"in effect until the next boot{note}, configured off", "in effect")
+        return passed(f"in effect{note}", "in effect")
     if not seen:
         return failed("disabled", "in effect", "ATS is off")
-    # A boot option runs from the next boot: configured with a reboot still pending
-    # (summary.rebootRequired) is not the runtime value yet.
+    if runtime is False:
+        return failed(
+            f"configured, reboot pending ({source})", "in effect", "ATS is not in effect yet"
+        )
+    # No esxcli answer while a reboot is pending (summary.rebootRequired): the configured
+    # value is not taken as the running one.
     if host.reboot_required:
-        return failed("configured, reboot pending", "in effect", "ATS is not in effect yet")
+        return failed(
+            f"configured, reboot pending ({source or 'inferred'})",
+            "in effect",
+            "ATS is not in effect yet",
+        )
     return passed("in effect", "in effect")
 
 

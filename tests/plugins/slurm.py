@@ -1,0 +1,113 @@
+"""Fixture: a real Slurm (rackcert.lab.slurm) over two SSH test hosts, nodes joined by the role.
+
+    def test_x(slurm_rack):
+        rack = slurm_rack                # .lab (SlurmLab), .hosts, .loaded (spec with slurm)
+        rack.lab.client("sinfo")
+
+Module-scoped: the controller comes up in under a second, but joining the nodes is a real
+`rackcert configure --tags slurm` run (ansible-runner over SSH) plus the DL environment's
+worker for the srun bench, which the tests of one module honestly share. Per test process
+(owner `<pid>x<n>`): its own directory under /run/rackcert-slurm/, munge socket and key,
+controller port on its own bridge address, so runs side by side never meet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rackcert.configure.runner import configure
+from rackcert.lab.slurm import NodeDef, SlurmLab
+from rackcert.lab.sshhosts import TestHost
+from rackcert.runs import RunDir
+from rackcert.slurm.conf import node_lines
+from rackcert.spec_loader import LoadedSpec, load_spec
+from rackcert.stage_records import ConfigureRecord
+from tests.plugins.configure import spec_for_hosts
+
+_COUNTER = itertools.count(1)
+
+
+@dataclass
+class SlurmRack:
+    lab: SlurmLab
+    hosts: list[TestHost]
+    loaded: LoadedSpec
+    first_join: ConfigureRecord
+    directory: Path
+
+    def run(self, name: str = "runs") -> RunDir:
+        return RunDir.create(self.directory / name, "lab", self.loaded.sha256, self.loaded.text)
+
+
+def free_port(address: str) -> int:
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+def slurm_block(lab: SlurmLab, **more: Any) -> dict[str, Any]:
+    """The spec's slurm block that points at a lab's controller."""
+    return {
+        "controller": {"address": lab.address, "port": lab.port},
+        "cluster": lab.cluster,
+        "partition": lab.partition,
+        "munge_key_file": str(lab.munge_key),
+        "munge_socket": str(lab.munge_socket),
+        "conf_file": str(lab.conf),
+        "client_conf": str(lab.conf),
+        "slurmd_port": lab.slurmd_port,
+        **more,
+    }
+
+
+def with_slurm(loaded: LoadedSpec, block: dict[str, Any]) -> LoadedSpec:
+    data = yaml.safe_load(loaded.text)
+    data["slurm"] = block
+    data["storage"] = {}  # no data mount on these hosts: storage.mount has nothing to judge
+    loaded.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_spec(loaded.path)
+
+
+@pytest.fixture(scope="module")
+def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:
+    # Nothing hidden: the srun bench runs this checkout's worker with this interpreter, as the
+    # SSH bench beside it does (--remote-python, --remote-dir).
+    hosts = ssh_hosts_module(["node1", "node2"], private=[])
+    directory = tmp_path_factory.mktemp("slurm")
+    loaded = spec_for_hosts(hosts, directory)
+    gateway = hosts[0].subnet.rsplit(".", 1)[0] + ".1"
+    nodes = [
+        NodeDef(n.name, n.address, n.cpus, n.memory_mb) for n in node_lines(loaded.spec, gres=False)
+    ]
+    lab = SlurmLab.for_owner(
+        f"{os.getpid()}x{next(_COUNTER)}",
+        address=gateway,
+        nodes=nodes,
+        port=free_port(gateway),
+        cluster="lab",
+        partition="lab",
+        health_check_interval_s=5,  # a no-op until a test puts rackcert's check there
+    )
+    try:
+        lab.start()
+        loaded = with_slurm(loaded, slurm_block(lab, job_timeout_s=5))
+        run = RunDir.create(directory / "runs", "lab", loaded.sha256, loaded.text)
+        joined = configure(loaded, run, tags=["slurm"])
+        assert joined.status == "ok", joined.error
+        lab.wait_idle([h.name for h in hosts], timeout=30)
+        yield SlurmRack(lab, hosts, loaded, joined, directory)
+    finally:
+        lab.stop()
+        for log in lab.directory.glob("*.log"):  # kept beside the test's files, for a failure
+            shutil.copy(log, directory / log.name)
+        lab.remove()

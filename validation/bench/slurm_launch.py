@@ -1,0 +1,131 @@
+"""Bench ranks as a Slurm job: one `srun` from this machine, Slurm places the ranks.
+
+Why srun and not SSH: on a site that schedules with Slurm, jobs never start by SSH from a
+controller; certifying the rack the way its users run it means asking Slurm for nodes
+(`--nodes N --ntasks-per-node G --exclusive`, one GPU per task, `--mpi=pmix`) and
+letting it choose. The ranks take their identity from Slurm's task environment
+(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID: validation.bench.comm) and meet at the first
+node of the step (MASTER_ADDR from `scontrol show hostnames $SLURM_STEP_NODELIST`).
+
+Bounded, never a hang: `--immediate=S` (srun(1): "exit if resources are not available
+within the time period specified") gives up on a job Slurm cannot place in S seconds: too
+few idle nodes, a drained node, a partition or reservation that does not fit; Slurm's own
+refusal (an unknown partition, more nodes than exist) comes at once. Either is one line.
+
+Each task first prints `rackcert-slurm job=<id> node=<name> rank=<n>`, so the record can
+name the job ids and the nodes Slurm chose (`placement`).
+
+Nothing of this process's environment reaches the ranks (`--export=NONE`): the task's
+shell sets the named variables only, as the SSH launchers' `env -i` does.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from validation.bench.launch import NODE_PATH, WORKER, Launch, _forwarded_env
+
+TAG = "rackcert-slurm"
+_TAG_RE = re.compile(rf"{TAG} job=(\d+) node=(\S+) rank=(\d+)")
+
+
+def srun_argv(
+    *,
+    nodes: int,
+    tasks_per_node: int,
+    gpus: bool,
+    partition: str | None,
+    reservation: str | None,
+    immediate_s: int,
+    job_name: str,
+) -> list[str]:
+    """srun's own options: the shape of the job and how long it may wait to be placed."""
+    argv = [
+        "srun",
+        "--mpi=pmix",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={tasks_per_node}",
+        "--exclusive",
+        f"--immediate={immediate_s}",
+        f"--job-name={job_name}",
+        "--export=NONE",
+        "--kill-on-bad-exit=1",
+        "--unbuffered",
+        "--chdir=/tmp",  # this checkout's directory is no path on the nodes
+    ]
+    if gpus:
+        argv.append("--gpus-per-task=1")
+    if partition:
+        argv.append(f"--partition={partition}")
+    if reservation:
+        argv.append(f"--reservation={reservation}")
+    return argv
+
+
+def task_script(
+    python: str, worker_args: list[str], *, rdzv_port: int, env: dict[str, str] | None = None
+) -> str:
+    """What each task runs: say where it is, find the step's first node, start the worker."""
+    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+    # Slurm binds each task's GPU (--gpus-per-task 1) through the task's own
+    # CUDA_VISIBLE_DEVICES: that one goes on, never this machine's.
+    named.pop("CUDA_VISIBLE_DEVICES", None)
+    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
+    worker = shlex.join([python, *WORKER, *worker_args])
+    return (
+        f"export PATH={NODE_PATH}; "
+        f'echo "{TAG} job=$SLURM_JOB_ID node=$SLURMD_NODENAME rank=$SLURM_PROCID" >&2; '
+        'first=$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1); '
+        '[ -n "$first" ] || { echo "error: no first node in $SLURM_STEP_NODELIST" >&2; exit 2; }; '
+        f'cd /tmp && exec env -i HOME="${{HOME:-/tmp}}" {pairs}'
+        f" MASTER_ADDR=$first MASTER_PORT={rdzv_port}"
+        " RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID"
+        ' ${CUDA_VISIBLE_DEVICES+"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}'
+        f" SLURM_JOB_ID=$SLURM_JOB_ID {worker}"
+    )
+
+
+def build(
+    label: str,
+    *,
+    nodes: int,
+    tasks_per_node: int,
+    gpus: bool,
+    python: str,
+    worker_args: list[str],
+    partition: str | None,
+    reservation: str | None,
+    immediate_s: int,
+    client_conf: str | None,
+    rdzv_port: int = 29400,
+    env: dict[str, str] | None = None,
+) -> Launch:
+    """The Launch that runs one measurement as one Slurm job step."""
+    argv = srun_argv(
+        nodes=nodes,
+        tasks_per_node=tasks_per_node,
+        gpus=gpus,
+        partition=partition,
+        reservation=reservation,
+        immediate_s=immediate_s,
+        job_name="rackcert-bench",
+    )
+    script = task_script(python, worker_args, rdzv_port=rdzv_port, env=env)
+    slurm_env = {"SLURM_CONF": client_conf} if client_conf else {}
+    return Launch(label, [[*argv, "/bin/sh", "-c", script]], env=slurm_env)
+
+
+def placement(text: str) -> dict[str, Any]:
+    """The job ids and the nodes Slurm chose, from the tasks' own lines in the output."""
+    jobs: set[int] = set()
+    ranks: dict[int, str] = {}
+    for match in _TAG_RE.finditer(text):
+        jobs.add(int(match.group(1)))
+        ranks[int(match.group(3))] = match.group(2)
+    nodes: list[str] = []
+    for rank in sorted(ranks):
+        if ranks[rank] not in nodes:
+            nodes.append(ranks[rank])
+    return {"job_ids": sorted(jobs), "nodes": nodes, "ranks": len(ranks)}
