@@ -25,12 +25,16 @@ import base64
 import gzip
 import ipaddress
 import json
+import os
+import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rackcert.errors import InputError
 from rackcert.spec import Spec, Vm
 
 METADATA = "guestinfo.metadata"
@@ -52,13 +56,65 @@ def public_key_path(spec: Spec) -> Path | None:
     return None
 
 
+MAX_PUBLIC_KEY_FILE = 16 * 1024  # a few OpenSSH public keys; an RSA-16384 line is ~2.8 KB
+# One OpenSSH public key line: [options-free] type, base64 blob, optional comment.
+_KEY_LINE = re.compile(
+    r"(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)"
+    r"@openssh\.com|ssh-ed25519-cert-v01@openssh\.com) [A-Za-z0-9+/]+={0,3}( [ -~]{0,256})?"
+)
+
+
+def _secret_files(spec: Spec) -> list[Path]:
+    """The files the spec names as secrets: none of them may be read as a public key."""
+    names = [spec.vcenter.password_file, spec.guest.ssh.key_file]
+    return [Path(n).expanduser() for n in names if n]
+
+
+def _read_small(path: Path, where: str) -> str:
+    """A regular file's text of at most MAX_PUBLIC_KEY_FILE bytes (a FIFO would hang)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError(f"{where}: not a regular file")
+            data = os.read(fd, MAX_PUBLIC_KEY_FILE + 1)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_PUBLIC_KEY_FILE:
+        raise InputError(f"{where}: larger than {MAX_PUBLIC_KEY_FILE} bytes; not a public key")
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not text; not a public key") from None
+
+
 def read_authorized_keys(spec: Spec) -> list[str]:
-    """The public key lines for the guests; [] when the file is not there (planner says so)."""
+    """The public key lines for the guests; [] when the file is not there (planner says so).
+
+    The file goes to every guest in clear (cloud-init user-data, vCenter guestinfo,
+    plan.json), where no redactor can see it. So it is read only when it is a small regular
+    file of OpenSSH public key lines, and never when it is one of the spec's secret files
+    (a spec pointing public_key_file at the vCenter password file sent the password out).
+    """
     path = public_key_path(spec)
     if path is None or not path.is_file():
         return []
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
+    where = f"guest.ssh.public_key_file {spec.guest.ssh.public_key_file or path}"
+    for secret in _secret_files(spec):
+        if secret.exists() and path.resolve() == secret.resolve():
+            raise InputError(f"{where}: is a secret file of this spec, not a public key")
+    lines = [line.strip() for line in _read_small(path, where).splitlines()]
+    keys = [line for line in lines if line and not line.startswith("#")]
+    for number, line in enumerate(lines, 1):
+        if line in keys and not _KEY_LINE.fullmatch(line):
+            raise InputError(
+                f"{where}:{number}: not an OpenSSH public key line (ssh-ed25519 AAAA... comment);"
+                " nothing of it is sent to the VMs"
+            )
+    return keys
 
 
 def encode(text: str) -> str:

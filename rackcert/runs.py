@@ -9,6 +9,7 @@ the schema version and the spec's sha256 so the report can tell what it reads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -93,10 +94,24 @@ def read_capped(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
     reader, a device or a huge file would fill memory.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        return read_capped_bytes(path, limit).decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: unreadable record: not UTF-8") from None
+
+
+def read_capped_bytes(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """A run file's bytes, only from a regular file of at most `limit` bytes (`read_capped`).
+
+    A symlink is not followed (O_NOFOLLOW): a planted link would make rackcert read, and
+    publish the digest of, a file outside the run.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise RecordError(f"{path}: no such record") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordError(f"{path}: unreadable record: a symbolic link") from None
         raise RecordError(f"{path}: unreadable record: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
@@ -112,18 +127,42 @@ def read_capped(path: Path, limit: int = MAX_RECORD_BYTES) -> str:
         os.close(fd)
     if len(data) > limit:
         raise RecordError(f"{path}: unreadable record: larger than {limit} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RecordError(f"{path}: unreadable record: not UTF-8") from None
+    return data
+
+
+MAX_RECORD_DEPTH = 64  # rackcert's records nest a dozen levels; a deeper one is not one
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iterative: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            if level <= MAX_RECORD_DEPTH:
+                stack.extend(
+                    (v, level + 1) for v in (item.values() if isinstance(item, dict) else item)
+                )
+    return deepest
 
 
 def read_json(path: Path) -> Any:
+    """A record's JSON, refused in one line when it is too big, not JSON, or nested too deep.
+
+    A run directory may come from elsewhere: a 700-level record made every reader that
+    walks it recursively (pydantic, the redactor, the report) die with RecursionError.
+    """
     text = read_capped(path)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise RecordError(f"{path}: unreadable record: {exc}") from None
+    if _depth(value) > MAX_RECORD_DEPTH:
+        raise RecordError(
+            f"{path}: unreadable record: nested deeper than {MAX_RECORD_DEPTH} levels"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -166,6 +205,7 @@ class RunDir:
         path = Path(path).resolve()
         if not (path / "meta.json").is_file():
             raise RecordError(f"{path}: not a rackcert run directory (no meta.json)")
+        refuse_links_out(path)
         run = cls(path, spec_sha256)
         if spec_sha256 is not None and run.meta.get("spec_sha256") != spec_sha256:
             raise InputError(
@@ -248,6 +288,34 @@ class RunDir:
         path = self.path / "artifacts" / stage
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+MAX_WALKED = 200_000  # entries of a run tree looked at for links; a run holds far fewer
+
+
+def refuse_links_out(run_path: Path) -> None:
+    """Refuse a run directory holding a symbolic link to anything outside it.
+
+    A run directory may come from elsewhere. Through a planted link, a stage given
+    `--run DIR` overwrote the link's target (pytest.log, the inventory, extra vars, launch
+    logs) and the manifest published the sha256 of the file behind it (a password file).
+    Links that stay inside the run are left alone; the manifest records them as links.
+    """
+    root = run_path.resolve()
+    for seen, (dirpath, dirnames, filenames) in enumerate(os.walk(root)):
+        if seen > MAX_WALKED:
+            raise RecordError(f"{run_path}: more than {MAX_WALKED} directories; not a run")
+        for name in dirnames + filenames:
+            entry = Path(dirpath) / name
+            if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+                from rackcert.untrusted import visible
+
+                rel = entry.relative_to(root).as_posix()
+                raise RecordError(
+                    f"{run_path}: {visible(rel)} is a symbolic link to"
+                    f" {visible(os.readlink(entry))}, outside the run; refusing the run"
+                    " (remove the link, or copy the file in)"
+                )
 
 
 def _first_error(exc: ValidationError) -> str:

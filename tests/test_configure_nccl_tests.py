@@ -67,11 +67,16 @@ def test_nccl_tests_role_refuses_a_wrong_pin_skips_without_cuda_and_leaves_path(
         run = RunDir.create(runs, "lab", loaded.sha256, loaded.text)
         return run, configure(loaded, run, tags=["nccl_tests"])
 
-    # A wrong pin: refused on the controller, one line naming both digests; nothing copied.
+    # A wrong pin: refused on the controller, one line naming the pin; nothing copied. The
+    # file's own digest is nowhere (the path is the spec's: it could name a password file).
     wrong = "0" * 64
-    _run, refused = run_with(wrong, "wrong")
+    run, refused = run_with(wrong, "wrong")
     assert refused.status == "failed" and refused.data.totals.failed == 2, refused.data.totals
-    assert digest in refused.error and wrong in refused.error, refused.error
+    assert digest not in refused.error and wrong in refused.error, refused.error
+    kept = [
+        p for p in run.path.rglob("*") if p.is_file() and digest in p.read_text(errors="ignore")
+    ]
+    assert kept == [], kept
     assert "\n" not in refused.error and "not unpacked" in refused.error
     for h in (h1, h2):
         assert not h.path("/opt/rackcert/nccl-tests-9.9.9").exists()

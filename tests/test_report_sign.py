@@ -89,3 +89,24 @@ def test_unsigned_run_and_changed_run(tmp_path):
     done = _cli("report", "sign", str(run.path), "--key", str(tmp_path / "k"))
     assert done.returncode != 0 and "refusing to sign a changed run" in done.stderr
     assert not (run.path / "MANIFEST.sha256.sig").exists()
+
+
+def test_a_signature_is_bound_to_its_rack_and_run(signed, tmp_path):
+    """A signed run copied to a later timestamp (listed as the newest) no longer verifies."""
+    import shutil
+
+    run, tmp = signed
+    done = _cli("report", "verify", str(run.path), "--key", str(tmp / "auditor.pub"))
+    assert done.returncode == 0, done.stderr
+    assert f"signed: rack {run.path.parent.name}, run {run.path.name}, MANIFEST.sha256" in (
+        " ".join(done.stdout.split())
+    )
+    later = tmp_path / "runs" / run.path.parent.name / "29991231T000000.000000Z"
+    shutil.copytree(run.path, later)
+    done = _cli("report", "verify", str(later), "--key", str(tmp / "auditor.pub"))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert f"it was made for rack {run.path.parent.name}, run {run.path.name}" in done.stderr
+    other_rack = tmp_path / "runs2" / "another-rack" / run.path.name
+    shutil.copytree(run.path, other_rack)
+    done = _cli("report", "verify", str(other_rack), "--key", str(tmp / "auditor.pub"))
+    assert done.returncode == 1 and "a signed run copied or renamed" in done.stderr

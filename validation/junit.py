@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rackcert.results import CheckResult, Severity, Status, Verdict
 from rackcert.runs import atomic_write_bytes_checked
+from rackcert.untrusted import xml_text
 
 
 def junit_xml(results: list[CheckResult], name: str = "rackcert.validate") -> bytes:
@@ -46,6 +47,9 @@ def junit_xml(results: list[CheckResult], name: str = "rackcert.validate") -> by
                 ET.SubElement(case, "skipped", message=r.reason)
             else:
                 ET.SubElement(case, "system-out").text = f"observed: {r.observed}"
+    for element in root.iter():  # node text may hold ESC or NUL, which XML 1.0 cannot
+        element.text = xml_text(element.text) if element.text else element.text
+        element.attrib = {k: xml_text(v) for k, v in element.attrib.items()}
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from rackcert.untrusted import strip_controls
 from validation.expect import NodeExpect
 from validation.facts import Fact, command_of, key_of
 
@@ -95,7 +96,12 @@ _END_RE = re.compile(rf"^{END} (\S+) (\d+)(?: missing=(\S+))?@@$")
 
 
 def split_output(stdout: str) -> dict[str, ProbeOutput]:
-    """Cut a script's output back into one ProbeOutput per probe (pure; tested on text)."""
+    """Cut a script's output back into one ProbeOutput per probe (pure; tested on text).
+
+    A node is not trusted: its control characters (ESC sequences, NUL) are dropped here,
+    where every probe's output enters rackcert, so no fact, record or line shows them.
+    """
+    stdout = strip_controls(stdout)
     found: dict[str, ProbeOutput] = {}
     name: str | None = None
     lines: list[str] = []

@@ -29,6 +29,7 @@ from rackcert.runs import RunDir, atomic_write_bytes_checked, atomic_write_json,
 from rackcert.spec_loader import LoadedSpec
 from rackcert.ssh_target import SshTarget
 from rackcert.stage_records import ValidateRecord
+from rackcert.untrusted import cap_strings
 from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
@@ -300,7 +301,11 @@ def validate(
     node_info = _nodes(tgts, gathered, results, guest_run=bool(defs))
     summary = _summary(results, time.monotonic() - t0)
     data = {
-        "results": [r.model_dump(mode="json") for r in results],
+        # A node's long value is cut here; events.jsonl (and junit.xml) keep the whole.
+        "results": [
+            cap_strings(r.model_dump(mode="json"), where="artifacts/validate/events.jsonl")
+            for r in results
+        ],
         "nodes": node_info,
         "summary": summary,
         "checks": [d.id for d in defs],

@@ -253,6 +253,10 @@ def bench(
         reservation=reservation,
         network_interface=network_interface,
     )
+    if not local:
+        from rackcert.lab.routes import require_lab_up
+
+        require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
     record = validation.bench.run(loaded, rundir, opts, progress=say)

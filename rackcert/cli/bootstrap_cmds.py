@@ -64,6 +64,7 @@ def build_stages(
     import rackcert.report
     import validation
     import validation.bench
+    from rackcert.lab.routes import require_lab_up
     from validation.bench.suite import BenchOptions
 
     root = runs_root or default_runs_root()
@@ -97,16 +98,20 @@ def build_stages(
         )
 
     def configure(run: RunDir) -> None:
+        require_lab_up(loaded.spec)  # provision made the lab's hosts; SSH only to them
         record = rackcert.configure.run(loaded, run)
         show_configure(console, record, run.path / "configure.json")
 
     def validate(run: RunDir) -> None:
+        require_lab_up(loaded.spec)
         record = validation.run(loaded, run, runs_root=root)
         junit = run.artifacts("validate") / "junit.xml"
         show_validate(console, record, run.path / "validate.json", junit)
 
     def bench_stage(run: RunDir) -> None:
         say = lambda m: console.print(m, highlight=False, markup=False)  # noqa: E731
+        if not local_bench:
+            require_lab_up(loaded.spec)
         record = validation.bench.run(loaded, run, bench_options, progress=say)
         show_bench(console, record, run.path)
 

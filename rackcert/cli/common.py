@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from rackcert.errors import InputError
 from rackcert.runs import DEFAULT_ROOT, RunDir
 from rackcert.spec_loader import LoadedSpec, load_spec
+from rackcert.untrusted import SafeConsole
 
 app = typer.Typer(
     name="rackcert",
@@ -27,9 +27,12 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed.
-# Off a terminal (CI logs, pipes) a line is never wrapped at 80 columns: soft wrap.
-console = Console(highlight=False, emoji=False, soft_wrap=not sys.stdout.isatty())
-err_console = Console(stderr=True, highlight=False, emoji=False, soft_wrap=not sys.stderr.isatty())
+# Off a terminal (CI logs, pipes) a line is never wrapped at 80 columns: soft wrap. Safe:
+# no control character from a node or a run file reaches the terminal (rackcert.untrusted).
+console = SafeConsole(highlight=False, emoji=False, soft_wrap=not sys.stdout.isatty())
+err_console = SafeConsole(
+    stderr=True, highlight=False, emoji=False, soft_wrap=not sys.stderr.isatty()
+)
 
 # The components whose versions decide what rackcert does; `--version` prints them all, the
 # way a bug report needs them. Read from installed metadata: nothing heavy is imported.

@@ -115,6 +115,9 @@ def configure_cmd(
                 f"--become-password-env: environment variable {become_password_env} is not set"
             )
         REDACTOR.add(check_secret(password, "--become-password-env"))
+    from rackcert.lab.routes import require_lab_up
+
+    require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     run_dir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     names = [vm.name for vm in loaded.spec.vms]
     if not as_json:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.table import Table
 from rich.text import Text
 
@@ -77,7 +78,10 @@ def apply(consoles: dict[str, Console], *, verbosity: int, quiet: bool, log: Pat
 
 
 def _cell_text(cell: Any) -> str:
-    text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    try:
+        text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    except MarkupError:  # an unescaped untrusted cell: shown as it is, never a crash
+        text = str(cell)
     return " ".join(text.split())
 
 

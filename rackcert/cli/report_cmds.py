@@ -20,6 +20,7 @@ from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs
 from rackcert.errors import InputError, RackcertError, RecordError
 from rackcert.runs import RunDir, list_runs
 from rackcert.secrets import REDACTOR
+from rackcert.untrusted import markup
 
 
 def say(text: str) -> None:
@@ -136,21 +137,24 @@ def build_cmd(
         )
         return
     colour = {"PASS": "green", "FAIL": "red"}.get(outcome.verdict, "yellow")
-    say(f"[bold {colour}]{outcome.verdict}[/] {record.run.rack} {record.run.run_id}")
+    say(
+        f"[bold {colour}]{outcome.verdict}[/] {markup(record.run.rack)} {markup(record.run.run_id)}"
+    )
     for reason in record.verdict.reasons:
-        say(f"  - {reason}")
+        say(f"  - {markup(reason)}")
     if record.missing_stages:
-        say(f"  stages not recorded: {', '.join(record.missing_stages)}")
+        say(f"  stages not recorded: {markup(', '.join(record.missing_stages))}")
     counts = record.matrix.counts
     if record.matrix.rows:
         say(
-            f"  certified matrix {record.matrix.reference}: {counts.get('matches', 0)} match,"
+            f"  certified matrix {markup(record.matrix.reference)}:"
+            f" {counts.get('matches', 0)} match,"
             f" {counts.get('differs', 0)} differ, {counts.get('unknown', 0)} unknown"
             " (user's reference data, not NVIDIA's list)"
         )
     for name in outcome.files:
-        say(f"  wrote {target.path / name}")
-    say(f"  manifest {target.path / 'MANIFEST.sha256'} sha256 {outcome.manifest_sha256}")
+        say(f"  wrote {markup(target.path / name)}")
+    say(f"  manifest {markup(target.path / 'MANIFEST.sha256')} sha256 {outcome.manifest_sha256}")
 
 
 @report_app.command("sign")
@@ -177,7 +181,11 @@ def sign_cmd(
             " refusing to sign a changed run"
         )
     path = sign(target.path, key)
-    say(f"[green]signed[/] {target.path}: {path.name} over MANIFEST.sha256 ({result.files} files)")
+    say(
+        f"[green]signed[/] {markup(target.path)}: {path.name} over rack"
+        f" {markup(target.path.parent.name)}, run {markup(target.path.name)}, MANIFEST.sha256"
+        f" sha256 {result.manifest_sha256} ({result.files} files)"
+    )
 
 
 @report_app.command("verify")
@@ -202,11 +210,11 @@ def verify_cmd(
 
     target = resolve_run(run, runs_dir)
     result = verify(target.path)
-    signer = None
+    signed = None
     if key is not None and result.ok:
         from rackcert.report.signing import verify_signature
 
-        signer = verify_signature(target.path, key)
+        signed = verify_signature(target.path, key)
     if as_json:
         emit_json(
             {
@@ -217,20 +225,30 @@ def verify_cmd(
                 "changed": result.changed,
                 "added": result.added,
                 "removed": result.removed,
-                "signed_by": signer,
+                "signed_by": signed.signer if signed else None,
+                "signed": (
+                    {
+                        "rack": signed.rack,
+                        "run": signed.run,
+                        "manifest_sha256": signed.manifest_sha256,
+                    }
+                    if signed
+                    else None
+                ),
             }
         )
     elif result.ok:
         say(
-            f"[green]OK[/] {target.path}: {result.files} files match MANIFEST.sha256"
+            f"[green]OK[/] {markup(target.path)}: {result.files} files match MANIFEST.sha256"
             f" (sha256 {result.manifest_sha256})"
         )
-        if signer:
-            say(f"[green]signed[/] by {key}: {signer}")
+        if signed:
+            say(f"[green]signed[/] by {markup(key)}: {markup(signed.signer)}")
+            say(f"  signed: {markup(signed.describe())}")
     else:
-        say(f"[bold red]CHANGED[/] {target.path}: differs from MANIFEST.sha256")
+        say(f"[bold red]CHANGED[/] {markup(target.path)}: differs from MANIFEST.sha256")
         for line in result.problems():
-            say(f"  {line}")
+            say(f"  {markup(line)}")
     if not result.ok:
         # An error, not typer.Exit: main() turns RackcertError into the exit code.
         raise RecordError(
@@ -321,7 +339,7 @@ def serve_cmd(
             " infrastructure; anyone who can reach this address can read them"
         )
     say(
-        f"serving {len(list_runs(root))} run(s) from {root} on"
+        f"serving {len(list_runs(root))} run(s) from {markup(root)} on"
         f" http://{bound_host}:{bound_port}/ (Ctrl-C stops)"
     )
     console.file.flush()

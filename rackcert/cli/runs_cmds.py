@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
 from rackcert.cli.output import show_table
 from rackcert.runs import list_runs
+from rackcert.untrusted import markup
 
 runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -38,7 +39,7 @@ def list_cmd(
         )
         return
     if not runs:
-        console.print(f"no runs under {runs_dir or default_runs_root()}")
+        console.print(f"no runs under {markup(runs_dir or default_runs_root())}")
         return
     table = Table()
     for col in ("rack", "created (UTC)", "stages", "verdict", "path"):
@@ -46,8 +47,9 @@ def list_cmd(
     for r in runs:
         stages = " ".join(f"{s}:{st}" for s, st in r.statuses.items()) or "-"
         verdict = "unreadable" if r.problem else (r.verdict or "-")
-        table.add_row(r.rack, r.created_at, stages, verdict, str(r.path))
+        cells = (r.rack, r.created_at, stages, verdict, str(r.path))
+        table.add_row(*(Text(c) for c in cells))  # run files are data: no markup parsed
     show_table(console, table)
     for r in runs:
         if r.problem:  # one line each, after the table: what is wrong and where
-            console.print(f"[yellow]warning:[/] {escape(r.problem)}", soft_wrap=True)
+            console.print(f"[yellow]warning:[/] {markup(r.problem)}", soft_wrap=True)

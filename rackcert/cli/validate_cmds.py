@@ -24,6 +24,7 @@ from rackcert.cli.display import health_check_json, show_health_check, show_vali
 from rackcert.cli.output import show_table
 from rackcert.errors import InputError, RackcertError
 from rackcert.stage_records import ValidateRecord
+from rackcert.untrusted import markup
 
 
 @app.command("validate")
@@ -129,6 +130,10 @@ def validate_cmd(
         _health_check(spec_path, node, tool_path, health_record, as_json)
         return
     loaded = load(spec_path)
+    if not local:
+        from rackcert.lab.routes import require_lab_up
+
+        require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     root = runs_dir or default_runs_root()
     run_dir = open_or_create_run(loaded, root, run)
     record = validation.run(
@@ -159,7 +164,9 @@ def validate_cmd(
         if compare and found is None:
             console.print("no certified (PASS) run of this rack yet: nothing to compare with")
         elif found is not None:
-            console.print(f"compared with the last certified run {found.certified}", soft_wrap=True)
+            console.print(
+                f"compared with the last certified run {markup(found.certified)}", soft_wrap=True
+            )
             for line in found.changes:
                 console.print(line, soft_wrap=True)
     failing = data.summary.failing

@@ -233,6 +233,9 @@ def _node_links(
 
     if source is None:
         raise InputError("--nodes needs --from SPEC: the VMs' addresses and SSH key come from it")
+    from rackcert.lab.routes import require_lab_up
+
+    require_lab_up(source)  # the lab's addresses, with the lab down, lead off the machine
     ssh = source.guest.ssh
     by_vc_name = {hw.vc_name: hw for hw in hardware}
     targets: list[Any] = []

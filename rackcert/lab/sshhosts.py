@@ -155,8 +155,18 @@ class TestHost:
             return self._proc.poll() is None
         return _pid_alive(self.pid)
 
+    def routed(self) -> bool:
+        """True when the kernel sends the host's address through the host's own bridge.
+
+        Otherwise (its bridge gone, another net claiming the address) a connection would
+        leave this machine for whatever answers at that address: never made.
+        """
+        return bool(self.bridge) and route_device(self.address) == self.bridge
+
     def reachable(self, timeout: float = 1.0) -> bool:
-        """True when a TCP connection to the host's SSH port is accepted."""
+        """True when a TCP connection to the host's SSH port is accepted (only on its bridge)."""
+        if not self.routed():
+            return False
         try:
             with socket.create_connection((self.address, self.port), timeout=timeout):
                 return True
@@ -193,6 +203,11 @@ class TestHost:
 
     def ssh(self, command: str, *, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """Run `command` on the host over real SSH; returns the completed process."""
+        if not self.routed():
+            raise SshHostError(
+                f"{self.name}: {self.address} is not routed through its bridge"
+                f" {self.bridge or '(none)'}; not connecting"
+            )
         return subprocess.run(
             ["ssh", *self.ssh_options(), "--", f"{self.user}@{self.address}", command],
             capture_output=True,
@@ -332,6 +347,21 @@ def claim_subnet(owner: str | None = None, *, first: int = 100, last: int = 199)
             continue
         return subnet
     raise SshHostError(f"no free test subnet in 10.{first}-{last}.x.0/24")
+
+
+def route_device(address: str) -> str | None:
+    """The interface the kernel would send `address` through (`ip route get`); None: no route."""
+    try:
+        out = subprocess.run(
+            ["ip", "-4", "route", "get", address],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out[out.index("dev") + 1] if "dev" in out[:-1] else None
 
 
 def _subnet_routed(subnet: str) -> bool:

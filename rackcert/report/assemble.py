@@ -52,7 +52,8 @@ from rackcert.report.software import (
     versions_from_packages,
 )
 from rackcert.results import CheckResult, Severity, Status
-from rackcert.runs import STAGES, RunDir, read_json, utc_now
+from rackcert.runs import STAGES, RunDir, read_capped, read_capped_bytes, read_json, utc_now
+from rackcert.spec_loader import MAX_SPEC_BYTES
 from rackcert.stage_records import (
     BenchData,
     ConfigureData,
@@ -62,6 +63,7 @@ from rackcert.stage_records import (
 )
 from rackcert.stage_records import Model as DataModel
 from rackcert.stage_records import StageRecord as StageRecordModel
+from rackcert.untrusted import cap_strings
 
 M = TypeVar("M", bound=DataModel)
 
@@ -101,7 +103,12 @@ def _data(records: dict[str, StageRecordModel], stage: str, model: type[M]) -> M
 def _run_info(run: RunDir) -> RunInfo:
     meta = run.meta
     spec_path = run.path / "spec.yaml"
-    file_sha = hashlib.sha256(spec_path.read_bytes()).hexdigest() if spec_path.is_file() else None
+    try:  # capped: a planted 1 GB spec.yaml cost the report 2 GB of memory
+        file_sha: str | None = hashlib.sha256(
+            read_capped_bytes(spec_path, MAX_SPEC_BYTES)
+        ).hexdigest()
+    except RecordError as exc:
+        file_sha = None if not spec_path.exists() else f"unreadable ({exc})"
     recorded = str(meta.get("spec_sha256", ""))
     return RunInfo(
         rack=str(meta.get("rack", run.path.parent.name)),
@@ -303,7 +310,8 @@ def _facts(run: RunDir) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return nodes_of(read_json(path))
+        # A node's value is cut where run.json records it; facts.json keeps the whole.
+        return cap_strings(nodes_of(read_json(path)), where="facts.json")
     except RecordError:
         return {}
 
@@ -506,8 +514,8 @@ def spec_reference(run: RunDir) -> str | None:
     """certification.reference of the spec stored in the run (read without re-validating it)."""
     path = run.path / "spec.yaml"
     try:
-        spec = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except (OSError, yaml.YAMLError):
+        spec = yaml.safe_load(read_capped(path, MAX_SPEC_BYTES)) if path.is_file() else None
+    except (OSError, yaml.YAMLError, RecursionError, RecordError):
         return None
     cert = spec.get("certification") if isinstance(spec, dict) else None
     ref = cert.get("reference") if isinstance(cert, dict) else None

@@ -26,6 +26,7 @@ from rackcert.report.manifest import MANIFEST_NAME, write_manifest
 from rackcert.report.record import RunRecord
 from rackcert.runs import RunDir, atomic_write_bytes, atomic_write_json, read_capped, utc_now
 from rackcert.secrets import REDACTOR, Redactor, read_secret_file
+from rackcert.spec_loader import MAX_SPEC_BYTES
 from rackcert.stage_records import ReportRecord
 
 FORMATS = ("json", "html", "pdf")
@@ -71,7 +72,7 @@ def learn_secrets(run: RunDir, redactor: Redactor = REDACTOR) -> None:
     short to mask are ignored. `rackcert serve` never calls this.
     """
     try:
-        spec = yaml.safe_load(read_capped(run.path / "spec.yaml"))
+        spec = yaml.safe_load(read_capped(run.path / "spec.yaml", MAX_SPEC_BYTES))
     except (OSError, yaml.YAMLError, RecursionError, RecordError):
         return
     if not isinstance(spec, dict):
@@ -153,6 +154,9 @@ def _write_files(
         if "pdf" in formats:
             from rackcert.report.pdf import render_pdf
 
+            # A stale PDF of an earlier build would contradict the new HTML: gone first, so
+            # a render that overruns leaves no PDF rather than the wrong one.
+            (run.path / FILE_NAMES["pdf"]).unlink(missing_ok=True)
             _write(run.path / FILE_NAMES["pdf"], render_pdf(html))
             outcome.files.append(FILE_NAMES["pdf"])
 

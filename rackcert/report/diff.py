@@ -21,6 +21,7 @@ from typing import Any
 from rackcert.report.record import RunRecord
 from rackcert.results import Severity, Status
 from rackcert.runs import RunDir, list_runs
+from rackcert.untrusted import markup
 
 _BAD = {Status.failed, Status.error}
 _RANK = {"PASS": 2, "INCOMPLETE": 1, "FAIL": 0}
@@ -253,7 +254,8 @@ def _regressions(d: Diff) -> list[str]:
 
 def format_diff(d: Diff) -> list[str]:
     """The diff as plain lines (rich markup for the headings), for the CLI and `validate`."""
-    lines = [f"diff {d.run_a} -> {d.run_b}: verdict {d.verdict[0]} -> {d.verdict[1]}"]
+    m = markup  # every value below comes from a run directory: shown, never markup
+    lines = [f"diff {m(d.run_a)} -> {m(d.run_b)}: verdict {m(d.verdict[0])} -> {m(d.verdict[1])}"]
     for title, changes in (
         ("versions", d.versions),
         ("settings", d.settings),
@@ -263,24 +265,25 @@ def format_diff(d: Diff) -> list[str]:
         if changes:
             lines.append(f"[bold]{title} changed[/]")
             lines += [
-                f"  {c.scope} {c.key}: {c.before or '-'} -> {c.after or '-'}" for c in changes
+                f"  {m(c.scope)} {m(c.key)}: {m(c.before or '-')} -> {m(c.after or '-')}"
+                for c in changes
             ]
     if d.checks:
         lines.append("[bold]checks flipped[/]")
         lines += [
-            f"  {f.kind:9} {f.node} {f.check}: {f.before or '-'} -> {f.after or '-'}"
+            f"  {f.kind:9} {m(f.node)} {m(f.check)}: {m(f.before or '-')} -> {m(f.after or '-')}"
             for f in d.checks
         ]
     moved = [m for m in d.figures if m.moved]
     lines.append(f"[bold]figures[/] {len(d.figures)} compared, {len(moved)} moved beyond spread")
     lines += [
-        f"  {'worse' if m.worse else 'better'} {m.figure}: {m.before:,.2f} -> {m.after:,.2f}"
-        f" ({m.change:+.1%}; threshold {m.threshold:.1%}, {m.spread})"
-        for m in moved
+        f"  {'worse' if f.worse else 'better'} {m(f.figure)}: {f.before:,.2f} -> {f.after:,.2f}"
+        f" ({f.change:+.1%}; threshold {f.threshold:.1%}, {m(f.spread)})"
+        for f in moved
     ]
     if d.regressions:
         lines.append(f"[bold red]REGRESSION[/] ({len(d.regressions)})")
-        lines += [f"  - {r}" for r in d.regressions]
+        lines += [f"  - {m(r)}" for r in d.regressions]
     else:
         lines.append("[green]no regression[/]")
     return lines

@@ -16,8 +16,17 @@ from typing import Any
 from rackcert.report.record import RunRecord
 from rackcert.results import CheckResult, Status
 from rackcert.secrets import REDACTOR, Redactor
+from rackcert.untrusted import cap_strings
 
 TEMPLATES = Path(__file__).parent / "templates"
+# The policy report.html carries itself, for when it is opened from disk (no server sends a
+# header then): no script, fetch, form, frame or base change. `rackcert serve` sends the same
+# with frame-ancestors and sandbox, which a <meta> policy cannot carry.
+PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:;"
+    " base-uri 'none'; form-action 'none'"
+)
+SHOWN = 512  # characters of one value the report shows (the page and the PDF)
 _STATUS_ORDER = {Status.failed: 0, Status.error: 1, Status.skipped: 2, Status.passed: 3}
 
 
@@ -149,6 +158,7 @@ def context(record: RunRecord) -> dict[str, Any]:
     """Everything the template needs, computed once (and testable without the template)."""
     return {
         "r": record,
+        "csp": PAGE_CSP,
         "checks": checks_by_node(record.checks),
         "matrix_rows": [(row, _grouped_values(row.observed)) for row in record.matrix.rows],
         "software_columns": _software_columns(record.software),
@@ -173,9 +183,13 @@ def scrubbed(record: RunRecord, redactor: Redactor = REDACTOR) -> RunRecord:
     """The record with every known secret masked in every string, before anything renders it.
 
     Scrubbing the rendered page alone misses a secret that escaping changed
-    (`&` becomes `&amp;`) or that a figure drew as SVG text.
+    (`&` becomes `&amp;`) or that a figure drew as SVG text. Every string is also cut to
+    SHOWN characters: one long value from a node made the PDF layout run for minutes; the
+    whole value stays in the run's records.
     """
-    return RunRecord.model_validate(redactor.scrub(record.to_json()))
+    return RunRecord.model_validate(
+        cap_strings(redactor.scrub(record.to_json()), SHOWN, "run.json")
+    )
 
 
 def render_html(record: RunRecord, redactor: Redactor = REDACTOR) -> str:

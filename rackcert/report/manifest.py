@@ -16,30 +16,38 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackcert.errors import RecordError
-from rackcert.runs import atomic_write_bytes
+from rackcert.runs import atomic_write_bytes, read_capped_bytes
 
 MANIFEST_NAME = "MANIFEST.sha256"
-SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # rackcert.report.signing: signs the manifest, not in it
+SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # rackcert.report.signing: beside the manifest, not in it
+STATEMENT_NAME = MANIFEST_NAME + ".signed"  # what the signature is over (rack, run, digest)
 _CHUNK = 1 << 20
+MAX_MANIFEST = 16 << 20  # 100,000 files' lines; a bigger manifest is not one
 
 
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(f"{path}: no longer a regular file")
         while chunk := handle.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
 
 
 def _digest(path: Path) -> str:
-    """Content digest of a file (a symlink is followed); anything else gets a marker digest."""
-    if path.is_file():
+    """Content digest of a regular file; a link is hashed as a link (its target's name, never
+    the file behind it, which may be a password file); anything else gets a marker digest."""
+    mode = path.lstat().st_mode
+    if stat.S_ISREG(mode):
         return _sha256(path)
-    what = f"link->{os.readlink(path)}" if path.is_symlink() else f"mode {path.lstat().st_mode:o}"
+    what = f"link->{os.readlink(path)}" if stat.S_ISLNK(mode) else f"mode {mode:o}"
     return hashlib.sha256(f"rackcert-special:{what}".encode()).hexdigest()
 
 
@@ -52,7 +60,7 @@ def file_digests(run_path: Path) -> dict[str, str]:
             base = Path(dirpath)
             for name in filenames + [d for d in dirnames if (base / d).is_symlink()]:
                 rel = (base / name).relative_to(run_path).as_posix()
-                if rel not in (MANIFEST_NAME, SIGNATURE_NAME):
+                if rel not in (MANIFEST_NAME, SIGNATURE_NAME, STATEMENT_NAME):
                     out[rel] = _digest(base / name)
     except OSError as exc:
         raise RecordError(f"{run_path}: cannot read for the manifest: {exc}") from None
@@ -134,14 +142,11 @@ class Verification:
 def verify(run_path: Path) -> Verification:
     """Compare the run directory with its manifest, byte for byte."""
     path = run_path / MANIFEST_NAME
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise RecordError(
             f"{run_path}: no {MANIFEST_NAME}; run `rackcert report {run_path}` to write one"
-        ) from None
-    except OSError as exc:
-        raise RecordError(f"{path}: unreadable: {exc.strerror or exc}") from None
+        )
+    data = read_capped_bytes(path, MAX_MANIFEST)  # a planted 1 GB manifest cost serve 2.2 GB
     try:
         text = data.decode()
     except UnicodeDecodeError:

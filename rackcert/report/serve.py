@@ -28,12 +28,14 @@ import html
 import json
 import os
 import stat
+import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from rackcert.report.html import PAGE_CSP
 from rackcert.report.manifest import MANIFEST_NAME
 from rackcert.runs import RunDir, list_runs
 from rackcert.secrets import Redactor
@@ -45,24 +47,61 @@ _INLINE = {".json": "application/json", ".pdf": "application/pdf", ".png": "imag
 REPORT_NAME = "report.html"  # rackcert's own report: HTML, under the strict policy below
 MAX_SERVED = 64 * 1024 * 1024  # a larger file is cut here, with a note saying so
 MAX_LISTED = 5000  # files shown on a run's page
-CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:;"
-    " base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox"
-)
+CSP = PAGE_CSP + "; frame-ancestors 'none'; sandbox"  # the report's own, and what no meta can
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
+MAX_HASHED = 1 << 30  # bytes serve hashes to check one run; `report verify` checks any size
+_STATES: dict[Path, tuple[tuple[Any, ...], str]] = {}  # run -> (tree signature, state)
+_STATES_LOCK = threading.Lock()
+
+
+def _tree_signature(run_path: Path) -> tuple[tuple[Any, ...], int]:
+    """What changes when any file of the run changes (names, sizes, times, inodes), and the
+    bytes its regular files hold; from lstat alone, nothing is read or followed."""
+    entries, total = [], 0
+    for dirpath, dirnames, filenames in os.walk(run_path):
+        dirnames.sort()
+        for name in sorted(filenames + dirnames):
+            info = os.lstat(os.path.join(dirpath, name))
+            entries.append(
+                (dirpath, name, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino)
+            )
+            if stat.S_ISREG(info.st_mode) and name != MANIFEST_NAME:  # read capped, not hashed
+                total += info.st_size
+    return tuple(entries), total
+
+
 def manifest_state(run_path: Path) -> str:
-    """intact, changed, or none: whether the run still matches its MANIFEST.sha256."""
+    """intact, changed, none, or unchecked: whether the run still matches its MANIFEST.sha256.
+
+    Cached per run on the tree's lstat signature: an index request hashed every run anew
+    (a 20 GB artifact cost 21 s per page). A run holding more than MAX_HASHED bytes is
+    "unchecked" here; `rackcert report verify` checks it.
+    """
     from rackcert.errors import RecordError
     from rackcert.report.manifest import verify
 
     if not (run_path / MANIFEST_NAME).is_file():
         return "none"
     try:
-        return "intact" if verify(run_path).ok else "changed"
-    except (RecordError, OSError, ValueError):
+        signature, total = _tree_signature(run_path)
+    except (OSError, ValueError):
         return "changed"
+    with _STATES_LOCK:
+        cached = _STATES.get(run_path)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    if total > MAX_HASHED:
+        state = "unchecked"
+    else:
+        try:
+            state = "intact" if verify(run_path).ok else "changed"
+        except (RecordError, OSError, ValueError):
+            state = "changed"
+    with _STATES_LOCK:
+        _STATES[run_path] = (signature, state)
+    return state
 
 
 def runs_listing(root: Path) -> list[dict[str, Any]]:
@@ -109,7 +148,8 @@ thead th {{ background: #f3f5f7; }}
   background: #8a8f98; }}
 .v-PASS {{ background: #2e7d32; }} .v-FAIL {{ background: #b3261e; }}
 .v-INCOMPLETE {{ background: #c77700; }}
-.m-changed {{ color: #b3261e; font-weight: bold; }} .muted {{ color: #667; font-size: 12px; }}
+.m-changed {{ color: #b3261e; font-weight: bold; }} .m-unchecked {{ color: #c77700; }}
+.muted {{ color: #667; font-size: 12px; }}
 code {{ font-family: "DejaVu Sans Mono", monospace; }}
 </style></head><body>
 <h1>rackcert runs</h1>
@@ -193,6 +233,8 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.MISDIRECTED_REQUEST, b"unknown Host header", "text/plain", head
             )
         path = unquote(urlsplit(self.path).path)
+        if "\x00" in path:  # no file name holds NUL; the OS would refuse it (ValueError)
+            return self._send(HTTPStatus.BAD_REQUEST, b"bad request", "text/plain", head)
         try:
             if path in ("/", "/index.html"):
                 return self._send(HTTPStatus.OK, index_page(root).encode(), "text/html", head)
@@ -203,6 +245,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._run_path(root, path[len("/runs/") :], head)
         except OSError:
             return self._send(HTTPStatus.INTERNAL_SERVER_ERROR, b"cannot read", "text/plain", head)
+        except ValueError:  # a path the OS cannot name (NUL, surrogates): the request was bad
+            return self._send(HTTPStatus.BAD_REQUEST, b"bad request", "text/plain", head)
         return self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain", head)
 
     def _run_path(self, root: Path, rest: str, head: bool) -> None:

@@ -1,0 +1,165 @@
+"""What a run directory holds cannot hang, exhaust or crash the report and serve (issue
+"Hardening, second round", items 2, 4, 8 and 10).
+
+Each test plants what a hostile node or a copied run could hold: one very long value, a
+sparse 1 GB MANIFEST or spec.yaml (no disk used), a big tree for serve's manifest column,
+a 700-level nested record, a NUL in a URL. Figures (how long, how much memory) are in
+benchmarks/hostile_inputs.py; these tests assert the behaviour.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from rackcert.errors import RackcertError, RecordError
+from rackcert.report import serve
+from rackcert.report.assemble import assemble
+from rackcert.report.build import build_report
+from rackcert.report.manifest import verify
+from rackcert.secrets import Redactor
+from tests.plugins.report import facts, write_run
+
+LONG = ("NVIDIA-A100-" * 900)[:10_000]
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **env},
+        timeout=300,
+    )
+
+
+def _long_gpu_run(root):
+    gpus = facts("470.82.01")["nodes"]["mn-node1"]["gpus"]
+    gpus[0]["name"] = LONG
+    return write_run(
+        root, fail={"gpu.model@mn-node1": LONG}, extra_facts={"mn-node1": {"gpus": gpus}}
+    )
+
+
+def test_a_long_node_value_is_cut_in_run_json_and_in_the_page(tmp_path):
+    run = _long_gpu_run(tmp_path / "runs")
+    build_report(run, formats=("json", "html"))
+    record = json.loads((run.path / "run.json").read_text())
+    gpu = record["software"]["mn-node1"]["gpu_model"]
+    assert len(gpu) < 600 and gpu.endswith("more characters in facts.json]"), gpu[-80:]
+    page = (run.path / "report.html").read_text()
+    assert LONG[:1000] not in page  # cut everywhere it shows, the check's observed value too
+    assert "more characters in run.json]" in page
+
+
+def test_a_pdf_that_overruns_is_stopped_and_the_rest_is_written(tmp_path, monkeypatch):
+    run = write_run(tmp_path / "runs")
+    monkeypatch.setenv("RACKCERT_PDF_TIMEOUT", "0.05")  # not even the interpreter starts
+    with pytest.raises(RackcertError, match="report.pdf not written: rendering ran past"):
+        build_report(run)
+    assert not (run.path / "report.pdf").exists()
+    assert (run.path / "report.html").is_file() and (run.path / "run.json").is_file()
+    record = json.loads((run.path / "report.json").read_text())
+    assert record["status"] == "partial" and "report.pdf not written" in record["error"]
+    assert "report.pdf" not in record["data"]["files"]
+    assert verify(run.path).ok  # the manifest was written, over everything
+
+
+def test_the_redactor_builds_its_forms_once_not_per_string():
+    class Counting(Redactor):
+        calls = 0
+
+        def forms(self, secret: str) -> set[str]:
+            Counting.calls += 1
+            return super().forms(secret)
+
+    redactor = Counting()
+    redactor.add("s3cret&<pw>")
+    redactor.add("another-secret")
+    data = {"results": [{"observed": f"value {i} s3cret&<pw>"} for i in range(2000)]}
+    scrubbed = redactor.scrub(data)
+    assert scrubbed["results"][7]["observed"] == "value 7 ********"
+    assert Counting.calls == 2  # once per secret, not once per string (49 MB: 71 s)
+    assert redactor.scrub("x s3cret&amp;&lt;pw&gt; another-secret") == "x ******** ********"
+
+
+def test_a_sparse_gigabyte_manifest_and_spec_are_refused_unread(tmp_path):
+    run = write_run(tmp_path / "runs", stages=("plan",))
+    build_report(run, formats=("json",))
+    with (run.path / "MANIFEST.sha256").open("r+b") as handle:
+        handle.truncate(1 << 30)
+    with pytest.raises(RecordError, match="larger than"):
+        verify(run.path)
+    assert serve.manifest_state(run.path) == "changed"
+    with (run.path / "spec.yaml").open("r+b") as handle:
+        handle.truncate(1 << 30)
+    info = assemble(run).run
+    assert info.spec_intact is False and info.spec_file_sha256.startswith("unreadable")
+
+
+def test_serve_hashes_a_run_once_and_not_past_its_bound(tmp_path, monkeypatch):
+    run = write_run(tmp_path / "runs", stages=("plan",))
+    build_report(run, formats=("json",))
+    calls = []
+    from rackcert.report import manifest
+
+    def counted(path, real=manifest.verify):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(manifest, "verify", counted)
+    assert serve.manifest_state(run.path) == "intact"
+    assert serve.manifest_state(run.path) == "intact"
+    assert len(calls) == 1  # cached on the tree's lstat signature
+    (run.path / "facts.json").write_text("{}")
+    assert serve.manifest_state(run.path) == "changed" and len(calls) == 2
+    monkeypatch.setattr(serve, "MAX_HASHED", 1000)
+    (run.path / "artifacts").mkdir(exist_ok=True)
+    (run.path / "artifacts" / "big.bin").write_bytes(b"\0" * 2000)
+    assert serve.manifest_state(run.path) == "unchecked" and len(calls) == 2
+
+
+def test_a_deeply_nested_record_is_one_line(tmp_path):
+    run = write_run(tmp_path / "runs")
+    deep: object = "x"
+    for _ in range(700):
+        deep = {"a": deep}
+    record = json.loads((run.path / "validate.json").read_text())
+    record["data"]["summary"] = deep
+    (run.path / "validate.json").write_text(json.dumps(record))
+    done = _cli("report", str(run.path), "--format", "json")
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert "nested deeper than 64 levels" in done.stdout + done.stderr
+
+
+def test_serve_answers_400_to_a_nul_in_the_url(tmp_path):
+    write_run(tmp_path / "runs", stages=("plan",))
+    server = serve.make_server(tmp_path / "runs", "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        for path in ("/runs/r750xa-4node/%00/x", "/runs/a%00b/c/d"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
+            assert conn.getresponse().status == 400
+            conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_report_html_carries_its_own_content_security_policy(tmp_path):
+    run = write_run(tmp_path / "runs", stages=("plan",))
+    build_report(run, formats=("html",))
+    page = (run.path / "report.html").read_text()
+    head = page[: page.index("</head>")]
+    assert '<meta http-equiv="Content-Security-Policy"' in head
+    assert "default-src &#39;none&#39;" in head or "default-src 'none'" in head
+    assert "form-action" in head and "base-uri" in head
