@@ -43,9 +43,20 @@ _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u20
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
+# Whole escape sequences (ECMA-48): CSI (ESC [ or 0x9b, parameters, intermediates, final
+# byte), OSC (ESC ] ... ended by BEL or ST), and two-byte ESC Fe. Dropped whole, so a colour
+# code in a tool's output (`nvidia-smi topo -m` underlines its header) leaves no "[4m".
+_SEQUENCES = re.compile(
+    "(?:\x1b\\[|\x9b)[0-?]*[ -/]*[@-~]"
+    "|(?:\x1b\\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
+    "|\x1b[@-Z\\\\-_]"
+)
+
+
 def strip_controls(text: str) -> str:
-    """`text` without C0/C1 control characters and DEL; tab and newline are kept."""
-    return _CONTROLS.sub("", text)
+    """`text` without escape sequences, C0/C1 control characters and DEL; tab and newline
+    are kept."""
+    return _CONTROLS.sub("", _SEQUENCES.sub("", text))
 
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

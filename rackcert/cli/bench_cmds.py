@@ -216,7 +216,7 @@ def bench(
     or INCOMPLETE (a check certification.required names, or every check, was not judged).
     """
     import validation.bench
-    from validation.bench.suite import BenchOptions
+    from validation.bench.suite import BenchOptions, require_spec_fits
 
     loaded = load(spec_path)
     opts = BenchOptions(
@@ -253,6 +253,7 @@ def bench(
         reservation=reservation,
         network_interface=network_interface,
     )
+    require_spec_fits(loaded.spec, opts)  # a choice the spec cannot serve: its own line first
     if not local:
         from rackcert.lab.routes import require_lab_up
 

@@ -108,11 +108,17 @@ class BenchOptions:
             raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
         if self.gpus and not self.local:
             raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
+        if self.backend == "horovod" and self.launcher == "srun":
+            raise InputError(SRUN_NOT_HOROVOD)
         if self.reservation and self.launcher != "srun":
             raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
 
 
 SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
+SRUN_NOT_HOROVOD = (
+    "--launcher srun starts torch.distributed ranks from Slurm's environment;"
+    " Horovod under srun needs an MPI build: use --backend gloo or nccl"
+)
 # (field, the CLI flag that sets it, its choices): one table, read by __post_init__.
 _CHOICES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("precision", "--precision", ("fp16", "bf16", "fp32")),
@@ -385,12 +391,18 @@ def build_launch(
     return launch.Launch(label, cmds)
 
 
+def require_spec_fits(spec: Spec, opts: BenchOptions) -> None:
+    """The choices that need the spec to say more, refused before anything is reached."""
+    if opts.launcher == "srun" and spec.slurm is None:
+        raise InputError("--launcher srun: the spec has no slurm block (controller, partition)")
+
+
 def srun_launch(
     spec: Spec, opts: BenchOptions, engine: Engine, point: Point, label: str, args: list[str]
 ) -> launch.Launch:
     """One srun for the point: Slurm places its ranks (validation.bench.slurm_launch)."""
-    if spec.slurm is None:
-        raise InputError("--launcher srun: the spec has no slurm block (controller, partition)")
+    require_spec_fits(spec, opts)
+    assert spec.slurm is not None  # require_spec_fits refused a spec without one
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
     return slurm_launch.build(
         label,
@@ -429,10 +441,7 @@ def launcher_of(opts: BenchOptions, engine: Engine) -> str:
         if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
             raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
         if opts.launcher == "srun" and engine.worker_backend == "horovod":
-            raise InputError(
-                "--launcher srun starts torch.distributed ranks from Slurm's environment;"
-                " Horovod under srun needs an MPI build: use --backend gloo or nccl"
-            )
+            raise InputError(SRUN_NOT_HOROVOD)
         if opts.launcher == "torchrun" and engine.worker_backend == "horovod":
             raise InputError("--launcher torchrun starts torch.distributed ranks, not Horovod")
         return opts.launcher
