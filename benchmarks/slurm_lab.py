@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rackcert.lab import sshhosts  # noqa: E402
-from rackcert.lab.slurm import NodeDef, SlurmLab  # noqa: E402
+from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block  # noqa: E402
 
 LAB = ROOT / "inventories" / "lab.yaml"
 
@@ -50,15 +50,7 @@ def _spec(hosts: list[sshhosts.TestHost], lab: SlurmLab, where: Path) -> Path:
     ]
     data["guest"]["ssh"]["key_file"] = str(hosts[0].key_file)
     data["storage"] = {}
-    data["slurm"] = {
-        "controller": {"address": lab.address, "port": lab.port},
-        "cluster": lab.cluster,
-        "partition": lab.partition,
-        "munge_key_file": str(lab.munge_key),
-        "munge_socket": str(lab.munge_socket),
-        "conf_file": str(lab.conf),
-        "client_conf": str(lab.conf),
-    }
+    data["slurm"] = spec_block(lab)
     path = where / "spec.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -440,16 +440,7 @@ def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab
     )
     lab.start()
     data = yaml.safe_load(Path(spec_path).read_text())
-    data["slurm"] = {
-        "controller": {"address": lab.address, "port": lab.port},
-        "cluster": lab.cluster,
-        "partition": lab.partition,
-        "munge_key_file": str(lab.munge_key),
-        "munge_socket": str(lab.munge_socket),
-        "conf_file": str(lab.conf),
-        "client_conf": str(lab.conf),
-        "slurmd_port": lab.slurmd_port,
-    }
+    data["slurm"] = spec_block(lab)
     out = workdir / LAB_SLURM_SPEC
     workdir.mkdir(parents=True, exist_ok=True)
     head = (
@@ -468,3 +459,18 @@ def stop_lab_slurm(spec: Any, workdir: Path) -> bool:
         return False
     lab.remove()
     return True
+
+
+def spec_block(lab: SlurmLab, **more: Any) -> dict[str, Any]:
+    """The spec's slurm block that points at a lab's controller (lab up, tests, benchmarks)."""
+    return {
+        "controller": {"address": lab.address, "port": lab.port},
+        "cluster": lab.cluster,
+        "partition": lab.partition,
+        "munge_key_file": str(lab.munge_key),
+        "munge_socket": str(lab.munge_socket),
+        "conf_file": str(lab.conf),
+        "client_conf": str(lab.conf),
+        "slurmd_port": lab.slurmd_port,
+        **more,
+    }

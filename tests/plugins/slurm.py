@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from rackcert.configure.runner import configure
-from rackcert.lab.slurm import NodeDef, SlurmLab
+from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block
 from rackcert.lab.sshhosts import TestHost
 from rackcert.runs import RunDir
 from rackcert.slurm.conf import node_lines
@@ -55,19 +55,7 @@ def free_port(address: str) -> int:
         return int(s.getsockname()[1])
 
 
-def slurm_block(lab: SlurmLab, **more: Any) -> dict[str, Any]:
-    """The spec's slurm block that points at a lab's controller."""
-    return {
-        "controller": {"address": lab.address, "port": lab.port},
-        "cluster": lab.cluster,
-        "partition": lab.partition,
-        "munge_key_file": str(lab.munge_key),
-        "munge_socket": str(lab.munge_socket),
-        "conf_file": str(lab.conf),
-        "client_conf": str(lab.conf),
-        "slurmd_port": lab.slurmd_port,
-        **more,
-    }
+slurm_block = spec_block
 
 
 def with_slurm(loaded: LoadedSpec, block: dict[str, Any]) -> LoadedSpec:
