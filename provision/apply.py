@@ -268,16 +268,14 @@ def _why_not(step: VmStep, action: Action, power_cycle: bool, skipped_hosts: set
     """Why a VM action is left undone in this run ("" when it goes ahead)."""
     if action.blocked:
         return action.blocked
+    if action.host in skipped_hosts:
+        return f"host {action.host} was not prepared (powered-on VMs)"
     if action.kind in LIFECYCLE_KINDS:
-        if action.host in skipped_hosts:
-            return f"host {action.host} was not prepared (powered-on VMs)"
         if not step.power_on and action.kind in ("vm.power_on", "vm.wait"):
             return "left powered off (--no-power-on)"
         if action.kind != "vm.clone" and step.moid(action) is None:
             return f"VM {action.target} was not created in this run"
         return ""
-    if action.host in skipped_hosts:
-        return f"host {action.host} was not prepared (powered-on VMs)"
     if action.needs_power_cycle and not power_cycle:
         return "VM is powered on; re-run with --power-cycle to change it"
     return ""

@@ -27,6 +27,7 @@ from rackcert.stage_records import (
     ActionRecord,
     BenchRecord,
     ConfigureRecord,
+    HostKeys,
     PlanRecord,
     ProvisionRecord,
     ReportRecord,
@@ -91,15 +92,20 @@ def show_provision(console: Console, record: ProvisionRecord, path: Path) -> Non
     say(console, ("provisioned", "green"), f": {len(data.done)} action(s) done (recorded {path})")
 
 
+def show_enrolled(console: Console, host_keys: HostKeys | None) -> None:
+    """The host keys trusted on first contact in this stage (enforced from now on)."""
+    for e in host_keys.enrolled if host_keys else []:
+        say(console, f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
+            " (first contact; enforced from now on)")  # fmt: skip
+
+
 # -- configure ------------------------------------------------------------------------------
 def show_configure(console: Console, record: ConfigureRecord, path: Path) -> None:
     """First-contact host keys, the per-host table, then the totals."""
     from rackcert.configure.progress import summary_table
 
     data = record.data
-    for e in data.host_keys.enrolled if data.host_keys else []:
-        say(console, f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
-            " (first contact; enforced from now on)")  # fmt: skip
+    show_enrolled(console, data.host_keys)
     hosts = sorted(data.hosts.values(), key=lambda h: h.name)
     show_table(console, summary_table(hosts, check=data.check))
     t = data.totals
@@ -115,9 +121,7 @@ def show_configure(console: Console, record: ConfigureRecord, path: Path) -> Non
 def show_validate(console: Console, record: ValidateRecord, path: Path, junit: Path) -> None:
     """Per-node counts, each failing check with its fix, then the summary line."""
     data = record.data
-    for e in data.host_keys.enrolled if data.host_keys else []:
-        say(console, f"enrolled host key of {e.host}: {e.key_type} {e.fingerprint}"
-            " (first contact; enforced from now on)")  # fmt: skip
+    show_enrolled(console, data.host_keys)
     table = Table(title="validate", title_justify="left")
     for col in ("node", "status", "pass", "fail", "error", "warn", "skip", "note"):
         table.add_column(col)
