@@ -20,9 +20,10 @@ firmware, power state and the extension that manages it (vCLS).
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from provision.objectcontent import Reader, option_type_named, truthy, u16
@@ -123,6 +124,7 @@ def _filter_spec(vim: Any, vmodl: Any, view: Any, extra: dict[Any, list[str]] | 
 PAGE_OBJECTS = 1000
 
 Take = Callable[[ET.Element, Page], None]
+CONTINUE = "ContinueRetrievePropertiesEx"
 
 
 def _pages(
@@ -134,13 +136,28 @@ def _pages(
     keep: list[bytes] | None = None,
 ) -> None:
     """One retrieval followed through its continuation tokens, each ObjectContent handed to
-    `take` as it arrives (and then dropped: one object's XML is held at a time, never a
-    page of SOAP objects; provision.soapstream)."""
+    `take` as it arrives and then dropped (provision.soapstream)."""
     page = call_streamed(pc, "RetrievePropertiesEx", [[spec], options], take, keep)
     stats["pages"] = 1
     while page.token:
-        page = call_streamed(pc, "ContinueRetrievePropertiesEx", [page.token], take, keep)
+        page = call_streamed(pc, CONTINUE, [page.token], take, keep)
         stats["pages"] += 1
+
+
+@contextlib.contextmanager
+def _cycles_not_collected() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while the pages are read, then restored as
+    it was. Reading allocates an element per XML node (millions at 2,500 hosts) and a model
+    per device; none forms a reference cycle, so reference counting frees them all, but
+    every allocation burst set off collections that walk all the models built so far: half
+    of discovery's CPU at 1,000 hosts (measured)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _stream_paged(
@@ -163,7 +180,10 @@ def _stream_paged(
         pc = content.propertyCollector
         options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
         spec = _filter_spec(vim, vmodl, view, extra)
-        with_retries(lambda: _pages(pc, spec, options, stats, fresh(), keep() if keep else None), 3)
+        with _cycles_not_collected():
+            with_retries(
+                lambda: _pages(pc, spec, options, stats, fresh(), keep() if keep else None), 3
+            )
     finally:
         with contextlib.suppress(*TRANSIENT_FAULTS):
             view.DestroyView()

@@ -47,17 +47,21 @@ class Page:
     classes: dict[str, Any] = field(default_factory=dict)  # xsi:type QName -> class (Reader)
 
 
-def call_streamed(
-    mo: Any,
-    method: str,
-    args: list[Any],
-    on_object: Callable[[ET.Element, Page], None],
-    keep: list[bytes] | None = None,
-) -> Page:
-    """Invoke `method` of managed object `mo` (RetrievePropertiesEx or
-    ContinueRetrievePropertiesEx) and hand each `objects` element of the answer to
-    `on_object` as it closes; the element is cleared afterwards. `keep`, when given,
-    receives the page's raw body (one bytes object)."""
+OnObject = Callable[[ET.Element, Page], None]
+
+
+@dataclass
+class Sent:
+    """A request written to a pooled connection, its answer not read yet."""
+
+    stub: Any
+    info: Any
+    conn: Any
+
+
+def send(mo: Any, method: str, args: list[Any]) -> Sent:
+    """Serialize and send `method` of `mo` as pyVmomi's InvokeMethod does, on a connection
+    from its stub's pool."""
     from pyVmomi import SoapAdapter, VmomiSupport
 
     stub = mo._stub
@@ -72,11 +76,28 @@ def call_streamed(
     note_call(stub)
     try:
         conn.request("POST", stub.path, request, _headers(stub))
+    except (OSError, HTTPException):
+        _drop(stub, conn)
+        raise
+    return Sent(stub, info, conn)
+
+
+def receive(
+    sent: Sent,
+    on_object: OnObject,
+    keep: list[bytes] | None = None,
+) -> Page:
+    """Read the answer to `sent`, handing each `objects` element to `on_object` as it
+    closes (then cleared); `keep` receives the raw body. A fault (HTTP
+    500) is deserialized by pyVmomi and raised as its MethodFault; the connection goes back
+    to the pool unless reading failed (then it and the pool are dropped, as pyVmomi does)."""
+    from pyVmomi import SoapAdapter, VmomiSupport
+
+    stub, conn = sent.stub, sent.conn
+    try:
         resp = conn.getresponse()
     except (OSError, HTTPException):
-        # as pyVmomi does: the server is probably sick, drop the cached connections
-        conn.close()
-        stub.DropConnections()
+        _drop(stub, conn)
         raise
     _keep_cookie(stub, resp)
     if resp.status not in (200, 500):
@@ -85,30 +106,55 @@ def call_streamed(
     try:
         body = _reader(resp)
         if resp.status == 500:
-            fault = SoapAdapter.SoapResponseDeserializer(stub).Deserialize(body.read(), info.result)
+            fault = SoapAdapter.SoapResponseDeserializer(stub).Deserialize(
+                body.read(), sent.info.result
+            )
             resp.read()
             stub.ReturnConnection(conn)
-            raise fault
-        page = _parse(body, VmomiSupport.GetWsdlNamespace(stub.version), on_object, keep)
+            if isinstance(fault, BaseException):
+                raise fault
+            raise Exception(f"vCenter answered HTTP 500 without a fault: {fault!r}")
+        page = _parse(body, _namespace(stub), on_object, keep)
         resp.read()
     except BaseException as exc:
         if not isinstance(exc, VmomiSupport.GetVmodlType("vmodl.MethodFault")):
-            conn.close()
-            stub.DropConnections()
+            _drop(stub, conn)
         raise
     stub.ReturnConnection(conn)
     return page
 
 
-def _parse(
-    body: Any, ns: str, on_object: Callable[[ET.Element, Page], None], keep: list[bytes] | None
+def call_streamed(
+    mo: Any,
+    method: str,
+    args: list[Any],
+    on_object: OnObject,
+    keep: list[bytes] | None = None,
 ) -> Page:
+    """`send` then `receive`: one call whose answer is parsed as it streams in."""
+    return receive(send(mo, method, args), on_object, keep)
+
+
+def _drop(stub: Any, conn: Any) -> None:
+    """As pyVmomi does on a failed exchange: the server is probably sick, drop the cached
+    connections."""
+    conn.close()
+    stub.DropConnections()
+
+
+def _namespace(stub: Any) -> str:
+    from pyVmomi import VmomiSupport
+
+    return str(VmomiSupport.GetWsdlNamespace(stub.version))
+
+
+def _parse(body: Any, ns: str, on_object: OnObject, keep: list[bytes] | None) -> Page:
     """Feed the body to ElementTree's pull parser; objects out as they close, then cleared.
 
     In the vim25 schema only RetrieveResult has a property named `objects` (pyVmomi's type
     tables; the vSAN types that reuse the name live in vSAN's own namespace), so every
     `{urn:vim25}objects` element is one ObjectContent of the page. The token is read from
-    `returnval` itself when it closes: other types (SAML credentials) have `token` fields.
+    `returnval` itself when it closes: SAML credentials have `token` fields too.
     """
     page = Page()
     parser: Any = ET.XMLPullParser(events=("start-ns", "end"))  # typeshed: events untyped
