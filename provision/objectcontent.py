@@ -30,8 +30,6 @@ from rackcert.observed import (
     VirtualNic,
 )
 
-XSD = "http://www.w3.org/2001/XMLSchema"
-
 
 def u16(value: int | None) -> int:
     """vSphere types PCI ids as xsd:short: 0x8086 arrives as -31610."""
@@ -142,12 +140,14 @@ class Reader:
         return found is not None and issubclass(found, cls)
 
     def cls(self, qname: str, page: Page) -> type | None:
-        """The class an xsi:type QName names, its prefix resolved by the page's declarations."""
+        """The class an xsi:type QName names. Its prefix is not resolved (the page's
+        namespace declarations are not tracked): vim25's type names are capitalised and XML
+        Schema's are not (string, boolean, long), so the local name alone decides, looked up
+        in vim25 first and then, as pyVmomi's own fallback does, in every namespace it knows
+        (GuessWsdlType)."""
         found = page.classes.get(qname, page)
         if found is page:
-            prefix, _, name = qname.rpartition(":")
-            ns = page.prefixes.get(prefix) or (XSD if prefix == "xsd" else self.ns)
-            found = page.classes[qname] = _lookup(ns, name, self.version)
+            found = page.classes[qname] = _lookup(self.ns, qname.rpartition(":")[2], self.version)
         return found  # type: ignore[return-value]
 
     def xsi_cls(self, el: ET.Element, page: Page, static: type) -> type:

@@ -37,14 +37,12 @@ CHUNK = 256 * 1024
 
 @dataclass
 class Page:
-    """What one streamed page said besides its objects: the continuation token, and the
-    namespace prefixes its xsi:type values use (ElementTree does not resolve QNames in
-    attribute values; `xsd:string` needs the `xsd` of the envelope)."""
+    """What one streamed page said besides its objects: the continuation token and the
+    number of objects; `classes` caches what its xsi:type names resolve to (Reader)."""
 
     token: str | None = None
-    prefixes: dict[str, str] = field(default_factory=dict)
     objects: int = 0
-    classes: dict[str, Any] = field(default_factory=dict)  # xsi:type QName -> class (Reader)
+    classes: dict[str, Any] = field(default_factory=dict)
 
 
 OnObject = Callable[[ET.Element, Page], None]
@@ -157,7 +155,7 @@ def _parse(body: Any, ns: str, on_object: OnObject, keep: list[bytes] | None) ->
     `returnval` itself when it closes: SAML credentials have `token` fields too.
     """
     page = Page()
-    parser: Any = ET.XMLPullParser(events=("start-ns", "end"))  # typeshed: events untyped
+    parser: Any = ET.XMLPullParser(events=("end",))  # typeshed: events untyped
     chunks: list[bytes] = []
     objects_tag, returnval_tag = f"{{{ns}}}objects", f"{{{ns}}}returnval"
     token_tag = f"{{{ns}}}token"
@@ -168,11 +166,8 @@ def _parse(body: Any, ns: str, on_object: OnObject, keep: list[bytes] | None) ->
         if keep is not None:
             chunks.append(chunk)
         parser.feed(chunk)
-        for event, item in parser.read_events():
-            if event == "start-ns":
-                prefix, uri = item
-                page.prefixes[prefix] = uri
-            elif item.tag == objects_tag:
+        for _event, item in parser.read_events():
+            if item.tag == objects_tag:
                 page.objects += 1
                 on_object(item, page)
                 item.clear()
