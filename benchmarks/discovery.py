@@ -15,14 +15,17 @@ ConnectX-6 each, one VM per host, or --vms-per-host) and reads the same facts bo
 
 At vCenter's configuration maximum (2,500 hosts per vCenter, vSphere 7.0
 configuration maximums) the goal is at most 10 s with round trips of 4 + pages
-(about, view, retrieve + continues, destroy view). The pages are converted to
-rackcert's models as each arrives and then dropped, so the controller holds one page
-of SOAP objects at a time. "RSS+ MB" is how much this process's peak resident memory
-grew during the timed discovery (sizes run in ascending order; run one size alone for
-its own figure), "held MB" what the finished inventory's models take (tracemalloc):
-the difference is the pages' parse, not the whole rack twice. `--trace-memory` also
-traces a second discovery's Python peak (tracemalloc slows it down). The
-naive walk is skipped above 256 hosts (--naive-max).
+(about, view, retrieve + continues, destroy view). Each page's XML is parsed as it
+streams in and each object converted to rackcert's models as it closes, then dropped
+(provision.soapstream): the controller holds the models and one object's XML.
+
+Per size: wall seconds, the controller's CPU (this process, during discovery) and the
+twin's (its /proc stat, same interval), "RSS MB" this process's peak resident memory
+after the discovery, "RSS+ MB" how much the timed discovery raised it (sizes run in
+ascending order; run one size alone for its own figure), "held MB" what the finished
+inventory's models take (tracemalloc). `--trace-memory` also traces a second
+discovery's Python peak (tracemalloc slows it down). The naive walk is skipped above
+256 hosts (--naive-max).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -90,6 +94,17 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _twin_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the twin process (fields 14 and 15 of /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
     count: int,
     workdir: Path,
@@ -111,10 +126,15 @@ def measure(
         vc.password_env, vc.password_file = None, str(files.password_file)
         vc.tls.ca_file, vc.tls.thumbprint = str(files.cert_file), None
         with connect(spec) as si:
+            load = os.getloadavg()[0]
             gc.collect()
-            before = _maxrss_mb()
+            before, cpu, twin_cpu = _maxrss_mb(), _cpu_s(), _twin_cpu_s(started.pid)
+            t0 = time.perf_counter()
             inventory = discover(si)
-            rss_growth = _maxrss_mb() - before
+            wall = time.perf_counter() - t0
+            cpu, twin_cpu = _cpu_s() - cpu, _twin_cpu_s(started.pid) - twin_cpu
+            rss_peak = _maxrss_mb()
+            rss_growth = rss_peak - before
             peak = _traced_peak_mb(si) if trace else None
             assert len(inventory.hosts) == count, (len(inventory.hosts), count)
             ours = sum(v.name.startswith("vm") for v in inventory.vms)
@@ -130,10 +150,15 @@ def measure(
             "hosts": count,
             "vms": len(inventory.vms),
             "twin_start_seconds": round(twin_start_s, 1),
+            "load": round(load, 2),
             "rackcert_round_trips": inventory.round_trips,
             "rackcert_pages": inventory.pages,
             "objects": len(inventory.hosts) + len(inventory.vms),
             "rackcert_seconds": inventory.seconds,
+            "wall_seconds": round(wall, 3),
+            "controller_cpu_seconds": round(cpu, 2),
+            "twin_cpu_seconds": round(twin_cpu, 2),
+            "peak_rss_mb": round(rss_peak, 1),
             "peak_rss_growth_mb": round(rss_growth, 1),
             "traced_peak_mb": round(peak, 1) if peak is not None else None,
             "held_mb": round(_held_mb(inventory), 1),
@@ -177,20 +202,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    print(f"{os.cpu_count()} CPUs; load: the 1-minute load average when each size started")
     print(
-        f"{'hosts':>6} {'vms':>6} {'objects':>7} | {'pages':>5} {'rackcert trips':>14}"
-        f" {'seconds':>8} {'RSS+ MB':>8} {'held MB':>8} | {'naive trips':>11} {'seconds':>8}"
-        f" | {'twin start s':>12}"
+        f"{'hosts':>6} {'vms':>6} {'objects':>7} | {'pages':>5} {'trips':>5} {'wall s':>7}"
+        f" {'ctl CPU s':>9} {'twin CPU s':>10} {'RSS MB':>7} {'RSS+ MB':>7} {'held MB':>7} |"
+        f" {'naive trips':>11} {'seconds':>8} | {'twin start s':>12} {'load':>5}"
     )
     for r in rows:
         naive = r["naive_round_trips"]
         print(
             f"{r['hosts']:>6} {r['vms']:>6} {r['objects']:>7} | {r['rackcert_pages']:>5}"
-            f" {r['rackcert_round_trips']:>14} {r['rackcert_seconds']:>8.3f}"
-            f" {r['peak_rss_growth_mb']:>8.1f} {r['held_mb']:>8.1f} |"
+            f" {r['rackcert_round_trips']:>5} {r['wall_seconds']:>7.2f}"
+            f" {r['controller_cpu_seconds']:>9.2f} {r['twin_cpu_seconds']:>10.2f}"
+            f" {r['peak_rss_mb']:>7.1f} {r['peak_rss_growth_mb']:>7.1f} {r['held_mb']:>7.1f} |"
             f" {naive if naive is not None else '-':>11}"
             f" {r['naive_seconds'] if naive is not None else '-':>8}"
-            f" | {r['twin_start_seconds']:>12}"
+            f" | {r['twin_start_seconds']:>12} {r['load']:>5.1f}"
         )
     return 0
 
