@@ -15,6 +15,12 @@ paths `config.option["VMkernel.Boot.atsSupport"]` and
 absent on a build without it), maintenance and reboot-required state. Per VM:
 passthrough devices with their backing ids, extraConfig, reservation,
 firmware, power state and the extension that manages it (vCLS).
+
+The answer is read as XML, not through pyVmomi's deserializer: each page is parsed
+as it streams in and each object converted to rackcert's models as it closes, then
+dropped (provision.soapstream, provision.objectcontent), so a vCenter at its
+configuration maximum costs seconds, not minutes, and the controller holds the
+models and one object's XML.
 """
 
 from __future__ import annotations
