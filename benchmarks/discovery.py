@@ -12,6 +12,7 @@ ConnectX-6 each, one VM per host, or --vms-per-host) and reads the same facts bo
     .venv/bin/python benchmarks/discovery.py            # 4 16 64 256
     .venv/bin/python benchmarks/discovery.py 4 16 --json
     .venv/bin/python benchmarks/discovery.py 2500       # vCenter 7.0's maximum, 4 VMs per host
+    .venv/bin/python benchmarks/discovery.py 2500 --repeat 5   # five discoveries, one twin
 
 At vCenter's configuration maximum (2,500 hosts per vCenter, vSphere 7.0
 configuration maximums) the goal is at most 10 s with round trips of 4 + pages
@@ -117,12 +118,34 @@ def _twin_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _timed(si: Any, twin_pid: int) -> tuple[Any, dict[str, float]]:
+    """One discovery: its inventory, wall and CPU seconds (ours, the twin's), peak RSS."""
+    load = os.getloadavg()[0]
+    gc.collect()
+    _reset_peak_rss()
+    before, cpu, twin_cpu = _status_mb("VmRSS"), _cpu_s(), _twin_cpu_s(twin_pid)
+    t0 = time.perf_counter()
+    inventory = discover(si)
+    wall = time.perf_counter() - t0
+    cpu, twin_cpu = _cpu_s() - cpu, _twin_cpu_s(twin_pid) - twin_cpu
+    rss_peak = _status_mb("VmHWM")
+    return inventory, {
+        "load": round(load, 2),
+        "wall_seconds": round(wall, 3),
+        "controller_cpu_seconds": round(cpu, 2),
+        "twin_cpu_seconds": round(twin_cpu, 2),
+        "peak_rss_mb": round(rss_peak, 1),
+        "peak_rss_growth_mb": round(rss_peak - before, 1),
+    }
+
+
 def measure(
     count: int,
     workdir: Path,
     vms_per_host: int = 1,
     naive_max: int = 256,
     trace: bool = False,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     loaded = load_spec(REPO_ROOT / "inventories" / "r750xa-4node.yaml").spec
     files = twin.TwinFiles.in_dir(workdir / f"n{count}")
@@ -138,16 +161,8 @@ def measure(
         vc.password_env, vc.password_file = None, str(files.password_file)
         vc.tls.ca_file, vc.tls.thumbprint = str(files.cert_file), None
         with connect(spec) as si:
-            load = os.getloadavg()[0]
-            gc.collect()
-            _reset_peak_rss()
-            before, cpu, twin_cpu = _status_mb("VmRSS"), _cpu_s(), _twin_cpu_s(started.pid)
-            t0 = time.perf_counter()
-            inventory = discover(si)
-            wall = time.perf_counter() - t0
-            cpu, twin_cpu = _cpu_s() - cpu, _twin_cpu_s(started.pid) - twin_cpu
-            rss_peak = _status_mb("VmHWM")
-            rss_growth = rss_peak - before
+            inventory, timed = _timed(si, started.pid)
+            again = [_timed(si, started.pid)[1] for _ in range(repeat - 1)]
             peak = _traced_peak_mb(si) if trace else None
             assert len(inventory.hosts) == count, (len(inventory.hosts), count)
             ours = sum(v.name.startswith("vm") for v in inventory.vms)
@@ -163,16 +178,12 @@ def measure(
             "hosts": count,
             "vms": len(inventory.vms),
             "twin_start_seconds": round(twin_start_s, 1),
-            "load": round(load, 2),
+            **timed,
+            "again": again,
             "rackcert_round_trips": inventory.round_trips,
             "rackcert_pages": inventory.pages,
             "objects": len(inventory.hosts) + len(inventory.vms),
             "rackcert_seconds": inventory.seconds,
-            "wall_seconds": round(wall, 3),
-            "controller_cpu_seconds": round(cpu, 2),
-            "twin_cpu_seconds": round(twin_cpu, 2),
-            "peak_rss_mb": round(rss_peak, 1),
-            "peak_rss_growth_mb": round(rss_growth, 1),
             "traced_peak_mb": round(peak, 1) if peak is not None else None,
             "held_mb": round(_held_mb(inventory), 1),
             "naive_round_trips": naive_trips,
@@ -205,13 +216,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trace-memory", action="store_true", help="also trace a second discovery's peak"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="discoveries per twin (one row each; load varies)"
+    )
     args = parser.parse_args(argv)
     twin.build()
     rows = []
     with tempfile.TemporaryDirectory(prefix="rackcert-bench-") as tmp:
         for count in args.counts:
             per = args.vms_per_host or (4 if count > 256 else 1)
-            rows.append(measure(count, Path(tmp), per, args.naive_max, args.trace_memory))
+            rows.append(
+                measure(count, Path(tmp), per, args.naive_max, args.trace_memory, args.repeat)
+            )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -232,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
             f" {r['naive_seconds'] if naive is not None else '-':>8}"
             f" | {r['twin_start_seconds']:>12} {r['load']:>5.1f}"
         )
+        for a in r["again"]:
+            print(
+                f"{'':>6} {'':>6} {'':>7} | {'':>5} {'':>5} {a['wall_seconds']:>7.2f}"
+                f" {a['controller_cpu_seconds']:>9.2f} {a['twin_cpu_seconds']:>10.2f}"
+                f" {a['peak_rss_mb']:>7.1f} {a['peak_rss_growth_mb']:>7.1f} {'':>7} |"
+                f" {'':>11} {'':>8} | {'(again)':>12} {a['load']:>5.1f}"
+            )
     return 0
 
 
