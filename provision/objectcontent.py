@@ -69,11 +69,6 @@ def _int(el: ET.Element | None, tag: str) -> int | None:
     return None if text is None else int(text)
 
 
-def _bool(el: ET.Element | None, tag: str) -> bool | None:
-    text = None if el is None else el.findtext(tag)
-    return None if text is None else parse_bool(text)
-
-
 def _text(el: ET.Element | None, tag: str) -> str | None:
     return None if el is None else el.findtext(tag)
 
@@ -309,11 +304,8 @@ class Reader:
         info = dev.find(t("deviceInfo"))
         label = info.findtext(t("label")) if info is not None else ""
         backing = dev.find(t("backing"))
-        cls = (
-            self.xsi_cls(backing, page, self.vim.vm.device.VirtualDevice.BackingInfo)
-            if (backing is not None)
-            else None
-        )
+        static = self.vim.vm.device.VirtualDevice.BackingInfo
+        cls = self.xsi_cls(backing, page, static) if backing is not None else None
         if cls is not None and issubclass(cls, passthrough.VmiopBackingInfo):
             return PassthroughDevice(
                 key=key, backing="vgpu", vgpu=_text(backing, t("vgpu")), label=label
