@@ -46,11 +46,13 @@ class Page:
 
 
 OnObject = Callable[[ET.Element, Page], None]
+OnToken = Callable[[str], None]
 
 
 @dataclass
 class Sent:
-    """A request written to a pooled connection, its answer not read yet."""
+    """A request written to a pooled connection, its answer not read yet: vCenter works on
+    it meanwhile (the next page, while the one before is read)."""
 
     stub: Any
     info: Any
@@ -59,7 +61,7 @@ class Sent:
 
 def send(mo: Any, method: str, args: list[Any]) -> Sent:
     """Serialize and send `method` of `mo` as pyVmomi's InvokeMethod does, on a connection
-    from its stub's pool."""
+    from its stub's pool (a second one while another answer is still being read)."""
     from pyVmomi import SoapAdapter, VmomiSupport
 
     stub = mo._stub
@@ -84,9 +86,11 @@ def receive(
     sent: Sent,
     on_object: OnObject,
     keep: list[bytes] | None = None,
+    on_token: OnToken | None = None,
 ) -> Page:
     """Read the answer to `sent`, handing each `objects` element to `on_object` as it
-    closes (then cleared); `keep` receives the raw body. A fault (HTTP
+    closes (then cleared); `on_token` hears the continuation token as soon as it arrives,
+    ahead of the page's objects (`_parse`); `keep` receives the raw body. A fault (HTTP
     500) is deserialized by pyVmomi and raised as its MethodFault; the connection goes back
     to the pool unless reading failed (then it and the pool are dropped, as pyVmomi does)."""
     from pyVmomi import SoapAdapter, VmomiSupport
@@ -112,7 +116,7 @@ def receive(
             if isinstance(fault, BaseException):
                 raise fault
             raise Exception(f"vCenter answered HTTP 500 without a fault: {fault!r}")
-        page = _parse(body, _namespace(stub), on_object, keep)
+        page = _parse(body, _namespace(stub), on_object, keep, on_token)
         resp.read()
     except BaseException as exc:
         if not isinstance(exc, VmomiSupport.GetVmodlType("vmodl.MethodFault")):
@@ -128,9 +132,10 @@ def call_streamed(
     args: list[Any],
     on_object: OnObject,
     keep: list[bytes] | None = None,
+    on_token: OnToken | None = None,
 ) -> Page:
     """`send` then `receive`: one call whose answer is parsed as it streams in."""
-    return receive(send(mo, method, args), on_object, keep)
+    return receive(send(mo, method, args), on_object, keep, on_token)
 
 
 def _drop(stub: Any, conn: Any) -> None:
@@ -146,19 +151,30 @@ def _namespace(stub: Any) -> str:
     return str(VmomiSupport.GetWsdlNamespace(stub.version))
 
 
-def _parse(body: Any, ns: str, on_object: OnObject, keep: list[bytes] | None) -> Page:
+def _parse(
+    body: Any,
+    ns: str,
+    on_object: OnObject,
+    keep: list[bytes] | None,
+    on_token: OnToken | None = None,
+) -> Page:
     """Feed the body to ElementTree's pull parser; objects out as they close, then cleared.
 
     In the vim25 schema only RetrieveResult has a property named `objects` (pyVmomi's type
     tables; the vSAN types that reuse the name live in vSAN's own namespace), so every
     `{urn:vim25}objects` element is one ObjectContent of the page. The token is read from
-    `returnval` itself when it closes: SAML credentials have `token` fields too.
+    `returnval` itself when it closes (SAML credentials have `token` fields too), and
+    `on_token` hears it early: RetrieveResult is the sequence token, objects (vim25 WSDL)
+    and an ObjectContent starts with its `obj`, so a `token` that is the first element of
+    the page to close is the page's own. A token that came later is only read at the end.
     """
     page = Page()
     parser: Any = ET.XMLPullParser(events=("end",))  # typeshed: events untyped
     chunks: list[bytes] = []
     objects_tag, returnval_tag = f"{{{ns}}}objects", f"{{{ns}}}returnval"
     token_tag = f"{{{ns}}}token"
+    early: str | None = None
+    watching = on_token is not None  # until the page's first element closes (see above)
     while True:
         chunk = body.read(CHUNK)
         if not chunk:
@@ -173,7 +189,14 @@ def _parse(body: Any, ns: str, on_object: OnObject, keep: list[bytes] | None) ->
                 item.clear()
             elif item.tag == returnval_tag:
                 page.token = item.findtext(token_tag) or None
+            elif watching:
+                watching = False
+                if item.tag == token_tag and item.text and on_token is not None:
+                    early = item.text
+                    on_token(early)
     parser.close()
+    if early is not None and early != page.token:
+        raise ValueError(f"page token {page.token!r} is not the one read first ({early!r})")
     if keep is not None:
         keep.append(b"".join(chunks))
     return page

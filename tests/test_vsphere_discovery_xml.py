@@ -292,3 +292,30 @@ def test_objects_arrive_while_the_page_streams_and_are_dropped(rack_twin, monkey
     assert seen[0][0] < total / 4  # the first host came with the first quarter of the body
     assert [at for at, _ in seen] == sorted(at for at, _ in seen)
     assert all(len(element) == 0 and not element.attrib for _, element in seen)  # cleared
+
+
+def test_the_next_page_is_asked_for_before_this_pages_objects_are_read(rack_twin, monkeypatch):
+    """vCenter builds page n+1 while page n is read: the continuation goes out as soon as
+    page n's token arrives, before any of its objects is converted."""
+    from provision import discovery
+
+    lab = rack_twin(R750, desc={"page_size": 3})
+    log: list[str] = []
+    send, take = discovery.send, discovery._Collected.take
+
+    def sending(mo: Any, method: str, args: list[Any]) -> Any:
+        log.append("ask")
+        return send(mo, method, args)
+
+    def taking(self: Any, element: Any, page: Any) -> None:
+        log.append("object")
+        take(self, element, page)
+
+    monkeypatch.setattr(discovery, "send", sending)
+    monkeypatch.setattr(discovery._Collected, "take", taking)
+    with lab.connect() as si:
+        inv = discover(si)
+    full, rest = divmod(log.count("object"), 3)
+    assert inv.pages == full + (rest > 0) > 2
+    assert log == (["ask"] + ["object"] * 3) * (inv.pages - 1) + ["object"] * (rest or 3)
+    assert inv.round_trips == 4 + inv.pages  # asking ahead asks for each page once
