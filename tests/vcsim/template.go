@@ -255,6 +255,13 @@ func diskSpec(datastore string, sizeGB int64) ([]types.BaseVirtualDeviceConfigSp
 
 // cloneTask clones a template the way vCenter does (see the file comment).
 func cloneTask(t *simulator.VirtualMachine, req *types.CloneVM_Task) types.ManagedObjectReference {
+	target := t.Runtime.Host
+	if req.Spec.Location.Host != nil {
+		target = req.Spec.Location.Host
+	}
+	if f, msg := placementRefusal(target, "deploying "+req.Name); f != nil { // hoststate.go
+		return failedTask(t, "CloneVM_Task", f, msg)
+	}
 	task := simulator.CreateTask(t, "cloneVm", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
 		return clone(t, req)
 	})
@@ -319,11 +326,8 @@ func clone(t *simulator.VirtualMachine, req *types.CloneVM_Task) (types.AnyType,
 	if req.Spec.PowerOn {
 		// The clone powers on through ESXi's checks, like PowerOnVM_Task (poweron.go).
 		clone := simulator.Map.Get(ref).(*simulator.VirtualMachine)
-		if f, _ := cpuRefusal(clone); f != nil {
+		if f, _ := powerOnFault(clone); f != nil {
 			return nil, f
-		}
-		if msg := powerOnRefusal(clone); msg != "" {
-			return nil, &types.GenericVmConfigFault{Reason: msg}
 		}
 		if err := waitFault(vm.PowerOn(ctx)); err != nil {
 			return nil, err
@@ -432,7 +436,6 @@ func hostDatastore(hs *simulator.HostSystem, name string) *simulator.Datastore {
 	}
 	return nil
 }
-
 
 // parsePath is the datastore name of "[ds] dir/file.vmx".
 func parsePath(path string) (string, error) {
