@@ -34,7 +34,7 @@ def _agents(lab) -> dict[str, tuple[str, str]]:
 
 
 def test_vcls_agents_are_not_workload_and_are_left_alone(rack_twin, capsys):
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     agents = _agents(lab)
     assert len(agents) == 2 and all(n.startswith("vCLS-") for n in agents)
     assert {p for _, p in agents.values()} == {"poweredOn"}
