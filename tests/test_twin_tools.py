@@ -37,15 +37,18 @@ def _guest(vm: Any) -> dict[str, Any]:
     }
 
 
-NOT_RUNNING = {
+# Tools never ran in the VM (toolsNotInstalled: "has never been installed or has not run").
+NEVER_RAN = {
     "ip": None,
     "host": None,
     "running": "guestToolsNotRunning",
-    "status": "toolsNotRunning",
+    "status": "toolsNotInstalled",
     "state": "notRunning",
     "net": [[]],  # the VM's one NIC, no address known
     "summary_ip": None,
 }
+# Tools ran before and are not running now.
+NOT_RUNNING = NEVER_RAN | {"status": "toolsNotRunning"}
 
 
 def test_tools_report_only_what_the_guest_sends(rack_twin, capsys):
@@ -60,10 +63,10 @@ def test_tools_report_only_what_the_guest_sends(rack_twin, capsys):
         vm = find(si, vim.VirtualMachine, "lab-node1")
         extra = {o.key: o.value for o in vm.config.extraConfig}
         assert extra["guestinfo.metadata"]  # rackcert's cloud-init data is there...
-        assert _guest(vm) == NOT_RUNNING
+        assert _guest(vm) == NEVER_RAN
         WaitForTask(vm.PowerOnVM_Task())
         time.sleep(1.0)
-        assert _guest(vm) == NOT_RUNNING  # ...and the twin does not echo it: no guest ran
+        assert _guest(vm) == NEVER_RAN  # ...and the twin does not echo it: no guest ran
 
         uuid = vm.config.uuid
         assert tools_rpc(lab.spec, uuid, "tools.set.version 12352") == "1 "
@@ -140,7 +143,7 @@ def test_wait_for_tools_waits_for_the_guest_and_times_out_on_one_that_never_boot
     assert node2.address in line and "lab-node1" not in line
 
     # Powered on, SSH host not up yet: vCenter knew nothing, during the whole hold.
-    assert before == [NOT_RUNNING, NOT_RUNNING]
+    assert before == [NEVER_RAN, NEVER_RAN]
     states = last_record(lab, "provision")["data"]["vms"]
     assert states["lab-node1"]["answered"] == "tools"
     assert states["lab-node1"]["seconds"] >= held  # the wait waited for the guest
@@ -160,7 +163,7 @@ def test_wait_for_tools_waits_for_the_guest_and_times_out_on_one_that_never_boot
             "guestToolsRunning",
             "running",
         )
-        assert _guest(vm2) == NOT_RUNNING
+        assert _guest(vm2) == NEVER_RAN
 
 
 def _vms(si: Any, vim: Any) -> list[Any]:

@@ -7,7 +7,10 @@ package main
 // operating system, if known", hostName the guest's, guestState "running" or
 // "notRunning", toolsRunningStatus a VirtualMachineToolsRunningStatus
 // (guestToolsNotRunning: "VMware Tools is not running"; guestToolsRunning), and
-// toolsStatus (deprecated, still read by clients) toolsNotRunning or toolsOk.
+// toolsStatus (deprecated, still read by clients): toolsNotInstalled ("VMware
+// Tools has never been installed or has not run in the virtual machine", the
+// simulator's value for a new VM), toolsNotRunning once they have run, toolsOk
+// while they run; toolsVersion stays what Tools last announced.
 // Nothing is known of a guest until its Tools report: a VM that was just powered
 // on, or never was, has no ipAddress, toolsRunningStatus guestToolsNotRunning and
 // guestState notRunning. What Tools reported is reset when the VM powers off,
@@ -60,14 +63,25 @@ func (t *toolsModel) Reference() types.ManagedObjectReference {
 func (t *toolsModel) PutObject(obj mo.Reference) {
 	if vm, ok := obj.(*simulator.VirtualMachine); ok && vm.Guest != nil {
 		vm.Guest.ToolsRunningStatus = string(types.VirtualMachineToolsRunningStatusGuestToolsNotRunning)
-		vm.Guest.ToolsStatus = types.VirtualMachineToolsStatusToolsNotRunning
 		vm.Guest.GuestState = "notRunning"
+		if vm.Guest.ToolsStatus == "" {
+			vm.Guest.ToolsStatus = types.VirtualMachineToolsStatusToolsNotInstalled
+		}
 	}
 }
 
 func (t *toolsModel) RemoveObject(types.ManagedObjectReference) {}
 
 func (t *toolsModel) UpdateObject(obj mo.Reference, changes []types.PropertyChange) {
+	if task, ok := obj.(*mo.Task); ok { // CreateVM_Task sets a new VM's guest after Put
+		if r, ok := task.Info.Result.(types.ManagedObjectReference); ok && r.Type == "VirtualMachine" {
+			if vm, ok := simulator.Map.Get(r).(*simulator.VirtualMachine); ok && vm.Guest != nil &&
+				vm.Guest.GuestState == "" {
+				simulator.Map.Update(vm, []types.PropertyChange{{Name: "guest.guestState", Val: "notRunning"}})
+			}
+		}
+		return
+	}
 	if obj.Reference().Type != "VirtualMachine" {
 		return
 	}
@@ -85,8 +99,12 @@ func (t *toolsModel) UpdateObject(obj mo.Reference, changes []types.PropertyChan
 // guest.net keeps one entry per virtual NIC (the simulator's CustomizeVM_Task
 // counts them), without addresses.
 func notRunning(vm *simulator.VirtualMachine) []types.PropertyChange {
+	status := types.VirtualMachineToolsStatusToolsNotRunning
+	if v := vm.Guest.ToolsVersion; v == "" || v == "0" { // Tools never ran here
+		status = types.VirtualMachineToolsStatusToolsNotInstalled
+	}
 	return guestChanges(vm, "notRunning", types.VirtualMachineToolsRunningStatusGuestToolsNotRunning,
-		types.VirtualMachineToolsStatusToolsNotRunning, "", "", "")
+		status, vm.Guest.ToolsVersion, "", "")
 }
 
 func guestChanges(vm *simulator.VirtualMachine, state string, running types.VirtualMachineToolsRunningStatus,
