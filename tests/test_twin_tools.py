@@ -67,6 +67,10 @@ def test_tools_report_only_what_the_guest_sends(rack_twin, capsys):
         WaitForTask(vm.PowerOnVM_Task())
         time.sleep(1.0)
         assert _guest(vm) == NEVER_RAN  # ...and the twin does not echo it: no guest ran
+        # Nor does the simulator's own shortcut set it (ESXi keeps such a key as plain data).
+        shortcut = [vim.option.OptionValue(key="SET.guest.ipAddress", value="10.9.9.9")]
+        WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(extraConfig=shortcut)))
+        assert _guest(vm) == NEVER_RAN
 
         uuid = vm.config.uuid
         assert tools_rpc(lab.spec, uuid, "tools.set.version 12352") == "1 "
@@ -90,6 +94,7 @@ def test_tools_report_only_what_the_guest_sends(rack_twin, capsys):
         assert tools_rpc(lab.spec, uuid, "SetGuestInfo  2 not-an-address").startswith("0 ")
         assert tools_rpc(lab.spec, uuid, "reboot now").startswith("0 Unknown command")
         assert tools_rpc(lab.spec, "42" * 16, "tools.set.version 1").startswith("0 No virtual")
+        WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(extraConfig=shortcut)))
         assert _guest(vm)["ip"] == address
 
         # Power-off resets what Tools reported; a powered-off VM has no Tools to speak.

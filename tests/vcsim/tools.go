@@ -29,8 +29,8 @@ package main
 // the lab's guest agent (rackcert/lab/guest_agent.py) speaks it, once a VM's
 // SSH host answers. The twin never derives guest information from anything
 // else: not from the cloud-init guestinfo keys rackcert writes, not from the
-// simulator's own shortcuts (its "SET.guest.*" extraConfig keys, its
-// customization at power-on), which the reset at power-on overrides.
+// simulator's own shortcuts (its "SET.guest.*" / "ip0" extraConfig keys, its
+// customization at power-on), whose writes are put back at once.
 
 import (
 	"fmt"
@@ -39,6 +39,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -85,20 +86,58 @@ func (t *toolsModel) UpdateObject(obj mo.Reference, changes []types.PropertyChan
 	if obj.Reference().Type != "VirtualMachine" {
 		return
 	}
+	vm, ok := simulator.Map.Get(obj.Reference()).(*simulator.VirtualMachine)
+	if !ok {
+		return
+	}
+	ours, guest := false, false
 	for _, c := range changes {
-		if c.Name != "runtime.powerState" {
-			continue
-		}
-		if vm, ok := simulator.Map.Get(obj.Reference()).(*simulator.VirtualMachine); ok {
+		switch c.Name {
+		case "runtime.powerState":
 			simulator.Map.Update(vm, notRunning(vm))
+			return
+		case "guest.toolsRunningStatus": // every change this file makes carries it
+			ours = true
+		case "guest.ipAddress", "guest.hostName", "guest.net":
+			guest = true
 		}
 	}
+	if guest && !ours {
+		// The simulator's shortcuts ("SET.guest.ipAddress" / "ip0" in extraConfig, its
+		// customization at power-on) write guest fields; ESXi keeps such keys as plain
+		// extraConfig. Put back what Tools reported.
+		g := vm.Guest
+		r := reported(vm)
+		simulator.Map.Update(vm, guestChanges(vm, g.GuestState,
+			types.VirtualMachineToolsRunningStatus(g.ToolsRunningStatus), g.ToolsStatus, g.ToolsVersion, r.ip, r.hostname))
+	}
+}
+
+// toolsReport is what a VM's Tools reported since its last power change.
+type toolsReport struct{ ip, hostname string }
+
+var (
+	reportsMu sync.Mutex
+	reports   = map[types.ManagedObjectReference]toolsReport{}
+)
+
+func reported(vm *simulator.VirtualMachine) toolsReport {
+	reportsMu.Lock()
+	defer reportsMu.Unlock()
+	return reports[vm.Self]
+}
+
+func setReported(vm *simulator.VirtualMachine, r toolsReport) {
+	reportsMu.Lock()
+	defer reportsMu.Unlock()
+	reports[vm.Self] = r
 }
 
 // notRunning: the guest information of a VM whose Tools have not reported (yet).
 // guest.net keeps one entry per virtual NIC (the simulator's CustomizeVM_Task
 // counts them), without addresses.
 func notRunning(vm *simulator.VirtualMachine) []types.PropertyChange {
+	setReported(vm, toolsReport{})
 	status := types.VirtualMachineToolsStatusToolsNotRunning
 	if v := vm.Guest.ToolsVersion; v == "" || v == "0" { // Tools never ran here
 		status = types.VirtualMachineToolsStatusToolsNotInstalled
@@ -191,6 +230,7 @@ func rpci(uuid, command string) string {
 			reply = "0 Unknown command"
 			return
 		}
+		setReported(vm, toolsReport{ip: ip, hostname: name})
 		simulator.Map.Update(vm, guestChanges(vm, "running", types.VirtualMachineToolsRunningStatusGuestToolsRunning,
 			types.VirtualMachineToolsStatusToolsOk, version, ip, name))
 	})
