@@ -357,7 +357,7 @@ def test_bootstrap_rehearse_runs_the_rehearsal_first_and_stops_on_a_refusal(rack
     from rackcert.pipeline import run_pipeline
 
     for host_desc, ok in ((None, True), ({ESX2: {"ats_option": False}}, False)):
-        lab = rack_twin(LAB, host_desc=host_desc)
+        lab = rack_twin(LAB, host_desc=host_desc, guests=ok)  # ok: provision waits for them
         loaded = load_spec(lab.spec_path)
         stages, _report = build_stages(
             loaded,

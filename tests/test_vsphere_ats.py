@@ -51,7 +51,7 @@ def vmodl_fault(name):
 
 
 def test_a_build_without_the_option_gets_a_blocked_action_not_a_reboot_every_run(rack_twin, capsys):
-    lab = rack_twin(LAB, host_desc={ESX2: {"ats_option": False}})
+    lab = rack_twin(LAB, host_desc={ESX2: {"ats_option": False}}, guests=True)
     with lab.connect() as si:
         inv = discover(si)
     assert inv.host(ESX2).ats_option_type == "" and inv.host(ESX2).ats_enabled is None
