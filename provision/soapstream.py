@@ -20,13 +20,14 @@ as well (capture).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.client import HTTPException
 from http.cookies import SimpleCookie
 from typing import Any
 
 from provision.roundtrips import note_call
+from rackcert.errors import RackcertError
 
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 XSI_TYPE = f"{{{XSI}}}type"
@@ -181,8 +182,7 @@ def _parse(
             break
         if keep is not None:
             chunks.append(chunk)
-        parser.feed(chunk)
-        for _event, item in parser.read_events():
+        for item in _feed(parser, chunk):
             if item.tag == objects_tag:
                 page.objects += 1
                 on_object(item, page)
@@ -194,12 +194,29 @@ def _parse(
                 if item.tag == token_tag and item.text and on_token is not None:
                     early = item.text
                     on_token(early)
-    parser.close()
+    list(_feed(parser, None))
     if early is not None and early != page.token:
-        raise ValueError(f"page token {page.token!r} is not the one read first ({early!r})")
+        raise RackcertError(
+            f"vCenter's answer names two page tokens ({early!r} first, then {page.token!r})"
+        )
     if keep is not None:
         keep.append(b"".join(chunks))
     return page
+
+
+def _feed(parser: Any, chunk: bytes | None) -> Iterator[Any]:
+    """Feed (or close, for None) the pull parser and yield the elements that closed. An
+    answer that is not well-formed XML is one line naming where it broke (the pull parser
+    raises it from feed, close or while its events are read)."""
+    try:
+        if chunk is None:
+            parser.close()
+        else:
+            parser.feed(chunk)
+        for _event, item in parser.read_events():
+            yield item
+    except ET.ParseError as exc:
+        raise RackcertError(f"vCenter's answer is not well-formed XML: {exc}") from None
 
 
 def _headers(stub: Any) -> dict[str, str]:

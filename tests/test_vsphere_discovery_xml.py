@@ -319,3 +319,16 @@ def test_the_next_page_is_asked_for_before_this_pages_objects_are_read(rack_twin
     assert inv.pages == full + (rest > 0) > 2
     assert log == (["ask"] + ["object"] * 3) * (inv.pages - 1) + ["object"] * (rest or 3)
     assert inv.round_trips == 4 + inv.pages  # asking ahead asks for each page once
+
+
+@pytest.mark.parametrize(
+    "body", [b"<a><b></a>", b"<soapenv:Envelope xmlns:soapenv='x'><returnval>", b"\x00garbage"]
+)
+def test_an_answer_that_is_not_xml_is_one_line(body):
+    import io
+
+    from rackcert.errors import RackcertError
+
+    with pytest.raises(RackcertError, match="not well-formed XML") as caught:
+        soapstream._parse(io.BytesIO(body), "urn:vim25", lambda _item, _page: None, None)
+    assert "\n" not in str(caught.value)
