@@ -100,6 +100,7 @@ def test_a_ranks_long_exit_output_is_cut_in_bench_json(tmp_path: Path) -> None:
     recorded = json.loads((REPO_ROOT / "docs/evidence/h200-bench.json").read_text())
     data = recorded["data"]
     data["launches"][0]["exit_warning"] = "rank 1 died: " + "x" * 50_000
+    data["launches"][0]["commands"] = [["ssh", "--", "root@node1", "env " + "A=1 " * 500]]
     run = RunDir.create(tmp_path / "runs", recorded["rack"], recorded["spec_sha256"], "{}\n")
     record = write_record(run, data, "ok", None, recorded["started_at"])
     warning = record.data.launches[0].exit_warning or ""
@@ -107,3 +108,4 @@ def test_a_ranks_long_exit_output_is_cut_in_bench_json(tmp_path: Path) -> None:
     assert "x" * 50_000 not in (run.path / "bench.json").read_text()
     # The measured figures are untouched.
     assert record.data.launches[0].resnet == data["launches"][0]["resnet"]
+    assert record.data.launches[0].commands == data["launches"][0]["commands"]  # ours, whole

@@ -804,6 +804,10 @@ def write_record(
     cut in the record; the launch logs under the run's bench artifacts keep the whole."""
     where = str(run.artifacts("bench").relative_to(run.path))
     capped = cap_strings(data, where=where)
+    # The commands are rackcert's own (a remote shell line runs past the cut): kept whole.
+    for kept, launched in zip(capped.get("launches", []), data.get("launches", []), strict=True):
+        if "commands" in launched:
+            kept["commands"] = launched["commands"]
     written = run.write_stage("bench", capped, status=status, error=error, started_at=started)
     assert isinstance(written, BenchRecord)
     return written
