@@ -59,7 +59,10 @@ def test_pytest_with_hosts_and_spec_agrees_with_rackcert_validate(
         env={k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"},
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]  # node1's driver
-    assert "node1::gpu.driver FAILED" in done.stdout or "FAILED" in done.stdout
+    failed_lines = [ln for ln in done.stdout.splitlines() if ln.startswith("FAILED")]
+    driver = [ln for ln in failed_lines if "node1::gpu.driver" in ln]
+    assert driver and "gpu.driver on node1: " in driver[0] and "(fix: " in driver[0], failed_lines
+    assert "raise CheckFailed" not in done.stdout  # the check's line, not test_check's traceback
 
     runs, junit = tmp_path / "runs", tmp_path / "validate.xml"
     picks = [a for c in CHECKS for a in ("--check", c)]

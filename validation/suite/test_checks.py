@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from rackcert.results import Status
+from validation.suite.plugin import CheckFailed
 
 
 def test_check(rackcert_case, rackcert_gathered, rackcert_events) -> None:
@@ -16,4 +17,5 @@ def test_check(rackcert_case, rackcert_gathered, rackcert_events) -> None:
     rackcert_events.emit(event="result", result=res.model_dump(mode="json"))
     if res.status is Status.skipped:
         pytest.skip(res.reason)
-    assert res.status is Status.passed, f"{res.id} on {res.node}: {res.reason} (fix: {res.fix})"
+    if res.status is not Status.passed:
+        raise CheckFailed(f"{res.id} on {res.node}: {res.reason} (fix: {res.fix})")
