@@ -7,9 +7,13 @@ capture kept with the project's shared H200 evidence.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyinfra.facts import server
 
 from validation.checks import load_all
 from validation.expect import NodeExpect, Peer
@@ -18,7 +22,14 @@ from validation.facts.container import CdiGpus, CtkVersion
 from validation.facts.gpu import CudaToolkit, GpuQuery, GpuTopology, NvlinkStatus, SmiHeader
 from validation.facts.net import IbRates, MlxconfigAts, RdmaPorts
 from validation.facts.peers import SshPeers
-from validation.facts.system import Clock, KernelLog, LinuxDistribution, LoadedModules, Mounts
+from validation.facts.system import (
+    Clock,
+    KernelLog,
+    LinuxDistribution,
+    LoadedModules,
+    Mounts,
+    Sysctl,
+)
 from validation.parsers import ParseError
 from validation.snapshot import jsonable
 
@@ -81,3 +92,26 @@ def test_peer_fact_command_is_shaped_by_the_node_and_values_are_json() -> None:
     got = SshPeers().process(["peer n2 rc=255 Permission denied (publickey)."])
     assert jsonable(got) == {"n2": {"name": "n2", "rc": 255, "message": got["n2"].message}}
     assert command_of(SshPeers, NodeExpect(node="n1", address="x")) == "true"
+
+
+_SYSCTL_LINES = st.lists(
+    st.text(alphabet="ab.-_ \t=:0123456789x/\u00e9", max_size=24)
+    | st.sampled_from(["a = 1", "b=  ", "c: 4 5", " = 3", "d = 1_0", "e = +7", "f=\t2 x"]),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SYSCTL_LINES)
+def test_sysctl_parse_is_pyinfras_for_any_lines(output: list[str]) -> None:
+    # rackcert's Sysctl.process is pyinfra's made cheaper; the record must not change.
+    assert Sysctl().process(output) == server.Sysctl().process(output)
+
+
+def test_sysctl_parse_is_pyinfras_on_this_machines_kernel() -> None:
+    done = subprocess.run(["sysctl", "-a"], capture_output=True, text=True, check=False)
+    output = done.stdout.splitlines()
+    assert len(output) > 500, done.stderr
+    ours, theirs = Sysctl().process(output), server.Sysctl().process(output)
+    assert ours == theirs
+    assert [type(v) for v in ours.values()] == [type(v) for v in theirs.values()]
