@@ -37,6 +37,7 @@ def test_failed_and_skipped_cases_carry_the_checks_line_without_a_traceback(tmp_
     out = done.stdout + done.stderr
 
     assert done.returncode == 1, out
+    assert "warning" not in done.stdout.strip().splitlines()[-1], out  # e.g. a deprecated fixture
     failed = [ln for ln in out.splitlines() if ln.startswith("FAILED") and "gpu.count" in ln]
     assert failed and "gpu.count on n1: nvidia-smi not found (fix: " in failed[0], out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIPPED")]
