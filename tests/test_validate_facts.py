@@ -7,6 +7,7 @@ capture kept with the project's shared H200 evidence.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from validation.facts.system import (
     Sysctl,
 )
 from validation.parsers import ParseError
+from validation.probes import build_script, split_output
 from validation.snapshot import jsonable
 
 H200 = Path(__file__).parent / "fixtures" / "h200"
@@ -115,3 +117,25 @@ def test_sysctl_parse_is_pyinfras_on_this_machines_kernel() -> None:
     ours, theirs = Sysctl().process(output), server.Sysctl().process(output)
     assert ours == theirs
     assert [type(v) for v in ours.values()] == [type(v) for v in theirs.values()]
+
+
+def test_quick_facts_run_without_the_time_limit_and_read_no_driver() -> None:
+    # Fact.quick spares the node `timeout` and a second shell; only for what nothing can
+    # hold up: uname, /proc and /etc. A /sys file is a driver's answer and keeps the limit.
+    expect = NodeExpect(node="n1", address="127.0.0.1")
+    quick = [c for c in registry().values() if getattr(c, "quick", False)]
+    assert {key_of(c) for c in quick} == {
+        "hostname", "kernel", "arch", "os", "kernel_modules", "mounts"
+    }  # fmt: skip
+    for cls in quick:
+        assert "/sys" not in command_of(cls, expect) and cls().requires_command() is None, cls
+    script = build_script([*quick, Sysctl], expect)
+    assert script.count("$T sh -c") == 1 and "$T sh -c 'sysctl -a" in script
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+    outputs = split_output(done.stdout)
+    expected = {key_of(c): 0 for c in [*quick, Sysctl]}
+    if not Path("/proc/modules").exists():  # a kernel without loadable modules: cat's exit 1
+        expected["kernel_modules"] = 1
+    assert {k: o.rc for k, o in outputs.items()} == expected
+    assert outputs["hostname"].text == os.uname().nodename
+    assert Mounts().process(outputs["mounts"].text.splitlines())  # this machine's mounts

@@ -22,6 +22,7 @@ class Hostname(server.Hostname, Fact):
 
     key = "hostname"
     stderr = False
+    quick = True
 
 
 class KernelVersion(server.KernelVersion, Fact):
@@ -29,6 +30,7 @@ class KernelVersion(server.KernelVersion, Fact):
 
     key = "kernel"
     stderr = False
+    quick = True
 
 
 class Arch(server.Arch, Fact):
@@ -36,6 +38,7 @@ class Arch(server.Arch, Fact):
 
     key = "arch"
     stderr = False
+    quick = True
 
 
 class LinuxDistribution(server.LinuxDistribution, Fact):
@@ -43,6 +46,7 @@ class LinuxDistribution(server.LinuxDistribution, Fact):
 
     key = "os"
     stderr = False
+    quick = True
 
 
 # What pyinfra's Sysctl turns into a list of words (ints where they parse): the whole value.
@@ -110,6 +114,7 @@ class LoadedModules(Fact):
     """
 
     key = "kernel_modules"
+    quick = True
 
     def command(self) -> str:
         return "cat /proc/modules"
@@ -127,6 +132,7 @@ class Mounts(Fact):
     super-block together, as the storage check compares them)."""
 
     key = "mounts"
+    quick = True
 
     def command(self) -> str:
         return "cat /proc/self/mountinfo"
