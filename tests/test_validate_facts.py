@@ -21,7 +21,7 @@ from validation.expect import NodeExpect, Peer
 from validation.facts import command_of, key_of, registry, snapshot
 from validation.facts.container import CdiGpus, CtkVersion
 from validation.facts.gpu import CudaToolkit, GpuQuery, GpuTopology, NvlinkStatus, SmiHeader
-from validation.facts.net import IbRates, MlxconfigAts, RdmaPorts
+from validation.facts.net import IbRates, MlxconfigAts, NetInterfaces, RdmaPorts
 from validation.facts.peers import SshPeers
 from validation.facts.system import (
     Clock,
@@ -139,3 +139,28 @@ def test_quick_facts_run_without_the_time_limit_and_read_no_driver() -> None:
     assert {k: o.rc for k, o in outputs.items()} == expected
     assert outputs["hostname"].text == os.uname().nodename
     assert Mounts().process(outputs["mounts"].text.splitlines())  # this machine's mounts
+
+
+# The NetInterfaces command before it used shell built-ins (cat, readlink, basename, sed).
+_NICS_WITH_PROCESSES = (
+    'for d in /sys/class/net/*; do n=${d##*/}; printf "if %s|%s|%s|%s|%s|%s\\n" "$n"'
+    ' "$(cat $d/mtu 2>/dev/null)" "$(cat $d/address 2>/dev/null)"'
+    ' "$(cat $d/operstate 2>/dev/null)" "$(cat $d/speed 2>/dev/null)"'
+    ' "$(basename "$(readlink $d/device/driver 2>/dev/null)" 2>/dev/null)'
+    ' $(basename "$(readlink $d/device 2>/dev/null)" 2>/dev/null)"; done;'
+    " ip -o -4 addr show 2>/dev/null | sed 's/^/addr /';"
+    " ip route show default 2>/dev/null | sed 's/^/route /';"
+    ' while read -r dev dst rest; do [ "$dst" = 00000000 ] &&'
+    ' echo "route default dev $dev"; done < /proc/net/route 2>/dev/null; true'
+)
+
+
+def test_nic_fact_built_ins_print_what_the_processes_printed() -> None:
+    # This machine has interfaces of every kind a node has: virtio, bridge, veth, lo, down
+    # ones whose speed cannot be read, some without a device link.
+    new = subprocess.run(["sh", "-c", NetInterfaces().command()], capture_output=True, text=True)
+    old = subprocess.run(["sh", "-c", _NICS_WITH_PROCESSES], capture_output=True, text=True)
+    assert new.stdout == old.stdout and new.stdout.count("if lo|") == 1, new.stdout
+    assert new.stderr == old.stderr == ""
+    state = NetInterfaces().process(new.stdout.splitlines())
+    assert state.mtu["lo"] == 65536 and state.addrs.get("lo") == ["127.0.0.1"]
