@@ -201,18 +201,25 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
     print(f"load average at the end: {load:.1f} on {os.cpu_count()} CPUs (shared machine)")
     print(
         f"{'hosts':>5} {'wall s':>7} {'ratio':>6} {'ctrl cpu s':>10} {'ctrl/node s':>11}"
-        f" {'hosts cpu s':>11} {'logins':>6}"
+        f" {'hosts cpu s':>11} {'hosts/node s':>12} {'logins':>6}"
     )
     for r in rows:
         r["ratio"] = round(r["wall_s"] / base["wall_s"], 2)
         extra_nodes = r["hosts"] - base["hosts"]
         per = (r["controller_cpu_s"] - base["controller_cpu_s"]) / extra_nodes if extra_nodes else 0
         r["controller_cpu_per_node_s"] = round(per, 4)
+        r["hosts_cpu_per_node_s"] = round(r["hosts_cpu_s"] / r["hosts"], 4)
         print(
             f"{r['hosts']:>5} {r['wall_s']:>7.2f} {r['ratio']:>6.2f} {r['controller_cpu_s']:>10.2f}"
             f" {per if extra_nodes else float('nan'):>11.3f} {r['hosts_cpu_s']:>11.2f}"
-            f" {r['logins']:>6}"
+            f" {r['hosts_cpu_per_node_s']:>12.3f} {r['logins']:>6}"
         )
+    cores = os.cpu_count() or 1
+    for r in rows:
+        # The test hosts run on this machine's cores: the wall time cannot go below the
+        # CPU of controller and hosts together spread over the cores.
+        floor = (r["controller_cpu_s"] + r["hosts_cpu_s"]) / cores
+        print(f"  {r['hosts']:>4} hosts: (controller + hosts CPU) / {cores} cores = {floor:.2f} s")
     points = [(r["hosts"], r["controller_cpu_s"]) for r in rows]
     if len(points) >= 2:
         fixed, per_node = fit(points)
