@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,7 +257,7 @@ def judge(got: Gathered, target: Target, check_ids: list[str]) -> Judged:
 
 
 @pytest.fixture(scope="session")
-def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, Judged]:
+def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> Iterator[dict[str, Judged]]:
     """Every node's facts, gathered at once (the wall time is the slowest node's, not the
     sum) and judged as each node answers.
 
@@ -267,9 +268,13 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, J
 
     load_all()
     # What exists now (modules, pytest's items, the job) lives until the process ends: out
-    # of the cyclic collector's sight, its full passes scan only the facts being parsed
-    # (about a tenth of the suite's CPU at 16 nodes, growing with the rack).
+    # of the cyclic collector's sight, its full passes scan only the facts being parsed.
+    # Parsing every node's facts and running a case per check allocate far more than they
+    # leave as cycles, so the collector runs less often until the session ends. Together
+    # about a tenth of the suite's CPU, more as the rack grows (benchmarks/validate_fanout.py).
     gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 20_000), *thresholds[1:])
     facts = facts_of([REGISTRY[c] for c in rackcert_job.checks])
     if rackcert_job.facts and rackcert_job.snapshot:
         known = set(facts)
@@ -288,13 +293,16 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, J
 
     start = time.monotonic()
     workers = max(1, min(64, len(rackcert_job.targets)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        judged = list(pool.map(one, rackcert_job.targets))
-    seconds = round(time.monotonic() - start, 3)
-    if rackcert_job.facts:
-        _write_facts(Path(rackcert_job.facts), judged, facts, seconds)
-    rackcert_events.emit(event="gather_done", seconds=seconds)
-    return {j.gathered.node: j for j in judged}
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            judged = list(pool.map(one, rackcert_job.targets))
+        seconds = round(time.monotonic() - start, 3)
+        if rackcert_job.facts:
+            _write_facts(Path(rackcert_job.facts), judged, facts, seconds)
+        rackcert_events.emit(event="gather_done", seconds=seconds)
+        yield {j.gathered.node: j for j in judged}
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _write_facts(path: Path, judged: list[Judged], facts: list, seconds: float) -> None:
