@@ -161,3 +161,28 @@ def test_failed_launch_is_one_line_and_recorded(tmp_path: Path) -> None:
     (record,) = tmp_path.glob("lab/*/bench.json")
     data = json.loads(record.read_text())
     assert data["status"] == "failed" and "no_such_model" in data["error"]
+
+
+def test_settled_steps_then_the_median_window_on_two_ranks() -> None:
+    """After the warm-up every rank runs the same untimed steps for about --settle-s (rank
+    0's count, agreed through a gather: a rank that stopped alone would hang the next
+    collective), then the figure is the median window, the mean beside it."""
+    import statistics
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "validation.bench.worker", "--device", "cpu", "--tasks", "resnet", "--quick",
+         "--model", "resnet18", "--settle-s", "0.3", "--intervals", "3"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RACKCERT_RESULT "))
+    run = json.loads(line.split(" ", 1)[1])["resnet"]
+    assert run["world_size"] == 2 and run["config"]["settle_s"] == 0.3
+    assert run["settle_steps"] >= 5 and run["settle_steps"] % 5 == 0 and run["settle_s"] >= 0.3
+    totals = run["interval_totals"]
+    assert len(totals) == 3
+    assert run["images_per_sec"] == pytest.approx(statistics.median(totals))
+    assert run["images_per_sec_mean"] == pytest.approx(statistics.fmean(totals))
+    assert run["under_load"] == {} and run["compile_cache"] is None  # CPU: eager, no NVML

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.paths import REPO_ROOT
+from rackcert.runs import RunDir
 from validation.bench import compilecache, launch
+from validation.bench.suite import write_record
 
 RESULT = {"backend": "gloo", "world_size": 2, "device": "cpu", "allreduce": {"points": []}}
 
@@ -91,3 +94,16 @@ def test_the_cache_goes_under_the_environment_and_the_operators_choice_wins(
     got = compilecache.use(str(blocked / "cache"))
     assert got is not None and got["error"].startswith(("NotADirectoryError", "FileExistsError"))
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # nothing pointed at a broken place
+
+
+def test_a_ranks_long_exit_output_is_cut_in_bench_json(tmp_path: Path) -> None:
+    recorded = json.loads((REPO_ROOT / "docs/evidence/h200-bench.json").read_text())
+    data = recorded["data"]
+    data["launches"][0]["exit_warning"] = "rank 1 died: " + "x" * 50_000
+    run = RunDir.create(tmp_path / "runs", recorded["rack"], recorded["spec_sha256"], "{}\n")
+    record = write_record(run, data, "ok", None, recorded["started_at"])
+    warning = record.data.launches[0].exit_warning or ""
+    assert len(warning) < 1_000 and "more characters in artifacts/bench" in warning
+    assert "x" * 50_000 not in (run.path / "bench.json").read_text()
+    # The measured figures are untouched.
+    assert record.data.launches[0].resnet == data["launches"][0]["resnet"]

@@ -437,3 +437,30 @@ def test_horovodrun_names_the_data_interface_only_across_nodes() -> None:
         assert ("--network-interface" in remote) is named, remote
         if named:
             assert remote[remote.index("--network-interface") + 1] == lab.network.interface
+
+
+def test_local_ranks_get_this_machines_toolchain_and_no_secret(monkeypatch) -> None:
+    """The variables torch.compile's cache key depends on reach a local launch's ranks as
+    they reach a worker started from the shell (an H200's CUDA image sets CUDA_HOME and
+    CUDAHOSTCXX); secrets still do not."""
+    for key, value in {
+        "CUDA_HOME": "/usr/local/cuda",
+        "CUDAHOSTCXX": "/opt/gcc/bin/g++",
+        "TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
+        "RACKCERT_VCENTER_PASSWORD": "never-forwarded",
+        "AWS_SECRET_ACCESS_KEY": "never-forwarded",
+    }.items():
+        monkeypatch.setenv(key, value)
+    env = launch.child_env({"PYTHONPATH": "/repo"})
+    assert env["CUDA_HOME"] == "/usr/local/cuda" and env["CUDAHOSTCXX"] == "/opt/gcc/bin/g++"
+    assert env["TRITON_PTXAS_PATH"].endswith("ptxas")
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64" and env["PYTHONPATH"] == "/repo"
+    assert "never-forwarded" not in env.values()
+    # Not sent to other nodes: a remote rank's toolchain is its node's own.
+    cmd = launch.ssh_torchrun(
+        [launch.Node("a", SshTarget(host="10.0.0.1"))], 1, [], remote_python="/py", remote_dir=None
+    )
+    assert "CUDA_HOME" not in cmd[0][-1] and "never-forwarded" not in cmd[0][-1]

@@ -193,3 +193,29 @@ def test_live_board_and_summary_render_hosts_tasks_and_failures():
     text = console.export_text()
     assert "would change: network : Set the MTU" in text
     assert "unreachable:" in text
+
+
+def test_a_hosts_long_failure_is_cut_in_configure_json_and_points_to_the_events(tmp_path):
+    from rackcert.configure.runner import _write_record
+    from rackcert.runs import RunDir
+
+    loaded = load_spec(LAB)
+    run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    artifacts = run.artifacts("configure")
+    c = EventCollector()
+    c.handle(
+        _ev(
+            "runner_on_failed",
+            host="a",
+            task="Install",
+            role="vendor_package",
+            res={"msg": "failed", "stderr": "E" * 20_000},
+        )
+    )
+    record = _write_record(
+        run, c, "2026-12-03T00:00:00Z", False, (), (), None, artifacts / "site.yml", 2,
+        artifacts, artifacts / "inventory.yml", "ident", "failed", {"known_hosts": "kh"},
+    )  # fmt: skip
+    message = record.data.hosts["a"].failures[0].message
+    assert len(message) < 1_000 and "more characters in artifacts/configure" in message
+    assert "E" * 20_000 not in (run.path / "configure.json").read_text()

@@ -219,7 +219,7 @@ def test_nodes_after_rackcert_provision(rack_twin, ssh_hosts, tmp_path, capsys):
     data["guest"]["ssh"]["key_file"] = str(node1.key_file)
     source = tmp_path / "lab-ssh.yaml"
     source.write_text(yaml.safe_dump(data, sort_keys=False))
-    lab = rack_twin(source)
+    lab = rack_twin(source, wait_for="ssh")  # its own SSH hosts answer at the addresses
     runs = tmp_path / "runs"
     assert main(["provision", str(lab.spec_path), "--yes", "--runs-dir", str(runs)]) == 0
     record = sorted(runs.rglob("provision.json"))[-1]

@@ -50,7 +50,7 @@ def test_vcsim_killed_mid_provision(rack_twin):
     assert len(_done(final)) >= len(_done(record))  # nothing recorded before is lost
 
     # vCenter is back (a fresh twin of the same rack): a re-run completes the job.
-    again = rack_twin("inventories/lab.yaml")
+    again = rack_twin("inventories/lab.yaml", guests=True)  # guests boot: provision completes
     out, err, code = _provision(again.spec_path, again.runs_dir)
     assert code == 0, err
     last = json.loads(sorted(again.runs_dir.glob("lab/*/provision.json"))[-1].read_text())

@@ -114,7 +114,7 @@ def test_the_probe_runs_on_a_real_host_and_finds_no_firmware_on_virtual_nics(ssh
 
 
 def test_bios_from_discovery_and_nic_firmware_from_facts_fill_the_matrix(rack_twin):
-    lab = rack_twin("inventories/r750xa-4node.yaml")
+    lab = rack_twin("inventories/r750xa-4node.yaml", guests=True)
     with lab.connect() as si:
         inv = discover(si)
     host = inv.host("esx01.example.internal")

@@ -136,7 +136,7 @@ def test_bios_template_is_refused_at_plan_time(rack_twin, capsys):
 
 def test_existing_vm_without_a_disk_is_blocked_with_the_reason(rack_twin, capsys):
     shell = {"name": "lab-node1", "host": "lab-esx01.lab.internal", "cpus": 8, "memory_mb": 16384}
-    lab = rack_twin("inventories/lab.yaml", vms=[shell])
+    lab = rack_twin("inventories/lab.yaml", vms=[shell], guests=True)
     actions = plan_json(lab, capsys)["actions"]
     disk = next(a for a in actions if a["target"] == "lab-node1")
     assert disk["kind"] == "vm.disk" and disk["blocked"] == "VM has no disk"

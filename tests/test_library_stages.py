@@ -16,7 +16,7 @@ from rackcert.stage_records import BenchRecord, PlanRecord, ProvisionRecord, Rep
 
 
 def test_stages_run_from_python_and_return_typed_records(rack_twin, tmp_path):
-    lab = rack_twin("inventories/lab.yaml")
+    lab = rack_twin("inventories/lab.yaml", guests=True)
     loaded = load_spec(lab.spec_path)
     run = RunDir.create(tmp_path / "runs", loaded.spec.metadata.name, loaded.sha256, loaded.text)
 

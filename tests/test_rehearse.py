@@ -52,7 +52,7 @@ def _rehearsal(lab: Any) -> dict[str, Any]:
 
 
 def test_rehearse_the_lab_then_provision_what_was_rehearsed(rack_twin, capsys):
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     before = _untouched(lab)
     code, out, err = cli(lab, capsys, "rehearse", str(lab.spec_path))
     assert code == 0, err
@@ -204,7 +204,7 @@ def test_checked_in_capture_schema_is_current() -> None:
 
 
 def test_capture_round_trip_on_the_r750xa_twin(rack_twin, capsys, tmp_path):
-    lab = rack_twin()  # inventories/r750xa-4node.yaml
+    lab = rack_twin(guests=True)  # inventories/r750xa-4node.yaml
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     first = _round_trip(capsys, tmp_path, lab)
@@ -239,7 +239,7 @@ def test_a_capture_holds_no_secret_and_anonymize_is_consistent(rack_twin, capsys
     from rackcert.capture.anonymize import aliases
     from tests.test_vsphere_poweron import _find
 
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     with lab.connect() as si:  # a site keeps a credential in a VM's extraConfig
@@ -357,7 +357,7 @@ def test_bootstrap_rehearse_runs_the_rehearsal_first_and_stops_on_a_refusal(rack
     from rackcert.pipeline import run_pipeline
 
     for host_desc, ok in ((None, True), ({ESX2: {"ats_option": False}}, False)):
-        lab = rack_twin(LAB, host_desc=host_desc)
+        lab = rack_twin(LAB, host_desc=host_desc, guests=ok)  # ok: provision waits for them
         loaded = load_spec(lab.spec_path)
         stages, _report = build_stages(
             loaded,

@@ -163,3 +163,21 @@ def test_report_html_carries_its_own_content_security_policy(tmp_path):
     assert '<meta http-equiv="Content-Security-Policy"' in head
     assert "default-src &#39;none&#39;" in head or "default-src 'none'" in head
     assert "form-action" in head and "base-uri" in head
+
+
+def test_a_runs_file_page_walks_a_bounded_number_of_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(serve, "MAX_LISTED", 50)
+    run = tmp_path / "run"
+    (run / "artifacts").mkdir(parents=True)
+    (run / "plan.json").write_text("{}")
+    (run / "artifacts" / "b.txt").write_text("b")
+    names, cut = serve._listed_files(run)
+    assert (names, cut) == (["artifacts/b.txt", "plan.json"], False)
+
+    # Padding with empty folders: the walk stops at the bound and the page says so.
+    for i in range(200):
+        (run / "pad" / f"d{i:03}").mkdir(parents=True)
+    names, cut = serve._listed_files(run)
+    assert cut and len(names) <= 50
+    page = serve._files_page(run, "/runs/r/run/")
+    assert "listing cut at 50 entries" in page

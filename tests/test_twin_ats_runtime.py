@@ -92,7 +92,7 @@ def test_a_same_value_option_write_plans_no_reboot(rack_twin, capsys):
     """An operator writes atsSupport=true again: rebootRequired, but ATS runs; nothing to do."""
     from validation.hypervisor import hypervisor_results
 
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     _write_ats(lab, ESX1, True)
@@ -110,7 +110,7 @@ def test_a_same_value_option_write_plans_no_reboot(rack_twin, capsys):
 
 
 def test_a_host_without_esxcli_keeps_the_inference_and_says_so(rack_twin, capsys):
-    lab = rack_twin(LAB, host_desc={ESX1: {"no_esxcli": True}})
+    lab = rack_twin(LAB, host_desc={ESX1: {"no_esxcli": True}}, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     assert _row(lab, ESX1) is None and _row(lab, ESX2) is not None

@@ -119,7 +119,7 @@ def _devices(instance: dict[str, Any], vimtype: str) -> list[dict[str, Any]]:
 
 
 def test_community_vmware_reads_the_rack_after_provision(rack_twin, capsys, tmp_path: Path):
-    lab = rack_twin()
+    lab = rack_twin(guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     results = run_modules(lab, _judges(lab, provisioned=True), tmp_path / "judges")

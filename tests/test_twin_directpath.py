@@ -49,7 +49,7 @@ def _holder(si: Any, name: str, source: Any, device: Any, *, cpus: int = 2) -> A
 def test_directpath_rules_hold_on_every_operator_path(rack_twin, capsys):
     from pyVmomi import vim
 
-    lab = rack_twin()
+    lab = rack_twin(guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     with lab.connect() as si:

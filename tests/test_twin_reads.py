@@ -29,7 +29,7 @@ def _assert_clean(sweep, when: str) -> None:
 def test_every_property_of_every_object_reads_before_and_after_provision(rack_twin, capsys):
     from pyVmomi import vim
 
-    lab = rack_twin()
+    lab = rack_twin(guests=True)
     with lab.connect() as si:
         _assert_clean(read_sweep(si), "before provision")
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")

@@ -58,7 +58,7 @@ def test_hosts_and_cluster_have_the_shapes_of_the_rack(rack_twin):
 def test_vms_have_the_shapes_vcenter_reports(rack_twin, capsys):
     from pyVmomi import vim
 
-    lab = rack_twin()
+    lab = rack_twin(guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     with lab.connect() as si:

@@ -24,7 +24,7 @@ def validate_hv(lab, capsys) -> tuple[int, dict]:
 
 @pytest.mark.slow
 def test_provisioned_twin_passes_then_drift_fails_exactly_its_checks(rack_twin, capsys):
-    lab = rack_twin()
+    lab = rack_twin(guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     code, data = validate_hv(lab, capsys)

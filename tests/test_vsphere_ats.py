@@ -51,7 +51,7 @@ def vmodl_fault(name):
 
 
 def test_a_build_without_the_option_gets_a_blocked_action_not_a_reboot_every_run(rack_twin, capsys):
-    lab = rack_twin(LAB, host_desc={ESX2: {"ats_option": False}})
+    lab = rack_twin(LAB, host_desc={ESX2: {"ats_option": False}}, guests=True)
     with lab.connect() as si:
         inv = discover(si)
     assert inv.host(ESX2).ats_option_type == "" and inv.host(ESX2).ats_enabled is None
@@ -68,7 +68,7 @@ def test_a_build_without_the_option_gets_a_blocked_action_not_a_reboot_every_run
 
 
 def test_the_declared_type_is_what_gets_written(rack_twin, capsys):
-    lab = rack_twin(LAB, host_desc={"*": {"ats_type": "string"}})
+    lab = rack_twin(LAB, host_desc={"*": {"ats_type": "string"}}, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     assert {h["ats"] for h in read_hosts(lab).values()} == {"TRUE"}

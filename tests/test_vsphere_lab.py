@@ -24,9 +24,7 @@ def test_lab_up_plan_provision_down(tmp_path: Path, capsys, vcsim_binary):
     data["vcenter"].update(port=port, password_file=str(tmp_path / "lab" / "vcenter.password"))
     data["vcenter"]["tls"]["ca_file"] = str(tmp_path / "lab" / "vcsim-cert.pem")
     data["guest"]["ssh"]["key_file"] = str(tmp_path / "lab" / "id_ed25519")
-    # No guest agent here (--no-ssh-hosts): the twin's guests report their address through
-    # VMware Tools, which is what provision waits for.
-    data["network"]["management"]["wait_for"] = "tools"
+    # No guest agent here (--no-ssh-hosts): no VM would ever boot, so provision leaves them off.
     spec = tmp_path / "lab.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     runs = ["--runs-dir", str(tmp_path / "runs")]
@@ -39,10 +37,17 @@ def test_lab_up_plan_provision_down(tmp_path: Path, capsys, vcsim_binary):
         status = json.loads(capsys.readouterr().out)
         assert status["running"] and status["port"] == port
         assert (tmp_path / "lab" / "id_ed25519.pub").is_file()  # lab up made the guests' key
-        assert main(["provision", str(spec), "--yes", *runs]) == 0
+        assert main(["provision", str(spec), "--yes", "--no-power-on", *runs]) == 0
         capsys.readouterr()
         assert main(["plan", str(spec), "--json", *runs]) == 0
-        assert json.loads(capsys.readouterr().out)["actions"] == []
+        actions = json.loads(capsys.readouterr().out)["actions"]
+        # Built and configured: what is left is to power the VMs on and wait for their guests.
+        assert [(a["kind"], a["target"]) for a in actions] == [
+            ("vm.power_on", "lab-node1"),
+            ("vm.power_on", "lab-node2"),
+            ("vm.wait", "lab-node1"),
+            ("vm.wait", "lab-node2"),
+        ]
     finally:
         assert main(["lab", "down", str(spec), "--no-ssh-hosts"]) == 0
     capsys.readouterr()

@@ -19,7 +19,7 @@ def _vgpu_spec(tmp_path: Path) -> Path:
 
 
 def test_vgpu_vms_get_vmiop_backings_and_no_passthrough(rack_twin, tmp_path, capsys):
-    lab = rack_twin(_vgpu_spec(tmp_path))
+    lab = rack_twin(_vgpu_spec(tmp_path), guests=True)
     actions = plan_json(lab, capsys)["actions"]
     assert "host.passthrough" not in [a["kind"] for a in actions]
     graphics = [a for a in actions if a["kind"] == "host.graphics"]
@@ -55,6 +55,7 @@ def test_slow_vcenter_still_completes(rack_twin, capsys):
     lab = rack_twin(
         "inventories/lab.yaml",
         faults={"slow": [{"method": "RebootHost_Task", "ms": 400}]},
+        guests=True,
     )
     before = read_hosts(lab)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")

@@ -51,7 +51,7 @@ def test_provision_powers_created_vms_on_and_no_power_on_opts_out(rack_twin, cap
     assert code == 0, err
     assert {v["power"] for v in read_vms(lab).values()} == {"poweredOff"}
 
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     assert {v["power"] for v in read_vms(lab).values()} == {"poweredOn"}
@@ -62,7 +62,7 @@ def test_twin_refuses_power_on_like_esxi(rack_twin, capsys):
 
     from provision.vsphere_ops import ApplyError, power_on_vm, wait_task
 
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
     with lab.connect() as si:
@@ -92,7 +92,7 @@ def test_a_vm_whose_device_another_vm_holds_is_left_off_and_says_why(rack_twin, 
 
     from provision.apply import wait_task
 
-    lab = rack_twin(LAB)
+    lab = rack_twin(LAB, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert code == 0, err
     with lab.connect() as si:

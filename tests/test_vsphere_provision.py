@@ -47,7 +47,7 @@ def test_plan_lists_host_and_vm_actions(rack_twin, capsys):
 
 
 def test_provision_applies_and_second_plan_is_empty(rack_twin, capsys):
-    lab = rack_twin(R750)
+    lab = rack_twin(R750, guests=True)
     before = read_hosts(lab)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err
@@ -127,7 +127,7 @@ def test_powered_on_vm_and_its_host_are_left_alone_without_power_cycle(rack_twin
         "firmware": "efi",
         "disk_gb": 40,
     }
-    lab = rack_twin(R750, vms=[running])
+    lab = rack_twin(R750, vms=[running], guests=True)
     before = read_hosts(lab)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 1
@@ -162,7 +162,7 @@ def test_task_fault_leaves_partial_record_and_rerun_completes(rack_twin, capsys)
             }
         ]
     }
-    lab = rack_twin(R750, faults=faults)
+    lab = rack_twin(R750, faults=faults, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 1
     assert message in error_line(err)
@@ -194,7 +194,7 @@ def test_reconfigure_fault_on_a_named_vm_then_rerun(rack_twin, capsys):
         "disk_gb": 40,
     }
     faults = {"fail": [{"method": "ReconfigVM_Task", "target": "s1-pair", "count": 1}]}
-    lab = rack_twin(R750, vms=[existing], faults=faults)
+    lab = rack_twin(R750, vms=[existing], faults=faults, guests=True)
     plan = plan_json(lab, capsys)["actions"]
     assert ("vm.reconfigure", "s1-pair") in [(a["kind"], a["target"]) for a in plan]
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
@@ -216,7 +216,7 @@ def test_an_existing_bios_vm_is_never_switched_to_efi(rack_twin, capsys):
         "firmware": "bios",
         "disk_gb": 40,
     }
-    lab = rack_twin(R750, vms=[existing])
+    lab = rack_twin(R750, vms=[existing], guests=True)
     plan = {(a["kind"], a["target"]): a for a in plan_json(lab, capsys)["actions"]}
     firmware = plan[("vm.firmware", "s1-pair")]
     assert "never switches an existing VM from BIOS to EFI" in firmware["blocked"]

@@ -11,7 +11,7 @@ def test_provision_waits_for_a_later_boot_time_not_the_first_connected(rack_twin
     # vCenter keeps the host "connected" 0.5 s after accepting the reboot, then 1.5 s
     # notResponding; calls to the host fault in between (old code exited maintenance
     # mode right away and failed on HostCommunication).
-    lab = rack_twin(LAB, desc={"reboot": {"connected_ms": 500, "down_ms": 1500}})
+    lab = rack_twin(LAB, desc={"reboot": {"connected_ms": 500, "down_ms": 1500}}, guests=True)
     before = read_hosts(lab)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 0, err

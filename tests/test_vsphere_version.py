@@ -26,7 +26,7 @@ def test_twin_advertises_703_and_pyvmomi_speaks_it(rack_twin):
 
 def test_passthrough_applies_at_once_where_the_host_can_rebind(rack_twin, capsys):
     # ATS already on and devices rebindable: nothing needs a reboot.
-    lab = rack_twin(LAB, host_desc={"*": {"rebind_without_reboot": True, "ats": True}})
+    lab = rack_twin(LAB, host_desc={"*": {"rebind_without_reboot": True, "ats": True}}, guests=True)
     actions = plan_json(lab, capsys)["actions"]
     kinds = [a["kind"] for a in actions if a["kind"].startswith("host.")]
     assert kinds == ["host.passthrough", "host.passthrough"]

@@ -41,6 +41,7 @@ from rackcert.runs import RunDir, utc_now
 from rackcert.secrets import REDACTOR
 from rackcert.spec_loader import LoadedSpec
 from rackcert.stage_records import ConfigureData, ConfigureRecord
+from rackcert.untrusted import cap_strings
 
 EventHook = Callable[[dict[str, Any], EventCollector], None]
 
@@ -329,6 +330,7 @@ def _write_record(
 ) -> ConfigureRecord:
     """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
+    events = str(artifacts.relative_to(run.path))
     data = {
         "check": check,
         "tags": list(tags),
@@ -337,12 +339,13 @@ def _write_record(
         "playbook": str(playbook),
         "rc": rc,
         "totals": collector.totals(),
-        "hosts": {h.name: h for h in hosts},
+        # A node's long message is cut here; the Ansible events under artifacts keep the whole.
+        "hosts": {h.name: cap_strings(h.model_dump(mode="json"), where=events) for h in hosts},
         "artifacts": str(artifacts.relative_to(run.path)),
         "inventory": str(inventory.relative_to(run.path)),
         "ansible_ident": ident,
         "extra_vars": [_extra_vars_label(v) for v in operator_vars],
-        "warnings": collector.warnings,
+        "warnings": cap_strings(collector.warnings, where=events),
         "host_keys": host_keys,
     }
     status = "failed" if error or rc != 0 else "ok"

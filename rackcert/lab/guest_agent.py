@@ -12,15 +12,22 @@ through the real vSphere API, a PropertyCollector filter over every VM
   (`provision.guestinfo.read_identity`), then starts an SSH test host
   (`rackcert.lab.sshhosts.start_hosts`) with that hostname and address, whose
   authorized keys are exactly the user-data's;
+- once that host's SSH answers, the guest's VMware Tools report it to the twin, as
+  vmtoolsd reports guest information to the VMX: "tools.set.version", then
+  "SetGuestInfo" with the hostname and the address the guest itself has on eth0,
+  over the twin's Tools channel (POST /guestrpc/<BIOS UUID>, loopback only;
+  tests/vcsim/tools.go). Only then does vCenter show guest.ipAddress and
+  toolsRunningStatus guestToolsRunning; the twin resets both at power-off;
 - when a VM powers off or is destroyed, its host goes down;
 - every running guest's /etc/hosts lists all running guests: the lab's stand-in
   for the site's DNS (a real rack resolves its nodes' names through the DNS of
   network.management), which torch.distributed's rendezvous and SSH trust need.
 
 A VM without readable cloud-init metadata, a template, or a VM that never
-powered on has no host. Hosts are namespaces of the `owner` ("lab" for the
-lab; tests use their pid), so `rackcert lab down` (sshhosts.stop_spec_hosts)
-removes them too.
+powered on has no host, and its Tools never report. `hang` names VMs whose guest
+never finishes booting (fault injection for tests: powered on, no SSH, no Tools).
+Hosts are namespaces of the `owner` ("lab" for the lab; tests use their pid), so
+`rackcert lab down` (sshhosts.stop_spec_hosts) removes them too.
 
 Example:
     agent = GuestAgent(spec)                # spec: the lab spec, pointing at the twin
@@ -43,7 +50,9 @@ from typing import Any
 from rackcert.lab import sshhosts
 
 log = logging.getLogger("rackcert.lab.guest_agent")
-WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template"]
+WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template", "config.uuid"]
+TOOLS_VERSION = "12352"  # open-vm-tools 12.3.5's version number, as vmtoolsd announces it
+INFO_DNS_NAME, INFO_IPADDRESS = 1, 2  # open-vm-tools GuestInfoType
 
 
 @dataclass
@@ -66,6 +75,8 @@ class GuestAgent:
     wait_s: int = 1
     guests: dict[str, Guest] = field(default_factory=dict)
     events: list[tuple[str, str]] = field(default_factory=list)  # (vm, "up" | "down" | why)
+    hang: set[str] = field(default_factory=set)  # VMs whose guest never boots (fault injection)
+    _hung: set[str] = field(default_factory=set)  # hung VMs left without a host, for now
     _stop: threading.Event = field(default_factory=threading.Event)
     _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
 
@@ -131,6 +142,8 @@ class GuestAgent:
             while not self._stop.is_set():
                 update = pc.WaitForUpdatesEx(version, options)
                 if update is None:
+                    if self._hung - self.hang:  # a hung guest was let go: it boots now
+                        self._reconcile(si, set())
                     continue
                 version = update.version
                 powered_on = self._apply(update)
@@ -195,6 +208,12 @@ class GuestAgent:
 
         from provision.guestinfo import read_identity
 
+        if name in self.hang:
+            if name not in self._hung:
+                self.events.append((name, "hung: the guest does not boot"))
+            self._hung.add(name)
+            return
+        self._hung.discard(name)
         vm = vim.VirtualMachine(moid, stub=si._stub)
         try:
             extra = {o.key: str(o.value) for o in vm.config.extraConfig or []}
@@ -212,6 +231,27 @@ class GuestAgent:
             return
         self.guests[name] = Guest(name, ident, host)
         self.events.append((name, "up"))
+        self._report_tools(name, self._vms.get(moid, {}).get("config.uuid") or "", host)
+
+    def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
+        """VMware Tools in the guest: report its hostname and address once SSH answers."""
+        from provision.lifecycle import ssh_answers
+
+        if not uuid or not ssh_answers(host.address, host.port):
+            self.events.append((name, "tools: the guest's SSH does not answer: nothing reported"))
+            return
+        seen = guest_view(host)
+        commands = [f"tools.set.version {TOOLS_VERSION}"]
+        if seen.get("hostname"):
+            commands.append(f"SetGuestInfo  {INFO_DNS_NAME} {seen['hostname']}")
+        if seen.get("address"):
+            commands.append(f"SetGuestInfo  {INFO_IPADDRESS} {seen['address']}")
+        for command in commands:
+            reply = tools_rpc(self.spec, uuid, command)
+            if not reply.startswith("1"):
+                self.events.append((name, f"tools: {command.split()[0]} refused: {reply[2:]}"))
+                return
+        self.events.append((name, f"tools: reported {seen.get('address') or 'no address'}"))
 
     def _start_host(self, ident: dict[str, Any]) -> sshhosts.TestHost:
         net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
@@ -249,3 +289,40 @@ class GuestAgent:
                 return True
             time.sleep(0.1)
         return set(self.guests) == names
+
+
+def guest_view(host: sshhosts.TestHost) -> dict[str, str]:
+    """What vmtoolsd reads inside the guest: its hostname and eth0's IPv4 address."""
+    out: dict[str, str] = {}
+    name = host.exec(["hostname"], timeout=10)
+    if name.returncode == 0:
+        out["hostname"] = name.stdout.strip()
+    addr = host.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"], timeout=10)
+    for line in addr.stdout.splitlines():
+        words = line.split()
+        if "inet" in words and words.index("inet") + 1 < len(words):
+            out["address"] = words[words.index("inet") + 1].split("/")[0]
+            break
+    return out
+
+
+def tools_rpc(spec: Any, uuid: str, command: str, *, timeout: float = 10) -> str:
+    """Send one RPCI command over the twin's Tools channel; the VMX's reply ("1 ..." / "0 ...").
+
+    The channel is the twin's own listener (spec.vcenter, with its TLS trust); a failure
+    to reach it reads as "0 <why>", the way the VMX answers a refused command.
+    """
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    from provision.session import ssl_context
+
+    vc = spec.vcenter
+    url = f"{vc.protocol}://{vc.host}:{vc.port}/guestrpc/{quote(uuid, safe='')}"
+    request = urllib.request.Request(url, data=command.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=ssl_context(vc)) as answer:
+            return str(answer.read(4096).decode("utf-8", "replace"))
+    except (OSError, urllib.error.URLError) as exc:
+        return f"0 {exc}"

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from pydantic import BaseModel
 
 from rackcert import pci
 from rackcert.errors import RecordError
-from rackcert.observed import Inventory
+from rackcert.observed import Inventory, ObservedHost
 from rackcert.report import matrix as matrix_mod
 from rackcert.report.record import (
     Bench,
@@ -66,6 +67,7 @@ from rackcert.stage_records import StageRecord as StageRecordModel
 from rackcert.untrusted import cap_strings
 
 M = TypeVar("M", bound=DataModel)
+PciRecord = TypeVar("PciRecord", GpuRecord, NicRecord)
 
 EVIDENCE_STAGES = tuple(s for s in STAGES if s != "report")
 REQUIRED_STAGES = ("validate", "bench")  # a certificate needs both; the rest may be older runs
@@ -208,33 +210,30 @@ def _extra(model: BaseModel, *keys: str) -> Any:
     return next((extra[k] for k in keys if extra.get(k) not in (None, "")), None)
 
 
+def _pci_records(
+    host: ObservedHost, record: type[PciRecord], wanted: Callable[[int, int], bool]
+) -> list[PciRecord]:
+    """One record per passthrough-capable device of a kind: GPUs and NICs read the same fields."""
+    return [
+        record(
+            pci=d.id,
+            model=d.device_name or f"{d.vendor_id:04x}:{d.device_id:04x}",
+            numa_node=d.numa_node,
+            passthru_enabled=d.passthru_enabled,
+            passthru_active=d.passthru_active,
+        )
+        for d in host.pci_devices
+        if wanted(d.vendor_id, d.class_id)
+    ]
+
+
 def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, dict[str, str]]]:
     if inv is None:
         return Hardware(), {}
     hosts, settings = [], {}
     for h in inv.hosts:
-        gpus = [
-            GpuRecord(
-                pci=d.id,
-                model=d.device_name or f"{d.vendor_id:04x}:{d.device_id:04x}",
-                numa_node=d.numa_node,
-                passthru_enabled=d.passthru_enabled,
-                passthru_active=d.passthru_active,
-            )
-            for d in h.pci_devices
-            if pci.is_nvidia_gpu(d.vendor_id, d.class_id)
-        ]
-        nics = [
-            NicRecord(
-                pci=d.id,
-                model=d.device_name or f"{d.vendor_id:04x}:{d.device_id:04x}",
-                numa_node=d.numa_node,
-                passthru_enabled=d.passthru_enabled,
-                passthru_active=d.passthru_active,
-            )
-            for d in h.pci_devices
-            if pci.is_mellanox_nic(d.vendor_id, d.class_id)
-        ]
+        gpus = _pci_records(h, GpuRecord, pci.is_nvidia_gpu)
+        nics = _pci_records(h, NicRecord, pci.is_mellanox_nic)
         bios = _extra(h, "bios_version", "bios")
         hosts.append(
             HostRecord(

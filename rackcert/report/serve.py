@@ -191,16 +191,30 @@ def index_page(root: Path) -> str:
     return _PAGE.format(count=len(items), root=html.escape(str(root)), rows=rows)
 
 
+def _listed_files(run_path: Path) -> tuple[list[str], bool]:
+    """Regular files of a run, sorted, and whether the walk stopped early.
+
+    Every entry seen counts against MAX_LISTED, directories too: a run padded with empty
+    folders costs one bounded walk, not a full one. Links are not followed (RunDir refuses
+    links leaving the run; a listing must not walk them either)."""
+    names: list[str] = []
+    seen = 0
+    for folder, dirs, files in os.walk(run_path, followlinks=False):
+        dirs.sort()
+        seen += len(dirs) + len(files)
+        base = Path(folder).relative_to(run_path)
+        names.extend((base / f).as_posix() for f in files if (Path(folder) / f).is_file())
+        if seen >= MAX_LISTED:
+            return sorted(names)[:MAX_LISTED], True
+    return sorted(names), False
+
+
 def _files_page(run_path: Path, prefix: str) -> str:
     e = html.escape
-    names = []
-    for path in run_path.rglob("*"):
-        if len(names) >= MAX_LISTED:
-            break
-        if path.is_file():
-            names.append(path.relative_to(run_path).as_posix())
-    names.sort()
+    names, cut = _listed_files(run_path)
     items = "".join(f'<li><a href="{e(prefix + quote(n))}">{e(n)}</a></li>' for n in names)
+    if cut:
+        items += f"<li>(listing cut at {MAX_LISTED} entries)</li>"
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(run_path.name)}'
         f"</title></head><body><h1>{e(run_path.parent.name)} / {e(run_path.name)}</h1>"

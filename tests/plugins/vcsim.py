@@ -6,6 +6,7 @@
         lab = rack_twin(desc={"reboot": {"connected_ms": 300, "down_ms": 900}})  # any key
         lab = rack_twin(host_desc={"esx01.example.internal": {"maintenance": True}})  # "*": all
         lab = rack_twin(..., templates=[])                 # the spec's template is missing
+        lab = rack_twin(guests=True)                       # + the lab's guest agent (lab.agent)
         main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
         with lab.connect() as si: ...                      # a separate pyVmomi session
 
@@ -15,12 +16,21 @@ so xdist workers never collide. `tls` picks how the spec trusts it: "ca"
 (tls.ca_file, the default), "thumbprint" (SHA-256 pinning) or "insecure"
 (tls.verify: false). The Go build is cached under ~/.cache/rackcert/vcsim,
 keyed by the sources' hash, and guarded by a file lock.
+
+A VM the twin powers on has no guest: VMware Tools report nothing, SSH never answers, and
+provision's wait for it fails (in seconds: boot_timeout_s is cut to NO_GUEST_BOOT_S). With
+`guests=True` the lab's guest agent (rackcert.lab.guest_agent) plays the guests: the spec's VM
+addresses and gateway move to a /24 claimed for the test, and each powered-on VM becomes an
+SSH test host whose Tools report its address to the twin once SSH answers.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +38,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rackcert.lab import twin
+from rackcert.lab import sshhosts, twin
+from rackcert.lab.guest_agent import GuestAgent
 from rackcert.paths import REPO_ROOT
 from rackcert.spec import Spec
 from rackcert.spec_loader import load_spec
@@ -44,6 +55,8 @@ class TwinLab:
     runs_dir: Path
     # Handler panics a test provokes on purpose (faults={"panic": ...}); any other fails it.
     expected_panics: int = 0
+    agent: GuestAgent | None = None  # guests=True: the lab's guest agent, in a thread
+    subnet: str = ""  # guests=True: the /24 its SSH hosts live on
 
     def connect(self) -> Any:
         from provision.session import connect
@@ -62,11 +75,16 @@ class TwinLab:
         return path
 
 
+# A wait for a guest that cannot boot (no guests=True) fails in seconds, not the spec's minutes.
+NO_GUEST_BOOT_S = 2
+
+
 class TwinFactory:
     def __init__(self, base: Path) -> None:
         self.base = base
         self.running: list[twin.Twin] = []
         self.labs: list[TwinLab] = []
+        self.agents: list[tuple[GuestAgent, threading.Thread, str, str]] = []
 
     def __call__(
         self,
@@ -80,6 +98,8 @@ class TwinFactory:
         host_desc: dict[str, dict[str, Any]] | None = None,
         templates: list[dict[str, Any]] | None = None,
         wait_for: str | None = "tools",
+        guests: bool = False,
+        edit: Callable[[dict[str, Any]], None] | None = None,
     ) -> TwinLab:
         workdir = self.base / f"twin{len(self.running)}"
         files = twin.TwinFiles.in_dir(workdir)
@@ -117,11 +137,24 @@ class TwinFactory:
                     ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
                 )
             ssh["key_file"] = str(key)
-        # The twin's guests answer through VMware Tools (guest.ipAddress); only a test that
-        # runs the lab's guest agent has SSH hosts to wait for (wait_for=None: the spec's).
+        # What provision waits for (wait_for=None: the spec's). Without guests nothing
+        # answers, so a wait ends in NO_GUEST_BOOT_S.
+        net = data.setdefault("network", {}).setdefault("management", {})
         if wait_for is not None:
-            net = data.setdefault("network", {}).setdefault("management", {})
             net["wait_for"] = wait_for
+        subnet = owner = ""
+        if guests:
+            owner = f"{os.getpid()}x{len(self.running)}g"
+            subnet = sshhosts.claim_subnet(owner)
+            block = ipaddress.IPv4Network(subnet)
+            for i, vm in enumerate(data["vms"]):
+                vm["address"] = str(block.network_address + 11 + i)
+            net["gateway"] = str(block.network_address + 1)
+            net["prefix"] = 24
+        else:
+            net["boot_timeout_s"] = NO_GUEST_BOOT_S
+        if edit is not None:
+            edit(data)
         vcenter["tls"] = {
             "ca": {"verify": True, "ca_file": str(files.cert_file)},
             "thumbprint": {"verify": True, "thumbprint": started.thumbprint},
@@ -131,9 +164,18 @@ class TwinFactory:
         spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
         lab = TwinLab(started, spec_path, load_spec(spec_path).spec, workdir / "runs")
         self.labs.append(lab)
+        if guests:
+            lab.agent = GuestAgent(lab.spec, owner=owner, state_dir=workdir / "guests")
+            lab.subnet = subnet
+            self.agents.append((lab.agent, lab.agent.start_thread(), owner, subnet))
         return lab
 
     def stop_all(self) -> None:
+        for agent, thread, owner, subnet in self.agents:
+            agent.stop()
+            thread.join(timeout=30)
+            sshhosts.stop_owner(owner)
+            sshhosts.release_subnet(subnet)
         for running in self.running:
             running.stop()
 

@@ -214,15 +214,8 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 		return &ref
 	case *types.PowerOnVM_Task:
 		vm := obj.(*simulator.VirtualMachine)
-		if ref := maintenancePowerOn(vm, method.Name); ref != nil { // hoststate.go
-			return ref
-		}
-		if f, msg := cpuRefusal(vm); f != nil {
+		if f, msg := powerOnFault(vm); f != nil { // poweron.go
 			ref := failedTask(vm, method.Name, f, msg)
-			return &ref
-		}
-		if msg := powerOnRefusal(vm); msg != "" {
-			ref := failedTask(vm, method.Name, &types.GenericVmConfigFault{Reason: msg}, msg)
 			return &ref
 		}
 	case *types.PowerOffVM_Task:
@@ -232,13 +225,18 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 	case *types.PowerOnMultiVM_Task:
 		ref := powerOnMultiTask(obj, req.Vm) // poweron.go: each VM through ESXi's power-on checks
 		return &ref
+	case *types.CreateVM_Task:
+		if f, msg := placementRefusal(req.Host, "deploying "+req.Config.Name); f != nil { // hoststate.go
+			ref := failedTask(obj, method.Name, f, msg)
+			return &ref
+		}
 	case *types.RelocateVM_Task:
-		if f, msg := migrateRefusal(obj.(*simulator.VirtualMachine), req.Spec.Host); f != nil {
+		if f, msg := moveRefusal(obj.(*simulator.VirtualMachine), req.Spec.Host); f != nil {
 			ref := failedTask(obj, method.Name, f, msg)
 			return &ref
 		}
 	case *types.MigrateVM_Task:
-		if f, msg := migrateRefusal(obj.(*simulator.VirtualMachine), req.Host); f != nil {
+		if f, msg := moveRefusal(obj.(*simulator.VirtualMachine), req.Host); f != nil {
 			ref := failedTask(obj, method.Name, f, msg)
 			return &ref
 		}

@@ -35,32 +35,46 @@ func passthruSystemID(hs *simulator.HostSystem) string {
 	return fmt.Sprintf("%x-%x-%x-%x", sum[0:4], sum[4:8], sum[8:10], sum[10:16])
 }
 
-func fixedBackings(vm *simulator.VirtualMachine) []*types.VirtualPCIPassthroughDeviceBackingInfo {
-	var out []*types.VirtualPCIPassthroughDeviceBackingInfo
+// passthroughDevices are the VM's VirtualPCIPassthrough devices, whatever their backing.
+func passthroughDevices(vm *simulator.VirtualMachine) []*types.VirtualPCIPassthrough {
 	if vm.Config == nil {
 		return nil
 	}
+	var out []*types.VirtualPCIPassthrough
 	for _, dev := range vm.Config.Hardware.Device {
 		if pt, ok := dev.(*types.VirtualPCIPassthrough); ok {
-			if b, ok := pt.Backing.(*types.VirtualPCIPassthroughDeviceBackingInfo); ok {
-				out = append(out, b)
-			}
+			out = append(out, pt)
 		}
 	}
 	return out
 }
 
-func passthroughCount(vm *simulator.VirtualMachine) int {
-	n := 0
-	if vm.Config == nil {
-		return 0
-	}
-	for _, dev := range vm.Config.Hardware.Device {
-		if _, ok := dev.(*types.VirtualPCIPassthrough); ok {
-			n++
+// fixedBackings are the DirectPath I/O (fixed device) backings among them.
+func fixedBackings(vm *simulator.VirtualMachine) []*types.VirtualPCIPassthroughDeviceBackingInfo {
+	var out []*types.VirtualPCIPassthroughDeviceBackingInfo
+	for _, pt := range passthroughDevices(vm) {
+		if b, ok := pt.Backing.(*types.VirtualPCIPassthroughDeviceBackingInfo); ok {
+			out = append(out, b)
 		}
 	}
-	return n
+	return out
+}
+
+// powerOnFault is every check a power-on passes, on every path (PowerOnVM_Task,
+// PowerOnMultiVM_Task, CloneVM_Task with powerOn): the host is not in
+// maintenance mode (hoststate.go), the host has the vCPUs, and the devices are
+// ESXi's to give (GenericVmConfigFault). nil when the VM may start.
+func powerOnFault(vm *simulator.VirtualMachine) (types.BaseMethodFault, string) {
+	if f, msg := maintenanceRefusal(vm); f != nil {
+		return f, msg
+	}
+	if f, msg := cpuRefusal(vm); f != nil {
+		return f, msg
+	}
+	if msg := powerOnRefusal(vm); msg != "" {
+		return &types.GenericVmConfigFault{Reason: msg}, msg
+	}
+	return nil, ""
 }
 
 // powerOnRefusal is ESXi's answer to PowerOnVM_Task, or "" when the VM may start.
@@ -99,7 +113,7 @@ func powerOnRefusal(vm *simulator.VirtualMachine) string {
 	if msg := vgpuRefusal(vm, hs, prefix); msg != "" {
 		return msg
 	}
-	if passthroughCount(vm) > 0 {
+	if len(passthroughDevices(vm)) > 0 {
 		locked := vm.Config.MemoryReservationLockedToMax != nil && *vm.Config.MemoryReservationLockedToMax
 		reserved := int64(0)
 		if vm.Config.MemoryAllocation != nil && vm.Config.MemoryAllocation.Reservation != nil {
@@ -142,16 +156,11 @@ func cpuRefusal(vm *simulator.VirtualMachine) (types.BaseMethodFault, string) {
 
 // firstPassthrough is the label of the VM's first DirectPath I/O device, or "".
 func firstPassthrough(vm *simulator.VirtualMachine) string {
-	if vm.Config == nil {
-		return ""
-	}
-	for _, dev := range vm.Config.Hardware.Device {
-		if pt, ok := dev.(*types.VirtualPCIPassthrough); ok {
-			if pt.DeviceInfo != nil && pt.DeviceInfo.GetDescription().Label != "" {
-				return pt.DeviceInfo.GetDescription().Label
-			}
-			return "PCI device"
+	for _, pt := range passthroughDevices(vm) {
+		if pt.DeviceInfo != nil && pt.DeviceInfo.GetDescription().Label != "" {
+			return pt.DeviceInfo.GetDescription().Label
 		}
+		return "PCI device"
 	}
 	return ""
 }
@@ -171,6 +180,17 @@ func migrateRefusal(vm *simulator.VirtualMachine, target *types.ManagedObjectRef
 		" Device '%s' is a PCI passthrough device, which is not supported with vMotion", vm.Name, device)
 	return &types.DisallowedMigrationDeviceAttached{Fault: types.LocalizedMethodFault{
 		Fault: &types.DeviceNotSupported{Device: device}, LocalizedMessage: msg}}, msg
+}
+
+// moveRefusal: a relocation or migration is refused onto a host in maintenance
+// mode (hoststate.go), and a running passthrough VM is not moved at all.
+func moveRefusal(vm *simulator.VirtualMachine, target *types.ManagedObjectReference) (types.BaseMethodFault, string) {
+	if target != nil && (vm.Runtime.Host == nil || *target != *vm.Runtime.Host) {
+		if f, msg := placementRefusal(target, "moving "+vm.Name); f != nil {
+			return f, msg
+		}
+	}
+	return migrateRefusal(vm, target)
 }
 
 // snapshotRefusal: no snapshot of a VM with a passthrough device (SnapshotIncompatibleDeviceInVm).
@@ -223,13 +243,7 @@ func powerOnMultiTask(dc mo.Reference, vms []types.ManagedObjectReference) types
 			}
 			var fault types.BaseMethodFault
 			msg := ""
-			simulator.Map.WithLock(vm, func() {
-				if fault, msg = cpuRefusal(vm); fault == nil {
-					if msg = powerOnRefusal(vm); msg != "" {
-						fault = &types.GenericVmConfigFault{Reason: msg}
-					}
-				}
-			})
+			simulator.Map.WithLock(vm, func() { fault, msg = powerOnFault(vm) })
 			if fault != nil {
 				result.NotAttempted = append(result.NotAttempted, types.ClusterNotAttemptedVmInfo{
 					Vm: ref, Fault: types.LocalizedMethodFault{Fault: fault, LocalizedMessage: msg}})

@@ -50,6 +50,8 @@ func Serve(rack *Rack, desc *Description, password string) (*Server, error) {
 	// pyVmomi's SmartConnect negotiates the API version from this file.
 	svc.ServeMux.HandleFunc(simulator.Map.Path+"/vimServiceVersions.xml", serviceVersions)
 	svc.ServeMux.HandleFunc("/about", svc.About)
+	// VMware Tools in the lab's guests report through this channel (tools.go).
+	svc.ServeMux.HandleFunc("/guestrpc/", guestRPC)
 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

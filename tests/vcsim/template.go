@@ -29,14 +29,9 @@ package main
 // operation from a template to a virtual machine, this argument is required").
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io/ioutil"
-	"net"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
@@ -67,7 +62,11 @@ var site *vim25.Client
 // addSiteObjects creates the description's datastores and port groups on every host.
 func addSiteObjects(ctx context.Context, c *vim25.Client, rack *Rack, desc *Description) error {
 	site = c
-	simulator.Map.AddHandler(&guestModel{})
+	tools := &toolsModel{} // tools.go
+	simulator.Map.AddHandler(tools)
+	for _, vm := range simulator.Map.All("VirtualMachine") {
+		tools.PutObject(vm) // those made before the handler: nothing reported yet
+	}
 	simulator.Map.AddHandler(&vmShape{}) // vmshape.go
 	for _, name := range desc.Datastores {
 		dir, err := ioutil.TempDir("", "rackcert-vcsim-"+name+"-")
@@ -255,6 +254,13 @@ func diskSpec(datastore string, sizeGB int64) ([]types.BaseVirtualDeviceConfigSp
 
 // cloneTask clones a template the way vCenter does (see the file comment).
 func cloneTask(t *simulator.VirtualMachine, req *types.CloneVM_Task) types.ManagedObjectReference {
+	target := t.Runtime.Host
+	if req.Spec.Location.Host != nil {
+		target = req.Spec.Location.Host
+	}
+	if f, msg := placementRefusal(target, "deploying "+req.Name); f != nil { // hoststate.go
+		return failedTask(t, "CloneVM_Task", f, msg)
+	}
 	task := simulator.CreateTask(t, "cloneVm", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
 		return clone(t, req)
 	})
@@ -319,11 +325,8 @@ func clone(t *simulator.VirtualMachine, req *types.CloneVM_Task) (types.AnyType,
 	if req.Spec.PowerOn {
 		// The clone powers on through ESXi's checks, like PowerOnVM_Task (poweron.go).
 		clone := simulator.Map.Get(ref).(*simulator.VirtualMachine)
-		if f, _ := cpuRefusal(clone); f != nil {
+		if f, _ := powerOnFault(clone); f != nil {
 			return nil, f
-		}
-		if msg := powerOnRefusal(clone); msg != "" {
-			return nil, &types.GenericVmConfigFault{Reason: msg}
 		}
 		if err := waitFault(vm.PowerOn(ctx)); err != nil {
 			return nil, err
@@ -433,7 +436,6 @@ func hostDatastore(hs *simulator.HostSystem, name string) *simulator.Datastore {
 	return nil
 }
 
-
 // parsePath is the datastore name of "[ds] dir/file.vmx".
 func parsePath(path string) (string, error) {
 	var p object.DatastorePath
@@ -441,119 +443,4 @@ func parsePath(path string) (string, error) {
 		return "", fmt.Errorf("not a datastore path: %q", path)
 	}
 	return p.Datastore, nil
-}
-
-// guestModel is the guest of every VM cloned from a template: the template's
-// cloud image, with cloud-init and open-vm-tools. At power-on cloud-init's
-// VMware datasource reads guestinfo.metadata and configures the static
-// address, and VMware Tools then reports it as guest.ipAddress and the
-// hostname as guest.hostName (GuestInfo: "Primary IP address assigned to the
-// guest operating system, if known"); at power-off Tools stops reporting. A VM
-// without cloud-init metadata, or without a NIC, never reports an address. The
-// simulator itself leaves guest.ipAddress empty for every VM. It listens to
-// the registry's updates, as the simulator's PropertyCollector does.
-type guestModel struct{}
-
-func (g *guestModel) Reference() types.ManagedObjectReference {
-	return types.ManagedObjectReference{Type: "RackcertGuestModel", Value: "guest-model"}
-}
-
-func (g *guestModel) PutObject(mo.Reference)                    {}
-func (g *guestModel) RemoveObject(types.ManagedObjectReference) {}
-
-func (g *guestModel) UpdateObject(obj mo.Reference, changes []types.PropertyChange) {
-	ref := obj.Reference()
-	if ref.Type != "VirtualMachine" {
-		return
-	}
-	for _, c := range changes {
-		if c.Name != "runtime.powerState" {
-			continue
-		}
-		vm, ok := simulator.Map.Get(ref).(*simulator.VirtualMachine)
-		if !ok {
-			return
-		}
-		ip, name, running := "", "", types.VirtualMachineToolsRunningStatusGuestToolsNotRunning
-		if c.Val == types.VirtualMachinePowerStatePoweredOn {
-			if ip, name = guestIdentity(vm); ip != "" {
-				running = types.VirtualMachineToolsRunningStatusGuestToolsRunning
-			}
-		}
-		state := "notRunning"
-		if ip != "" {
-			state = "running"
-		}
-		simulator.Map.Update(vm, []types.PropertyChange{
-			{Name: "guest.ipAddress", Val: ip},
-			{Name: "guest.hostName", Val: name},
-			{Name: "guest.guestState", Val: state},
-			{Name: "guest.toolsRunningStatus", Val: string(running)},
-			{Name: "summary.guest.ipAddress", Val: ip},
-		})
-	}
-}
-
-// guestIdentity: the address and hostname in the VM's cloud-init metadata, if it has a NIC.
-func guestIdentity(vm *simulator.VirtualMachine) (string, string) {
-	hasNIC := false
-	for _, d := range vm.Config.Hardware.Device {
-		if _, ok := d.(types.BaseVirtualEthernetCard); ok {
-			hasNIC = true
-		}
-	}
-	if !hasNIC {
-		return "", ""
-	}
-	values := map[string]string{}
-	for _, opt := range vm.Config.ExtraConfig {
-		o := opt.GetOptionValue()
-		if s, ok := o.Value.(string); ok {
-			values[o.Key] = s
-		}
-	}
-	return decodeMetadata(values["guestinfo.metadata"], values["guestinfo.metadata.encoding"])
-}
-
-// decodeMetadata reads local-hostname and the first static address from
-// cloud-init metadata (JSON, which the datasource's load_json_or_yaml reads
-// first), decoded like the datasource's decode(): gzip+base64, base64, plain.
-func decodeMetadata(value, encoding string) (string, string) {
-	raw := []byte(value)
-	switch encoding {
-	case "gzip+base64", "gz+b64", "base64", "b64":
-		b, err := base64.StdEncoding.DecodeString(value)
-		if err != nil {
-			return "", ""
-		}
-		raw = b
-		if encoding == "gzip+base64" || encoding == "gz+b64" {
-			r, err := gzip.NewReader(bytes.NewReader(b))
-			if err != nil {
-				return "", ""
-			}
-			if raw, err = ioutil.ReadAll(r); err != nil {
-				return "", ""
-			}
-		}
-	}
-	var meta struct {
-		Hostname string `json:"local-hostname"`
-		Network  struct {
-			Ethernets map[string]struct {
-				Addresses []string `json:"addresses"`
-			} `json:"ethernets"`
-		} `json:"network"`
-	}
-	if err := json.Unmarshal(raw, &meta); err != nil {
-		return "", ""
-	}
-	for _, nic := range meta.Network.Ethernets {
-		for _, cidr := range nic.Addresses {
-			if ip, _, err := net.ParseCIDR(cidr); err == nil {
-				return ip.String(), meta.Hostname
-			}
-		}
-	}
-	return "", ""
 }

@@ -38,6 +38,16 @@ FORWARD_ENV_PREFIXES = (
     "OMP_",
     "HOROVOD_",
 )
+# This machine's toolchain, as the operator's shell has it, for the engines started here
+# (locally: the ranks themselves): the CUDA toolkit and its host compiler (CUDA_HOME,
+# CUDAHOSTCXX), PyTorch's and Triton's own switches, the loader and compiler paths. Not
+# secrets, and they steer what torch.compile builds and the key it caches it under: on an
+# H200 a rank started without them missed every FX graph and AOTAutograd cache entry the
+# same worker had written from the shell (and the reverse), so the certification run
+# compiled for a minute where a user's run loaded in 13 s, and the two never shared a
+# cache. Not sent to other nodes (their toolchain is theirs, not this machine's).
+TOOLCHAIN_ENV_PREFIXES = ("CUDA", "PYTORCH_", "TRITON_")
+TOOLCHAIN_ENV = ("LD_LIBRARY_PATH", "CC", "CXX", "CPATH", "LIBRARY_PATH")
 # PATH on the nodes for a launcher's children: the node's own tools, nothing of ours.
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -438,11 +448,15 @@ def _failure(launch: Launch, log: Path, texts: list[str], failed: tuple[int, int
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a launcher child gets: rackcert.childenv's named variables (never this
     process's whole environment, which may hold RACKCERT_VCENTER_PASSWORD, a become password
-    or a token), the loader path, the engines' own variables (NCCL_, GLOO_, ...), then what
-    the launch adds."""
+    or a token), this machine's toolchain (TOOLCHAIN_ENV), the engines' own variables
+    (NCCL_, GLOO_, ...), then what the launch adds."""
     from rackcert.childenv import child_env as named
 
-    keep = {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if k in os.environ}
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if k in TOOLCHAIN_ENV or k.startswith(TOOLCHAIN_ENV_PREFIXES)
+    }
     return named({**keep, **_forwarded_env(), **(extra or {})})
 
 

@@ -2,9 +2,11 @@
 
 As tf_cnn_benchmarks and Horovod's pytorch_synthetic_benchmark do: random images and
 labels resident on the device (no input pipeline in the measurement), a fixed batch per
-GPU (weak scaling), warm-up steps excluded (cudnn autotuning, torch.compile), then
-several timed intervals; per interval each rank's images/s, summed over ranks for the
-total. The spread is 1.96 sigma of the total over the intervals, as Horovod prints it.
+GPU (weak scaling), warm-up steps excluded (cudnn autotuning, torch.compile), then a few
+seconds of untimed steps (the board settles at its power limit), then ten timed
+intervals; per interval each rank's images/s, summed over ranks for the total; the figure
+is the median interval. The spread is 1.96 sigma of the total over the intervals, as
+Horovod prints it.
 
 Fast by default on GPUs (what a tuned run does, and what certification should measure):
 bf16 autocast (no gradient scaler: bf16 has fp32's exponent range), channels-last,
@@ -39,15 +41,22 @@ class TrainConfig:
     cudnn_benchmark: bool = True
     compile: bool = True
     warmup_steps: int = 20
-    intervals: int = 5
+    # After the warm-up steps (compilation, cudnn autotuning), steps go on untimed for this
+    # long: the first steps after a compile run on a cool board at its top clock, and a
+    # board at its power limit settles lower within seconds; timing from the first
+    # compiled step measured how long compilation left the GPU idle, not the GPU.
+    settle_s: float = 5.0
+    # Ten windows, the figure their median: one stalled window (a neighbour's CPU burst, a
+    # late autotune) moves a mean of five by a fifth of its loss, a median of ten not.
+    intervals: int = 10
     # 20 steps (about 0.7 s at batch 256 on an H200) per interval: 10 gave a spread of 1-3%
     # between intervals, too coarse to tell two processes 2% apart.
     steps_per_interval: int = 20
     fused_optimizer: bool = True
     momentum: float = 0.9
     # torch.compile mode: "auto" = inductor's default mode at every scale. CUDA graphs
-    # (reduce-overhead) were 4.6% slower than it on an H200 at one rank (6,885 against
-    # 7,219 images/s, docs/bench-h200.md; +1% in an earlier sweep), and across ranks DDP
+    # (reduce-overhead) are within a few percent of it either way on an H200 at one rank
+    # (-4.6%, +0.8% and +1% on three machines, docs/bench-h200.md), and across ranks DDP
     # splits the graph at its buckets: one mode keeps the 1-GPU baseline the same code path
     # as the points it is compared with.
     compile_mode: str | None = "auto"
@@ -58,7 +67,10 @@ class TrainConfig:
         """rackcert's defaults: tuned on GPUs; small and fp32 on CPUs (a path check only)."""
         if device_type == "cuda":
             cfg = cls()
-            return replace(cfg, warmup_steps=5, intervals=3, steps_per_interval=5) if quick else cfg
+            quick_gpu = replace(
+                cfg, warmup_steps=5, settle_s=0.0, intervals=3, steps_per_interval=5
+            )
+            return quick_gpu if quick else cfg
         base = cls(
             batch=8,
             image_size=64,
@@ -67,6 +79,7 @@ class TrainConfig:
             cudnn_benchmark=False,
             compile=False,
             warmup_steps=1,
+            settle_s=0.0,
             intervals=3,
             steps_per_interval=2,
         )
@@ -254,13 +267,19 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
             step()
         comm.synchronize()
     warmup_s = time.perf_counter() - start
+    caches = compile_cache_counters() if cfg.compile else None
+    settle_steps, settle_s = settle(step, comm, cfg.settle_s)
     comm.barrier()
     rates: list[float] = []
+    under_load: list[dict[str, Any]] = []
     loss = None
+    half = cfg.steps_per_interval // 2
     for _ in range(cfg.intervals):
         t0 = time.perf_counter()
-        for _ in range(cfg.steps_per_interval):
+        for i in range(cfg.steps_per_interval):
             loss = step()
+            if i == half:  # the queue is full here: clock and power of the board at work
+                under_load.append(load_sample(comm.device))
         comm.synchronize()
         rates.append(cfg.batch * cfg.steps_per_interval / (time.perf_counter() - t0))
     final_loss = float(loss.detach().float().item()) if loss is not None else float("nan")
@@ -280,17 +299,78 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
         "compile_error": compile_error,
         "world_size": comm.world_size,
         "warmup_s": warmup_s,
+        "compile_cache": caches,
+        "settle_steps": settle_steps,
+        "settle_s": settle_s,
         "interval_totals": totals,
         "per_rank_mean": [statistics.fmean(r) for r in per_rank],
-        "images_per_sec": statistics.fmean(totals),
-        "images_per_sec_per_gpu": statistics.fmean(totals) / comm.world_size,
+        # The median of the windows (one stalled window does not move it); the mean beside.
+        "images_per_sec": statistics.median(totals),
+        "images_per_sec_mean": statistics.fmean(totals),
+        "images_per_sec_per_gpu": statistics.median(totals) / comm.world_size,
         "spread": spread(totals),
+        "under_load": summarize_load(under_load),
         "loss_finite": all(math.isfinite(r[-1]) for r in rows),
         # This rank's device as the loop found it and as the timed steps left it: memory
         # another loop left reserved, clocks, temperature, power (what a sag is made of).
         "device_before": before,
         "device_after": device_state(comm.device),
     }
+
+
+def settle(step: Any, comm: Any, seconds: float) -> tuple[int, float]:
+    """Untimed steps for about `seconds` after the warm-up (TrainConfig.settle_s): every
+    rank runs the same number (rank 0's, agreed through a gather), so none waits in a
+    collective the others never start. Returns (steps, seconds taken)."""
+    if seconds <= 0:
+        return 0, 0.0
+    start = time.perf_counter()
+    steps = 0
+    while True:
+        for _ in range(5):
+            step()
+        steps += 5
+        comm.synchronize()
+        elapsed = time.perf_counter() - start
+        go_on = comm.allgather_floats([1.0 if elapsed < seconds else 0.0])[0][0] > 0
+        if not go_on:
+            return steps, elapsed
+
+
+def compile_cache_counters() -> dict[str, int]:
+    """How inductor's FX graph cache and the AOTAutograd cache answered this process's
+    compilations (hits, misses, bypasses): a warm-up of a minute with a "warm" cache is a
+    cache that missed, and this says which."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # an older torch: the figure is left out
+        return {}
+    keys = {
+        "fxgraph_hit": ("inductor", "fxgraph_cache_hit"),
+        "fxgraph_miss": ("inductor", "fxgraph_cache_miss"),
+        "fxgraph_bypass": ("inductor", "fxgraph_cache_bypass"),
+        "aot_autograd_hit": ("aot_autograd", "autograd_cache_hit"),
+        "aot_autograd_miss": ("aot_autograd", "autograd_cache_miss"),
+        "aot_autograd_bypass": ("aot_autograd", "autograd_cache_bypass"),
+    }
+    return {name: int(counters[group][key]) for name, (group, key) in keys.items()}
+
+
+def load_sample(device: Any) -> dict[str, Any]:
+    """SM clock and board power read while the GPU works (mid-window, the launch queue
+    full): a reading after a synchronize catches an idle board at its boost clock."""
+    state = device_state(device)
+    return {k: state.get(k) for k in ("sm_clock_mhz", "power_w", "temperature_c")}
+
+
+def summarize_load(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Lowest, median and highest of each reading over the timed windows ({} on CPUs)."""
+    out: dict[str, Any] = {}
+    for key in ("sm_clock_mhz", "power_w", "temperature_c"):
+        values = [s[key] for s in samples if s.get(key) is not None]
+        if values:
+            out[key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
+    return out
 
 
 def device_state(device: Any) -> dict[str, Any]:

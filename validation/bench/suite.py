@@ -31,6 +31,7 @@ from rackcert.runs import RunDir, utc_now
 from rackcert.spec import Certification, Spec, Vm
 from rackcert.ssh_target import SshTarget
 from rackcert.stage_records import BenchRecord
+from rackcert.untrusted import cap_strings
 from validation.bench import (
     compilecache,
     k8s,
@@ -796,6 +797,18 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def write_record(
+    run: RunDir, data: dict[str, Any], status: str, error: str | None, started: str
+) -> BenchRecord:
+    """bench.json as it stands. A node's long output (a crashed rank's stderr, a GPU name) is
+    cut in the record; the launch logs under the run's bench artifacts keep the whole."""
+    where = str(run.artifacts("bench").relative_to(run.path))
+    capped = cap_strings(data, where=where)
+    written = run.write_stage("bench", capped, status=status, error=error, started_at=started)
+    assert isinstance(written, BenchRecord)
+    return written
+
+
 def run_bench(
     spec: Spec, run: RunDir, opts: BenchOptions, progress: Progress = lambda _m: None
 ) -> BenchRecord:
@@ -827,9 +840,7 @@ def run_bench(
     }
 
     def record(status: str = "partial", error: str | None = None) -> BenchRecord:
-        written = run.write_stage("bench", data, status=status, error=error, started_at=started)
-        assert isinstance(written, BenchRecord)
-        return written
+        return write_record(run, data, status, error, started)
 
     k8s_counts = sorted({p.nodes for p in points}) if not opts.local else _k8s_counts(spec)
     per_node = points[0].procs_per_node if not opts.local else _k8s_gpus(spec)

@@ -71,6 +71,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cudnn-benchmark", dest="cudnn_benchmark", action="store_true", default=None)
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
     p.add_argument("--warmup-steps", type=int)
+    p.add_argument(
+        "--settle-s", type=float, help="untimed seconds of steps after the warm-up (5 on GPUs)"
+    )
     p.add_argument("--intervals", type=int)
     p.add_argument("--steps-per-interval", type=int)
     p.add_argument(
@@ -99,6 +102,7 @@ def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConf
             "channels_last": args.channels_last,
             "cudnn_benchmark": args.cudnn_benchmark,
             "warmup_steps": args.warmup_steps,
+            "settle_s": args.settle_s,
             "intervals": args.intervals,
             "steps_per_interval": args.steps_per_interval,
         }.items()
