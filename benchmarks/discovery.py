@@ -12,24 +12,30 @@ ConnectX-6 each, one VM per host, or --vms-per-host) and reads the same facts bo
     .venv/bin/python benchmarks/discovery.py            # 4 16 64 256
     .venv/bin/python benchmarks/discovery.py 4 16 --json
     .venv/bin/python benchmarks/discovery.py 2500       # vCenter 7.0's maximum, 4 VMs per host
+    .venv/bin/python benchmarks/discovery.py 2500 --repeat 5   # five discoveries, one twin
 
 At vCenter's configuration maximum (2,500 hosts per vCenter, vSphere 7.0
 configuration maximums) the goal is at most 10 s with round trips of 4 + pages
-(about, view, retrieve + continues, destroy view). The pages are converted to
-rackcert's models as each arrives and then dropped, so the controller holds one page
-of SOAP objects at a time. "RSS+ MB" is how much this process's peak resident memory
-grew during the timed discovery (sizes run in ascending order; run one size alone for
-its own figure), "held MB" what the finished inventory's models take (tracemalloc):
-the difference is the pages' parse, not the whole rack twice. `--trace-memory` also
-traces a second discovery's Python peak (tracemalloc slows it down). The
-naive walk is skipped above 256 hosts (--naive-max).
+(about, view, retrieve + continues, destroy view). Each page's XML is parsed as it
+streams in and each object converted to rackcert's models as it closes, then dropped
+(provision.soapstream): the controller holds the models and one object's XML.
+
+Per size: wall seconds, the controller's CPU (this process, during discovery) and the
+twin's (its /proc stat, same interval), "RSS MB" this process's peak resident memory
+during the discovery (VmHWM, reset just before it), "RSS+ MB" that peak above the
+resident memory before it, "held MB" what the finished inventory's models take
+(tracemalloc): RSS+ close to held MB is the pages streamed, not held. `--trace-memory`
+also traces a second discovery's Python peak (tracemalloc slows it down). The naive
+walk is skipped above 256 hosts (--naive-max).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -86,8 +92,51 @@ def _traced_peak_mb(si: Any) -> float:
     return peak / 1024 / 1024
 
 
-def _maxrss_mb() -> float:
+def _status_mb(field: str) -> float:
+    """VmRSS (resident now) or VmHWM (peak resident) of this process, from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _reset_peak_rss() -> None:
+    """Start VmHWM again from the current RSS (Linux 4.0+: "5" to /proc/self/clear_refs), so
+    the peak is discovery's own, not the twin description's built before it."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _twin_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the twin process (fields 14 and 15 of /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _timed(si: Any, twin_pid: int) -> tuple[Any, dict[str, float]]:
+    """One discovery: its inventory, wall and CPU seconds (ours, the twin's), peak RSS."""
+    load = os.getloadavg()[0]
+    gc.collect()
+    _reset_peak_rss()
+    before, cpu, twin_cpu = _status_mb("VmRSS"), _cpu_s(), _twin_cpu_s(twin_pid)
+    t0 = time.perf_counter()
+    inventory = discover(si)
+    wall = time.perf_counter() - t0
+    cpu, twin_cpu = _cpu_s() - cpu, _twin_cpu_s(twin_pid) - twin_cpu
+    rss_peak = _status_mb("VmHWM")
+    return inventory, {
+        "load": round(load, 2),
+        "wall_seconds": round(wall, 3),
+        "controller_cpu_seconds": round(cpu, 2),
+        "twin_cpu_seconds": round(twin_cpu, 2),
+        "peak_rss_mb": round(rss_peak, 1),
+        "peak_rss_growth_mb": round(rss_peak - before, 1),
+    }
 
 
 def measure(
@@ -96,6 +145,7 @@ def measure(
     vms_per_host: int = 1,
     naive_max: int = 256,
     trace: bool = False,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     loaded = load_spec(REPO_ROOT / "inventories" / "r750xa-4node.yaml").spec
     files = twin.TwinFiles.in_dir(workdir / f"n{count}")
@@ -111,10 +161,8 @@ def measure(
         vc.password_env, vc.password_file = None, str(files.password_file)
         vc.tls.ca_file, vc.tls.thumbprint = str(files.cert_file), None
         with connect(spec) as si:
-            gc.collect()
-            before = _maxrss_mb()
-            inventory = discover(si)
-            rss_growth = _maxrss_mb() - before
+            inventory, timed = _timed(si, started.pid)
+            again = [_timed(si, started.pid)[1] for _ in range(repeat - 1)]
             peak = _traced_peak_mb(si) if trace else None
             assert len(inventory.hosts) == count, (len(inventory.hosts), count)
             ours = sum(v.name.startswith("vm") for v in inventory.vms)
@@ -130,11 +178,12 @@ def measure(
             "hosts": count,
             "vms": len(inventory.vms),
             "twin_start_seconds": round(twin_start_s, 1),
+            **timed,
+            "again": again,
             "rackcert_round_trips": inventory.round_trips,
             "rackcert_pages": inventory.pages,
             "objects": len(inventory.hosts) + len(inventory.vms),
             "rackcert_seconds": inventory.seconds,
-            "peak_rss_growth_mb": round(rss_growth, 1),
             "traced_peak_mb": round(peak, 1) if peak is not None else None,
             "held_mb": round(_held_mb(inventory), 1),
             "naive_round_trips": naive_trips,
@@ -167,31 +216,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trace-memory", action="store_true", help="also trace a second discovery's peak"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="discoveries per twin (one row each; load varies)"
+    )
     args = parser.parse_args(argv)
     twin.build()
     rows = []
     with tempfile.TemporaryDirectory(prefix="rackcert-bench-") as tmp:
         for count in args.counts:
             per = args.vms_per_host or (4 if count > 256 else 1)
-            rows.append(measure(count, Path(tmp), per, args.naive_max, args.trace_memory))
+            rows.append(
+                measure(count, Path(tmp), per, args.naive_max, args.trace_memory, args.repeat)
+            )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    print(f"{os.cpu_count()} CPUs; load: the 1-minute load average when each size started")
     print(
-        f"{'hosts':>6} {'vms':>6} {'objects':>7} | {'pages':>5} {'rackcert trips':>14}"
-        f" {'seconds':>8} {'RSS+ MB':>8} {'held MB':>8} | {'naive trips':>11} {'seconds':>8}"
-        f" | {'twin start s':>12}"
+        f"{'hosts':>6} {'vms':>6} {'objects':>7} | {'pages':>5} {'trips':>5} {'wall s':>7}"
+        f" {'ctl CPU s':>9} {'twin CPU s':>10} {'RSS MB':>7} {'RSS+ MB':>7} {'held MB':>7} |"
+        f" {'naive trips':>11} {'seconds':>8} | {'twin start s':>12} {'load':>5}"
     )
     for r in rows:
         naive = r["naive_round_trips"]
         print(
             f"{r['hosts']:>6} {r['vms']:>6} {r['objects']:>7} | {r['rackcert_pages']:>5}"
-            f" {r['rackcert_round_trips']:>14} {r['rackcert_seconds']:>8.3f}"
-            f" {r['peak_rss_growth_mb']:>8.1f} {r['held_mb']:>8.1f} |"
+            f" {r['rackcert_round_trips']:>5} {r['wall_seconds']:>7.2f}"
+            f" {r['controller_cpu_seconds']:>9.2f} {r['twin_cpu_seconds']:>10.2f}"
+            f" {r['peak_rss_mb']:>7.1f} {r['peak_rss_growth_mb']:>7.1f} {r['held_mb']:>7.1f} |"
             f" {naive if naive is not None else '-':>11}"
             f" {r['naive_seconds'] if naive is not None else '-':>8}"
-            f" | {r['twin_start_seconds']:>12}"
+            f" | {r['twin_start_seconds']:>12} {r['load']:>5.1f}"
         )
+        for a in r["again"]:
+            print(
+                f"{'':>6} {'':>6} {'':>7} | {'':>5} {'':>5} {a['wall_seconds']:>7.2f}"
+                f" {a['controller_cpu_seconds']:>9.2f} {a['twin_cpu_seconds']:>10.2f}"
+                f" {a['peak_rss_mb']:>7.1f} {a['peak_rss_growth_mb']:>7.1f} {'':>7} |"
+                f" {'':>11} {'':>8} | {'(again)':>12} {a['load']:>5.1f}"
+            )
     return 0
 
 

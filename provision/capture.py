@@ -54,7 +54,16 @@ from rackcert.observed import Inventory
 from rackcert.runs import utc_now
 from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
-HOST_MORE = ["hardware.cpuInfo", "hardware.memorySize", "parent"]
+# Discovery asks for single fields of these; the capture records the whole objects.
+HOST_MORE = [
+    "hardware.cpuInfo",
+    "hardware.memorySize",
+    "parent",
+    "summary.hardware",
+    "hardware.systemInfo",
+    "config.graphicsConfig",
+]
+VM_MORE = ["config.memoryAllocation"]
 CLUSTER = ["name", "host", "configurationEx", "environmentBrowser"]
 DATASTORE = ["summary.type"]
 
@@ -62,6 +71,7 @@ DATASTORE = ["summary.type"]
 def _extra(vim: Any) -> dict[Any, list[str]]:
     return {
         vim.HostSystem: HOST_MORE,
+        vim.VirtualMachine: VM_MORE,
         vim.ClusterComputeResource: CLUSTER,
         vim.Datacenter: ["name"],
         vim.Datastore: DATASTORE,
@@ -78,8 +88,8 @@ def capture(si: Any) -> tuple[Capture, Inventory]:
     with count_round_trips(si) as counter:
         try:
             about = si.content.about
-            objects = retrieve_all(si, {}, _extra(vim))
-            inventory = inventory_from(objects, about)
+            objects, collected = retrieve_all(si, {}, _extra(vim))
+            inventory = inventory_from(collected, about)
             out = _assemble(si, objects, about, vim)
         except vmodl.MethodFault as exc:
             raise DiscoveryError(

@@ -2,7 +2,9 @@
 
 Every call a pyVmomi object makes (methods and lazy property reads alike) goes
 through its stub's InvokeMethod; wrapping that one function on the session's
-stub counts them without touching the wire.
+stub counts them without touching the wire. Calls that bypass InvokeMethod on
+the same connection (provision.soapstream's streamed pages) report themselves
+through `note_call`, so the count stays the number of requests sent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,16 @@ class Counter:
         self.calls = 0
 
 
+# Counters open on a stub, by id(stub): note_call adds to each of them.
+_OPEN: dict[int, list[Counter]] = {}
+
+
+def note_call(stub: Any) -> None:
+    """One request sent on `stub` outside InvokeMethod: counted by every open counter."""
+    for counter in _OPEN.get(id(stub), []):
+        counter.calls += 1
+
+
 @contextlib.contextmanager
 def count_round_trips(si: Any) -> Iterator[Counter]:
     """`with count_round_trips(si) as c: ...; c.calls` is the number of SOAP calls made."""
@@ -29,7 +41,11 @@ def count_round_trips(si: Any) -> Iterator[Counter]:
         return original(*args, **kwargs)
 
     stub.InvokeMethod = counting
+    _OPEN.setdefault(id(stub), []).append(counter)
     try:
         yield counter
     finally:
         stub.InvokeMethod = original
+        _OPEN[id(stub)].remove(counter)
+        if not _OPEN[id(stub)]:
+            del _OPEN[id(stub)]
