@@ -381,19 +381,30 @@ def summarize(run_path: Path) -> RunSummary:
     )
 
 
+def run_paths(root: Path = DEFAULT_ROOT, rack: str | None = None) -> list[Path]:
+    """The run directories under `root` (of `rack` if given), oldest first, as `list_runs`
+    lists them, without reading a record: for a caller that wants one kind of run (the
+    newest certified one, the newest discovery) and must not parse the whole history each
+    time (a rack's validate.json grows with its nodes, and validate runs after every
+    upgrade)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return [
+        run_path
+        for rack_dir in sorted(p for p in root.iterdir() if p.is_dir())
+        if not rack or rack_dir.name == rack
+        for run_path in sorted(p for p in rack_dir.iterdir() if (p / "meta.json").is_file())
+    ]
+
+
 def list_runs(
     root: Path = DEFAULT_ROOT, rack: str | None = None, *, include_unreadable: bool = False
 ) -> list[RunSummary]:
     """Runs under `root`, oldest first; unreadable runs only when `include_unreadable`."""
-    root = Path(root)
     out: list[RunSummary] = []
-    if not root.is_dir():
-        return out
-    for rack_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        if rack and rack_dir.name != rack:
-            continue
-        for run_path in sorted(p for p in rack_dir.iterdir() if (p / "meta.json").is_file()):
-            summary = summarize(run_path)
-            if summary.problem is None or include_unreadable:
-                out.append(summary)
+    for run_path in run_paths(root, rack):
+        summary = summarize(run_path)
+        if summary.problem is None or include_unreadable:
+            out.append(summary)
     return out

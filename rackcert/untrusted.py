@@ -53,9 +53,23 @@ _SEQUENCES = re.compile(
 )
 
 
+# The ASCII controls `_CONTROLS` removes, for bytes.translate.
+_ASCII_CONTROLS = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
+
+
 def strip_controls(text: str) -> str:
     """`text` without escape sequences, C0/C1 control characters and DEL; tab and newline
-    are kept."""
+    are kept.
+
+    Every probe's output passes here (about 150 KB per node, mostly `dpkg -l`), so the
+    common case is cheap: ASCII text without ESC cannot hold a sequence (they start with
+    ESC, or with C1 0x9b/0x9d, which are not ASCII) and loses its controls through
+    bytes.translate, ten times faster than the two regular expressions (7 ms a node).
+    """
+    if text.isascii() and "\x1b" not in text:
+        raw = text.encode("ascii")
+        kept = raw.translate(None, _ASCII_CONTROLS)
+        return text if len(kept) == len(raw) else kept.decode("ascii")
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
 
 

@@ -116,3 +116,25 @@ def test_diff_against_a_partial_run_does_not_crash(report_runs):
     assert d.verdict == ("PASS", "INCOMPLETE") and "verdict PASS -> INCOMPLETE" in d.regressions
     gone = {f.kind for f in d.checks}
     assert gone == {"gone"} and d.figures == []
+
+
+def test_last_certified_reads_no_record_of_runs_without_a_verdict(report_runs, monkeypatch):
+    # validate runs after every upgrade and looks for the last certified run: the history's
+    # validate-only runs (their validate.json grows with the nodes) must not be parsed, and a
+    # newer certified run with an unreadable record is passed over as before.
+    import rackcert.runs
+    from rackcert.report.build import build_report
+    from rackcert.report.diff import last_certified
+
+    certified = report_runs()
+    build_report(certified, formats=("json",))
+    broken = report_runs()
+    build_report(broken, formats=("json",))
+    (broken.path / "bench.json").write_text("{not json")
+    later = [report_runs(stages=("validate",)) for _ in range(3)]
+    read: list[str] = []
+    real = rackcert.runs.read_json
+    monkeypatch.setattr(rackcert.runs, "read_json", lambda p: read.append(str(p)) or real(p))
+
+    assert last_certified(report_runs.root, "r750xa-4node").path == certified.path
+    assert not any(str(run.path) in path for run in later for path in read), read

@@ -17,8 +17,11 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from rackcert.results import CheckResult, Severity, Status
-from rackcert.untrusted import cap, strip_controls, visible, xml_text
+from rackcert.untrusted import _CONTROLS, _SEQUENCES, cap, strip_controls, visible, xml_text
 from tests.plugins.report import write_run
 from validation.junit import junit_xml
 from validation.probes import BEGIN, END, split_output
@@ -46,6 +49,17 @@ def test_helpers_strip_show_and_cap():
     assert xml_text("ok\x1b\x00") == "ok\\x1b\\x00"
     assert cap("a" * 600, 512, "facts.json") == "a" * 512 + "... [88 more characters in facts.json]"
     assert cap("short") == "short"
+
+
+_TRICKY = "ab\t\n\r\x00\x07\x0b\x1b[]0;4m\\\x7f\x80\x9b\x9c\x9d\x9f\xa0\u00e9\x1f "
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=_TRICKY, max_size=30) | st.text(st.characters(max_codepoint=127)))
+def test_strip_controls_fast_path_removes_what_the_expressions_remove(text: str):
+    # ASCII text without ESC takes bytes.translate (the probe output's usual case); the
+    # answer must be the one the two regular expressions give, whatever the text.
+    assert strip_controls(text) == _CONTROLS.sub("", _SEQUENCES.sub("", text))
 
 
 def test_probe_output_loses_its_control_characters_where_it_is_parsed():

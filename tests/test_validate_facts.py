@@ -7,19 +7,32 @@ capture kept with the project's shared H200 evidence.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyinfra.facts import server
 
 from validation.checks import load_all
 from validation.expect import NodeExpect, Peer
 from validation.facts import command_of, key_of, registry, snapshot
 from validation.facts.container import CdiGpus, CtkVersion
 from validation.facts.gpu import CudaToolkit, GpuQuery, GpuTopology, NvlinkStatus, SmiHeader
-from validation.facts.net import IbRates, MlxconfigAts, RdmaPorts
+from validation.facts.net import IbRates, MlxconfigAts, NetInterfaces, RdmaPorts
 from validation.facts.peers import SshPeers
-from validation.facts.system import Clock, KernelLog, LinuxDistribution, LoadedModules, Mounts
+from validation.facts.system import (
+    Clock,
+    KernelLog,
+    LinuxDistribution,
+    LoadedModules,
+    Mounts,
+    Sysctl,
+)
 from validation.parsers import ParseError
+from validation.probes import build_script, split_output
 from validation.snapshot import jsonable
 
 H200 = Path(__file__).parent / "fixtures" / "h200"
@@ -81,3 +94,73 @@ def test_peer_fact_command_is_shaped_by_the_node_and_values_are_json() -> None:
     got = SshPeers().process(["peer n2 rc=255 Permission denied (publickey)."])
     assert jsonable(got) == {"n2": {"name": "n2", "rc": 255, "message": got["n2"].message}}
     assert command_of(SshPeers, NodeExpect(node="n1", address="x")) == "true"
+
+
+_SYSCTL_LINES = st.lists(
+    st.text(alphabet="ab.-_ \t=:0123456789x/\u00e9", max_size=24)
+    | st.sampled_from(["a = 1", "b=  ", "c: 4 5", " = 3", "d = 1_0", "e = +7", "f=\t2 x"]),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SYSCTL_LINES)
+def test_sysctl_parse_is_pyinfras_for_any_lines(output: list[str]) -> None:
+    # rackcert's Sysctl.process is pyinfra's made cheaper; the record must not change.
+    assert Sysctl().process(output) == server.Sysctl().process(output)
+
+
+def test_sysctl_parse_is_pyinfras_on_this_machines_kernel() -> None:
+    done = subprocess.run(["sysctl", "-a"], capture_output=True, text=True, check=False)
+    output = done.stdout.splitlines()
+    assert len(output) > 500, done.stderr
+    ours, theirs = Sysctl().process(output), server.Sysctl().process(output)
+    assert ours == theirs
+    assert [type(v) for v in ours.values()] == [type(v) for v in theirs.values()]
+
+
+def test_quick_facts_run_without_the_time_limit_and_read_no_driver() -> None:
+    # Fact.quick spares the node `timeout` and a second shell; only for what nothing can
+    # hold up: uname, /proc and /etc. A /sys file is a driver's answer and keeps the limit.
+    expect = NodeExpect(node="n1", address="127.0.0.1")
+    quick = [c for c in registry().values() if getattr(c, "quick", False)]
+    assert {key_of(c) for c in quick} == {
+        "hostname", "kernel", "arch", "os", "kernel_modules", "mounts"
+    }  # fmt: skip
+    for cls in quick:
+        assert "/sys" not in command_of(cls, expect) and cls().requires_command() is None, cls
+    script = build_script([*quick, Sysctl], expect)
+    assert script.count("$T sh -c") == 1 and "$T sh -c 'sysctl -a" in script
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+    outputs = split_output(done.stdout)
+    expected = {key_of(c): 0 for c in [*quick, Sysctl]}
+    if not Path("/proc/modules").exists():  # a kernel without loadable modules: cat's exit 1
+        expected["kernel_modules"] = 1
+    assert {k: o.rc for k, o in outputs.items()} == expected
+    assert outputs["hostname"].text == os.uname().nodename
+    assert Mounts().process(outputs["mounts"].text.splitlines())  # this machine's mounts
+
+
+# The NetInterfaces command before it used shell built-ins (cat, readlink, basename, sed).
+_NICS_WITH_PROCESSES = (
+    'for d in /sys/class/net/*; do n=${d##*/}; printf "if %s|%s|%s|%s|%s|%s\\n" "$n"'
+    ' "$(cat $d/mtu 2>/dev/null)" "$(cat $d/address 2>/dev/null)"'
+    ' "$(cat $d/operstate 2>/dev/null)" "$(cat $d/speed 2>/dev/null)"'
+    ' "$(basename "$(readlink $d/device/driver 2>/dev/null)" 2>/dev/null)'
+    ' $(basename "$(readlink $d/device 2>/dev/null)" 2>/dev/null)"; done;'
+    " ip -o -4 addr show 2>/dev/null | sed 's/^/addr /';"
+    " ip route show default 2>/dev/null | sed 's/^/route /';"
+    ' while read -r dev dst rest; do [ "$dst" = 00000000 ] &&'
+    ' echo "route default dev $dev"; done < /proc/net/route 2>/dev/null; true'
+)
+
+
+def test_nic_fact_built_ins_print_what_the_processes_printed() -> None:
+    # This machine has interfaces of every kind a node has: virtio, bridge, veth, lo, down
+    # ones whose speed cannot be read, some without a device link.
+    new = subprocess.run(["sh", "-c", NetInterfaces().command()], capture_output=True, text=True)
+    old = subprocess.run(["sh", "-c", _NICS_WITH_PROCESSES], capture_output=True, text=True)
+    assert new.stdout == old.stdout and new.stdout.count("if lo|") == 1, new.stdout
+    assert new.stderr == old.stderr == ""
+    state = NetInterfaces().process(new.stdout.splitlines())
+    assert state.mtu["lo"] == 65536 and state.addrs.get("lo") == ["127.0.0.1"]

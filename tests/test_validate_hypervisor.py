@@ -133,3 +133,26 @@ def test_discovery_read_from_provision_record_else_plan(tmp_path):
     later.write_stage("provision", {"observed_after": inv.model_dump(mode="json")})
     got, source = discovery_record(spec.metadata.name, None, tmp_path)
     assert source.endswith("provision.json") and got.host("esx01").ats_enabled is False
+
+
+def test_discovery_lookup_reads_no_record_of_validate_only_runs(tmp_path, monkeypatch):
+    # Every validate looks for the newest discovery; the validate-only runs after it (each
+    # validate.json grows with the nodes) are not parsed, and an unreadable run is passed over.
+    import rackcert.runs
+
+    loaded = load_spec(SPEC)
+    rack = loaded.spec.metadata.name
+    old = RunDir.create(tmp_path, rack, loaded.sha256, loaded.text)
+    old.write_stage("plan", {"observed": good_inventory(loaded.spec).model_dump(mode="json")})
+    broken = RunDir.create(tmp_path, rack, loaded.sha256, loaded.text)
+    (broken.path / "provision.json").write_text("{not json")
+    later = [RunDir.create(tmp_path, rack, loaded.sha256, loaded.text) for _ in range(3)]
+    for run in later:
+        (run.path / "validate.json").write_text('{"stage": "validate", "data": {}}')
+    read: list[str] = []
+    real = rackcert.runs.read_json
+    monkeypatch.setattr(rackcert.runs, "read_json", lambda p: read.append(str(p)) or real(p))
+
+    got, source = discovery_record(rack, later[-1], tmp_path)
+    assert source == str(old.path / "plan.json") and got.vm("mn-node1") is not None
+    assert not any(str(run.path) in path for run in later for path in read), read

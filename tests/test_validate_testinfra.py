@@ -56,10 +56,14 @@ def test_pytest_with_hosts_and_spec_agrees_with_rackcert_validate(
          "--rackcert-tool-path", tools, "--rackcert-junit", str(ours), "--junitxml", str(xml),
          "--rackcert-results", str(tmp_path / "results.json"), "-q", "-p", "no:cacheprovider"],
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-        env={k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"},
+        env={**{k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"},
+             "COLUMNS": "300"},
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]  # node1's driver
-    assert "node1::gpu.driver FAILED" in done.stdout or "FAILED" in done.stdout
+    failed_lines = [ln for ln in done.stdout.splitlines() if ln.startswith("FAILED")]
+    driver = [ln for ln in failed_lines if "node1::gpu.driver" in ln]
+    assert driver and "gpu.driver on node1: " in driver[0] and "(fix: " in driver[0], failed_lines
+    assert "raise CheckFailed" not in done.stdout  # the check's line, not test_check's traceback
 
     runs, junit = tmp_path / "runs", tmp_path / "validate.xml"
     picks = [a for c in CHECKS for a in ("--check", c)]

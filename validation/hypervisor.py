@@ -21,7 +21,7 @@ from typing import Any
 from rackcert.observed import Inventory
 from rackcert.placement import place
 from rackcert.results import CheckResult
-from rackcert.runs import RunDir, list_runs
+from rackcert.runs import RunDir, run_paths, summarize
 from rackcert.spec import NicMode, Spec
 from validation.checks import HYPERVISOR, REGISTRY, CheckDef, ids, load_all, run_on
 from validation.checks.hypervisor import HostCtx, VmCtx
@@ -94,10 +94,15 @@ def discovery_record(
 ) -> tuple[Inventory, str] | None:
     """The newest recorded discovery: provision.json observed_after, else plan.json observed.
 
-    Looks in `run` first, then in earlier runs of the rack, newest first.
+    Looks in `run` first, then in earlier runs of the rack, newest first (only runs that
+    hold a provision or plan record are read, and a run with an unreadable record is
+    passed over, as `list_runs` leaves it out).
     """
     candidates: list[RunDir] = [run] if run else []
-    candidates += [RunDir(r.path) for r in reversed(list_runs(runs_root, rack))]
+    for path in reversed(run_paths(runs_root, rack)):
+        recorded = any((path / f"{s}.json").is_file() for s in ("provision", "plan"))
+        if recorded and summarize(path).problem is None:
+            candidates.append(RunDir(path))
     for cand in candidates:
         for stage, key in (("provision", "observed_after"), ("plan", "observed")):
             record = cand.read_stage(stage)

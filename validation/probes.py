@@ -85,6 +85,9 @@ def build_script(
                 f" missing={tool}@@'; else $T sh -c {body} </dev/null {err};"
                 f" printf '\\n{END} {key} %s@@\\n' $?; fi"
             )
+        elif getattr(cls, "quick", False):  # no limit, no second shell (Fact.quick)
+            out.append(f"( {command_of(cls, expect)}\n) </dev/null {err}")
+            out.append(f"printf '\\n{END} {key} %s@@\\n' $?")
         else:
             out.append(f"$T sh -c {body} </dev/null {err}; printf '\\n{END} {key} %s@@\\n' $?")
         if limit is not None:  # back to the common limit

@@ -106,6 +106,12 @@ def _suite_cmd(job_path: Path, art: Path) -> list[str]:
         "validation.suite.plugin",
         "-p",
         "no:cacheprovider",
+        # Per case, these wrap every phase in log capture, a warnings filter, fd capture,
+        # unraisable/thread exception hooks and tmp_path bookkeeping: about a third of
+        # pytest's cost a case, for a check that prints, logs, warns and writes nothing
+        # (pytest.log keeps stderr; a gather thread's exception reaches its fixture).
+        *("-p", "no:logging", "-p", "no:warnings", "--capture=no"),
+        *("-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "no:tmpdir"),
         "--rackcert-job",
         str(job_path),
         "-q",

@@ -20,7 +20,7 @@ from typing import Any
 
 from rackcert.report.record import RunRecord
 from rackcert.results import Severity, Status
-from rackcert.runs import RunDir, list_runs
+from rackcert.runs import RunDir, run_paths, summarize
 from rackcert.untrusted import markup
 
 _BAD = {Status.failed, Status.error}
@@ -292,7 +292,12 @@ def format_diff(d: Diff) -> list[str]:
 def last_certified(root: Path, rack: str, *, before: Path | None = None) -> RunDir | None:
     """The newest run of `rack` whose report verdict is PASS (older than `before` if given):
     what `rackcert validate` compares an after-upgrade run with."""
-    runs = [r for r in list_runs(root, rack) if r.verdict == "PASS"]
-    if before is not None:
-        runs = [r for r in runs if r.path.name < Path(before).name]
-    return RunDir.open(runs[-1].path) if runs else None
+    for path in reversed(run_paths(root, rack)):
+        if before is not None and path.name >= Path(before).name:
+            continue
+        if not (path / "report.json").is_file():  # no verdict: read nothing of it
+            continue
+        summary = summarize(path)
+        if summary.problem is None and summary.verdict == "PASS":
+            return RunDir.open(path)
+    return None

@@ -18,6 +18,11 @@ class Fact(FactBase):
     # stderr joins the output (a check shows the tool's own error); pyinfra's classes
     # process stdout only, as pyinfra runs them.
     stderr: ClassVar[bool] = True
+    # True: the command only runs `uname`, `cat`, `ls` or `grep` on /proc and /etc, which no
+    # driver, lock or daemon can hold up, so the probe script runs it in a subshell without
+    # the time limit (`timeout` plus a second shell: two execs, about 4 ms of the node's CPU
+    # a fact). Anything that reads /sys (a driver answers those) or runs a tool keeps it.
+    quick: ClassVar[bool] = False
 
     def requires_command(self, *args: Any, **kwargs: Any) -> str | None:
         return self.tool

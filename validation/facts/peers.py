@@ -56,12 +56,15 @@ class SshPeers(Fact):
             ]
         )
         lines = [f"{setup} || exit 1"] if setup else []
+        # The last line of what ssh said, cut at 200 bytes, by the shell itself: `tail` and
+        # `cut` cost the node two more processes a peer (the mesh makes many).
+        lines.append("nl='\n'")
         for peer in peers:
             target = shlex.quote(f"{login}@{peer.address}")
             label = shlex.quote(peer.name)
             lines.append(
-                f"( out=$(ssh -n -T {opts} -p {peer.port} -- {target} true 2>&1); "
-                f'echo "peer {label} rc=$? $(printf %s "$out" | tail -n 1 | cut -c1-200)" ) &'
+                f"( out=$(ssh -n -T {opts} -p {peer.port} -- {target} true 2>&1); rc=$?; "
+                f'printf \'peer %s rc=%s %.200s\\n\' {label} "$rc" "${{out##*"$nl"}}" ) &'
             )
         lines.append("wait")
         if cleanup:

@@ -9,9 +9,13 @@ is what keeps the controller's cost per node small (benchmarks/validate_fanout.p
 
 from __future__ import annotations
 
+import copy
+import gc
 import json
+import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +44,38 @@ class Judged:
     gathered: Gathered
     view: NodeView
     results: dict[str, CheckResult] = field(default_factory=dict)
+
+
+class CheckFailed(AssertionError):
+    """A check judged its node failed; the message is the whole story (its reason and fix)."""
+
+
+class CheckSkipped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """A check did not apply to its node (or the node was not reached); the reason says why."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """A failed or skipped check's report is its one line, without pytest's traceback.
+
+    test_check's frame says nothing the line does not, and formatting it (pytest walks and
+    filters the whole traceback, hook frames included) cost about 0.6 ms a failed case and
+    0.1 ms a skipped one (benchmarks/validate_fanout.py): more than the rest of the case.
+    A skip is placed at test_check, as pytest places a skip mark.
+    """
+    exc = call.excinfo
+    if call.when != "call" or exc is None or type(exc.value) not in (CheckFailed, CheckSkipped):
+        return None
+    quiet = copy.copy(call)
+    quiet.excinfo = None
+    report = pytest.TestReport.from_item_and_call(item, quiet)
+    if type(exc.value) is CheckFailed:  # pytest's summary line and JUnit show this text
+        report.outcome, report.longrepr = "failed", str(exc.value)
+    else:
+        path, line = item.reportinfo()[:2]
+        report.outcome = "skipped"
+        report.longrepr = (os.fspath(path), (line or 0) + 1, f"Skipped: {exc.value}")
+    return report
 
 
 class Events:
@@ -109,6 +145,7 @@ def _job(config: pytest.Config) -> Job:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Read the job before collection: bad --hosts or --rackcert-spec is one usage line."""
+    _RUNNING["config"] = config
     if config.getoption("rackcert_job") or config.getoption("rackcert_spec"):
         _job(config)
 
@@ -145,6 +182,11 @@ def _opt(config: pytest.Config, name: str) -> str | None:
     return str(value) if value else None
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _RUNNING.get("config") is config:
+        del _RUNNING["config"]
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """--rackcert-junit / --rackcert-results: the same JUnit and results validate records."""
     config = session.config
@@ -176,15 +218,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("rackcert_case", cases, ids=ids)
 
 
-@pytest.fixture(scope="session")
-def rackcert_job(request: pytest.FixtureRequest) -> Job:
-    return _job(request.config)
+# The config of the pytest run this plugin serves (pytest_configure sets it). The session
+# fixtures read it here: a fixture that asks for `request` (or `pytestconfig`, which asks
+# for it) makes pytest build a `request` fixture definition again for every case (several
+# a case, each with an inspect.signature), about a fifth of a case's cost.
+_RUNNING: dict[str, pytest.Config] = {}
 
 
 @pytest.fixture(scope="session")
-def rackcert_events(request: pytest.FixtureRequest, rackcert_job: Job) -> Events:
+def rackcert_job() -> Job:
+    return _job(_RUNNING["config"])
+
+
+@pytest.fixture(scope="session")
+def rackcert_events(rackcert_job: Job) -> Events:
     events = Events(rackcert_job.events)
-    request.config._rackcert_events = events  # type: ignore[attr-defined]
+    _RUNNING["config"]._rackcert_events = events  # type: ignore[attr-defined]
     return events
 
 
@@ -208,7 +257,7 @@ def judge(got: Gathered, target: Target, check_ids: list[str]) -> Judged:
 
 
 @pytest.fixture(scope="session")
-def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, Judged]:
+def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> Iterator[dict[str, Judged]]:
     """Every node's facts, gathered at once (the wall time is the slowest node's, not the
     sum) and judged as each node answers.
 
@@ -218,6 +267,14 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, J
     from validation.facts import snapshot
 
     load_all()
+    # What exists now (modules, pytest's items, the job) lives until the process ends: out
+    # of the cyclic collector's sight, its full passes scan only the facts being parsed.
+    # Parsing every node's facts and running a case per check allocate far more than they
+    # leave as cycles, so the collector runs less often until the session ends. Together
+    # about a tenth of the suite's CPU, more as the rack grows (benchmarks/validate_fanout.py).
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 20_000), *thresholds[1:])
     facts = facts_of([REGISTRY[c] for c in rackcert_job.checks])
     if rackcert_job.facts and rackcert_job.snapshot:
         known = set(facts)
@@ -236,13 +293,16 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> dict[str, J
 
     start = time.monotonic()
     workers = max(1, min(64, len(rackcert_job.targets)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        judged = list(pool.map(one, rackcert_job.targets))
-    seconds = round(time.monotonic() - start, 3)
-    if rackcert_job.facts:
-        _write_facts(Path(rackcert_job.facts), judged, facts, seconds)
-    rackcert_events.emit(event="gather_done", seconds=seconds)
-    return {j.gathered.node: j for j in judged}
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            judged = list(pool.map(one, rackcert_job.targets))
+        seconds = round(time.monotonic() - start, 3)
+        if rackcert_job.facts:
+            _write_facts(Path(rackcert_job.facts), judged, facts, seconds)
+        rackcert_events.emit(event="gather_done", seconds=seconds)
+        yield {j.gathered.node: j for j in judged}
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _write_facts(path: Path, judged: list[Judged], facts: list, seconds: float) -> None:
