@@ -52,6 +52,7 @@ from rackcert.lab import sshhosts
 log = logging.getLogger("rackcert.lab.guest_agent")
 WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template", "config.uuid"]
 TOOLS_VERSION = "12352"  # open-vm-tools 12.3.5's version number, as vmtoolsd announces it
+REPORT_FOR_S = 60.0  # how long the lab's Tools keep reporting a guest that answers late
 INFO_DNS_NAME, INFO_IPADDRESS = 1, 2  # open-vm-tools GuestInfoType
 
 
@@ -234,12 +235,27 @@ class GuestAgent:
         self._report_tools(name, self._vms.get(moid, {}).get("config.uuid") or "", host)
 
     def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
-        """VMware Tools in the guest: report its hostname and address once SSH answers."""
+        """VMware Tools in the guest: report its hostname and address once SSH answers.
+
+        vmtoolsd does not give up after one try: its guestinfo plugin reports again on
+        every poll (open-vm-tools services/plugins/guestInfo, `poll-interval`, 30 s by
+        default). The lab polls every second for REPORT_FOR_S, so a loaded machine where
+        sshd or the twin answers late still gets its guest reported."""
+        deadline = time.monotonic() + REPORT_FOR_S
+        while not self._stop.is_set():
+            if self._report_once(name, uuid, host) or time.monotonic() > deadline:
+                return
+            time.sleep(1.0)
+
+    def _report_once(self, name: str, uuid: str, host: sshhosts.TestHost) -> bool:
         from provision.lifecycle import ssh_answers
 
-        if not uuid or not ssh_answers(host.address, host.port):
+        if not uuid:
+            self.events.append((name, "tools: no BIOS UUID: nothing reported"))
+            return True
+        if not ssh_answers(host.address, host.port):
             self.events.append((name, "tools: the guest's SSH does not answer: nothing reported"))
-            return
+            return False
         seen = guest_view(host)
         commands = [f"tools.set.version {TOOLS_VERSION}"]
         if seen.get("hostname"):
@@ -250,8 +266,9 @@ class GuestAgent:
             reply = tools_rpc(self.spec, uuid, command)
             if not reply.startswith("1"):
                 self.events.append((name, f"tools: {command.split()[0]} refused: {reply[2:]}"))
-                return
+                return False
         self.events.append((name, f"tools: reported {seen.get('address') or 'no address'}"))
+        return True
 
     def _start_host(self, ident: dict[str, Any]) -> sshhosts.TestHost:
         net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
