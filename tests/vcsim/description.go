@@ -52,6 +52,10 @@ type HostDesc struct {
 	// NoEsxcli: the host does not answer esxcli over the API (esxcli.go), as a host
 	// whose vCenter role lacks Host.Config or whose hostd refuses the executer.
 	NoEsxcli bool `json:"no_esxcli"`
+	// ManagementIP is vmk0's address (hostidentity.go); empty: the name if an IP, else the lab range.
+	ManagementIP string `json:"management_ip"`
+	// VIBs is the host's software (hostsoftware.go); nil: the VIBs its hardware needs.
+	VIBs []VIB `json:"vibs"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.
