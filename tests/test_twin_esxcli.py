@@ -12,6 +12,7 @@ commands run as one esxcli batch.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +22,12 @@ import pytest
 
 from rackcert.lab import twin
 from rackcert.lab.guest_agent import tools_rpc
+from rackcert.observed import Inventory
 from tests.esxcli_judge import READS, esxcli_batch, esxcli_one
 from tests.plugins.vcsim import TwinFactory
 from tests.twin_judges import find, task_fault
 from tests.vsphere_helpers import cli, last_record
+from validation.hypervisor import hypervisor_results
 
 pytestmark = pytest.mark.integration
 
@@ -319,6 +322,34 @@ def test_esxcli_agrees_with_rackcerts_record_after_provision_and_a_reboot(
         assert given and not given & {r["PCIDevice"] for r in esx["nics"]}
         uplinks = {r["Name"]: r["PCIDevice"] for r in esx["nics"]}
         assert not given & {uplinks[r["PairedUplink"]] for r in esx["rdma"]}
+        # rackcert's own esxcli reads (its hand-written SOAP) agree with VMware's client.
+        facts = seen["esxcli"]
+        assert facts["answered"] is True and facts["build"] == esx["version"]["Build"]
+        assert [(v["name"], v["version"]) for v in facts["vibs"]] == [
+            (r["Name"], r["Version"]) for r in esx["vibs"]
+        ]
+        assert {d["device"]: d["ats_status"] for d in facts["vaai"]} == {
+            r["Device"]: r["ATSStatus"] for r in esx["vaai"]
+        }
+        assert facts["passthru"] == enabled
+    # Validate judges the recorded esxcli view; the report keeps build and driver VIBs.
+    inventory = Inventory.model_validate(record["data"]["observed_after"])
+    results = {(r.id, r.node): r for r in hypervisor_results(lab.spec, inventory)}
+    for h in lab.spec.hosts:
+        assert results[("hv.host.esxcli_passthrough", h.name)].status == "pass", h.name
+        vaai = results[("hv.host.vaai_ats", h.name)]
+        assert vaai.status == "pass" and "ATS unsupported" in vaai.observed
+    run_dir = sorted(lab.runs_dir.glob("*/*/provision.json"))[-1].parent
+    code, _, err = cli(lab, capsys, "report", str(run_dir), "--format", "json")
+    assert code == 0, err
+    hosts = {
+        h["name"]: h for h in json.loads((run_dir / "run.json").read_text())["hardware"]["hosts"]
+    }
+    for name in view:
+        assert hosts[name]["esxcli"] == "answered"
+        assert hosts[name]["esxcli_build"] == f"Releasebuild-{observed[name]['esxi_build']}"
+        assert any(v.startswith("nmlx5-core ") for v in hosts[name]["driver_vibs"])
+        assert not any(v.startswith("esx-base ") for v in hosts[name]["driver_vibs"])
     # Guests report through Tools; with vmSearch the index finds the VM by its guest name and IP.
     vm_spec = lab.spec.vms[0]
     with lab.connect() as si:
@@ -350,3 +381,25 @@ def test_esxcli_agrees_with_rackcerts_record_after_provision_and_a_reboot(
     assert_agrees(name, esx, api_view(lab)[name])
     assert esx["kernel"][0]["Runtime"] == "TRUE"
     assert twin.handler_panics(lab.twin.files.workdir) == []
+
+
+def test_a_host_that_does_not_answer_esxcli_stays_unknown(rack_twin, tmp_path: Path):
+    """No esxcli answer (hostd refuses the executer): rackcert records unknown, never a pass."""
+    from provision.discovery import discover
+
+    lab = rack_twin(
+        "inventories/lab.yaml", host_desc={"lab-esx02.lab.internal": {"no_esxcli": True}}
+    )
+    with lab.connect() as si:
+        inventory = discover(si, esxcli=True)
+    facts = {h.name: h.esxcli for h in inventory.hosts}
+    assert facts["lab-esx01.lab.internal"] is not None and facts["lab-esx01.lab.internal"].answered
+    silent = facts["lab-esx02.lab.internal"]
+    assert silent is not None and not silent.answered and "no esxcli answer" in silent.error
+    results = {(r.id, r.node): r for r in hypervisor_results(lab.spec, inventory)}
+    (esx2,) = [h.name for h in lab.spec.hosts if h.address == "lab-esx02.lab.internal"]
+    for check_id in ("hv.host.vaai_ats", "hv.host.esxcli_passthrough"):
+        outcome = results[(check_id, esx2)]
+        assert outcome.status == "error" and outcome.observed == "unknown", check_id
+    code, out = esxcli_one(lab, "lab-esx02.lab.internal", ["system", "version", "get"], tmp_path)
+    assert code != 0 and "Releasebuild" not in out

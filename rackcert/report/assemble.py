@@ -64,7 +64,7 @@ from rackcert.stage_records import (
 )
 from rackcert.stage_records import Model as DataModel
 from rackcert.stage_records import StageRecord as StageRecordModel
-from rackcert.untrusted import cap_strings
+from rackcert.untrusted import cap, cap_strings
 
 M = TypeVar("M", bound=DataModel)
 PciRecord = TypeVar("PciRecord", GpuRecord, NicRecord)
@@ -227,6 +227,26 @@ def _pci_records(
     ]
 
 
+def _esxcli_record(h: ObservedHost) -> dict[str, Any]:
+    """The host's esxcli answers for the report: build and driver VIBs, or unknown and why.
+
+    Driver VIBs are every VIB but VMware's base image (vendor VMware): inbox drivers (VMW)
+    and partners' (NVD, MEL, DEL, ...), the ones an upgrade or a vendor bundle changes.
+    """
+    facts = h.esxcli
+    if facts is None:
+        return {"esxcli": "unknown: not asked"}
+    if not facts.answered:
+        return {"esxcli": cap(f"unknown: {facts.error or 'no answer'}")}
+    return {
+        "esxcli": "answered",
+        "esxcli_build": cap(facts.build),
+        "driver_vibs": [
+            cap(f"{v.name} {v.version} ({v.vendor})") for v in facts.vibs if v.vendor != "VMware"
+        ],
+    }
+
+
 def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, dict[str, str]]]:
     if inv is None:
         return Hardware(), {}
@@ -243,6 +263,7 @@ def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, d
                 esxi_version=h.esxi_version,
                 esxi_build=h.esxi_build,
                 bios_version=str(bios) if bios else "",
+                **_esxcli_record(h),
                 ats_enabled=h.ats_enabled,
                 connection_state=h.connection_state,
                 in_maintenance=h.in_maintenance,
