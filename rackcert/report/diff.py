@@ -92,8 +92,10 @@ def _dict_changes(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) ->
 
 
 def _host_versions(r: RunRecord) -> dict[str, dict[str, str]]:
-    return {
-        h.name: {
+    """Each host's versions; a driver VIB (as esxcli listed it) is one entry per VIB name."""
+    out: dict[str, dict[str, str]] = {}
+    for h in r.hardware.hosts:
+        entry = {
             k: v
             for k, v in (
                 ("esxi_version", h.esxi_version),
@@ -102,8 +104,11 @@ def _host_versions(r: RunRecord) -> dict[str, dict[str, str]]:
             )
             if v
         }
-        for h in r.hardware.hosts
-    }
+        for vib in h.driver_vibs:  # "name version (vendor)"
+            name, _, rest = vib.partition(" ")
+            entry[f"vib {name}"] = rest
+        out[h.name] = entry
+    return out
 
 
 def _hardware(r: RunRecord) -> dict[str, dict[str, str]]:
