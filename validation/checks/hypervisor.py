@@ -197,10 +197,14 @@ def host_nic_passthrough(ctx: HostCtx) -> Outcome:
 
 
 def _esxcli_unknown(ctx: HostCtx, expected: str) -> Outcome | None:
-    """A host that did not answer esxcli: unknown (an error, never a pass)."""
+    """A host that did not answer esxcli: unknown (an error, never a pass).
+
+    A record whose discovery did not ask (an older rackcert, `discover` without esxcli) is
+    skipped with what to run: it says nothing of the host.
+    """
     facts = ctx.observed.esxcli
     if facts is None:
-        return Outcome(Status.error, "unknown", expected, "discovery did not ask the host esxcli")
+        return skipped("this discovery did not ask the host through esxcli: re-run rackcert plan")
     if not facts.answered:
         return Outcome(Status.error, "unknown", expected, facts.error or "no esxcli answer")
     return None
