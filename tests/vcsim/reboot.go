@@ -130,10 +130,11 @@ func startReboot(hs *simulator.HostSystem) {
 		time.Sleep(time.Duration(rebootTiming.DownMs) * time.Millisecond)
 		simulator.Map.WithLock(hs, func() {
 			reboot(hs)
+			// Up before vCenter shows it connected: a client that sees "connected" can call it.
+			availability.setDown(hs, false)
 			hs.Runtime.ConnectionState = types.HostSystemConnectionStateConnected
 			hs.Runtime.PowerState = types.HostSystemPowerStatePoweredOn
 		})
-		availability.setDown(hs, false)
 	}()
 }
 
