@@ -13,6 +13,7 @@ import typer
 
 from rackcert.cli.common import (
     JsonOpt,
+    MetricsTextfileOpt,
     RunOpt,
     RunsRootOpt,
     SpecArg,
@@ -204,6 +205,7 @@ def bench(
         Path | None,
         typer.Option("--junit", help="Also write the verdict's checks as JUnit XML here (for CI)"),
     ] = None,
+    metrics_textfile: MetricsTextfileOpt = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -218,6 +220,10 @@ def bench(
     import validation.bench
     from validation.bench.suite import BenchOptions, require_spec_fits
 
+    if metrics_textfile is not None:
+        from rackcert.metrics.textfile import check_target
+
+        check_target(metrics_textfile)
     loaded = load(spec_path)
     opts = BenchOptions(
         local=local,
@@ -265,6 +271,11 @@ def bench(
         from validation.junit import write_bench_junit
 
         write_bench_junit(junit, record.data.verdict)
+    if metrics_textfile is not None:
+        from rackcert.metrics.families import bench_families
+        from rackcert.metrics.textfile import write_textfile
+
+        write_textfile(metrics_textfile, bench_families(record, record.rack))
     if as_json:
         print_json({"run": str(rundir.path), **record.data.model_dump(mode="json")})
     else:

@@ -1,0 +1,208 @@
+"""Drift: what changed on each node since the rack's last certified (PASS) run.
+
+Why: `report diff` tells an auditor what changed; an operator needs the same thing as
+one alertable item per node and component, every time validate runs. A driver upgraded
+on one node, a PCIe link retrained to x8, a GPU gone, a check that passed at
+certification and fails now, a node's bench figure down beyond its tolerance: each is a
+`DriftItem`, exported as `rackcert_drift` and printed as one line by validate.
+
+The certified run is the report's baseline (`rackcert.report.diff.last_certified`); this
+module only reads the two runs' records, never the spec.
+
+    >>> items = drift_between(certified_run, this_run)
+    >>> [item.line() for item in items]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rackcert.metrics.bench_figures import BenchFigure, figures_of
+from rackcert.results import Status
+from rackcert.runs import RunDir, read_json
+from rackcert.stage_records import BenchRecord, ValidateRecord
+from rackcert.untrusted import visible
+
+# Checks whose observed value is a version or a hardware property: a change is drift even
+# when both values pass (a driver moved within its pinned branch, a GPU's link retrained).
+OBSERVED_CHECKS = (
+    "gpu.count",
+    "gpu.model",
+    "gpu.driver",
+    "gpu.cuda.driver",
+    "gpu.cuda.toolkit",
+    "gpu.pcie.link",
+    "ofed.version",
+    "rdma.speed",
+    "container.toolkit",
+    "os.release",
+)
+# Per-GPU properties from facts.json (nvidia-smi --query-gpu fields): firmware and link.
+GPU_FIELDS = {
+    "vbios_version": "vbios",
+    "pcie.link.width.current": "pcie_width",
+    "pcie.link.gen.current": "pcie_gen",
+    "name": "model",
+}
+TOLERANCE = 0.05  # a bench figure moves when it changes by more than this fraction
+_BAD = (Status.failed, Status.error)
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    """One thing that differs from the certified run.
+
+    kind: version (ValidateNode.versions), observed (a check's observed value), check (a
+    check's status), gpu (a GPU's firmware/link/model from facts), figure (bench).
+    """
+
+    node: str
+    kind: str
+    item: str
+    before: str
+    after: str
+    worse: bool = False
+
+    def line(self) -> str:
+        """One plain line for validate's output (values shown, never interpreted)."""
+        mark = " (worse)" if self.worse else ""
+        return (
+            f"drift {visible(self.node)} {self.kind} {visible(self.item)}:"
+            f" {visible(self.before) or '-'} -> {visible(self.after) or '-'}{mark}"
+        )
+
+
+def _validate(run: RunDir) -> ValidateRecord | None:
+    record = run.read_record("validate")
+    return record if isinstance(record, ValidateRecord) else None
+
+
+def _bench(run: RunDir) -> BenchRecord | None:
+    record = run.read_record("bench")
+    return record if isinstance(record, BenchRecord) else None
+
+
+def gpu_rows(run: RunDir, record: ValidateRecord | None) -> dict[str, list[dict[str, Any]]]:
+    """facts.json's per-GPU rows per node ({} without facts: `validate --no-facts`)."""
+    if record is None or not record.data.facts:
+        return {}
+    path = run.path / record.data.facts
+    if not path.is_file():
+        return {}
+    nodes = (read_json(path) or {}).get("nodes") or {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for node, facts in nodes.items():
+        gpus = facts.get("gpus") if isinstance(facts, dict) else None
+        if isinstance(gpus, list):
+            out[str(node)] = [g for g in gpus if isinstance(g, dict)]
+    return out
+
+
+def _pair_items(
+    before: dict[tuple[str, str], str], after: dict[tuple[str, str], str], kind: str
+) -> list[DriftItem]:
+    out = []
+    for key in sorted(before.keys() & after.keys()):  # a node or item added or gone: below
+        if before[key] != after[key]:
+            out.append(DriftItem(key[0], kind, key[1], before[key], after[key]))
+    return out
+
+
+def _versions(record: ValidateRecord | None) -> dict[tuple[str, str], str]:
+    if record is None:
+        return {}
+    return {
+        (node, comp): str(v)
+        for node, info in record.data.nodes.items()
+        for comp, v in info.versions.items()
+    }
+
+
+def _observed(record: ValidateRecord | None) -> dict[tuple[str, str], str]:
+    if record is None:
+        return {}
+    return {
+        (r.node, r.id): r.observed
+        for r in record.data.results
+        if r.id in OBSERVED_CHECKS and r.status in (Status.passed, Status.failed) and r.observed
+    }
+
+
+def _statuses(record: ValidateRecord | None) -> dict[tuple[str, str], tuple[Status, str]]:
+    if record is None:
+        return {}
+    return {(r.node, r.id): (r.status, r.severity.value) for r in record.data.results}
+
+
+def _check_items(before: ValidateRecord | None, after: ValidateRecord | None) -> list[DriftItem]:
+    """Checks that passed at certification and fail now (or the other way): skips that
+    became runs or runs that became skips are not drift (a --check filter does that)."""
+    sa, sb = _statuses(before), _statuses(after)
+    out = []
+    for key in sorted(sa.keys() & sb.keys()):
+        (a, _), (b, severity) = sa[key], sb[key]
+        if Status.skipped in (a, b) or (a in _BAD) == (b in _BAD):
+            continue
+        worse = b in _BAD and severity == "error"
+        out.append(DriftItem(key[0], "check", key[1], a.value, b.value, worse))
+    return out
+
+
+def _gpu_key(gpu: dict[str, Any], index: int) -> str:
+    return str(gpu.get("pci.bus_id") or gpu.get("index") or index)
+
+
+def _gpu_items(
+    before: dict[str, list[dict[str, Any]]], after: dict[str, list[dict[str, Any]]]
+) -> list[DriftItem]:
+    fa: dict[tuple[str, str], str] = {}
+    fb: dict[tuple[str, str], str] = {}
+    for rows, into in ((before, fa), (after, fb)):
+        for node, gpus in rows.items():
+            for i, gpu in enumerate(gpus):
+                for field, short in GPU_FIELDS.items():
+                    if gpu.get(field) is not None:
+                        into[(node, f"{_gpu_key(gpu, i)} {short}")] = str(gpu[field])
+    return _pair_items(fa, fb, "gpu")
+
+
+def _figure_items(before: list[BenchFigure], after: list[BenchFigure]) -> list[DriftItem]:
+    fa = {f.key: f for f in before}
+    out = []
+    for f in after:
+        was = fa.get(f.key)
+        if was is None or was.value == 0:
+            continue
+        change = (f.value - was.value) / abs(was.value)
+        if abs(change) <= TOLERANCE:
+            continue
+        worse = change < 0 if f.higher_is_better else change > 0
+        out.append(
+            DriftItem(
+                f.node or "rack",
+                "figure",
+                f.describe(),
+                f"{was.value:.6g}",
+                f"{f.value:.6g}",
+                worse,
+            )
+        )
+    return out
+
+
+def drift_between(certified: RunDir, current: RunDir) -> list[DriftItem]:
+    """Every DriftItem from `certified` to `current`, in a stable order.
+
+    A node absent from either run is not compared (a --node filter leaves nodes out); a
+    run without bench.json has no figures to compare, which is not drift.
+    """
+    va, vb = _validate(certified), _validate(current)
+    items = _pair_items(_versions(va), _versions(vb), "version")
+    items += _pair_items(_observed(va), _observed(vb), "observed")
+    items += _check_items(va, vb)
+    items += _gpu_items(gpu_rows(certified, va), gpu_rows(current, vb))
+    ba, bb = _bench(certified), _bench(current)
+    if ba is not None and bb is not None:
+        items += _figure_items(figures_of(ba.data), figures_of(bb.data))
+    return items

@@ -1,0 +1,75 @@
+"""/metrics for `rackcert serve`: the latest run of each spec, as one exposition.
+
+Why: a Prometheus server that scrapes the controller sees every rack at once without a
+textfile per rack. For each rack directory under the runs root, the newest run that holds
+a readable validate.json gives the validate families (with its drift from the certified
+run), and the newest readable bench.json the bench families. The runs directory is not
+trusted: a record that does not load is skipped, and counted in
+`rackcert_metrics_unreadable_runs`, never a 500 for the whole page.
+
+    body = runs_exposition(Path("runs"))
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rackcert.metrics.families import Family, bench_families, exposition, validate_families
+from rackcert.metrics.record_metrics import validate_inputs
+from rackcert.runs import RunDir, run_paths
+from rackcert.stage_records import BenchRecord, ValidateRecord
+
+MAX_RACKS = 1000  # rack directories looked at per scrape; more is not a rack's history
+
+
+def _newest(paths: list[Path], stage: str, unreadable: list[Path]):
+    for path in reversed(paths):
+        if not (path / f"{stage}.json").is_file():
+            continue
+        try:
+            run = RunDir.open(path)
+            record = run.read_record(stage)
+        except Exception:  # noqa: BLE001 - a planted or broken run must not hide the others
+            unreadable.append(path)
+            continue
+        if record is not None:
+            return run, record
+    return None
+
+
+def runs_exposition(root: Path) -> bytes:
+    """The metric families of the latest validate and bench run of every rack."""
+    families: list[Family] = []
+    unreadable: list[Path] = []
+    by_rack: dict[str, list[Path]] = {}
+    for path in run_paths(root):
+        by_rack.setdefault(path.parent.name, []).append(path)
+    for rack in sorted(by_rack)[:MAX_RACKS]:
+        paths = by_rack[rack]
+        found = _newest(paths, "validate", unreadable)
+        if found is not None and isinstance(found[1], ValidateRecord):
+            run, record = found
+            gpus, drift, certified = validate_inputs(run, root, record)
+            families += validate_families(
+                record, record.rack, gpus=gpus, drift=drift, certified=certified
+            )
+        found = _newest(paths, "bench", unreadable)
+        if found is not None and isinstance(found[1], BenchRecord):
+            families += bench_families(found[1], found[1].rack)
+    bad = Family("metrics_unreadable_runs", "Run directories /metrics could not read", ("spec",))
+    for rack in sorted(by_rack)[:MAX_RACKS]:
+        bad.set(float(sum(1 for p in unreadable if p.parent.name == rack)), spec=rack)
+    return exposition(_merged(families) + [bad])
+
+
+def _merged(families: list[Family]) -> list[Family]:
+    """Families of the same name from several racks, as one family each."""
+    out: dict[str, Family] = {}
+    for f in families:
+        have = out.get(f.name)
+        if have is None:
+            out[f.name] = f
+        elif have.labels == f.labels:
+            for key, value in f.samples.items():
+                have.samples[key] = max(value, have.samples.get(key, value))
+    return list(out.values())

@@ -1,0 +1,59 @@
+"""From a run directory to metric families: what the CLI and serve call.
+
+Why separate from `families`: this part reads files (facts.json, the certified run's
+records) and finds the certified run; `families` only shapes records into metrics.
+
+    drift = drift_since_certified(run_dir, Path("runs"))
+    write_textfile(path, validate_run_families(run_dir, Path("runs"), record, drift))
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rackcert.metrics.drift import DriftItem, drift_between, gpu_rows
+from rackcert.metrics.families import Family, health_families, validate_families
+from rackcert.runs import RunDir
+from rackcert.stage_records import ValidateRecord
+
+
+def drift_since_certified(run: RunDir, root: Path) -> tuple[list[DriftItem], str] | None:
+    """Drift from the rack's last certified (PASS) run before this one; None: there is none."""
+    from rackcert.report.diff import last_certified
+
+    certified = last_certified(root, run.meta["rack"], before=run.path)
+    if certified is None:
+        return None
+    return drift_between(certified, run), certified.path.name
+
+
+def validate_inputs(
+    run: RunDir, root: Path, record: ValidateRecord
+) -> tuple[dict[str, list[dict[str, Any]]], list[DriftItem] | None, str | None]:
+    """facts.json's GPUs, the drift items and the certified run's id, for one validate run."""
+    found = drift_since_certified(run, root)
+    drift, certified = found if found is not None else (None, None)
+    return gpu_rows(run, record), drift, certified
+
+
+def validate_run_families(
+    run: RunDir, record: ValidateRecord, found: tuple[list[DriftItem], str] | None
+) -> list[Family]:
+    """The validate families of one run, with the drift already computed by the caller."""
+    drift, certified = found if found is not None else (None, None)
+    return validate_families(
+        record, record.rack, gpus=gpu_rows(run, record), drift=drift, certified=certified
+    )
+
+
+def health_outcome_families(outcome: Any, spec: str, finished: float) -> list[Family]:
+    """validation.healthcheck's HealthOutcome as the health-check families."""
+    return health_families(
+        list(outcome.results),
+        spec,
+        outcome.node,
+        seconds=float(outcome.seconds),
+        finished=finished,
+        action=str(outcome.action),
+    )
