@@ -99,13 +99,28 @@ def gpu_rows(run: RunDir, record: ValidateRecord | None) -> dict[str, list[dict[
     return out
 
 
+# Items where a lower number is a loss of hardware: a GPU gone, a PCIe link retrained down.
+_LOWER_IS_WORSE = ("gpu_count", "pcie_width", "pcie_gen")
+
+
+def _lower(before: str, after: str) -> bool:
+    try:
+        return float(after.split()[0]) < float(before.split()[0])
+    except (ValueError, IndexError):
+        return False
+
+
 def _pair_items(
     before: dict[tuple[str, str], str], after: dict[tuple[str, str], str], kind: str
 ) -> list[DriftItem]:
+    """Items whose value differs; a node or item present in one run only is not compared
+    (a --node or --check filter leaves them out)."""
     out = []
-    for key in sorted(before.keys() & after.keys()):  # a node or item added or gone: below
-        if before[key] != after[key]:
-            out.append(DriftItem(key[0], kind, key[1], before[key], after[key]))
+    for key in sorted(before.keys() & after.keys()):
+        a, b = before[key], after[key]
+        if a != b:
+            worse = key[1].endswith(_LOWER_IS_WORSE) and _lower(a, b)
+            out.append(DriftItem(key[0], kind, key[1], a, b, worse))
     return out
 
 

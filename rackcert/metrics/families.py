@@ -4,7 +4,8 @@ Why one module: the names, help texts and label sets are a contract with the ale
 (monitoring/prometheus/rackcert.rules.yml) and the dashboard; they are written down once,
 here. Naming follows Prometheus' conventions (base units, `_seconds`, `_info` for string
 facts as labels on a constant 1) and per-GPU labels follow DCGM exporter's names (`gpu`,
-`UUID`, `pci_bus_id`, `modelName`) so a join with DCGM's series needs no relabelling.
+`UUID`, `pci_bus_id`) so a join with DCGM's series needs no relabelling; DCGM's
+`modelName` is `model_name` here, because `promtool check metrics` rejects camelCase.
 
 Every label value from a node goes through `labels.label` (escaped by prometheus_client,
 bounded by us), and samples with equal label sets are merged (the worse value kept): a
@@ -123,7 +124,7 @@ def gpu_families(spec: str, gpus: dict[str, list[dict[str, Any]]]) -> list[Famil
     info = Family(
         "gpu_info",
         "A GPU as validate saw it (labels: model, driver, VBIOS); always 1",
-        (*ids, "modelName", "driver_version", "vbios_version"),
+        (*ids, "model_name", "driver_version", "vbios_version"),
     )
     width = Family("gpu_pcie_link_width", "PCIe link width in lanes, current", ids)
     gen = Family("gpu_pcie_link_generation", "PCIe link generation, current", ids)
@@ -139,7 +140,7 @@ def gpu_families(spec: str, gpus: dict[str, list[dict[str, Any]]]) -> list[Famil
             info.set(
                 1.0,
                 **where,
-                modelName=g.get("name") or "",
+                model_name=g.get("name") or "",
                 driver_version=g.get("driver_version") or "",
                 vbios_version=g.get("vbios_version") or "",
             )
