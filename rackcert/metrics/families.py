@@ -249,21 +249,33 @@ def health_families(
         ("spec", "node"),
     )
     drained.set(1.0 if action in ("drain", "kept-own-drain") else 0.0, spec=spec, node=node)
+    # Own families, with the node: the validate/bench ones are per spec, and one family's
+    # label names must agree across every textfile node_exporter merges.
     ts = Family(
-        "last_run_timestamp_seconds",
-        "When the stage finished, seconds since the epoch",
-        ("spec", "stage"),
+        "health_check_last_run_timestamp_seconds",
+        "When the health check finished on the node, seconds since the epoch",
+        ("spec", "node"),
     )
-    ts.set(finished, spec=spec, stage="health-check")
-    took = Family("run_duration_seconds", "Wall time of the stage", ("spec", "stage"))
-    took.set(seconds, spec=spec, stage="health-check")
+    ts.set(finished, spec=spec, node=node)
+    took = Family(
+        "health_check_duration_seconds", "Wall time of the health check", ("spec", "node")
+    )
+    took.set(seconds, spec=spec, node=node)
+    ok = Family(
+        "health_check_ok", "1 when no error-severity check failed on the node", ("spec", "node")
+    )
+    ok.set(
+        0.0 if any(r.status in _BAD and r.severity.value == "error" for r in results) else 1.0,
+        spec=spec,
+        node=node,
+    )
     checks = check_family(
         "health_check_failed",
         "1 when the health check's check failed or could not run, 0 when it passed",
         results,
         spec,
     )
-    return [ts, took, checks, drained]
+    return [ts, took, ok, checks, drained]
 
 
 def bench_families(record: BenchRecord, spec: str) -> list[Family]:
