@@ -71,7 +71,7 @@ def figures_of(data: BenchData) -> list[BenchFigure]:
             )
             out.append(BenchFigure("resnet50_scaling_efficiency_ratio", p.efficiency, scale=scale))
     ar = data.allreduce
-    if ar and ar.points:
+    if ar and ar.points and ar.world_size > 1:  # one rank moves nothing: busbw is 0
         busbw = ar.busbw_largest_gbps or max(p.busbw_gbps for p in ar.points)
         link = ar.link or ""
         scale = (("ranks", str(ar.world_size)),)

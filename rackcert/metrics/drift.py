@@ -182,7 +182,7 @@ def _gpu_items(
     return _pair_items(fa, fb, "gpu")
 
 
-def _figure_items(before: list[BenchFigure], after: list[BenchFigure]) -> list[DriftItem]:
+def figure_drift(before: list[BenchFigure], after: list[BenchFigure]) -> list[DriftItem]:
     fa = {f.key: f for f in before}
     out = []
     for f in after:
@@ -219,5 +219,5 @@ def drift_between(certified: RunDir, current: RunDir) -> list[DriftItem]:
     items += _gpu_items(gpu_rows(certified, va), gpu_rows(current, vb))
     ba, bb = _bench(certified), _bench(current)
     if ba is not None and bb is not None:
-        items += _figure_items(figures_of(ba.data), figures_of(bb.data))
+        items += figure_drift(figures_of(ba.data), figures_of(bb.data))
     return items
