@@ -1,0 +1,216 @@
+"""The lab's real Prometheus: Debian's prometheus and prometheus-node-exporter on loopback.
+
+Why: the alert rules and the metric names are a contract with a real Prometheus; a test
+that only parses our own text proves the text, not that Prometheus scrapes it, stores the
+series and fires the alert. So the lab runs the real thing, as a site would:
+
+- node_exporter (textfile collector only) reads a directory where `rackcert validate
+  --metrics-textfile` writes, the way a node's node_exporter does;
+- Prometheus scrapes it and `rackcert serve`'s /metrics, evaluates
+  monitoring/prometheus/rackcert.rules.yml, and answers its HTTP API.
+
+Everything listens on 127.0.0.1 (ports picked free), keeps its data under `state_dir`,
+and nothing leaves loopback (no remote write, no Alertmanager). For tests, the scrape
+and evaluation intervals are short and every rule's `for:` can be shortened
+(`short_for`): the rules' expressions stay exactly as shipped.
+
+    mon = start_monitoring(state, serve="127.0.0.1:8765", rules=RULES, short_for="1s")
+    mon.query('rackcert_check_failed == 1'); mon.alerts(); mon.stop()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rackcert.errors import RackcertError
+
+RULES = Path(__file__).resolve().parent.parent.parent / "monitoring" / "prometheus"
+RULES_FILE = RULES / "rackcert.rules.yml"
+# Debian's binaries (packages prometheus, prometheus-node-exporter).
+PROMETHEUS = "prometheus"
+NODE_EXPORTER = "prometheus-node-exporter"
+# Loopback only: a proxy from the environment must never see a request of ours.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class MonitoringError(RackcertError):
+    """The lab's Prometheus or node_exporter could not start or answer."""
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the daemons bind it right after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str, timeout: float = 5.0) -> bytes:
+    if not url.startswith("http://127.0.0.1:"):
+        raise MonitoringError(f"refusing a non-loopback URL: {url}")
+    with _OPENER.open(url, timeout=timeout) as resp:
+        return bytes(resp.read())
+
+
+@dataclass
+class Monitoring:
+    """A running Prometheus + node_exporter pair; `stop()` ends exactly the two."""
+
+    prometheus: str  # http://127.0.0.1:PORT
+    node_exporter: str
+    textfile_dir: Path
+    state_dir: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def api(self, path: str, **params: str) -> Any:
+        """GET /api/v1/<path>: its `data`, or MonitoringError with Prometheus' own error."""
+        query = urllib.parse.urlencode(params)
+        body = json.loads(_get(f"{self.prometheus}/api/v1/{path}?{query}"))
+        if body.get("status") != "success":
+            raise MonitoringError(f"prometheus {path}: {body.get('error', body)}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query's vector: [{'metric': {...}, 'value': [t, 'v']}, ...]."""
+        return list(self.api("query", query=expr)["result"])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Every alert Prometheus holds now, pending and firing."""
+        return list(self.api("alerts")["alerts"])
+
+    def targets_up(self) -> dict[str, str]:
+        """job -> health of its active target."""
+        active = self.api("targets")["activeTargets"]
+        return {t["labels"]["job"]: t["health"] for t in active}
+
+    def stop(self) -> None:
+        """SIGTERM both, then SIGKILL what is left after 10 s (idempotent)."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+def shortened_rules(rules: Path, into: Path, short_for: str) -> Path:
+    """A copy of `rules` with every `for:` set to `short_for` (expressions untouched)."""
+    doc = yaml.safe_load(rules.read_text())
+    for group in doc.get("groups", []):
+        for rule in group.get("rules", []):
+            if "alert" in rule:
+                rule["for"] = short_for
+    out = into / rules.name
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def _config(serve: str | None, exporter: str, rules: Path, interval: str) -> dict[str, Any]:
+    scrape = [{"job_name": "node", "static_configs": [{"targets": [exporter]}]}]
+    if serve:
+        scrape.append({"job_name": "rackcert-serve", "static_configs": [{"targets": [serve]}]})
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(rules)],
+        "scrape_configs": scrape,
+    }
+
+
+def _wait_ready(
+    name: str, url: str, proc: subprocess.Popen[bytes], log: Path, deadline: float
+) -> None:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise MonitoringError(f"{name} exited: {' | '.join(tail)}")
+        with contextlib.suppress(OSError):
+            _get(url, timeout=1.0)
+            return
+        time.sleep(0.2)
+    raise MonitoringError(f"{name} did not answer {url} in time")
+
+
+def _spawn(log: Path, args: list[str]) -> subprocess.Popen[bytes]:
+    """Start one daemon with its stderr in `log` (the parent keeps no handle open)."""
+    with log.open("wb") as err:
+        return subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+        )
+
+
+def start_monitoring(
+    state_dir: Path,
+    *,
+    serve: str | None,
+    rules: Path = RULES_FILE,
+    interval: str = "1s",
+    short_for: str | None = None,
+    timeout_s: float = 60.0,
+) -> Monitoring:
+    """Start node_exporter and Prometheus under `state_dir`; returns once both answer.
+
+    serve: host:port of `rackcert serve` to scrape (None: node_exporter only).
+    """
+    for binary in (PROMETHEUS, NODE_EXPORTER):
+        if shutil.which(binary) is None:
+            raise MonitoringError(
+                f"{binary} not found: apt-get install prometheus prometheus-node-exporter"
+            )
+    state_dir.mkdir(parents=True, exist_ok=True)
+    textfiles = state_dir / "textfiles"
+    textfiles.mkdir(exist_ok=True)
+    if short_for is not None:
+        rules = shortened_rules(rules, state_dir, short_for)
+    exporter = f"127.0.0.1:{free_port()}"
+    mon = Monitoring("", f"http://{exporter}", textfiles, state_dir)
+    deadline = time.monotonic() + timeout_s
+    try:
+        log = state_dir / "node-exporter.log"
+        mon.procs.append(
+            _spawn(
+                log,
+                [
+                    NODE_EXPORTER,
+                    f"--web.listen-address={exporter}",
+                    "--collector.disable-defaults",
+                    "--collector.textfile",
+                    f"--collector.textfile.directory={textfiles}",
+                ],
+            )
+        )
+        _wait_ready(NODE_EXPORTER, f"http://{exporter}/metrics", mon.procs[-1], log, deadline)
+        config = state_dir / "prometheus.yml"
+        config.write_text(yaml.safe_dump(_config(serve, exporter, rules, interval)))
+        prom = f"127.0.0.1:{free_port()}"
+        mon.prometheus = f"http://{prom}"
+        log = state_dir / "prometheus.log"
+        mon.procs.append(
+            _spawn(
+                log,
+                [
+                    PROMETHEUS,
+                    f"--config.file={config}",
+                    f"--web.listen-address={prom}",
+                    f"--storage.tsdb.path={state_dir / 'tsdb'}",
+                ],
+            )
+        )
+        _wait_ready(PROMETHEUS, f"http://{prom}/-/ready", mon.procs[-1], log, deadline)
+    except BaseException:
+        mon.stop()
+        raise
+    return mon
