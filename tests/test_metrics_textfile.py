@@ -58,6 +58,7 @@ HOSTILE = (
 )
 
 
+@pytest.mark.unit
 def test_hostile_node_strings_are_escaped_bounded_and_add_no_series() -> None:
     long = "x" * 100_000
     names = [HOSTILE, long, "bad\udcffutf8", "\x1b]52;c;AAAA\x07", "node1"]
@@ -79,6 +80,7 @@ def test_hostile_node_strings_are_escaped_bounded_and_add_no_series() -> None:
     assert sum(1 for s in got if s[0] == "rackcert_node_version_info") == len(names)
 
 
+@pytest.mark.unit
 def test_equal_label_sets_merge_to_the_worse_value() -> None:
     """Two results that cap to the same labels must not write a duplicate series (promtool
     and node_exporter both refuse a file with one): the failing one wins."""
@@ -93,6 +95,7 @@ def test_equal_label_sets_merge_to_the_worse_value() -> None:
     assert len(checks) == 1 and checks[0][2] == 1.0
 
 
+@pytest.mark.unit
 def test_skipped_checks_are_left_out_and_severity_is_a_label() -> None:
     results = [
         CheckResult(id="gpu.nvlink.active", node="n1", status=Status.skipped),
@@ -107,6 +110,7 @@ def test_skipped_checks_are_left_out_and_severity_is_a_label() -> None:
     assert got == {"time.sync": ("warning", 1.0), "gpu.driver": ("error", 1.0)}
 
 
+@pytest.mark.unit
 def test_bench_families_from_a_real_h200_record() -> None:
     record = BenchRecord.model_validate(json.loads(H200_BENCH.read_text()))
     text = exposition(bench_families(record, record.rack))
@@ -122,6 +126,7 @@ def test_bench_families_from_a_real_h200_record() -> None:
     assert verdict == [1.0 if record.data.verdict.passed else 0.0]  # type: ignore[union-attr]
 
 
+@pytest.mark.unit
 def test_figure_drift_beyond_tolerance_only_and_in_the_right_direction() -> None:
     before = [
         BenchFigure("storage_read_bytes_per_second", 1000.0, node="n1"),
@@ -179,6 +184,7 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
     return first, second, as_json, prom
 
 
+@pytest.mark.integration
 def test_validate_writes_a_clean_textfile_atomically(upgraded) -> None:
     first, _second, _j, prom = upgraded
     text = (prom / "first.prom").read_text()
@@ -199,6 +205,7 @@ def test_validate_writes_a_clean_textfile_atomically(upgraded) -> None:
     assert sorted(p.name for p in prom.iterdir()) == ["first.prom", "second.prom", "third.prom"]
 
 
+@pytest.mark.integration
 def test_drift_is_a_metric_and_a_line_of_validate_output(upgraded) -> None:
     _first, second, as_json, prom = upgraded
     assert second.returncode == 1 and "Traceback" not in second.stderr
@@ -224,6 +231,7 @@ def test_drift_is_a_metric_and_a_line_of_validate_output(upgraded) -> None:
     assert {(d["kind"], d["item"]) for d in doc["drift"]} == set(drift)
 
 
+@pytest.mark.integration
 def test_health_check_textfile(tmp_path: Path) -> None:
     prom = tmp_path / "health.prom"
     done = rackcert(
@@ -241,6 +249,7 @@ def test_health_check_textfile(tmp_path: Path) -> None:
     assert got[("rackcert_health_check_ok", "")][1]["node"] == "h200-node1"
 
 
+@pytest.mark.integration
 def test_bad_textfile_path_is_one_line_before_any_work(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     for cmd, name, why in (
