@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from rackcert.metrics.bench_figures import METRICS, figures_of, gpus_of
+from rackcert.metrics.bench_figures import METRICS, BenchFigure, figures_of, gpus_of
 from rackcert.metrics.drift import DriftItem
 from rackcert.metrics.labels import label
 from rackcert.results import CheckResult, Status
@@ -278,10 +278,16 @@ def health_families(
     return [ts, took, ok, checks, drained]
 
 
-def bench_families(record: BenchRecord, spec: str) -> list[Family]:
-    """Bench's figures per node, GPU and link, its verdict and the GPUs it ran on."""
+def bench_families(
+    record: BenchRecord, spec: str, figures: list[BenchFigure] | None = None
+) -> list[Family]:
+    """Bench's figures per node, GPU and link, its verdict and the GPUs it ran on.
+
+    figures: the record's own (`figures_of`) unless given (benchmarks/metrics_scale.py
+    adds the localisation's per-node, per-GPU and per-link figures to size them).
+    """
     data = record.data
-    figures = figures_of(data)
+    figures = figures_of(data) if figures is None else figures
     out: dict[str, Family] = {}
     for f in figures:
         fam = out.get(f.metric)
