@@ -176,7 +176,9 @@ def localisation(nodes: int, gpus: int) -> list[BenchFigure]:
         for g in range(gpus)
     ]
     out += [
-        BenchFigure("allreduce_busbw_bytes_per_second", 12e9, link=f"{_node(a)}-{_node(b)}")
+        BenchFigure(
+            "allreduce_busbw_bytes_per_second", 12e9, node=_node(a), peer=_node(b), link="nic"
+        )
         for a in range(nodes)
         for b in range(a + 1, nodes)
     ]

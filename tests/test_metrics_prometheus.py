@@ -133,3 +133,22 @@ def test_the_series_exist_from_the_textfile_and_from_serve(watched) -> None:
     items = mon.query('rackcert_drift_items{job="node"}')
     assert {r["metric"]["node"]: r["value"][1] for r in items} == {"node1": "0", "node2": "3"}
     assert mon.query("node_textfile_scrape_error")[0]["value"][1] == "0"
+
+
+def test_every_dashboard_query_runs_on_the_real_prometheus(watched) -> None:
+    """The Grafana dashboard's queries, with its $spec variable set to the lab's rack:
+    Prometheus accepts each, and the check matrix and drift table have the planted rows."""
+    import json
+
+    mon, _out = watched
+    dash = json.loads((ROOT / "monitoring" / "grafana" / "rackcert-dashboard.json").read_text())
+    exprs = {p["title"]: [t["expr"].replace("$spec", "vtest") for t in p["targets"]]
+             for p in dash["panels"]}  # fmt: skip
+    results = {title: [mon.query(e) for e in es] for title, es in exprs.items()}  # no error
+    matrix = results["Check matrix: node x check (1 = failed)"][0]
+    cells = {(r["metric"]["node"], r["metric"]["check"]): r["value"][1] for r in matrix}
+    assert cells[("node2", "gpu.persistence")] == "1" and cells[("node1", "gpu.persistence")] == "0"
+    drift = results["Drift from the certified run"][0]
+    assert {r["metric"]["node"] for r in drift} == {"node2"}
+    failing = results["Nodes failing an error-severity check"][0]
+    assert failing[0]["value"][1] == "1"

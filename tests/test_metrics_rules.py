@@ -3,6 +3,7 @@ series they name is one rackcert writes (a renamed family would silently never a
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -72,8 +73,11 @@ def _written_names() -> set[str]:
     return {f.name for f in families} | {PREFIX + "bench_" + m for m in METRICS}
 
 
-def test_every_rackcert_series_in_the_rules_is_written() -> None:
+def test_every_rackcert_series_in_the_rules_and_the_dashboard_is_written() -> None:
     doc = yaml.safe_load((RULES / "rackcert.rules.yml").read_text())
     exprs = [r["expr"] for g in doc["groups"] for r in g["rules"]]
-    named = {m for e in exprs for m in re.findall(r"\brackcert_[a-z_]+", e)}
+    dash = json.loads((ROOT / "monitoring" / "grafana" / "rackcert-dashboard.json").read_text())
+    exprs += [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    named = {m for e in exprs for m in re.findall(r"\brackcert_[a-z0-9_]+", e)}
     assert named and named <= _written_names(), named - _written_names()
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])

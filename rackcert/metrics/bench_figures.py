@@ -34,13 +34,18 @@ METRICS: dict[str, tuple[str, bool]] = {
 
 @dataclass(frozen=True)
 class BenchFigure:
-    """One bench figure and where it was measured (empty node/gpu/link: the whole rack)."""
+    """One bench figure and where it was measured (empty node/gpu/link: the whole rack).
+
+    A figure between two nodes names both: `node` and `peer` (the link heat map's rows and
+    columns); `link` is the kind of link crossed (nvlink, pcie, sys, nic, loopback).
+    """
 
     metric: str
     value: float
     node: str = ""
     gpu: str = ""
     link: str = ""
+    peer: str = ""
     scale: tuple[tuple[str, str], ...] = field(default=())  # e.g. (("nodes","2"),("gpus","4"))
 
     @property
@@ -48,12 +53,17 @@ class BenchFigure:
         return METRICS[self.metric][1]
 
     @property
-    def key(self) -> tuple[str, str, str, str, tuple[tuple[str, str], ...]]:
-        return (self.metric, self.node, self.gpu, self.link, self.scale)
+    def key(self) -> tuple[str, str, str, str, str, tuple[tuple[str, str], ...]]:
+        return (self.metric, self.node, self.gpu, self.link, self.peer, self.scale)
 
     def describe(self) -> str:
         where = " ".join(f"{k}={v}" for k, v in self.scale)
-        parts = [self.metric, self.gpu and f"gpu={self.gpu}", self.link and f"link={self.link}"]
+        parts = [
+            self.metric,
+            self.gpu and f"gpu={self.gpu}",
+            self.peer and f"peer={self.peer}",
+            self.link and f"link={self.link}",
+        ]
         return " ".join(p for p in [*parts, where] if p)
 
 

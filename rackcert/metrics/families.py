@@ -292,9 +292,11 @@ def bench_families(
     for f in figures:
         fam = out.get(f.metric)
         if fam is None:
-            names = ("spec", "node", "gpu", "link", *(k for k, _ in f.scale))
+            names = ("spec", "node", "gpu", "peer", "link", *(k for k, _ in f.scale))
             fam = out[f.metric] = Family("bench_" + f.metric, METRICS[f.metric][0], names)
-        fam.set(f.value, spec=spec, node=f.node, gpu=f.gpu, link=f.link, **dict(f.scale))
+        fam.set(
+            f.value, spec=spec, node=f.node, gpu=f.gpu, peer=f.peer, link=f.link, **dict(f.scale)
+        )
     passed = Family("bench_verdict_passed", "1 when bench's verdict is PASS", ("spec", "verdict"))
     verdict_checks = Family(
         "bench_check_failed",
