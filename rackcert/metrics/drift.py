@@ -46,6 +46,9 @@ GPU_FIELDS = {
     "name": "model",
 }
 TOLERANCE = 0.05  # a bench figure moves when it changes by more than this fraction
+# GPU rows read per node from facts.json: an HGX board has 8, no server 64; a planted
+# facts.json with a million rows must not become a million series.
+MAX_GPUS_PER_NODE = 64
 _BAD = (Status.failed, Status.error)
 
 
@@ -95,7 +98,7 @@ def gpu_rows(run: RunDir, record: ValidateRecord | None) -> dict[str, list[dict[
     for node, facts in nodes.items():
         gpus = facts.get("gpus") if isinstance(facts, dict) else None
         if isinstance(gpus, list):
-            out[str(node)] = [g for g in gpus if isinstance(g, dict)]
+            out[str(node)] = [g for g in gpus[:MAX_GPUS_PER_NODE] if isinstance(g, dict)]
     return out
 
 
