@@ -13,7 +13,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rackcert.metrics.bench_figures import BenchFigure
 from rackcert.metrics.drift import figure_drift
-from rackcert.metrics.families import bench_families, exposition, validate_families
+from rackcert.metrics.families import (
+    bench_families,
+    exposition,
+    health_families,
+    validate_families,
+)
 from rackcert.metrics.labels import LABEL_CAP
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, list_runs
@@ -108,6 +113,22 @@ def test_skipped_checks_are_left_out_and_severity_is_a_label() -> None:
         if s[0] == "rackcert_check_failed"
     }
     assert got == {"time.sync": ("warning", 1.0), "gpu.driver": ("error", 1.0)}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("action", "drained"),
+    [("drain", 1.0), ("kept-own-drain", 1.0), ("kept-operator-drain", 0.0), ("resume", 0.0)],
+)
+def test_health_check_drained_is_rackcerts_own_drain_only(action: str, drained: float) -> None:
+    """An operator's drain is not rackcert's: the alert says what the health check did."""
+    results = [CheckResult(id="gpu.count", node="n1", status=Status.failed)]
+    text = exposition(health_families(results, "lab", "n1", seconds=1.0, finished=1.0,
+                                      action=action))  # fmt: skip
+    promtool_check(text)
+    got = {s[0]: s[2] for s in samples(text)}
+    assert got["rackcert_health_check_drained"] == drained
+    assert got["rackcert_health_check_ok"] == 0.0
 
 
 @pytest.mark.unit

@@ -209,7 +209,11 @@ def validate_families(
         "A version or count the checks observed on the node; always 1",
         ("spec", "node", "component", "version"),
     )
+    count = Family("node_gpus", "GPUs nvidia-smi listed on the node (gpu.count)", ("spec", "node"))
     for node, info in data.nodes.items():
+        gpus_seen = _number(info.versions.get("gpu_count"))
+        if gpus_seen is not None:
+            count.set(gpus_seen, spec=spec, node=node)
         if info.reachable is not None:
             up.set(1.0 if info.reachable else 0.0, spec=spec, node=node)
         failed.set(1.0 if info.status == "failed" else 0.0, spec=spec, node=node)
@@ -226,6 +230,7 @@ def validate_families(
         checks,
         up,
         failed,
+        count,
         versions,
         *gpu_families(spec, gpus or {}),
         *drift_families(spec, data.nodes, drift, certified),
