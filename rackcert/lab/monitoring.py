@@ -144,11 +144,12 @@ def _wait_ready(
     raise MonitoringError(f"{name} did not answer {url} in time")
 
 
-def _spawn(log: Path, args: list[str]) -> subprocess.Popen[bytes]:
-    """Start one daemon with its stderr in `log` (the parent keeps no handle open)."""
+def _spawn(log: Path, args: list[str], detach: bool = False) -> subprocess.Popen[bytes]:
+    """Start one daemon with its output in `log` (the parent keeps no handle open);
+    `detach`: in its own session, to outlive the command that started it (`lab up`)."""
     with log.open("wb") as err:
         return subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+            args, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=detach
         )
 
 
@@ -160,6 +161,7 @@ def start_monitoring(
     interval: str = "1s",
     short_for: str | None = None,
     timeout_s: float = 60.0,
+    detach: bool = False,
 ) -> Monitoring:
     """Start node_exporter and Prometheus under `state_dir`; returns once both answer.
 
@@ -190,6 +192,7 @@ def start_monitoring(
                     "--collector.textfile",
                     f"--collector.textfile.directory={textfiles}",
                 ],
+                detach,
             )
         )
         _wait_ready(NODE_EXPORTER, f"http://{exporter}/metrics", mon.procs[-1], log, deadline)
@@ -207,6 +210,7 @@ def start_monitoring(
                     f"--web.listen-address={prom}",
                     f"--storage.tsdb.path={state_dir / 'tsdb'}",
                 ],
+                detach,
             )
         )
         _wait_ready(PROMETHEUS, f"http://{prom}/-/ready", mon.procs[-1], log, deadline)
@@ -214,3 +218,91 @@ def start_monitoring(
         mon.stop()
         raise
     return mon
+
+
+# -- `rackcert lab up --monitoring`: the same pair plus `rackcert serve`, detached ------------
+STATE_FILE = "monitoring.json"
+_NAMES = {"serve": b"serve", "node_exporter": b"node-exporter", "prometheus": b"prometheus"}
+
+
+def _alive(pid: int, name: bytes) -> bool:
+    """`pid` runs and is the daemon we started (its command line names it)."""
+    try:
+        return name in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def lab_monitoring_state(workdir: Path) -> dict[str, Any] | None:
+    """The running lab monitoring's state (URLs, pids, textfile directory), or None."""
+    try:
+        state = json.loads((workdir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    pids = state.get("pids", {})
+    alive = all(_alive(int(pids[k]), _NAMES[k]) for k in _NAMES if k in pids)
+    return state if alive and pids else None
+
+
+def start_lab_monitoring(workdir: Path, runs_root: Path, *, interval: str = "5s") -> dict[str, Any]:
+    """`rackcert serve` over `runs_root`, node_exporter and Prometheus (rules as shipped),
+    detached, on loopback; their state in `workdir/monitoring.json`. Idempotent."""
+    import sys
+
+    state = lab_monitoring_state(workdir)
+    if state is not None:
+        return state
+    base = workdir / "monitoring"
+    base.mkdir(parents=True, exist_ok=True)
+    serve = f"127.0.0.1:{free_port()}"
+    serve_proc = _spawn(
+        base / "serve.log",
+        [sys.executable, "-m", "rackcert.cli", "serve", "--runs-dir", str(runs_root),
+         "--port", serve.rsplit(":", 1)[1]],
+        detach=True,
+    )  # fmt: skip
+    try:
+        _wait_ready("rackcert serve", f"http://{serve}/api/runs", serve_proc, base / "serve.log",
+                    time.monotonic() + 60)  # fmt: skip
+        mon = start_monitoring(base, serve=serve, interval=interval, detach=True)
+    except BaseException:
+        serve_proc.terminate()
+        raise
+    state = {
+        "prometheus": mon.prometheus,
+        "node_exporter": mon.node_exporter,
+        "serve": f"http://{serve}",
+        "textfile_dir": str(mon.textfile_dir),
+        "runs_dir": str(runs_root),
+        "pids": {
+            "serve": serve_proc.pid,
+            "node_exporter": mon.procs[0].pid,
+            "prometheus": mon.procs[1].pid,
+        },
+    }
+    (workdir / STATE_FILE).write_text(json.dumps(state, indent=2))
+    return state
+
+
+def stop_lab_monitoring(workdir: Path) -> bool:
+    """Stop what `start_lab_monitoring` started (only those pids); False: nothing ran."""
+    import os
+    import signal
+
+    try:
+        state = json.loads((workdir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    stopped = False
+    for key, pid in state.get("pids", {}).items():
+        if key in _NAMES and _alive(int(pid), _NAMES[key]):
+            os.kill(int(pid), signal.SIGTERM)
+            stopped = True
+    deadline = time.monotonic() + 10
+    for key, pid in state.get("pids", {}).items():
+        while key in _NAMES and _alive(int(pid), _NAMES[key]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if key in _NAMES and _alive(int(pid), _NAMES[key]):
+            os.kill(int(pid), signal.SIGKILL)
+    (workdir / STATE_FILE).unlink(missing_ok=True)
+    return stopped
