@@ -18,9 +18,20 @@ from prometheus_client.parser import text_string_to_metric_families
 from rackcert.report.serve import make_server
 from rackcert.results import CheckResult, Status
 from rackcert.runs import RunDir
-from rackcert.stage_records import ValidateData, ValidateNode
+from rackcert.stage_records import (
+    BenchData,
+    StorageNode,
+    StorageResult,
+    ValidateData,
+    ValidateNode,
+)
 
 pytestmark = pytest.mark.unit
+
+
+def _bench(run: RunDir, mb_s: float) -> None:
+    node = StorageNode(path="/data", node="n1", throughput_mb_s=mb_s)
+    run.write_stage("bench", BenchData(storage=StorageResult(path="/data", nodes=[node])))
 
 
 def _validate(run: RunDir, driver: str, status: Status) -> None:
@@ -38,8 +49,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int
     root = tmp_path_factory.mktemp("serve-metrics") / "runs"
     certified = RunDir.create(root, "rack-a", "a" * 64, "spec a")
     _validate(certified, "470.82.01", Status.passed)
+    _bench(certified, 2000.0)
     certified.write_stage("report", {"verdict": "PASS"})
-    _validate(RunDir.create(root, "rack-a", "a" * 64, "spec a"), "470.103.01", Status.failed)
+    upgraded = RunDir.create(root, "rack-a", "a" * 64, "spec a")
+    _validate(upgraded, "470.103.01", Status.failed)
+    _bench(upgraded, 1500.0)  # -25%: beyond the 5% tolerance, the wrong way
     _validate(RunDir.create(root, "rack-b", "b" * 64, "spec b"), "550.54.15", Status.passed)
     broken = RunDir.create(root, "rack-b", "b" * 64, "spec b")  # newer, and unreadable
     (broken.path / "validate.json").write_text("{not json")
@@ -79,6 +93,16 @@ def test_metrics_holds_the_latest_run_of_each_rack_with_its_drift(served) -> Non
     assert [(d["spec"], d["before"], d["after"]) for d in drift] == [
         ("rack-a", "470.82.01", "470.103.01")
     ]
+    figure = [(s[1], s[2]) for s in got if s[0] == "rackcert_drift" and s[1]["kind"] == "figure"]
+    assert figure == [
+        (
+            {"spec": "rack-a", "node": "n1", "kind": "figure",
+             "item": "storage_read_bytes_per_second", "before": "2e+09", "after": "1.5e+09"},
+            1.0,
+        )
+    ]  # fmt: skip
+    bench_compared = {s[1]["spec"]: s[2] for s in got if s[0] == "rackcert_bench_drift_compared"}
+    assert bench_compared == {"rack-a": 1.0}
     compared = {s[1]["spec"]: s[2] for s in got if s[0] == "rackcert_drift_compared"}
     assert compared == {"rack-a": 1.0, "rack-b": 0.0}
     unreadable = {s[1]["spec"]: s[2] for s in got if s[0] == "rackcert_metrics_unreadable_runs"}

@@ -9,7 +9,7 @@ certification and fails now, a node's bench figure down beyond its tolerance: ea
 The certified run is the report's baseline (`rackcert.report.diff.last_certified`); this
 module only reads the two runs' records, never the spec.
 
-    >>> items = drift_between(certified_run, this_run)
+    >>> items = validate_drift(certified_run, this_run)  # bench_drift: the figures
     >>> [item.line() for item in items]
 """
 
@@ -209,18 +209,25 @@ def figure_drift(before: list[BenchFigure], after: list[BenchFigure]) -> list[Dr
     return out
 
 
-def drift_between(certified: RunDir, current: RunDir) -> list[DriftItem]:
-    """Every DriftItem from `certified` to `current`, in a stable order.
-
-    A node absent from either run is not compared (a --node filter leaves nodes out); a
-    run without bench.json has no figures to compare, which is not drift.
-    """
+def validate_drift(certified: RunDir, current: RunDir) -> list[DriftItem]:
+    """What validate saw differently from `certified`: versions, observed values, check
+    statuses, GPUs. A node absent from either run is not compared (a --node filter)."""
     va, vb = _validate(certified), _validate(current)
     items = _pair_items(_versions(va), _versions(vb), "version")
     items += _pair_items(_observed(va), _observed(vb), "observed")
     items += _check_items(va, vb)
     items += _gpu_items(gpu_rows(certified, va), gpu_rows(current, vb))
-    ba, bb = _bench(certified), _bench(current)
-    if ba is not None and bb is not None:
-        items += figure_drift(figures_of(ba.data), figures_of(bb.data))
     return items
+
+
+def bench_drift(certified: RunDir, current: RunDir) -> list[DriftItem]:
+    """Bench figures that moved beyond the tolerance since `certified` (kind figure); none
+    when either run has no bench.json, which is not drift.
+
+    Kept apart from `validate_drift` because the two are written by different commands
+    (validate's and bench's textfiles): no item is ever in both files.
+    """
+    ba, bb = _bench(certified), _bench(current)
+    if ba is None or bb is None:
+        return []
+    return figure_drift(figures_of(ba.data), figures_of(bb.data))

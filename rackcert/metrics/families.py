@@ -151,6 +151,26 @@ def gpu_families(spec: str, gpus: dict[str, list[dict[str, Any]]]) -> list[Famil
     return [info, width, gen]
 
 
+def _drift_items_family() -> Family:
+    return Family(
+        "drift",
+        "One item that differs from the last certified run (1: worse, 0: changed)",
+        ("spec", "node", "kind", "item", "before", "after"),
+    )
+
+
+def _set_drift(family: Family, spec: str, d: DriftItem) -> None:
+    family.set(
+        1.0 if d.worse else 0.0,
+        spec=spec,
+        node=d.node,
+        kind=d.kind,
+        item=d.item,
+        before=d.before,
+        after=d.after,
+    )
+
+
 def drift_families(
     spec: str, nodes: Iterable[str], drift: list[DriftItem] | None, certified: str | None
 ) -> list[Family]:
@@ -165,26 +185,14 @@ def drift_families(
         "Items that differ from the last certified run, per node",
         ("spec", "node"),
     )
-    items = Family(
-        "drift",
-        "One item that differs from the last certified run (1: worse, 0: changed)",
-        ("spec", "node", "kind", "item", "before", "after"),
-    )
+    items = _drift_items_family()
     compared.set(1.0 if drift is not None else 0.0, spec=spec, certified_run=certified or "")
     if drift is None:
         return [compared]
     counts = dict.fromkeys(nodes, 0)
     for d in drift:
         counts[d.node] = counts.get(d.node, 0) + 1
-        items.set(
-            1.0 if d.worse else 0.0,
-            spec=spec,
-            node=d.node,
-            kind=d.kind,
-            item=d.item,
-            before=d.before,
-            after=d.after,
-        )
+        _set_drift(items, spec, d)
     for node, n in counts.items():
         per_node.set(float(n), spec=spec, node=node)
     return [compared, per_node, items]
@@ -284,7 +292,12 @@ def health_families(
 
 
 def bench_families(
-    record: BenchRecord, spec: str, figures: list[BenchFigure] | None = None
+    record: BenchRecord,
+    spec: str,
+    figures: list[BenchFigure] | None = None,
+    *,
+    drift: list[DriftItem] | None = None,
+    certified: str | None = None,
 ) -> list[Family]:
     """Bench's figures per node, GPU and link, its verdict and the GPUs it ran on.
 
@@ -318,4 +331,14 @@ def bench_families(
     )
     for node, bus in gpus_of(data):
         gpu.set(1.0, spec=spec, node=node, pci_bus_id=bus)
-    return [*run_families(record, spec, "bench"), *out.values(), passed, verdict_checks, gpu]
+    compared = Family(
+        "bench_drift_compared",
+        "1 when this bench was compared with a certified run's bench (0: none on record)",
+        ("spec", "certified_run"),
+    )
+    compared.set(1.0 if drift is not None else 0.0, spec=spec, certified_run=certified or "")
+    items = _drift_items_family()
+    for d in drift or []:
+        _set_drift(items, spec, d)
+    families = [*out.values(), passed, verdict_checks, gpu, compared, items]
+    return [*run_families(record, spec, "bench"), *families]

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackcert.metrics.families import Family, bench_families, exposition, validate_families
-from rackcert.metrics.record_metrics import validate_inputs
+from rackcert.metrics.families import Family, exposition, validate_families
+from rackcert.metrics.record_metrics import (
+    bench_run_families,
+    drift_since_certified,
+    validate_inputs,
+)
 from rackcert.runs import RunDir, run_paths
 from rackcert.stage_records import BenchRecord, ValidateRecord
 
@@ -55,7 +59,9 @@ def runs_exposition(root: Path) -> bytes:
             )
         found = _newest(paths, "bench", unreadable)
         if found is not None and isinstance(found[1], BenchRecord):
-            families += bench_families(found[1], found[1].rack)
+            run, bench = found
+            figures_drift = drift_since_certified(run, root, "bench")
+            families += bench_run_families(bench, figures_drift)
     bad = Family("metrics_unreadable_runs", "Run directories /metrics could not read", ("spec",))
     for rack in sorted(by_rack)[:MAX_RACKS]:
         bad.set(float(sum(1 for p in unreadable if p.parent.name == rack)), spec=rack)

@@ -12,20 +12,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rackcert.metrics.drift import DriftItem, drift_between, gpu_rows
-from rackcert.metrics.families import Family, health_families, validate_families
+from rackcert.metrics.drift import DriftItem, bench_drift, gpu_rows, validate_drift
+from rackcert.metrics.families import (
+    Family,
+    bench_families,
+    health_families,
+    validate_families,
+)
 from rackcert.runs import RunDir
-from rackcert.stage_records import ValidateRecord
+from rackcert.stage_records import BenchRecord, ValidateRecord
 
 
-def drift_since_certified(run: RunDir, root: Path) -> tuple[list[DriftItem], str] | None:
-    """Drift from the rack's last certified (PASS) run before this one; None: there is none."""
+def drift_since_certified(
+    run: RunDir, root: Path, stage: str = "validate"
+) -> tuple[list[DriftItem], str] | None:
+    """Drift of this run's `stage` (validate or bench) from the rack's last certified (PASS)
+    run before it, with that run's id; None: there is no certified run."""
     from rackcert.report.diff import last_certified
 
     certified = last_certified(root, run.meta["rack"], before=run.path)
     if certified is None:
         return None
-    return drift_between(certified, run), certified.path.name
+    compare = bench_drift if stage == "bench" else validate_drift
+    return compare(certified, run), certified.path.name
 
 
 def validate_inputs(
@@ -45,6 +54,14 @@ def validate_run_families(
     return validate_families(
         record, record.rack, gpus=gpu_rows(run, record), drift=drift, certified=certified
     )
+
+
+def bench_run_families(
+    record: BenchRecord, found: tuple[list[DriftItem], str] | None
+) -> list[Family]:
+    """The bench families of one run, with its figures' drift (computed by the caller)."""
+    drift, certified = found if found is not None else (None, None)
+    return bench_families(record, record.rack, drift=drift, certified=certified)
 
 
 def health_outcome_families(outcome: Any, spec: str, finished: float) -> list[Family]:
