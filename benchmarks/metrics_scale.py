@@ -6,9 +6,10 @@ The closing figures of the metrics issue: a synthetic 256-node rack with 8 GPUs 
 drift on a tenth of the nodes (three items each), and bench's figures as bench.json holds
 them today (ResNet50 at 1..256 nodes, allreduce, storage per node). The localisation's
 figures (per node, per GPU, per link: all n(n-1)/2 pairs) are sized as a separate row,
-named as the families would carry them. Each row: series (samples) written, bytes,
-and the time to build the families and write the textfile atomically (best of --repeat;
-CPU seconds beside wall seconds, the machine being shared).
+built as bench.json's `data.localise` (schema 1) and read through the same adapter. Each
+row: series (samples) written, bytes, and the time to build the families and write the
+textfile atomically (best of --repeat; CPU seconds beside wall seconds, the machine being
+shared).
 
     python benchmarks/metrics_scale.py                 # 256 nodes x 8 GPUs
     python benchmarks/metrics_scale.py --nodes 64 --gpus 4 --promtool
@@ -27,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(1, str(ROOT))
 
-from rackcert.metrics.bench_figures import BenchFigure, figures_of  # noqa: E402
+from rackcert.metrics.bench_figures import BenchFigure, figures_of, localise_figures  # noqa: E402
 from rackcert.metrics.drift import DriftItem  # noqa: E402
 from rackcert.metrics.families import (  # noqa: E402
     Family,
@@ -168,21 +169,52 @@ def bench_record(nodes: int, gpus: int) -> BenchRecord:
 
 
 def localisation(nodes: int, gpus: int) -> list[BenchFigure]:
-    """Per node, per GPU and per link figures, as loc34's bench.json is to add them."""
-    out = [BenchFigure("resnet50_images_per_second", 48000.0, node=_node(n)) for n in range(nodes)]
-    out += [
-        BenchFigure("resnet50_images_per_gpu_per_second", 6000.0, node=_node(n), gpu=str(g))
-        for n in range(nodes)
-        for g in range(gpus)
-    ]
-    out += [
-        BenchFigure(
-            "allreduce_busbw_bytes_per_second", 12e9, node=_node(a), peer=_node(b), link="nic"
-        )
-        for a in range(nodes)
-        for b in range(a + 1, nodes)
-    ]
-    return out
+    """bench.json's data.localise (schema 1, validation.bench.localise) for the rack, read
+    through the metrics' one adapter: every node pair's link (round-robin covers all
+    n(n-1)/2), every GPU's GEMM and copy figures, every node's inner allreduce, every rank
+    of the largest scaling run."""
+    loc = {
+        "schema": 1,
+        "links": [
+            {"a": _node(a), "b": _node(b), "gbps": 97.5, "rtt_min_us": 4.1, "error": None}
+            for a in range(nodes)
+            for b in range(a + 1, nodes)
+        ],
+        "nodes": [
+            {
+                "node": _node(n),
+                "units": [
+                    {
+                        "unit": f"GPU{g}",
+                        "pci": f"0000:{0x17 + g * 0x10:02x}:00.0",
+                        "gemm_gflops": 250000.0,
+                        "h2d_gb_s": 25.0,
+                        "d2h_gb_s": 26.0,
+                    }
+                    for g in range(gpus)
+                ],
+                "allreduce": {"ranks": gpus, "busbw_gb_s": 230.0},
+                "error": None,
+            }
+            for n in range(nodes)
+        ],
+        "ranks": [
+            {
+                "label": f"{nodes} node(s), {nodes * gpus} GPU(s): resnet",
+                "ranks": [
+                    {
+                        "rank": n * gpus + g,
+                        "host": _node(n),
+                        "bus_id": None,
+                        "images_per_sec": 6000.0,
+                    }
+                    for n in range(nodes)
+                    for g in range(gpus)
+                ],
+            }
+        ],
+    }
+    return localise_figures(loc)
 
 
 def measure(build, where: Path, repeat: int) -> tuple[int, int, float, float]:

@@ -285,3 +285,48 @@ def test_bad_textfile_path_is_one_line_before_any_work(tmp_path: Path) -> None:
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and why in lines[0] and "Traceback" not in done.stderr
     assert not runs.exists()  # refused before a run directory was made
+
+
+# bench.json data.localise as validation.bench.localise (schema 1) documents it.
+LOCALISE = {
+    "schema": 1,
+    "links": [
+        {"a": "lab-node1", "b": "lab-node2", "gbps": 0.194, "rtt_min_us": 41.0, "error": None},
+        {"a": "lab-node1", "b": "lab-node3", "gbps": None, "error": "iperf3: refused"},
+        {"a": HOSTILE, "b": "lab-node3", "gbps": 0.08, "error": None},
+    ],
+    "nodes": [
+        {"node": "lab-node1", "device": "cuda", "error": None,
+         "units": [{"unit": "GPU0", "pci": "0000:17:00.0", "gemm_gflops": 9.1,
+                    "h2d_gb_s": 25.1, "d2h_gb_s": 26.0}],
+         "allreduce": {"ranks": 2, "busbw_gb_s": 120.5}},
+        {"node": "lab-node2", "error": "probe timed out", "units": [], "allreduce": None},
+    ],
+    "ranks": [{"label": "2 node(s), 4 GPU(s): resnet",
+               "ranks": [{"rank": 0, "host": "lab-node1", "bus_id": None,
+                          "images_per_sec": 41.2}]}],
+}  # fmt: skip
+
+
+@pytest.mark.unit
+def test_localisation_figures_through_the_one_adapter() -> None:
+    from rackcert.metrics.bench_figures import localise_figures
+
+    record = BenchRecord.model_validate(json.loads(H200_BENCH.read_text()))
+    figures = localise_figures(LOCALISE)
+    text = exposition(bench_families(record, record.rack, figures))
+    promtool_check(text)
+    got = samples(text)
+    links = {(s[1]["node"][:8], s[1]["peer"]): s[2] for s in got
+             if s[0] == "rackcert_bench_link_bandwidth_bytes_per_second"}  # fmt: skip
+    assert links == {("lab-node", "lab-node2"): 0.194e9 / 8, ('n1"} 1\\n', "lab-node3"): 0.08e9 / 8}
+    h2d = [s for s in got if s[0] == "rackcert_bench_host_to_device_bytes_per_second"]
+    assert [(s[1]["node"], s[1]["gpu"], s[2]) for s in h2d] == [
+        ("lab-node1", "0000:17:00.0", 25.1e9)
+    ]
+    node_ar = [s[2] for s in got if s[0] == "rackcert_bench_node_allreduce_busbw_bytes_per_second"]
+    assert node_ar == [120.5e9]
+    ranks = [s[1] for s in got if s[0] == "rackcert_bench_rank_images_per_second"]
+    assert [(r["node"], r["rank"]) for r in ranks] == [("lab-node1", "0")]
+    assert not any(s[0].startswith("evil") for s in got)
+    assert localise_figures({**LOCALISE, "schema": 2}) == []  # another schema: no guessing
