@@ -330,3 +330,13 @@ def test_localisation_figures_through_the_one_adapter() -> None:
     assert [(r["node"], r["rank"]) for r in ranks] == [("lab-node1", "0")]
     assert not any(s[0].startswith("evil") for s in got)
     assert localise_figures({**LOCALISE, "schema": 2}) == []  # another schema: no guessing
+
+
+@pytest.mark.unit
+def test_a_drift_line_shows_hostile_values_and_cuts_them() -> None:
+    from rackcert.metrics.drift import LINE_CAP, DriftItem
+
+    line = DriftItem("n\x1b]52;c;AAAA\x07" + "x" * 5000, "version", "os", "a\nb", "", True).line()
+    assert "\x1b" not in line and "\n" not in line and "\x07" not in line
+    assert "\\x1b]52" in line and "a\\nb -> - (worse)" in line
+    assert len(line) < 2 * LINE_CAP + 100

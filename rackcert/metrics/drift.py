@@ -22,7 +22,7 @@ from rackcert.metrics.bench_figures import BenchFigure, figures_of
 from rackcert.results import Status
 from rackcert.runs import RunDir, read_json
 from rackcert.stage_records import BenchRecord, ValidateRecord
-from rackcert.untrusted import visible
+from rackcert.untrusted import cap, visible
 
 # Checks whose observed value is a version or a hardware property: a change is drift even
 # when both values pass (a driver moved within its pinned branch, a GPU's link retrained).
@@ -49,6 +49,7 @@ TOLERANCE = 0.05  # a bench figure moves when it changes by more than this fract
 # GPU rows read per node from facts.json: an HGX board has 8, no server 64; a planted
 # facts.json with a million rows must not become a million series.
 MAX_GPUS_PER_NODE = 64
+LINE_CAP = 200  # characters of one node-derived value in a drift line
 _BAD = (Status.failed, Status.error)
 
 
@@ -68,12 +69,14 @@ class DriftItem:
     worse: bool = False
 
     def line(self) -> str:
-        """One plain line for validate's output (values shown, never interpreted)."""
+        """One plain line for the CLI's output: values shown (never interpreted) and cut."""
         mark = " (worse)" if self.worse else ""
-        return (
-            f"drift {visible(self.node)} {self.kind} {visible(self.item)}:"
-            f" {visible(self.before) or '-'} -> {visible(self.after) or '-'}{mark}"
-        )
+
+        def v(text: str) -> str:
+            return cap(visible(text), LINE_CAP) or "-"
+
+        where = f"{v(self.node)} {self.kind} {v(self.item)}"
+        return f"drift {where}: {v(self.before)} -> {v(self.after)}{mark}"
 
 
 def _validate(run: RunDir) -> ValidateRecord | None:
