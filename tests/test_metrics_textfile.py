@@ -340,3 +340,31 @@ def test_a_drift_line_shows_hostile_values_and_cuts_them() -> None:
     assert "\x1b" not in line and "\n" not in line and "\x07" not in line
     assert "\\x1b]52" in line and "a\\nb -> - (worse)" in line
     assert len(line) < 2 * LINE_CAP + 100
+
+
+def _run_with_facts(root: Path, facts: dict) -> RunDir:
+    run = RunDir.create(root, "lab", "a" * 64, "spec")
+    (run.path / "facts.json").write_text(json.dumps({"nodes": {"n1": facts}}))
+    data = ValidateData(nodes={"n1": ValidateNode(reachable=True)}, facts="facts.json")
+    run.write_stage("validate", data)
+    return run
+
+
+@pytest.mark.unit
+def test_firmware_vbios_and_link_drift_from_facts(tmp_path: Path) -> None:
+    from rackcert.metrics.drift import validate_drift
+
+    def facts(nic_fw: str, vbios: str, width: str) -> dict:
+        gpu = {"index": "0", "pci.bus_id": "00000000:17:00.0", "name": "NVIDIA A100 80GB PCIe",
+               "vbios_version": vbios, "pcie.link.width.current": width}  # fmt: skip
+        nic = {"version": nic_fw, "devices": {"ens1f0": {"firmware": nic_fw, "source": "ethtool"}}}
+        return {"gpus": [gpu], "nic_firmware": nic}
+
+    before = _run_with_facts(tmp_path, facts("22.31.1014", "92.00.68.00.01", "16"))
+    after = _run_with_facts(tmp_path, facts("22.36.1010", "92.00.68.00.01", "8"))
+    items = {(i.kind, i.item): i for i in validate_drift(before, after)}
+    assert set(items) == {("firmware", "nic_firmware"), ("gpu", "00000000:17:00.0 pcie_width")}
+    fw = items[("firmware", "nic_firmware")]
+    assert (fw.before, fw.after, fw.worse) == ("22.31.1014", "22.36.1010", False)
+    assert items[("gpu", "00000000:17:00.0 pcie_width")].worse
+    assert validate_drift(before, before) == []  # nothing changed: nothing reported

@@ -58,7 +58,8 @@ class DriftItem:
     """One thing that differs from the certified run.
 
     kind: version (ValidateNode.versions), observed (a check's observed value), check (a
-    check's status), gpu (a GPU's firmware/link/model from facts), figure (bench).
+    check's status), gpu (a GPU's VBIOS/link/model from facts), firmware (NIC firmware
+    from facts), figure (bench).
     """
 
     node: str
@@ -89,19 +90,36 @@ def _bench(run: RunDir) -> BenchRecord | None:
     return record if isinstance(record, BenchRecord) else None
 
 
-def gpu_rows(run: RunDir, record: ValidateRecord | None) -> dict[str, list[dict[str, Any]]]:
-    """facts.json's per-GPU rows per node ({} without facts: `validate --no-facts`)."""
+def node_facts(run: RunDir, record: ValidateRecord | None) -> dict[str, dict[str, Any]]:
+    """facts.json's facts per node ({} without facts: `validate --no-facts`)."""
     if record is None or not record.data.facts:
         return {}
     path = run.path / record.data.facts
     if not path.is_file():
         return {}
     nodes = (read_json(path) or {}).get("nodes") or {}
+    return {str(n): f for n, f in nodes.items() if isinstance(f, dict)}
+
+
+def gpu_rows(run: RunDir, record: ValidateRecord | None) -> dict[str, list[dict[str, Any]]]:
+    """facts.json's per-GPU rows per node, at most MAX_GPUS_PER_NODE each."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for node, facts in nodes.items():
-        gpus = facts.get("gpus") if isinstance(facts, dict) else None
+    for node, facts in node_facts(run, record).items():
+        gpus = facts.get("gpus")
         if isinstance(gpus, list):
-            out[str(node)] = [g for g in gpus[:MAX_GPUS_PER_NODE] if isinstance(g, dict)]
+            out[node] = [g for g in gpus[:MAX_GPUS_PER_NODE] if isinstance(g, dict)]
+    return out
+
+
+def _firmware(facts: dict[str, dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """NIC firmware per node: facts.json's `nic_firmware.version` (validation.nic_firmware:
+    the distinct versions of the node's device-backed NICs, joined by "; ")."""
+    out = {}
+    for node, f in facts.items():
+        nic = f.get("nic_firmware")
+        version = nic.get("version") if isinstance(nic, dict) else None
+        if isinstance(version, str) and version:
+            out[(node, "nic_firmware")] = version
     return out
 
 
@@ -220,6 +238,8 @@ def validate_drift(certified: RunDir, current: RunDir) -> list[DriftItem]:
     items += _pair_items(_observed(va), _observed(vb), "observed")
     items += _check_items(va, vb)
     items += _gpu_items(gpu_rows(certified, va), gpu_rows(current, vb))
+    fa, fb = node_facts(certified, va), node_facts(current, vb)
+    items += _pair_items(_firmware(fa), _firmware(fb), "firmware")
     return items
 
 
