@@ -64,3 +64,29 @@ def test_lab_monitoring_up_again_and_down(tmp_path: Path) -> None:
     time.sleep(0.5)
     assert not any(_running(int(pid)) for pid in state["pids"].values())
     assert stop_lab_monitoring(workdir) is False  # down again: nothing to stop
+
+
+def test_a_port_taken_between_probe_and_bind_is_retried(tmp_path: Path, monkeypatch) -> None:
+    """The race `free_port` leaves open, forced: the first port offered is held by another
+    socket; node_exporter exits with "address already in use" and the next port is used."""
+    import socket
+
+    from rackcert.lab import monitoring
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    real = monitoring.free_port
+    offered = iter([taken])
+    monkeypatch.setattr(monitoring, "free_port", lambda: next(offered, None) or real())
+    try:
+        mon = monitoring.start_monitoring(tmp_path / "m", serve=None)
+        try:
+            assert mon.node_exporter != f"http://127.0.0.1:{taken}"
+            log = (tmp_path / "m" / "node-exporter.log").read_text().lower()
+            assert "address already in use" not in log  # the log of the attempt that worked
+        finally:
+            mon.stop()
+    finally:
+        holder.close()

@@ -28,6 +28,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,38 @@ def _spawn(log: Path, args: list[str], detach: bool = False) -> subprocess.Popen
         )
 
 
+PORT_ATTEMPTS = 5  # a port found free can be taken by another process before we bind it
+
+
+def _start_listening(
+    name: str,
+    args_for: Callable[[str], list[str]],
+    ready_path: str,
+    log: Path,
+    detach: bool,
+    deadline: float,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a daemon on a free loopback port; returns it and its host:port once it answers.
+
+    Why the loop: `free_port` closes its probe socket before the daemon binds, and on a
+    shared machine another process can take the port in between; the daemon then exits
+    with "address already in use", and only then is another port tried.
+    """
+    for _ in range(PORT_ATTEMPTS):
+        addr = f"127.0.0.1:{free_port()}"
+        proc = _spawn(log, args_for(addr), detach)
+        try:
+            _wait_ready(name, f"http://{addr}{ready_path}", proc, log, deadline)
+        except MonitoringError:
+            said = log.read_text(errors="replace").lower()
+            if proc.poll() is not None and "address already in use" in said:
+                continue
+            proc.terminate()
+            raise
+        return proc, addr
+    raise MonitoringError(f"{name}: no free loopback port after {PORT_ATTEMPTS} attempts")
+
+
 def start_monitoring(
     state_dir: Path,
     *,
@@ -177,43 +210,42 @@ def start_monitoring(
     textfiles.mkdir(exist_ok=True)
     if short_for is not None:
         rules = shortened_rules(rules, state_dir, short_for)
-    exporter = f"127.0.0.1:{free_port()}"
-    mon = Monitoring("", f"http://{exporter}", textfiles, state_dir)
+    mon = Monitoring("", "", textfiles, state_dir)
     deadline = time.monotonic() + timeout_s
     try:
-        log = state_dir / "node-exporter.log"
-        mon.procs.append(
-            _spawn(
-                log,
-                [
-                    NODE_EXPORTER,
-                    f"--web.listen-address={exporter}",
-                    "--collector.disable-defaults",
-                    "--collector.textfile",
-                    f"--collector.textfile.directory={textfiles}",
-                ],
-                detach,
-            )
+        proc, exporter = _start_listening(
+            NODE_EXPORTER,
+            lambda addr: [
+                NODE_EXPORTER,
+                f"--web.listen-address={addr}",
+                "--collector.disable-defaults",
+                "--collector.textfile",
+                f"--collector.textfile.directory={textfiles}",
+            ],
+            "/metrics",
+            state_dir / "node-exporter.log",
+            detach,
+            deadline,
         )
-        _wait_ready(NODE_EXPORTER, f"http://{exporter}/metrics", mon.procs[-1], log, deadline)
+        mon.procs.append(proc)
+        mon.node_exporter = f"http://{exporter}"
         config = state_dir / "prometheus.yml"
         config.write_text(yaml.safe_dump(_config(serve, exporter, rules, interval)))
-        prom = f"127.0.0.1:{free_port()}"
-        mon.prometheus = f"http://{prom}"
-        log = state_dir / "prometheus.log"
-        mon.procs.append(
-            _spawn(
-                log,
-                [
-                    PROMETHEUS,
-                    f"--config.file={config}",
-                    f"--web.listen-address={prom}",
-                    f"--storage.tsdb.path={state_dir / 'tsdb'}",
-                ],
-                detach,
-            )
+        proc, prom = _start_listening(
+            PROMETHEUS,
+            lambda addr: [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--web.listen-address={addr}",
+                f"--storage.tsdb.path={state_dir / 'tsdb'}",
+            ],
+            "/-/ready",
+            state_dir / "prometheus.log",
+            detach,
+            deadline,
         )
-        _wait_ready(PROMETHEUS, f"http://{prom}/-/ready", mon.procs[-1], log, deadline)
+        mon.procs.append(proc)
+        mon.prometheus = f"http://{prom}"
     except BaseException:
         mon.stop()
         raise
@@ -254,16 +286,16 @@ def start_lab_monitoring(workdir: Path, runs_root: Path, *, interval: str = "5s"
         return state
     base = workdir / "monitoring"
     base.mkdir(parents=True, exist_ok=True)
-    serve = f"127.0.0.1:{free_port()}"
-    serve_proc = _spawn(
+    serve_proc, serve = _start_listening(
+        "rackcert serve",
+        lambda addr: [sys.executable, "-m", "rackcert.cli", "serve", "--runs-dir",
+                      str(runs_root), "--port", addr.rsplit(":", 1)[1]],
+        "/api/runs",
         base / "serve.log",
-        [sys.executable, "-m", "rackcert.cli", "serve", "--runs-dir", str(runs_root),
-         "--port", serve.rsplit(":", 1)[1]],
-        detach=True,
+        True,
+        time.monotonic() + 60,
     )  # fmt: skip
     try:
-        _wait_ready("rackcert serve", f"http://{serve}/api/runs", serve_proc, base / "serve.log",
-                    time.monotonic() + 60)  # fmt: skip
         mon = start_monitoring(base, serve=serve, interval=interval, detach=True)
     except BaseException:
         serve_proc.terminate()
