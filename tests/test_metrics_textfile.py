@@ -368,3 +368,33 @@ def test_firmware_vbios_and_link_drift_from_facts(tmp_path: Path) -> None:
     assert (fw.before, fw.after, fw.worse) == ("22.31.1014", "22.36.1010", False)
     assert items[("gpu", "00000000:17:00.0 pcie_width")].worse
     assert validate_drift(before, before) == []  # nothing changed: nothing reported
+
+
+@pytest.mark.unit
+def test_bench_drift_lines_and_textfile_against_the_certified_bench(tmp_path: Path) -> None:
+    """What `rackcert bench` does after its figures: compare with the certified run's bench,
+    write its textfile, print one line per figure beyond tolerance (none with --json)."""
+    from rackcert.metrics.record_metrics import bench_drift_lines
+    from rackcert.stage_records import BenchData, StorageNode, StorageResult
+
+    root = tmp_path / "runs"
+
+    def bench_run(mb_s: float) -> tuple[RunDir, BenchRecord]:
+        run = RunDir.create(root, "lab", "a" * 64, "spec")
+        node = StorageNode(path="/d", node="n1", throughput_mb_s=mb_s)
+        record = run.write_stage("bench", BenchData(storage=StorageResult(nodes=[node])))
+        assert isinstance(record, BenchRecord)
+        return run, record
+
+    certified, _ = bench_run(2000.0)
+    certified.write_stage("report", {"verdict": "PASS"})
+    run, record = bench_run(1000.0)
+    prom = tmp_path / "bench.prom"
+    lines = bench_drift_lines(record, run, root, prom, quiet=False)
+    assert lines[0].startswith(f"figures against the certified run {certified.path.name}: 1")
+    assert lines[1] == "drift n1 figure storage_read_bytes_per_second: 2e+09 -> 1e+09 (worse)"
+    text = prom.read_text()
+    promtool_check(text)
+    drift = [s for s in samples(text) if s[0] == "rackcert_drift"]
+    assert [(s[1]["kind"], s[2]) for s in drift] == [("figure", 1.0)]
+    assert bench_drift_lines(record, run, root, None, quiet=True) == []

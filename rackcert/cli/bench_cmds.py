@@ -6,7 +6,6 @@ and `rackcert --help` must stay fast).
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +26,6 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.display import show_bench
 from rackcert.errors import InputError
-from rackcert.untrusted import markup
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -273,25 +271,14 @@ def bench(
         from validation.junit import write_bench_junit
 
         write_bench_junit(junit, record.data.verdict)
-    from rackcert.metrics.record_metrics import bench_run_families, drift_since_certified
-
-    drift = drift_since_certified(rundir, runs_dir or default_runs_root(), "bench")
-    if metrics_textfile is not None:
-        from rackcert.metrics.textfile import write_textfile
-
-        write_textfile(metrics_textfile, bench_run_families(record, drift))
     if as_json:
-        items = [asdict(d) for d in drift[0]] if drift else []
-        print_json({"run": str(rundir.path), **record.data.model_dump(mode="json"), "drift": items})
+        print_json({"run": str(rundir.path), **record.data.model_dump(mode="json")})
     else:
         show_bench(console, record, rundir.path)
-        if drift is not None:
-            console.print(
-                f"figures against the certified run {markup(drift[1])}:"
-                f" {len(drift[0])} beyond tolerance",
-                soft_wrap=True,
-            )
-            for item in drift[0]:
-                console.print(item.line(), markup=False, soft_wrap=True)
+    from rackcert.metrics.record_metrics import bench_drift_lines
+
+    root = runs_dir or default_runs_root()
+    for line in bench_drift_lines(record, rundir, root, metrics_textfile, quiet=as_json):
+        console.print(line, markup=False, soft_wrap=True)
     if record.data.verdict is None or not record.data.verdict.passed:
         raise typer.Exit(1)

@@ -64,6 +64,26 @@ def bench_run_families(
     return bench_families(record, record.rack, drift=drift, certified=certified)
 
 
+def bench_drift_lines(
+    record: BenchRecord, run: RunDir, root: Path, textfile: Path | None, *, quiet: bool
+) -> list[str]:
+    """After `rackcert bench`: its figures against the certified run's bench, written to
+    `textfile` when given; returns the lines to print (none with `quiet`, i.e. --json).
+
+    One call from the CLI, so that bench's command stays a list of steps."""
+    from rackcert.metrics.textfile import write_textfile
+    from rackcert.untrusted import visible
+
+    found = drift_since_certified(run, root, "bench")
+    if textfile is not None:
+        write_textfile(textfile, bench_run_families(record, found))
+    if quiet or found is None:
+        return []
+    items, certified = found
+    head = f"figures against the certified run {visible(certified)}: {len(items)} beyond tolerance"
+    return [head, *(item.line() for item in items)]
+
+
 def health_outcome_families(outcome: Any, spec: str, finished: float) -> list[Family]:
     """validation.healthcheck's HealthOutcome as the health-check families."""
     return health_families(
