@@ -354,19 +354,25 @@ def _run_with_facts(root: Path, facts: dict) -> RunDir:
 def test_firmware_vbios_and_link_drift_from_facts(tmp_path: Path) -> None:
     from rackcert.metrics.drift import validate_drift
 
-    def facts(nic_fw: str, vbios: str, width: str) -> dict:
+    def facts(nic_fw: str, width: str, gen_now: str, gen_max: str) -> dict:
         gpu = {"index": "0", "pci.bus_id": "00000000:17:00.0", "name": "NVIDIA A100 80GB PCIe",
-               "vbios_version": vbios, "pcie.link.width.current": width}  # fmt: skip
+               "vbios_version": "92.00.68.00.01", "pcie.link.width.current": width,
+               "pcie.link.gen.current": gen_now, "pcie.link.gen.max": gen_max}  # fmt: skip
         nic = {"version": nic_fw, "devices": {"ens1f0": {"firmware": nic_fw, "source": "ethtool"}}}
         return {"gpus": [gpu], "nic_firmware": nic}
 
-    before = _run_with_facts(tmp_path, facts("22.31.1014", "92.00.68.00.01", "16"))
-    after = _run_with_facts(tmp_path, facts("22.36.1010", "92.00.68.00.01", "8"))
+    before = _run_with_facts(tmp_path, facts("22.31.1014", "16", "4", "4"))
+    # An idle GPU at gen 1 is power management, not drift; the firmware and width are.
+    after = _run_with_facts(tmp_path, facts("22.36.1010", "8", "1", "4"))
     items = {(i.kind, i.item): i for i in validate_drift(before, after)}
     assert set(items) == {("firmware", "nic_firmware"), ("gpu", "00000000:17:00.0 pcie_width")}
     fw = items[("firmware", "nic_firmware")]
     assert (fw.before, fw.after, fw.worse) == ("22.31.1014", "22.36.1010", False)
     assert items[("gpu", "00000000:17:00.0 pcie_width")].worse
+    # The generation the link allows went down (a slot retrained to gen 3): worse.
+    slower = _run_with_facts(tmp_path, facts("22.31.1014", "16", "3", "3"))
+    gen = [i for i in validate_drift(before, slower) if i.item.endswith("pcie_gen_max")]
+    assert [(g.before, g.after, g.worse) for g in gen] == [("4", "3", True)]
     assert validate_drift(before, before) == []  # nothing changed: nothing reported
 
 

@@ -25,24 +25,27 @@ from rackcert.stage_records import BenchRecord, ValidateRecord
 from rackcert.untrusted import cap, visible
 
 # Checks whose observed value is a version or a hardware property: a change is drift even
-# when both values pass (a driver moved within its pinned branch, a GPU's link retrained).
+# when both values pass (a driver moved within its pinned branch). Not gpu.pcie.link: its
+# observation holds the current PCIe generation, which an idle GPU lowers to save power;
+# the link is compared per GPU below, by width and by the generation the link allows.
 OBSERVED_CHECKS = (
     "gpu.count",
     "gpu.model",
     "gpu.driver",
     "gpu.cuda.driver",
     "gpu.cuda.toolkit",
-    "gpu.pcie.link",
     "ofed.version",
     "rdma.speed",
     "container.toolkit",
     "os.release",
 )
 # Per-GPU properties from facts.json (nvidia-smi --query-gpu fields): firmware and link.
+# The link's generation is `pcie.link.gen.max` (what GPU and slot trained to allow), not
+# `.current` (lower while the GPU idles: NVIDIA's power management, not a fault).
 GPU_FIELDS = {
     "vbios_version": "vbios",
     "pcie.link.width.current": "pcie_width",
-    "pcie.link.gen.current": "pcie_gen",
+    "pcie.link.gen.max": "pcie_gen_max",
     "name": "model",
 }
 TOLERANCE = 0.05  # a bench figure moves when it changes by more than this fraction
@@ -124,7 +127,7 @@ def _firmware(facts: dict[str, dict[str, Any]]) -> dict[tuple[str, str], str]:
 
 
 # Items where a lower number is a loss of hardware: a GPU gone, a PCIe link retrained down.
-_LOWER_IS_WORSE = ("gpu_count", "pcie_width", "pcie_gen")
+_LOWER_IS_WORSE = ("gpu_count", "pcie_width", "pcie_gen_max")
 
 
 def _lower(before: str, after: str) -> bool:
