@@ -116,3 +116,19 @@ def test_metrics_answers_only_an_allowed_host(served) -> None:
         assert resp.status == 421 and b"rackcert" not in resp.read()
     head = _get(port, f"localhost:{port}", "HEAD")
     assert head.status == 200 and head.read() == b""
+
+
+def test_a_new_run_shows_at_the_next_scrape(served) -> None:
+    """/metrics keeps its last body while no record changed; a new run changes it."""
+    root, port = served
+    first = _get(port, f"127.0.0.1:{port}").read()
+    assert _get(port, f"127.0.0.1:{port}").read() == first
+    _validate(RunDir.create(root, "rack-b", "b" * 64, "spec b"), "550.54.15", Status.failed)
+    body = _get(port, f"127.0.0.1:{port}").read().decode()
+    failed = {
+        s.labels["spec"]: s.value
+        for fam in text_string_to_metric_families(body)
+        for s in fam.samples
+        if s.name == "rackcert_check_failed"
+    }
+    assert failed == {"rack-a": 1.0, "rack-b": 1.0}

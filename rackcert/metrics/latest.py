@@ -12,7 +12,10 @@ trusted: a record that does not load is skipped, and counted in
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
+from typing import Any
 
 from rackcert.metrics.families import Family, exposition, validate_families
 from rackcert.metrics.record_metrics import (
@@ -41,12 +44,46 @@ def _newest(paths: list[Path], stage: str, unreadable: list[Path]):
     return None
 
 
+_CACHE: dict[Path, tuple[tuple[Any, ...], bytes]] = {}  # root -> (signature, body)
+_CACHE_LOCK = threading.Lock()
+_SIGNED = ("meta.json", "validate.json", "bench.json", "report.json", "facts.json")
+
+
+def _signature(paths: list[Path]) -> tuple[Any, ...]:
+    """What changes when a record /metrics reads changes: names, sizes and times (stat
+    only; nothing is read), so that an unchanged runs directory is not parsed again on
+    every scrape (a 256-node rack's records take a second to read and compare)."""
+    out = []
+    for path in paths:
+        for name in _SIGNED:
+            try:
+                info = os.stat(path / name)
+            except OSError:
+                continue
+            out.append((str(path), name, info.st_mtime_ns, info.st_size, info.st_ino))
+    return tuple(out)
+
+
 def runs_exposition(root: Path) -> bytes:
-    """The metric families of the latest validate and bench run of every rack."""
+    """The metric families of the latest validate and bench run of every rack (the last
+    body again while no record under `root` changed)."""
+    paths = run_paths(root)
+    signature = _signature(paths)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(root)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    body = _build(root, paths)
+    with _CACHE_LOCK:
+        _CACHE[root] = (signature, body)
+    return body
+
+
+def _build(root: Path, paths_all: list[Path]) -> bytes:
     families: list[Family] = []
     unreadable: list[Path] = []
     by_rack: dict[str, list[Path]] = {}
-    for path in run_paths(root):
+    for path in paths_all:
         by_rack.setdefault(path.parent.name, []).append(path)
     for rack in sorted(by_rack)[:MAX_RACKS]:
         paths = by_rack[rack]
