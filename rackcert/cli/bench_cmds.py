@@ -13,6 +13,7 @@ import typer
 
 from rackcert.cli.common import (
     JsonOpt,
+    MetricsTextfileOpt,
     RunOpt,
     RunsRootOpt,
     SpecArg,
@@ -204,6 +205,7 @@ def bench(
         Path | None,
         typer.Option("--junit", help="Also write the verdict's checks as JUnit XML here (for CI)"),
     ] = None,
+    metrics_textfile: MetricsTextfileOpt = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -218,6 +220,10 @@ def bench(
     import validation.bench
     from validation.bench.suite import BenchOptions, require_spec_fits
 
+    if metrics_textfile is not None:
+        from rackcert.metrics.textfile import check_target
+
+        check_target(metrics_textfile)
     loaded = load(spec_path)
     opts = BenchOptions(
         local=local,
@@ -269,5 +275,10 @@ def bench(
         print_json({"run": str(rundir.path), **record.data.model_dump(mode="json")})
     else:
         show_bench(console, record, rundir.path)
+    from rackcert.metrics.record_metrics import bench_drift_lines
+
+    root = runs_dir or default_runs_root()
+    for line in bench_drift_lines(record, rundir, root, metrics_textfile, quiet=as_json):
+        console.print(line, markup=False, soft_wrap=True)
     if record.data.verdict is None or not record.data.verdict.passed:
         raise typer.Exit(1)
