@@ -83,6 +83,7 @@ def main() -> int:
     env.update(
         HOME=str(home),
         RACKCERT_JUDGES_VENV=str(work / "judges"),
+        RACKCERT_ESXCLI_VENV=str(work / "esxcli"),
         RACKCERT_LAB_DL_SITE=str(work / "dl-site"),
     )
     result: dict[str, Any] = {"clone": str(clone)}
