@@ -1,0 +1,185 @@
+"""Read bench.json's `localisation` part: per-node and per-GPU figures, per-link figures, the
+outlier rule, and the findings that name a culprit.
+
+Why one reader: the report (per-node table, link heat map, diff) and `bench --drain` all read
+the part bench writes, and its shape is settled elsewhere (validation/bench's localisation
+stage). Everything that reads it goes through `read_localisation`, so a change of shape
+touches this module only. Names come from nodes and the spec: they are untrusted, kept to
+`CAP` characters here and shown with markup off wherever they go.
+
+The shape read (anything else is left out, never an error):
+
+    "localisation": {
+      "nodes": [{"node": "n1", "figures": {"gemm_gflops": 812.0, "h2d_gbps": 24.1},
+                 "gpus": [{"pci": "0000:17:00.0", "figures": {...}}]}],
+      "links": [{"a": "n1", "b": "n2", "gbps": 5.1, "latency_us": 18.0}],
+      "rule": {"kind": "median-fraction", "fraction": 0.7, ...},
+      "findings": [{"kind": "link", "nodes": ["n2", "n5"], "figure": "gbps", "value": 2.1,
+                    "median": 5.1, "check": "bench.link[n2<->n5]", "message": "..."}]
+    }
+
+`kind` is node, gpu or link; a gpu finding also has `gpu` (its PCI address).
+
+    loc = read_localisation(bench_json["data"])
+    loc.link_matrix()        # (names, n x n Gb/s or None), for the heat map
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rackcert.untrusted import cap, strip_controls
+
+NAME_CAP = 120  # a node name, PCI address or figure name as shown
+
+
+def _name(value: Any) -> str:
+    return cap(strip_controls(str(value)), NAME_CAP)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def _figures(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    out = {}
+    for key, item in value.items():
+        number = _number(item)
+        if number is not None:
+            out[_name(key)] = number
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One culprit the verdict names: a node, one of its GPUs, or the link between two nodes."""
+
+    kind: str  # node | gpu | link
+    nodes: tuple[str, ...]
+    check: str
+    message: str
+    figure: str = ""
+    value: float | None = None
+    median: float | None = None
+    gpu: str = ""
+
+    @property
+    def subject(self) -> str:
+        """What it names, as the report and the drain reason show it."""
+        if self.kind == "link" and len(self.nodes) == 2:
+            return f"{self.nodes[0]}<->{self.nodes[1]}"
+        if self.kind == "gpu":
+            return f"{self.nodes[0] if self.nodes else '?'} {self.gpu}".strip()
+        return self.nodes[0] if self.nodes else "?"
+
+
+@dataclass(frozen=True)
+class NodeFigures:
+    node: str
+    figures: dict[str, float]
+    gpus: tuple[tuple[str, dict[str, float]], ...] = ()
+
+
+@dataclass(frozen=True)
+class LinkFigure:
+    a: str
+    b: str
+    gbps: float | None
+    latency_us: float | None = None
+
+
+@dataclass
+class Localisation:
+    nodes: list[NodeFigures] = field(default_factory=list)
+    links: list[LinkFigure] = field(default_factory=list)
+    rule: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        """Every node, in the order the record gives them (nodes first, then links')."""
+        out: list[str] = []
+        ends = [x for link in self.links for x in (link.a, link.b)]
+        for name in [n.node for n in self.nodes] + ends:
+            if name not in out:
+                out.append(name)
+        return out
+
+    def link_matrix(self) -> tuple[list[str], list[list[float | None]]]:
+        """n x n Gb/s, symmetric (a link measured once fills both cells; measured both ways,
+        the lower figure, as the slower direction holds a ring back); None: not measured."""
+        names = self.names()
+        index = {name: i for i, name in enumerate(names)}
+        matrix: list[list[float | None]] = [[None] * len(names) for _ in names]
+        for link in self.links:
+            if link.gbps is None:
+                continue
+            i, j = index[link.a], index[link.b]
+            for x, y in ((i, j), (j, i)):
+                old = matrix[x][y]
+                matrix[x][y] = link.gbps if old is None else min(old, link.gbps)
+        return names, matrix
+
+    def named_links(self) -> set[frozenset[str]]:
+        return {frozenset(f.nodes) for f in self.findings if f.kind == "link"}
+
+    def named_nodes(self) -> dict[str, list[Finding]]:
+        """Nodes a node or GPU finding names (a link finding names a cable, not a node)."""
+        out: dict[str, list[Finding]] = {}
+        for finding in self.findings:
+            if finding.kind in ("node", "gpu") and finding.nodes:
+                out.setdefault(finding.nodes[0], []).append(finding)
+        return out
+
+
+def _finding(item: dict[str, Any]) -> Finding | None:
+    kind = str(item.get("kind", ""))
+    nodes = item.get("nodes")
+    if nodes is None and item.get("node") is not None:
+        nodes = [item["node"]]
+    if kind not in ("node", "gpu", "link") or not isinstance(nodes, list) or not nodes:
+        return None
+    return Finding(
+        kind=kind,
+        nodes=tuple(_name(n) for n in nodes[:2]),
+        check=_name(item.get("check", "")),
+        message=cap(strip_controls(str(item.get("message", ""))), 300),
+        figure=_name(item.get("figure", "")),
+        value=_number(item.get("value")),
+        median=_number(item.get("median")),
+        gpu=_name(item.get("gpu", "")),
+    )
+
+
+def read_localisation(bench: dict[str, Any] | None) -> Localisation | None:
+    """The localisation part of bench.json's data (or of run.json's bench), None without one."""
+    part = (bench or {}).get("localisation")
+    if not isinstance(part, dict):
+        return None
+    rule = part.get("rule")
+    loc = Localisation(rule=rule if isinstance(rule, dict) else {})
+    for item in part.get("nodes") or []:
+        if isinstance(item, dict) and item.get("node") is not None:
+            gpus = tuple(
+                (_name(g.get("pci", "?")), _figures(g.get("figures")))
+                for g in item.get("gpus") or []
+                if isinstance(g, dict)
+            )
+            loc.nodes.append(NodeFigures(_name(item["node"]), _figures(item.get("figures")), gpus))
+    for item in part.get("links") or []:
+        if isinstance(item, dict) and item.get("a") is not None and item.get("b") is not None:
+            a, b = _name(item["a"]), _name(item["b"])
+            if a != b:
+                loc.links.append(
+                    LinkFigure(a, b, _number(item.get("gbps")), _number(item.get("latency_us")))
+                )
+    for item in part.get("findings") or []:
+        finding = _finding(item) if isinstance(item, dict) else None
+        if finding is not None:
+            loc.findings.append(finding)
+    return loc
