@@ -184,8 +184,7 @@ def link_heatmap_figure(loc: Localisation):  # noqa: ANN201 - a matplotlib Figur
     values = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
     size = min(1.6 + 0.42 * n, 9.0)
     fig, ax = plt.subplots(figsize=(size + 1.2, size))
-    cmap = plt.get_cmap("viridis").copy()
-    cmap.set_bad("#eeeeee")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#eeeeee")
     measured = values[~np.isnan(values)]
     top = float(measured.max()) if measured.size else 1.0
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0.0, vmax=top)
