@@ -14,11 +14,13 @@ The shape read (anything else is left out, never an error):
                  "gpus": [{"pci": "0000:17:00.0", "figures": {...}}]}],
       "links": [{"a": "n1", "b": "n2", "gbps": 5.1, "latency_us": 18.0}],
       "rule": {"kind": "median-fraction", "fraction": 0.7, ...},
-      "findings": [{"kind": "link", "nodes": ["n2", "n5"], "figure": "gbps", "value": 2.1,
-                    "median": 5.1, "check": "bench.link[n2<->n5]", "message": "..."}]
+      "findings": [{"kind": "link", "nodes": ["n2", "n5"], "metric": "gbps", "value": 2.1,
+                    "reference": 5.1, "id": "bench.link[n2<->n5]", "message": "..."}]
     }
 
-`kind` is node, gpu or link; a gpu finding also has `gpu` (its PCI address).
+`kind` is link, node, gpu, compute or rank; a gpu finding also has `pci`. (As
+validation/bench/outliers.py's Finding.to_dict writes it; `check`, `figure`, `median` and
+`gpu` are read too.)
 
     loc = read_localisation(bench_json["data"])
     loc.link_matrix()        # (names, n x n Gb/s or None), for the heat map
@@ -32,6 +34,10 @@ from typing import Any
 from rackcert.untrusted import cap, strip_controls
 
 NAME_CAP = 120  # a node name, PCI address or figure name as shown
+# What a finding names: a link (two nodes), or one node: the node itself (all its links slow),
+# one of its GPUs, its compute, or one of its ranks in a scaling run.
+KINDS = ("link", "node", "gpu", "compute", "rank")
+NODE_KINDS = ("node", "gpu", "compute", "rank")
 
 
 def _name(value: Any) -> str:
@@ -60,7 +66,7 @@ def _figures(value: Any) -> dict[str, float]:
 class Finding:
     """One culprit the verdict names: a node, one of its GPUs, or the link between two nodes."""
 
-    kind: str  # node | gpu | link
+    kind: str  # link | node | gpu | compute | rank
     nodes: tuple[str, ...]
     check: str
     message: str
@@ -132,27 +138,33 @@ class Localisation:
         """Nodes a node or GPU finding names (a link finding names a cable, not a node)."""
         out: dict[str, list[Finding]] = {}
         for finding in self.findings:
-            if finding.kind in ("node", "gpu") and finding.nodes:
+            if finding.kind in NODE_KINDS and finding.nodes:
                 out.setdefault(finding.nodes[0], []).append(finding)
         return out
+
+
+def _first(item: dict[str, Any], *keys: str) -> Any:
+    """The first key present (the stage names it `id`/`metric`/`reference`/`pci`; the older
+    draft `check`/`figure`/`median`/`gpu`): one place for the shape to settle."""
+    return next((item[k] for k in keys if item.get(k) is not None), "")
 
 
 def _finding(item: dict[str, Any]) -> Finding | None:
     kind = str(item.get("kind", ""))
     nodes = item.get("nodes")
-    if nodes is None and item.get("node") is not None:
+    if not nodes and item.get("node") is not None:
         nodes = [item["node"]]
-    if kind not in ("node", "gpu", "link") or not isinstance(nodes, list) or not nodes:
+    if kind not in KINDS or not isinstance(nodes, list) or not nodes:
         return None
     return Finding(
         kind=kind,
         nodes=tuple(_name(n) for n in nodes[:2]),
-        check=_name(item.get("check", "")),
+        check=_name(_first(item, "id", "check")),
         message=cap(strip_controls(str(item.get("message", ""))), 300),
-        figure=_name(item.get("figure", "")),
+        figure=_name(_first(item, "metric", "figure")),
         value=_number(item.get("value")),
-        median=_number(item.get("median")),
-        gpu=_name(item.get("gpu", "")),
+        median=_number(_first(item, "reference", "median")),
+        gpu=_name(_first(item, "pci", "gpu")),
     )
 
 

@@ -45,15 +45,15 @@ def localisation(
     if slow_link:
         a, b = slow_link
         findings.append(
-            {"kind": "link", "nodes": [a, b], "figure": "gbps", "value": RATE * 0.3,
-             "check": f"bench.link[{a}<->{b}]",
+            {"kind": "link", "nodes": [a, b], "metric": "gbps", "value": RATE * 0.3,
+             "id": f"bench.link[{a}<->{b}]",
              "message": f"bench.link[{a}<->{b}]: 2.88 Gb/s, 0.30x rack median 9.60 Gb/s"}
         )  # fmt: skip
     if slow_node:
         findings.append(
-            {"kind": "node", "node": slow_node, "figure": "gemm_gflops",
-             "check": f"bench.node[{slow_node}].compute",
-             "message": f"bench.node[{slow_node}].compute: 36 GFLOP/s, 0.45x rack median 80"}
+            {"kind": "compute", "nodes": [slow_node], "metric": "gemm_gflops",
+             "id": f"bench.compute[{slow_node}]",
+             "message": f"bench.compute[{slow_node}]: 36 GFLOP/s, 0.45x rack median 80"}
         )  # fmt: skip
     rule = {"kind": "median-fraction", "fraction": 0.7, "mad_k": 5}
     return {"nodes": nodes, "links": links, "rule": rule, "findings": findings}
@@ -89,7 +89,7 @@ def test_heat_map_marks_the_planted_link_and_node_and_nothing_else(base_record) 
     assert "2.88" in svg  # the slow pair's own figure, shown in its cells
     findings = _section(html, "findings", "</ul>")
     assert "bench.link[lab-node2&lt;-&gt;lab-node5]: 2.88 Gb/s" in findings
-    assert "bench.node[lab-node7].compute" in findings
+    assert "bench.compute[lab-node7]" in findings
 
 
 def test_node_table_has_every_node_its_figures_and_what_names_it(base_record) -> None:  # noqa: ANN001
@@ -102,7 +102,7 @@ def test_node_table_has_every_node_its_figures_and_what_names_it(base_record) ->
     assert failing == ["lab-node3"]
     row3 = table[table.index(">lab-node3<") :]
     row3 = row3[: row3.index("</tr>")]
-    assert '<td class="bad">' in row3 and "bench.node[lab-node3].compute" in row3
+    assert '<td class="bad">' in row3 and "bench.compute[lab-node3]" in row3
     assert "7" in row3  # 7 links per node at 8 nodes
     gpus = _section(html, "gpu-table", "</table>")
     assert gpus.count("0000:17:00.0") == len(NODES) and "c-fail" not in gpus
@@ -143,7 +143,7 @@ def test_diff_names_the_link_and_node_that_got_worse_only(base_record) -> None: 
     assert any(
         r.startswith("newly named: bench.link[lab-node4<->lab-node8]") for r in d.regressions
     )
-    assert any(r.startswith("newly named: bench.node[lab-node6]") for r in d.regressions)
+    assert any(r.startswith("newly named: bench.compute[lab-node6]") for r in d.regressions)
     text = "\n".join(format_diff(d))
     assert re.search(r"worse link lab-node4<->lab-node8 Gb/s: 9\.\d+ -> 2\.88 \(-69\.\d%", text)
 

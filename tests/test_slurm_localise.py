@@ -137,11 +137,11 @@ def _loc(findings: list[dict]) -> Localisation:
 
 
 SLOW_NODE = {
-    "kind": "node", "node": "node1", "check": "bench.node[node1].compute",
-    "message": "bench.node[node1].compute: 40.0 GFLOP/s, 0.49x rack median 81.0 GFLOP/s",
+    "kind": "compute", "target": "node1", "nodes": ["node1"], "id": "bench.compute[node1]",
+    "message": "bench.compute[node1]: 40.0 GFLOP/s, 0.49x rack median 81.0 GFLOP/s",
 }  # fmt: skip
 SLOW_LINK = {
-    "kind": "link", "nodes": ["node1", "node2"], "check": "bench.link[node1<->node2]",
+    "kind": "link", "nodes": ["node1", "node2"], "id": "bench.link[node1<->node2]",
     "message": "bench.link[node1<->node2]: 0.48 Gb/s, below 0.5x line rate 1 Gb/s",
 }  # fmt: skip
 
@@ -165,7 +165,7 @@ def test_drain_names_the_node_keeps_an_operators_drain_and_resumes_only_its_own(
         # An operator drains node2; a verdict that names node2 leaves it as it is, and a
         # clean node1 is resumed (bench drained it, with the reason Slurm still shows).
         rack.lab.scontrol("update", "nodename=node2", "state=drain", "reason=operator: BIOS")
-        named2 = dict(SLOW_NODE, node="node2", message="bench.node[node2].compute: slow")
+        named2 = dict(SLOW_NODE, nodes=["node2"], message="bench.compute[node2]: slow")
         third = drain_named(_loc([named2]), record=record, env=env)
         assert [(a.node, a.action) for a in third] == [
             ("node1", "resume"),
