@@ -7,22 +7,28 @@ stage). Everything that reads it goes through `read_localisation`, so a change o
 touches this module only. Names come from nodes and the spec: they are untrusted, kept to
 `CAP` characters here and shown with markup off wherever they go.
 
-The shape read (anything else is left out, never an error):
+The shape read is bench.json's `data.localise` (schema 1, written by
+validation/bench/localise.py, whose docstring is its reference); anything else is left out,
+never an error. What this module takes from it:
 
-    "localisation": {
-      "nodes": [{"node": "n1", "figures": {"gemm_gflops": 812.0, "h2d_gbps": 24.1},
-                 "gpus": [{"pci": "0000:17:00.0", "figures": {...}}]}],
-      "links": [{"a": "n1", "b": "n2", "gbps": 5.1, "latency_us": 18.0}],
-      "rule": {"kind": "median-fraction", "fraction": 0.7, ...},
-      "findings": [{"kind": "link", "nodes": ["n2", "n5"], "metric": "gbps", "value": 2.1,
-                    "reference": 5.1, "id": "bench.link[n2<->n5]", "message": "..."}]
+    "localise": {
+      "nodes_measured": ["n1", ...],
+      "nodes": [{"node": "n1", "units": [{"unit": "cpu", "pci": null, "gemm_gflops": 9.1,
+                 "memcpy_gb_s": 4.2}, {"unit": "GPU0", "pci": "0000:17:00.0", ...}],
+                 "allreduce": {"busbw_gb_s": ...}}],
+      "links": [{"a": "n1", "b": "n2", "gbps": 0.194, "latency_us": null}],
+      "rules": {"link": {"median_fraction": 0.7, ...}, ...},
+      "findings": [{"id": "bench.link[n2<->n5]", "kind": "link", "nodes": ["n2", "n5"],
+                    "pci": null, "metric": "bandwidth", "value": 0.08, "reference": 0.194,
+                    "message": "bench.link[n2<->n5]: 0.08 Gb/s, 0.41x rack median ..."}]
     }
 
-`kind` is link, node, gpu, compute or rank; a gpu finding also has `pci`. (As
-validation/bench/outliers.py's Finding.to_dict writes it; `check`, `figure`, `median` and
-`gpu` are read too.)
+A unit with a PCI address is a GPU (its own row); the others (the lab's `cpu`) and the
+node's own allreduce are the node's figures. Finding kinds: link (two nodes); node, gpu,
+compute, node_allreduce and rank name one node. (A draft shape, `localisation` with
+per-node `figures` and `gpus`, is read too.)
 
-    loc = read_localisation(bench_json["data"])
+    loc = read_localisation(bench_json["data"])   # reads data["localise"]
     loc.link_matrix()        # (names, n x n Gb/s or None), for the heat map
 """
 
@@ -36,8 +42,9 @@ from rackcert.untrusted import cap, strip_controls
 NAME_CAP = 120  # a node name, PCI address or figure name as shown
 # What a finding names: a link (two nodes), or one node: the node itself (all its links slow),
 # one of its GPUs, its compute, or one of its ranks in a scaling run.
-KINDS = ("link", "node", "gpu", "compute", "rank")
-NODE_KINDS = ("node", "gpu", "compute", "rank")
+KINDS = ("link", "node", "gpu", "compute", "node_allreduce", "rank")
+NODE_KINDS = KINDS[1:]
+_UNIT_KEYS = ("unit", "pci")
 
 
 def _name(value: Any) -> str:
@@ -66,7 +73,7 @@ def _figures(value: Any) -> dict[str, float]:
 class Finding:
     """One culprit the verdict names: a node, one of its GPUs, or the link between two nodes."""
 
-    kind: str  # link | node | gpu | compute | rank
+    kind: str  # link | node | gpu | compute | node_allreduce | rank
     nodes: tuple[str, ...]
     check: str
     message: str
@@ -106,12 +113,13 @@ class Localisation:
     links: list[LinkFigure] = field(default_factory=list)
     rule: dict[str, Any] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # nodes_measured, as the stage gave them
 
     def names(self) -> list[str]:
-        """Every node, in the order the record gives them (nodes first, then links')."""
+        """Every node, in the order the record gives them (measured, nodes, then links')."""
         out: list[str] = []
         ends = [x for link in self.links for x in (link.a, link.b)]
-        for name in [n.node for n in self.nodes] + ends:
+        for name in self.order + [n.node for n in self.nodes] + ends:
             if name not in out:
                 out.append(name)
         return out
@@ -168,21 +176,39 @@ def _finding(item: dict[str, Any]) -> Finding | None:
     )
 
 
+def _node(item: dict[str, Any]) -> NodeFigures:
+    """One node's own figures and its GPUs', from its probe units (or the draft's keys)."""
+    figures = _figures(item.get("figures"))
+    gpus = [
+        (_name(g.get("pci", "?")), _figures(g.get("figures")))
+        for g in item.get("gpus") or []
+        if isinstance(g, dict)
+    ]
+    for unit in item.get("units") or []:
+        if not isinstance(unit, dict):
+            continue
+        values = _figures({k: v for k, v in unit.items() if k not in _UNIT_KEYS})
+        if unit.get("pci"):
+            gpus.append((_name(unit["pci"]), values))
+        else:
+            figures |= values
+    allreduce = item.get("allreduce")
+    if isinstance(allreduce, dict) and _number(allreduce.get("busbw_gb_s")) is not None:
+        figures["allreduce_busbw_gb_s"] = _number(allreduce["busbw_gb_s"]) or 0.0
+    return NodeFigures(_name(item["node"]), figures, tuple(gpus))
+
+
 def read_localisation(bench: dict[str, Any] | None) -> Localisation | None:
     """The localisation part of bench.json's data (or of run.json's bench), None without one."""
-    part = (bench or {}).get("localisation")
+    bench = bench or {}
+    part = bench.get("localise", bench.get("localisation"))
     if not isinstance(part, dict):
         return None
-    rule = part.get("rule")
+    rule = part.get("rules", part.get("rule"))
     loc = Localisation(rule=rule if isinstance(rule, dict) else {})
     for item in part.get("nodes") or []:
         if isinstance(item, dict) and item.get("node") is not None:
-            gpus = tuple(
-                (_name(g.get("pci", "?")), _figures(g.get("figures")))
-                for g in item.get("gpus") or []
-                if isinstance(g, dict)
-            )
-            loc.nodes.append(NodeFigures(_name(item["node"]), _figures(item.get("figures")), gpus))
+            loc.nodes.append(_node(item))
     for item in part.get("links") or []:
         if isinstance(item, dict) and item.get("a") is not None and item.get("b") is not None:
             a, b = _name(item["a"]), _name(item["b"])
@@ -194,4 +220,7 @@ def read_localisation(bench: dict[str, Any] | None) -> Localisation | None:
         finding = _finding(item) if isinstance(item, dict) else None
         if finding is not None:
             loc.findings.append(finding)
+    measured = part.get("nodes_measured")
+    if isinstance(measured, list):
+        loc.order = [_name(n) for n in measured]
     return loc

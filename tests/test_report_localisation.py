@@ -27,8 +27,9 @@ RATE = 9.6  # Gb/s: every lab link's shaped line rate in this record
 def localisation(
     *, seed: int, slow_link: tuple[str, str] | None = None, slow_node: str | None = None
 ) -> dict[str, Any]:
-    """Figures with 2 % jitter; a planted slow link at 0.3x, a planted slow node's compute at
-    0.45x; findings for what was planted, as the verdict would name them."""
+    """bench.json's data.localise (schema 1) with 2 % jitter; a planted slow link at 0.3x, a
+    planted slow node's compute at 0.45x; findings for what was planted, as the verdict would
+    name them."""
     rnd = random.Random(seed)
     links = []
     for a, b in itertools.combinations(NODES, 2):
@@ -39,8 +40,11 @@ def localisation(
     nodes = []
     for n in NODES:
         gemm = 80.0 * (1 + rnd.uniform(-0.02, 0.02)) * (0.45 if n == slow_node else 1)
-        gpus = [{"pci": "0000:17:00.0", "figures": {"h2d_gbps": 24.0}}]
-        nodes.append({"node": n, "figures": {"gemm_gflops": round(gemm, 2)}, "gpus": gpus})
+        units = [
+            {"unit": "cpu", "pci": None, "gemm_gflops": round(gemm, 2), "memcpy_gb_s": 4.2},
+            {"unit": "GPU0", "pci": "0000:17:00.0", "h2d_gb_s": 24.0, "d2h_gb_s": 25.0},
+        ]
+        nodes.append({"node": n, "device": "cpu", "units": units, "allreduce": None})
     findings = []
     if slow_link:
         a, b = slow_link
@@ -55,8 +59,9 @@ def localisation(
              "id": f"bench.compute[{slow_node}]",
              "message": f"bench.compute[{slow_node}]: 36 GFLOP/s, 0.45x rack median 80"}
         )  # fmt: skip
-    rule = {"kind": "median-fraction", "fraction": 0.7, "mad_k": 5}
-    return {"nodes": nodes, "links": links, "rule": rule, "findings": findings}
+    rules = {"link": {"metric": "bandwidth", "unit": "Gb/s", "median_fraction": 0.7}}
+    return {"schema": 1, "pattern": "round-robin", "nodes_measured": NODES, "nodes": nodes,
+            "links": links, "rules": rules, "findings": findings}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +73,7 @@ def base_record(tmp_path_factory):  # noqa: ANN001, ANN201
 
 def _with(record, part: dict[str, Any]):  # noqa: ANN001, ANN202
     copy = record.model_copy(deep=True)
-    copy.bench.localisation = part
+    copy.bench.localise = part
     return copy
 
 
@@ -170,8 +175,14 @@ def test_the_same_culprit_again_is_not_newly_named(base_record) -> None:  # noqa
 def test_reader_leaves_out_what_it_cannot_read() -> None:
     loc = read_localisation(
         {
-            "localisation": {
-                "nodes": [{"node": "a", "figures": {"x": "fast", "y": float("nan"), "z": 2}}, 7],
+            "localise": {
+                "nodes": [
+                    {
+                        "node": "a",
+                        "units": [{"unit": "cpu", "x": "fast", "y": float("nan"), "z": 2}],
+                    },
+                    7,
+                ],
                 "links": [{"a": "a", "b": "a", "gbps": 1}, {"a": "a", "b": "b", "gbps": True}],
                 "findings": [{"kind": "rumour", "node": "a"}, {"kind": "node", "nodes": []}],
             }
@@ -181,4 +192,4 @@ def test_reader_leaves_out_what_it_cannot_read() -> None:
     assert [n.figures for n in loc.nodes] == [{"z": 2.0}]
     assert [(x.a, x.b, x.gbps) for x in loc.links] == [("a", "b", None)]
     assert loc.findings == []
-    assert read_localisation({"localisation": "no"}) is None and read_localisation(None) is None
+    assert read_localisation({"localise": "no"}) is None and read_localisation(None) is None

@@ -37,7 +37,8 @@ def example() -> dict[str, Any]:
         )
         links.append({"a": a, "b": b, "gbps": round(gbps, 2)})
     nodes = [
-        {"node": n, "figures": {"gemm_gflops": 36.0 if n == "lab-node7" else 80.0}} for n in NODES
+        {"node": n, "units": [{"unit": "cpu", "gemm_gflops": 36.0 if n == "lab-node7" else 80.0}]}
+        for n in NODES
     ]
     findings = [
         {"kind": "link", "nodes": ["lab-node2", "lab-node5"],
@@ -46,7 +47,8 @@ def example() -> dict[str, Any]:
         {"kind": "compute", "nodes": ["lab-node7"], "id": "bench.compute[lab-node7]",
          "message": "bench.compute[lab-node7]: 36 GFLOP/s, 0.45x rack median 80 GFLOP/s"},
     ]  # fmt: skip
-    return {"localisation": {"nodes": nodes, "links": links, "findings": findings}}
+    return {"localise": {"schema": 1, "nodes_measured": NODES, "nodes": nodes, "links": links,
+                         "findings": findings}}  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

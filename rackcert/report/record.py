@@ -158,10 +158,10 @@ class Bench(Model):
     reference_resnet50: list[ReferenceFigure] = Field(
         default_factory=list, description="Published figures of the chosen reference, for context"
     )
-    localisation: dict[str, Any] | None = Field(
+    localise: dict[str, Any] | None = Field(
         None,
-        description="bench's localisation part as recorded (per-node and per-link figures, the"
-        " outlier rule, findings); read through rackcert.localisation",
+        description="bench's localisation part (bench.json data.localise) as recorded: per-node"
+        " and per-link figures, the outlier rules, findings; read through rackcert.localisation",
     )
 
 
