@@ -214,12 +214,20 @@ def test_horovod_under_srun_meets_through_mpi_on_both_nodes(
     """`bench --launcher srun --backend horovod`: srun --mpi=pmix starts one Horovod rank on
     each node, they meet through Open MPI's MPI_Init (PMIx), and the allreduce is right."""
     rack = slurm_rack
-    run = rack.run("horovod-srun")
+    # CPU nodes (CI has no GPU): a template without GPUs, so srun asks for no gres.
+    data = yaml.safe_load(rack.loaded.text)
+    cpu = {**data["vm_templates"][0], "name": "cpu-only", "gpus": 0}
+    cpu.pop("nvlink", None)
+    data["vm_templates"].append(cpu)
+    for vm in data["vms"]:
+        vm["template"] = "cpu-only"
+    spec = tmp_path / "cpu.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = subprocess.run(
-        [PYTHON, "-m", "rackcert.cli", "bench", str(rack.loaded.path), "--launcher", "srun",
+        [PYTHON, "-m", "rackcert.cli", "bench", str(spec), "--launcher", "srun",
          "--backend", "horovod", "--nodes", "2", "--gpus-per-node", "1", "--quick",
          "--max-bytes", "65536", "--skip", "resnet,storage", "--remote-python", PYTHON,
-         "--remote-dir", str(REPO_ROOT), "--run", str(run.path), "--json"],
+         "--remote-dir", str(REPO_ROOT), "--runs-dir", str(tmp_path / "runs"), "--json"],
         capture_output=True, text=True, timeout=400, cwd=REPO_ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
