@@ -4,10 +4,12 @@ health check's reason and state parsing. The real-Slurm tests are tests/test_slu
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rackcert.ansible_vars import spec_group_vars
@@ -223,3 +225,26 @@ def test_bench_srun_refusals_are_one_line(tmp_path: Path) -> None:
     ], no_block.stderr
     stray = _cli("bench", str(LAB), "--reservation", "maint", "--runs-dir", runs)
     assert stray.returncode == 2 and "use it with --launcher srun" in stray.stderr
+
+
+def test_a_result_line_srun_cut_into_labelled_pieces_is_joined_back() -> None:
+    """srun --label forwards a long line in 1024-byte pieces, each on its own labelled line
+    (seen with Slurm 22.05.8); other tasks' lines may come between them."""
+    from validation.bench.launch import MARKER, parse_result
+
+    result = {
+        "world_size": 2,
+        "points": [{"size_bytes": 2**i, "busbw": 0.1 * i} for i in range(90)],
+    }
+    line = MARKER + json.dumps(result)
+    assert len(line) > 3000
+    pieces = [line[i : i + 1024] for i in range(0, len(line), 1024)]
+    text = "".join(f"0: {p}\n" for p in pieces) + "0: RACKCERT_DONE 0\n"
+    assert parse_result(text) == result
+    between = (
+        "0: " + pieces[0] + "\n1: RACKCERT_DONE 1\n" + "".join(f"0: {p}\n" for p in pieces[1:])
+    )
+    assert parse_result(between) == result
+    cut = "0: " + pieces[0] + "\nsrun: error: node2: task 1: Killed\n"
+    with pytest.raises(ValueError):  # a result that never came whole is no figure
+        parse_result(cut)

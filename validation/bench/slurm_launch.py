@@ -57,7 +57,11 @@ def srun_argv(
         f"--job-name={job_name}",
         "--export=NONE",
         "--kill-on-bad-exit=1",
-        "--unbuffered",
+        # Whole lines, each with its task: with --unbuffered slurmstepd forwards raw chunks
+        # (a pty per task), and rank 0's long result line was seen cut by rank 1's output.
+        # Without it each task's output arrives line by line (PYTHONUNBUFFERED below keeps
+        # them prompt), and --label prefixes "<task>: ", which the result parser reads past.
+        "--label",
         "--chdir=/tmp",  # this checkout's directory is no path on the nodes
     ]
     if gpus:
@@ -105,7 +109,8 @@ def task_script(
     the step's PMIx server through the PMIX_* variables slurmstepd sets (a direct launch,
     srun(1) --mpi=pmix), and srun's --export=NONE already kept this machine's out of it.
     """
-    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+    named |= {**_forwarded_env(), **(env or {})}
     # Slurm binds each task's GPU (--gpus-per-task 1) through the task's own
     # CUDA_VISIBLE_DEVICES: that one goes on, never this machine's.
     named.pop("CUDA_VISIBLE_DEVICES", None)
