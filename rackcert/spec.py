@@ -604,6 +604,28 @@ class SlurmController(Strict):
     port: int = Field(6817, ge=1, le=65535, description="SlurmctldPort")
 
 
+class SlurmHealthCheck(Strict):
+    """rackcert's health check on the nodes: the wrapper slurm.conf's HealthCheckProgram names.
+
+    Why the role installs it: a slurm.conf that names a HealthCheckProgram the node lacks
+    makes slurmd run nothing (it logs the failed exec and the node stays in service), so the
+    check a site asked for never runs. The wrapper is what `rackcert slurm health-check-conf`
+    prints; rackcert itself must already be on the nodes at `rackcert`.
+    """
+
+    rackcert: AbsPath = Field(
+        "/opt/rackcert/venv/bin/rackcert", description="The rackcert program on the nodes"
+    )
+    spec_on_node: AbsPath = Field(
+        "/etc/rackcert/rack.yaml", description="Where the role puts this spec on the nodes"
+    )
+    program: AbsPath | None = Field(
+        None,
+        description="Where the wrapper goes; default: the HealthCheckProgram the site's"
+        " slurm.conf names (configless: /etc/slurm/rackcert-health-check)",
+    )
+
+
 class Slurm(Strict):
     """How the rack's nodes join the site's Slurm, and how rackcert talks to it.
 
@@ -643,6 +665,11 @@ class Slurm(Strict):
         ge=1,
         le=86400,
         description="How long a bench job may wait for Slurm to place it before it is given up",
+    )
+    health_check: SlurmHealthCheck | None = Field(
+        None,
+        description="The slurm_node role installs rackcert's health check where slurm.conf"
+        " names it (HealthCheckProgram); absent: the role leaves the program alone",
     )
 
 

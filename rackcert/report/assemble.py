@@ -451,7 +451,17 @@ def _bench(records: dict[str, StageRecordModel]) -> Bench:
         resnet50=data.resnet50,
         storage=data.storage.model_dump(mode="json") if data.storage else None,
         verdict=data.verdict,
+        localise=_localisation_part(data),
     )
+
+
+def _localisation_part(data: BenchData) -> dict[str, Any] | None:
+    """bench.json's localisation part (`data.localise`) as a plain dict: its model lives with
+    the bench stage; the report reads it through rackcert.localisation only."""
+    part = getattr(data, "localise", None)
+    if isinstance(part, BaseModel):
+        part = part.model_dump(mode="json")
+    return part if isinstance(part, dict) else None
 
 
 def combine_verdict(

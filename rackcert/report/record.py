@@ -166,6 +166,11 @@ class Bench(Model):
     reference_resnet50: list[ReferenceFigure] = Field(
         default_factory=list, description="Published figures of the chosen reference, for context"
     )
+    localise: dict[str, Any] | None = Field(
+        None,
+        description="bench's localisation part (bench.json data.localise) as recorded: per-node"
+        " and per-link figures, the outlier rules, findings; read through rackcert.localisation",
+    )
 
 
 class RunVerdict(Model):
