@@ -15,6 +15,7 @@ from typing import Any
 
 from provision import guestinfo
 from provision.vmsettings import DeviceWant, nic_ports, power_conflicts, wanted_devices
+from rackcert.device_groups import describe, wanted_group
 from rackcert.errors import RackcertError
 from rackcert.observed import Inventory, ObservedHost, ObservedVm
 from rackcert.pci import is_nvidia_gpu
@@ -285,6 +286,26 @@ def _ats_action(host: ObservedHost) -> Action | None:
     )
 
 
+def _where(spec: Spec, placement: VmPlacement, host: ObservedHost, pair_note: str) -> str:
+    """Where placement puts a VM, in words: host, GPUs, and the device group it takes whole.
+
+    An HGX VM shows its Fabric Manager partition and SXM modules (the PCI addresses follow
+    from the profile), so an operator reads host, partition and modules in the plan.
+    """
+    group = wanted_group(spec, placement)
+    gpus = ", ".join(placement.gpus) or "no GPU"
+    if group is not None and group.partition is not None:
+        return f"on {host.name} with {describe(group)}"
+    where = f"on {host.name} with {gpus}" + (pair_note if placement.nvlink_pair else "")
+    return where + (f" as {describe(group)}" if group is not None else "")
+
+
+def _group_params(spec: Spec, placement: VmPlacement) -> dict[str, Any]:
+    """`device_group` for the action's params when the VM takes one (none otherwise)."""
+    group = wanted_group(spec, placement)
+    return {"device_group": group.as_params()} if group is not None else {}
+
+
 def _device_key(dev: Any) -> tuple[str, str]:
     return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
 
@@ -305,10 +326,7 @@ def _vm_action(
     identity = guestinfo.guestinfo(spec, vm_spec, keys) if tmpl.source else {}
     memory_mb = tmpl.memory_gb * 1024
     desired = _desired_vm(vm_spec.name, tmpl, host, extra, devices)
-    gpus = ", ".join(placement.gpus) or "no GPU"
-    where = f"on {host.name} with {gpus}"
-    if placement.nvlink_pair:
-        where += " (NVLink-bridged pair)"
+    where = _where(spec, placement, host, " (NVLink-bridged pair)")
     if observed is None and tmpl.source is None:
         return Action(
             kind="vm.create",
@@ -318,7 +336,7 @@ def _vm_action(
             reason=f"VM {vm_spec.name} of template {tmpl.name} does not exist;"
             f" placement puts it {where}",
             host=host.name,
-            params={"desired": desired, "host_moid": host.moid},
+            params={"desired": desired, "host_moid": host.moid, **_group_params(spec, placement)},
             blocked="vm_templates[].source is not set: an empty VM has no disk and cannot boot;"
             " name the template to clone",
         )
@@ -390,6 +408,7 @@ def _vm_action(
             "add_devices": [_device_params(d, host) for d in add],
             "remove_device_keys": remove,
             **hardware,
+            **_group_params(spec, placement),
         },
         needs_power_cycle=running,
     )
@@ -586,8 +605,7 @@ def _clone_actions(
     identity = guestinfo.guestinfo(spec, vm_spec, keys)
     hardware = _hardware_changes(tmpl, source, host)
     desired = _desired_vm(vm_spec.name, tmpl, host, extra, devices)
-    gpus = ", ".join(placement.gpus) or "no GPU"
-    where = f"on {host.name} with {gpus}" + (" (NVLink pair)" if placement.nvlink_pair else "")
+    where = _where(spec, placement, host, " (NVLink pair)")
     passthrough = ", ".join(d.id or d.vgpu or "?" for d in devices) or "none"
     customize = [
         f"{tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, passthrough {passthrough}",
@@ -628,6 +646,7 @@ def _clone_actions(
                 "remove_device_keys": [],
                 "disk": hardware["disk"],
                 "nic": hardware["nic"],
+                **_group_params(spec, placement),
             },
             **common,
         ),

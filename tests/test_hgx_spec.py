@@ -244,3 +244,18 @@ def test_spec_check_cli_says_one_line_and_exits_non_zero(tmp_path):
     assert "Traceback" not in out
     assert "vcenter.version: VM 'train8-a'" in out
     assert len([line for line in out.splitlines() if "vcenter.version" in line]) == 1
+
+
+def test_spec_check_shows_each_vms_partition():
+    done = subprocess.run(
+        [sys.executable, "-m", "rackcert.cli", "spec", "check", str(HGX)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "pair-f | hgx04 | partition-6 (modules 6, 8): device group of 2 x vGPU grid_h200x-141c"
+        in done.stdout
+    )
+    assert "train8-a | hgx01 | partition-0 (modules 1, 2, 3, 4, 5, 6, 7, 8)" in done.stdout
