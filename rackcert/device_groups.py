@@ -44,6 +44,27 @@ class GroupWant:
         }
 
 
+def partition_group_name(board_name: str, partition: int) -> str:
+    """The vendor device group name of an HGX board's Fabric Manager partition.
+
+    What ESXi's NVIDIA GPU manager calls a partition is not documented publicly; rackcert
+    and its twin use this one form, so discovery maps a group back to its partition
+    (`partition_of_group`). Proven only against the twin.
+    """
+    return f"NVIDIA {board_name} partition-{partition}"
+
+
+def pair_group_name(gpus: tuple[str, ...] | list[str]) -> str:
+    """The vendor device group name of an NVLink-bridged PCIe pair (same caveat)."""
+    return "NVIDIA NVLink pair " + "+".join(sorted(gpus))
+
+
+def partition_of_group(name: str) -> int | None:
+    """The partition ID a device group name carries (`partition_group_name`), if any."""
+    head, sep, tail = name.rpartition(" partition-")
+    return int(tail) if sep and head and tail.isdigit() else None
+
+
 def gpu_kind(spec: Spec, placement: VmPlacement) -> GpuKind:
     """The kind of GPUs a placed VM holds: on a board, a bridged pair, or plain PCIe."""
     if spec.host_profile(placement.host).board is not None:

@@ -1,0 +1,137 @@
+"""The twin as a vCenter 8.0.3 with HGX hosts: version negotiation and vendor device groups.
+
+The twin of inventories/hgx-h200-4node.yaml answers as a real 8.0.3 vCenter does (AboutInfo,
+/sdk/vimServiceVersions.xml, so pyVmomi negotiates urn:vim25/8.0.3.0), and each ESXi 8.0.3
+host lists its HGX board's Fabric Manager partitions as vendor device groups, through
+HostAssignableHardwareManager.RetrieveVendorDeviceGroupInfo and
+QueryConfigTarget().vendorDeviceGroupInfo, read here with pyVmomi's own 8.0.0.1 types. The
+r750xa-shaped lab on 7.0.3 has none of it. Clients nobody here wrote (pyVmomi's property
+reads, community.vmware) still read the 8.0.3 twin without a handler panic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from provision.discovery import discover
+from rackcert.device_groups import partition_group_name, partition_of_group
+from rackcert.errors import InputError
+from rackcert.lab import twin
+from rackcert.paths import inventories_dir
+from rackcert.spec_loader import load_spec
+from tests.spec_helpers import example_data, write_spec
+from tests.twin_judges import Judge, find, read_sweep, run_modules
+
+pytestmark = pytest.mark.integration
+
+HGX = str(inventories_dir() / "hgx-h200-4node.yaml")
+LAB = "inventories/lab.yaml"
+LAB_PATH = inventories_dir() / "lab.yaml"
+
+
+def _groups_by_host(si):
+    from pyVmomi import vim
+
+    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.HostSystem], True)
+    try:
+        hosts = list(view.view)
+    finally:
+        view.Destroy()
+    return {h.name: h for h in hosts}
+
+
+def test_an_803_twin_negotiates_803_and_lists_each_hosts_partitions(rack_twin):
+    lab = rack_twin(HGX)
+    spec = lab.spec
+    board = spec.hardware_profiles[0].board
+    assert board is not None
+    with lab.connect() as si:
+        about = si.content.about
+        assert (about.version, about.build, about.apiVersion) == ("8.0.3", "24022515", "8.0.3.0")
+        assert about.licenseProductVersion == "8.0"
+        assert si._stub.versionId.strip('"') == "urn:vim25/8.0.3.0"  # negotiated namespace
+        inv = discover(si)
+        hosts = _groups_by_host(si)
+        cluster = hosts[spec.hosts[0].address].parent
+        for name, host in hosts.items():
+            groups = host.configManager.assignableHardwareManager.RetrieveVendorDeviceGroupInfo()
+            names = [g.deviceGroupName for g in groups]
+            assert names == [partition_group_name(board.name, p.id) for p in board.partitions]
+            sizes = Counter(len(g.componentDeviceInfo) for g in groups)
+            assert sizes == {8: 1, 4: 2, 2: 4, 1: 8}, name  # Fabric Manager's H200 8-GPU table
+            for group in groups:
+                ident = partition_of_group(group.deviceGroupName)
+                part = board.partition(ident) if ident is not None else None
+                assert part is not None and len(group.componentDeviceInfo) == len(part.modules)
+                for member in group.componentDeviceInfo:
+                    assert member.type == "nvidiaVgpu" and member.isConfigurable is True
+                    assert member.vendorName == "NVIDIA Corporation"
+                    assert member.device.backing.vgpu == "grid_h200x-141c"
+            target = cluster.environmentBrowser.QueryConfigTarget(host=host)
+            assert [g.deviceGroupName for g in target.vendorDeviceGroupInfo] == names
+            # The simulator's own answer is still there (the vGPU profile the host offers).
+            assert [t.vgpu for t in target.sharedGpuPassthroughTypes] == ["grid_h200x-141c"]
+    assert inv.api_version == "8.0.3.0"
+    seen = {(h.esxi_version, h.esxi_build, h.api_version) for h in inv.hosts}
+    assert seen == {("8.0.3", "24022510", "8.0.3.0")}
+    assert twin.handler_panics(lab.twin.files.workdir) == []
+
+
+def test_a_pcie_pair_on_803_is_a_passthrough_group_and_703_has_no_groups(rack_twin, tmp_path):
+    data = example_data(LAB_PATH)
+    data["vcenter"]["version"] = "8.0.3"
+    for host in data["hosts"]:
+        host["esxi_version"] = "8.0.3"
+    lab8 = rack_twin(str(write_spec(tmp_path, data, "lab803.yaml")))
+    lab7 = rack_twin(LAB)
+    with lab8.connect() as si:
+        host = next(iter(_groups_by_host(si).values()))
+        groups = host.configManager.assignableHardwareManager.RetrieveVendorDeviceGroupInfo()
+        assert [g.deviceGroupName for g in groups] == [
+            "NVIDIA NVLink pair 0000:17:00.0+0000:31:00.0"
+        ]
+        members = groups[0].componentDeviceInfo
+        assert [m.type for m in members] == ["pciPassthru", "pciPassthru"]
+        assert [m.device.backing.id for m in members] == ["0000:17:00.0", "0000:31:00.0"]
+    with lab7.connect() as si:
+        assert si.content.about.apiVersion == "7.0.3.0"
+        host = next(iter(_groups_by_host(si).values()))
+        assert host.configManager.assignableHardwareManager is None
+        target = host.parent.environmentBrowser.QueryConfigTarget(host=host)
+        assert not target.vendorDeviceGroupInfo
+
+
+def test_the_twin_names_the_releases_it_stands_for(tmp_path: Path):
+    spec = load_spec(HGX).spec
+    spec.vcenter.version = "8.0.2"
+    with pytest.raises(InputError, match=r"vcenter.version 8.0.2: the twin stands for vCenter"):
+        twin.description_from_spec(spec, twin.TwinFiles.in_dir(tmp_path))
+
+
+def test_clients_nobody_here_wrote_read_the_803_twin(rack_twin, tmp_path: Path):
+    from pyVmomi import vim
+
+    lab = rack_twin(HGX)
+    with lab.connect() as si:
+        sweep = read_sweep(si)
+        host = find(si, vim.HostSystem, lab.spec.hosts[0].address)
+        assert host.configManager.assignableHardwareManager is not None
+    assert sweep.dropped == [] and sweep.internal == [] and sweep.dangling == []
+    assert sweep.objects > 100
+    spec = lab.spec
+    judges = [
+        Judge("vmware_about_info", {}),
+        Judge("vmware_cluster_info", {"cluster_name": spec.vcenter.cluster}),
+        Judge("vmware_host_config_info", {"cluster_name": spec.vcenter.cluster}),
+        Judge("vmware_host_facts", {"esxi_hostname": spec.hosts[0].address}, label="facts"),
+    ]
+    results = run_modules(lab, judges, tmp_path / "judges")
+    failed = {k: str(v.get("msg", ""))[:300] for k, v in results.items() if v.get("failed")}
+    assert failed == {}
+    about = results["vmware_about_info"]["about_info"]
+    assert (about["version"], about["api_version"]) == ("8.0.3", "8.0.3.0")
+    assert results["facts"]["ansible_facts"]["ansible_distribution_version"] == "8.0.3"
+    assert twin.handler_panics(lab.twin.files.workdir) == []
