@@ -23,7 +23,7 @@ from rackcert.lab import twin
 from rackcert.paths import inventories_dir
 from rackcert.spec_loader import load_spec
 from tests.spec_helpers import example_data, write_spec
-from tests.twin_judges import Judge, find, read_sweep, run_modules
+from tests.twin_judges import Judge, find, read_sweep, run_modules, task_fault
 
 pytestmark = pytest.mark.integration
 
@@ -135,3 +135,128 @@ def test_clients_nobody_here_wrote_read_the_803_twin(rack_twin, tmp_path: Path):
     assert (about["version"], about["api_version"]) == ("8.0.3", "8.0.3.0")
     assert results["facts"]["ansible_facts"]["ansible_distribution_version"] == "8.0.3"
     assert twin.handler_panics(lab.twin.files.workdir) == []
+
+
+# -- a VM takes a device group: ConfigSpec.deviceGroups and its rules -------------------------
+H1 = "hgx01.example.internal"
+VGPU = "grid_h200x-141c"
+
+
+def _vm(name: str) -> dict:
+    return {
+        "name": name,
+        "host": H1,
+        "cpus": 8,
+        "memory_mb": 16384,
+        "firmware": "efi",
+        "disk_gb": 10,
+    }
+
+
+def _take(vm, name: str, size: int, *, members: int | None = None, key: int = 1):
+    """ReconfigVM_Task as a vSphere 8 client sends it: the group and its vGPUs, one request."""
+    from pyVmomi import vim
+
+    changes = []
+    for seq in range(size if members is None else members):
+        dev = vim.vm.device.VirtualPCIPassthrough(
+            key=-100 - seq,
+            backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=VGPU),
+            deviceGroupInfo=vim.vm.device.VirtualDevice.DeviceGroupInfo(
+                groupInstanceKey=key, sequenceId=seq
+            ),
+        )
+        changes.append(vim.vm.device.VirtualDeviceSpec(operation="add", device=dev))
+    groups = vim.vm.VirtualDeviceGroups(
+        deviceGroup=[
+            vim.vm.VirtualDeviceGroups.VendorDeviceGroup(groupInstanceKey=key, deviceGroupName=name)
+        ]
+    )
+    spec = vim.vm.ConfigSpec(
+        deviceGroups=groups, deviceChange=changes, memoryReservationLockedToMax=True
+    )
+    return task_fault(vm.ReconfigVM_Task(spec=spec))
+
+
+def _vgpus(vm) -> list:
+    from pyVmomi import vim
+
+    return [
+        d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualPCIPassthrough)
+    ]
+
+
+def test_a_vm_takes_a_partition_whole_and_its_membership_is_fixed(rack_twin):
+    from pyVmomi import vim
+
+    lab = rack_twin(
+        HGX, vms=[_vm("a"), _vm("b")], host_desc={H1: {"graphics_type": "sharedDirect"}}
+    )
+    board = lab.spec.hardware_profiles[0].board
+    assert board is not None
+    p1, p3 = (partition_group_name(board.name, i) for i in (1, 3))
+    with lab.connect() as si:
+        a, b = find(si, vim.VirtualMachine, "a"), find(si, vim.VirtualMachine, "b")
+        fault = _take(a, p3, 2, members=1)
+        assert (
+            "has 2 devices: the request must add all of them, sequenceId 0 to 1, in one"
+            in fault.msg
+        )
+        fault = _take(a, "NVIDIA HGX H200 8-GPU partition-99", 1)
+        assert "is not a vendor device group of host hgx01.example.internal" in fault.msg
+        assert _vgpus(a) == []  # a refused request changes nothing
+        assert _take(a, p3, 2) is None
+        members = _vgpus(a)
+        assert [m.backing.vgpu for m in members] == [VGPU, VGPU]
+        # Membership cannot change: not the same group again, no device into it, none out of it.
+        assert "already holds device group" in _take(a, p3, 2).msg
+        join = vim.vm.device.VirtualDeviceSpec(
+            operation="add",
+            device=vim.vm.device.VirtualPCIPassthrough(
+                key=-300,
+                backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=VGPU),
+                deviceGroupInfo=vim.vm.device.VirtualDevice.DeviceGroupInfo(
+                    groupInstanceKey=1, sequenceId=2
+                ),
+            ),
+        )
+        fault = task_fault(a.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[join])))
+        assert "a device joins a group only with the group, in one request" in fault.msg
+        leave = vim.vm.device.VirtualDeviceSpec(operation="remove", device=members[0])
+        fault = task_fault(a.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[leave])))
+        assert "are removed together, in one request (it removes 1)" in fault.msg
+        assert len(_vgpus(a)) == 2
+        # One powered-on VM per partition: b's partition-1 (modules 1-4) shares GPUs with a's.
+        assert _take(b, p1, 4) is None
+        assert task_fault(a.PowerOnVM_Task()) is None
+        fault = task_fault(b.PowerOnVM_Task())
+        assert (
+            f'device group "{p1}" shares GPU 0000:1b:00.0 with group "{p3}" of powered-on VM a'
+            in (fault.msg)
+        )
+        assert b.runtime.powerState == "poweredOff"
+        # Both members out together: the group is gone and may be taken again.
+        task_fault(a.PowerOffVM_Task())
+        both = [vim.vm.device.VirtualDeviceSpec(operation="remove", device=m) for m in members]
+        assert task_fault(a.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=both))) is None
+        assert _vgpus(a) == []
+        assert task_fault(b.PowerOnVM_Task()) is None
+    assert twin.handler_panics(lab.twin.files.workdir) == []
+
+
+def test_a_vgpu_group_needs_the_hosts_vgpu_manager(rack_twin):
+    from pyVmomi import vim
+
+    # A host without the NVIDIA vGPU manager offers no vGPU profile (and lists no VIB for it).
+    lab = rack_twin(
+        HGX, vms=[_vm("a")], host_desc={H1: {"graphics_type": "sharedDirect", "vgpu_types": []}}
+    )
+    board = lab.spec.hardware_profiles[0].board
+    assert board is not None
+    with lab.connect() as si:
+        a = find(si, vim.VirtualMachine, "a")
+        assert _take(a, partition_group_name(board.name, 7), 1) is None
+        fault = task_fault(a.PowerOnVM_Task())
+        assert "needs the NVIDIA vGPU manager, which host hgx01.example.internal does not run" in (
+            fault.msg
+        )

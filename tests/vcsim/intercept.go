@@ -147,6 +147,9 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 			writeTaskResponse(w, method.Name, *task)
 			return
 		}
+		if serveDeviceGroups(w, r, method, body, i.next) { // devicegroup_config.go
+			return
+		}
 	}
 	i.next.ServeHTTP(w, r)
 }
