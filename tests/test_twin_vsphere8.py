@@ -178,6 +178,29 @@ def _take(vm, name: str, size: int, *, members: int | None = None, key: int = 1)
     return task_fault(vm.ReconfigVM_Task(spec=spec))
 
 
+def _read_paths(si, vm) -> tuple[str, list[int]]:
+    """config.deviceGroups and config.hardware.device by name, through the PropertyCollector."""
+    from pyVmomi import vim, vmodl
+
+    spec = vmodl.query.PropertyCollector.FilterSpec(
+        objectSet=[vmodl.query.PropertyCollector.ObjectSpec(obj=vm)],
+        propSet=[
+            vmodl.query.PropertyCollector.PropertySpec(
+                type=vim.VirtualMachine, pathSet=["config.deviceGroups", "config.hardware.device"]
+            )
+        ],
+    )
+    result = si.content.propertyCollector.RetrievePropertiesEx(
+        [spec], vmodl.query.PropertyCollector.RetrieveOptions()
+    )
+    props = {p.name: p.val for p in result.objects[0].propSet}
+    name = props["config.deviceGroups"].deviceGroup[0].deviceGroupName
+    seqs = [
+        d.deviceGroupInfo.sequenceId for d in props["config.hardware.device"] if d.deviceGroupInfo
+    ]
+    return name, seqs
+
+
 def _vgpus(vm) -> list:
     from pyVmomi import vim
 
@@ -208,6 +231,19 @@ def test_a_vm_takes_a_partition_whole_and_its_membership_is_fixed(rack_twin):
         assert _take(a, p3, 2) is None
         members = _vgpus(a)
         assert [m.backing.vgpu for m in members] == [VGPU, VGPU]
+        # Read back as any vSphere 8 client reads it: config.deviceGroups, deviceGroupInfo.
+        held = a.config.deviceGroups.deviceGroup
+        assert [(type(g).__name__, g.deviceGroupName) for g in held] == [
+            ("vim.vm.VirtualDeviceGroups.VendorDeviceGroup", p3)
+        ]
+        infos = [
+            (m.deviceGroupInfo.groupInstanceKey, m.deviceGroupInfo.sequenceId) for m in members
+        ]
+        assert infos == [(held[0].groupInstanceKey, 0), (held[0].groupInstanceKey, 1)]
+        assert _read_paths(si, a) == (p3, [0, 1])
+        assert b.config.deviceGroups is None  # unset: b holds none
+        sweep = read_sweep(si)  # every property of every object, a VM holding a group among them
+        assert sweep.dropped == [] and sweep.internal == [] and sweep.dangling == []
         # Membership cannot change: not the same group again, no device into it, none out of it.
         assert "already holds device group" in _take(a, p3, 2).msg
         join = vim.vm.device.VirtualDeviceSpec(
