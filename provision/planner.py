@@ -300,10 +300,42 @@ def _where(spec: Spec, placement: VmPlacement, host: ObservedHost, pair_note: st
     return where + (f" as {describe(group)}" if group is not None else "")
 
 
-def _group_params(spec: Spec, placement: VmPlacement) -> dict[str, Any]:
-    """`device_group` for the action's params when the VM takes one (none otherwise)."""
+def _group_params(
+    spec: Spec, placement: VmPlacement, host: ObservedHost, devices: list[DeviceWant]
+) -> dict[str, Any]:
+    """`device_group` for the action's params when the VM takes one (none otherwise): the
+    group, and the devices its members become (apply adds them in one request)."""
     group = wanted_group(spec, placement)
-    return {"device_group": group.as_params()} if group is not None else {}
+    if group is None:
+        return {}
+    members = [_device_params(d, host) for d in devices if d.role == "gpu"]
+    return {"device_group": {**group.as_params(), "devices": members}}
+
+
+def _split_group(spec: Spec, placement: VmPlacement, devices: list[DeviceWant]) -> list[DeviceWant]:
+    """The devices added one by one: all of them, or without the GPUs a device group brings."""
+    if wanted_group(spec, placement) is None:
+        return devices
+    return [d for d in devices if d.role != "gpu"]
+
+
+def _group_change(group_params: dict[str, Any], observed: ObservedVm) -> str:
+    """What the VM lacks of its device group, in words ("" when it holds it whole)."""
+    group = group_params.get("device_group")
+    if not group:
+        return ""
+    held = observed.group_members(group["vendor_name"])
+    if len(held) == len(group["gpus"]):
+        return ""
+    what = f"{len(group['gpus'])} x vGPU {group['vgpu']}" if group["vgpu"] else "passthrough GPUs"
+    return f"take device group {group['name']} ({what}) in one request"
+
+
+def _unwanted_members(group_params: dict[str, Any], observed: ObservedVm) -> list[int]:
+    """Keys of the members of groups the VM holds but should not: removed all together."""
+    wanted = (group_params.get("device_group") or {}).get("vendor_name")
+    names = {n for n in observed.device_groups.values() if n != wanted}
+    return sorted(d.key for n in names for d in observed.group_members(n))
 
 
 def _device_key(dev: Any) -> tuple[str, str]:
@@ -321,7 +353,9 @@ def _vm_action(
 ) -> Action | None:
     tmpl = spec.template(vm_spec.template)
     profile = spec.host_profile(placement.host)
-    devices = wanted_devices(tmpl, placement, nic_port)
+    all_devices = wanted_devices(tmpl, placement, nic_port)
+    group_params = _group_params(spec, placement, host, all_devices)
+    devices = _split_group(spec, placement, all_devices)
     extra = wanted_extra_config(tmpl, placement, profile)
     identity = guestinfo.guestinfo(spec, vm_spec, keys) if tmpl.source else {}
     memory_mb = tmpl.memory_gb * 1024
@@ -336,7 +370,7 @@ def _vm_action(
             reason=f"VM {vm_spec.name} of template {tmpl.name} does not exist;"
             f" placement puts it {where}",
             host=host.name,
-            params={"desired": desired, "host_moid": host.moid, **_group_params(spec, placement)},
+            params={"desired": desired, "host_moid": host.moid, **group_params},
             blocked="vm_templates[].source is not set: an empty VM has no disk and cannot boot;"
             " name the template to clone",
         )
@@ -375,7 +409,22 @@ def _vm_action(
     for key, value in extra_changes.items():
         changes.append(f"{key}={value}")
     want_keys = {d.key() for d in devices}
-    have = {_device_key(d): d for d in observed.passthrough}
+    have = {_device_key(d): d for d in observed.passthrough if d.group_key is None}
+    group_change = _group_change(group_params, observed)
+    if group_change:
+        changes.append(group_change)
+    stale = _unwanted_members(group_params, observed)
+    if stale:
+        changes.append(
+            "remove device group(s) "
+            + ", ".join(
+                sorted(
+                    set(observed.device_groups.values())
+                    - {(group_params.get("device_group") or {}).get("name")}
+                )
+            )
+            + " whole"
+        )
     add = [d for d in devices if d.key() not in have]
     remove = sorted(d.key for k, d in have.items() if k not in want_keys)
     for d in add:
@@ -406,9 +455,10 @@ def _vm_action(
             "vm_moid": observed.moid,
             "extra_config": extra_changes | identity_changes,
             "add_devices": [_device_params(d, host) for d in add],
-            "remove_device_keys": remove,
+            "remove_device_keys": remove + stale,
             **hardware,
-            **_group_params(spec, placement),
+            **group_params,
+            "add_group": bool(group_change),
         },
         needs_power_cycle=running,
     )
@@ -600,7 +650,9 @@ def _clone_actions(
     source = _template_of(spec, tmpl, inventory, host)
     datastore = tmpl.datastore or source.disks[0].datastore
     profile = spec.host_profile(placement.host)
-    devices = wanted_devices(tmpl, placement, nic_port)
+    all_devices = wanted_devices(tmpl, placement, nic_port)
+    group_params = _group_params(spec, placement, host, all_devices)
+    devices = _split_group(spec, placement, all_devices)
     extra = wanted_extra_config(tmpl, placement, profile)
     identity = guestinfo.guestinfo(spec, vm_spec, keys)
     hardware = _hardware_changes(tmpl, source, host)
@@ -646,7 +698,8 @@ def _clone_actions(
                 "remove_device_keys": [],
                 "disk": hardware["disk"],
                 "nic": hardware["nic"],
-                **_group_params(spec, placement),
+                **group_params,
+                "add_group": bool(group_params),
             },
             **common,
         ),

@@ -31,11 +31,13 @@ class GroupWant:
     gpus: tuple[str, ...]
     mechanism: Mechanism
     vgpu: str | None
+    vendor_name: str = ""  # the name the host lists it by (RetrieveVendorDeviceGroupInfo)
 
     def as_params(self) -> dict[str, object]:
         """The shape plan.json records and apply reads."""
         return {
             "name": self.name,
+            "vendor_name": self.vendor_name,
             "partition": self.partition,
             "modules": list(self.modules),
             "gpus": list(self.gpus),
@@ -84,10 +86,13 @@ def wanted_group(spec: Spec, placement: VmPlacement) -> GroupWant | None:
     )
     if decision.mechanism is None or not decision.uses_device_group:
         return None
-    if placement.partition is not None:
+    board = spec.host_profile(placement.host).board
+    if placement.partition is not None and board is not None:
         name = f"partition-{placement.partition}"
+        vendor_name = partition_group_name(board.name, placement.partition)
     else:
         name = "nvlink-pair " + "+".join(placement.gpus)
+        vendor_name = pair_group_name(placement.gpus)
     vgpu = tmpl.vgpu_profile if decision.mechanism is Mechanism.device_group_vgpu else None
     return GroupWant(
         vm=placement.vm,
@@ -98,6 +103,7 @@ def wanted_group(spec: Spec, placement: VmPlacement) -> GroupWant | None:
         gpus=placement.gpus,
         mechanism=decision.mechanism,
         vgpu=vgpu,
+        vendor_name=vendor_name,
     )
 
 

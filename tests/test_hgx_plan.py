@@ -35,8 +35,11 @@ def test_plan_shows_host_partition_and_modules():
         "placement puts it on hgx04.example.internal with partition-6 (modules 6, 8): device"
         " group of 2 x vGPU grid_h200x-141c"
     )
+    vgpu = {"backing": "vgpu", "role": "gpu", "vgpu": "grid_h200x-141c"}
     assert pair_f.params["device_group"] == {
         "name": "partition-6",
+        "vendor_name": "NVIDIA HGX H200 8-GPU partition-6",
+        "devices": [vgpu, vgpu],
         "partition": 6,
         "modules": [6, 8],
         "gpus": ["0000:c3:00.0", "0000:df:00.0"],

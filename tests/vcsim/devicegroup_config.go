@@ -212,17 +212,43 @@ func recordGroups(vm *simulator.VirtualMachine, held []heldGroup, wanted map[int
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(a, b int) bool { return keys[a] < keys[b] })
+	taken := map[int32]bool{}
 	for _, k := range keys {
-		name := wanted[k]
-		n := len(groupByName(vm, name).GPUs)
-		if n > len(added) {
-			n = len(added)
+		g := groupByName(vm, wanted[k])
+		members := []int32{}
+		for _, key := range added {
+			if !taken[key] && len(members) < len(g.GPUs) && isMember(vm, key, g) {
+				members = append(members, key)
+				taken[key] = true
+			}
 		}
-		out = append(out, heldGroup{Name: name, Key: next, Members: added[:n]})
-		added = added[n:]
+		out = append(out, heldGroup{Name: g.Name, Key: next, Members: members})
 		next++
 	}
 	return out
+}
+
+// isMember: the VM's device `key` is one the group brings (its vGPU profile, or one of its
+// GPUs as a fixed passthrough backing); other devices added in the same request are not.
+func isMember(vm *simulator.VirtualMachine, key int32, g DeviceGroupDesc) bool {
+	member := false
+	simulator.Map.WithLock(vm, func() {
+		for _, d := range vm.Config.Hardware.Device {
+			pt, ok := d.(*types.VirtualPCIPassthrough)
+			if !ok || pt.Key != key {
+				continue
+			}
+			switch b := pt.Backing.(type) {
+			case *types.VirtualPCIPassthroughVmiopBackingInfo:
+				member = g.Vgpu != "" && b.Vgpu == g.Vgpu
+			case *types.VirtualPCIPassthroughDeviceBackingInfo:
+				for _, id := range g.GPUs {
+					member = member || (g.Vgpu == "" && b.Id == id)
+				}
+			}
+		}
+	})
+	return member
 }
 
 func groupByName(vm *simulator.VirtualMachine, name string) DeviceGroupDesc {

@@ -1,0 +1,54 @@
+"""Provision the HGX H200 rack on the 8.0.3 twin: each VM takes its partition, then nothing is left.
+
+Judged by what exists: pyVmomi reads every provisioned VM's config.deviceGroups and each
+member's deviceGroupInfo back and checks them against the spec's placement and against the
+device groups the twin's host lists.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rackcert.device_groups import wanted_group
+from rackcert.lab import twin
+from rackcert.paths import inventories_dir
+from rackcert.placement import place
+from tests.twin_judges import find
+from tests.vsphere_helpers import cli, plan_json
+
+pytestmark = pytest.mark.integration
+
+HGX = str(inventories_dir() / "hgx-h200-4node.yaml")
+
+
+def test_provision_gives_each_vm_its_partition_and_a_second_plan_is_empty(rack_twin, capsys):
+    from pyVmomi import vim
+
+    lab = rack_twin(HGX, guests=True)
+    code, out, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 0, err + out
+    assert plan_json(lab, capsys)["actions"] == []
+    spec = lab.spec
+    by_vm = {p.vm: p for p in place(spec)}
+    with lab.connect() as si:
+        for vm_spec in spec.vms:
+            want = wanted_group(spec, by_vm[vm_spec.name])
+            assert want is not None
+            vm = find(si, vim.VirtualMachine, vm_spec.name)
+            groups = vm.config.deviceGroups.deviceGroup
+            assert [g.deviceGroupName for g in groups] == [want.vendor_name], vm_spec.name
+            members = [d for d in vm.config.hardware.device if d.deviceGroupInfo]
+            assert sorted(d.deviceGroupInfo.sequenceId for d in members) == list(
+                range(len(want.gpus))
+            )
+            assert {d.deviceGroupInfo.groupInstanceKey for d in members} == {
+                groups[0].groupInstanceKey
+            }
+            assert {d.backing.vgpu for d in members} == {want.vgpu}
+            # The group is one the VM's host lists, with as many members as it has GPUs.
+            host = vm.runtime.host
+            listed = host.configManager.assignableHardwareManager.RetrieveVendorDeviceGroupInfo()
+            offered = {g.deviceGroupName: g for g in listed}
+            assert len(offered[want.vendor_name].componentDeviceInfo) == len(members)
+            assert vm.runtime.powerState == "poweredOn"
+    assert twin.handler_panics(lab.twin.files.workdir) == []
