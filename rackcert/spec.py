@@ -569,6 +569,12 @@ class Guest(Strict):
         " ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
+    vgpu_license_token_file: str | None = Field(
+        None,
+        description="NVIDIA License System client configuration token for vGPU guests: a file"
+        " on this machine (the Ansible controller), copied to the nodes and never logged or"
+        " recorded; rackcert does not read it",
+    )
     ansible_vars: dict[str, Any] = Field(
         default_factory=dict,
         description=(
