@@ -13,6 +13,7 @@ from rackcert.device_groups import wanted_group
 from rackcert.lab import twin
 from rackcert.paths import inventories_dir
 from rackcert.placement import place
+from tests.test_rehearse import _round_trip
 from tests.twin_judges import find
 from tests.vsphere_helpers import cli, plan_json
 
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.integration
 HGX = str(inventories_dir() / "hgx-h200-4node.yaml")
 
 
-def test_provision_gives_each_vm_its_partition_and_a_second_plan_is_empty(rack_twin, capsys):
+def test_provision_gives_each_vm_its_partition_and_a_second_plan_is_empty(
+    rack_twin, capsys, tmp_path
+):
     from pyVmomi import vim
 
     lab = rack_twin(HGX, guests=True)
@@ -52,3 +55,27 @@ def test_provision_gives_each_vm_its_partition_and_a_second_plan_is_empty(rack_t
             assert len(offered[want.vendor_name].componentDeviceInfo) == len(members)
             assert vm.runtime.powerState == "poweredOn"
     assert twin.handler_panics(lab.twin.files.workdir) == []
+    # Capture reads the groups back; a twin serving the capture serves them as captured (its
+    # capture equals the first), and the planner finds nothing to do there either.
+    first = _round_trip(capsys, tmp_path, lab)
+    hosts = {h["name"]: h for h in first["hosts"]}
+    assert {len(h["device_groups"]) for h in hosts.values()} == {15}
+    held = {v["name"]: v for v in first["vms"] if v["device_groups"]}
+    assert set(held) == {v.name for v in spec.vms}
+    for name, vm in held.items():
+        want = wanted_group(spec, by_vm[name])
+        assert want is not None and [g["name"] for g in vm["device_groups"]] == [want.vendor_name]
+        members = [d for d in vm["devices"] if d.get("group_key") is not None]
+        assert sorted(d["group_sequence"] for d in members) == list(range(len(want.gpus)))
+    from provision.discovery import discover
+    from provision.guestinfo import read_authorized_keys
+    from provision.planner import plan
+    from provision.rehearse import twin_of
+    from provision.session import connect
+    from rackcert.capture.model import load_capture
+
+    replay = twin_of(load_capture(tmp_path / "first.json"), spec, tmp_path / "again")
+    with replay as (_t, spec2), connect(spec2) as si:
+        replayed = discover(si)
+    keys = read_authorized_keys(spec2)
+    assert plan(spec2, replayed, authorized_keys=keys) == []

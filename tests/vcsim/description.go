@@ -67,6 +67,9 @@ type DeviceGroupDesc struct {
 	GPUs        []string `json:"gpus"`
 	// Vgpu is the vGPU profile each member offers ("": the members are passthrough GPUs).
 	Vgpu string `json:"vgpu"`
+	// DeviceNames, when given, are the members' device names as captured (a replayed vGPU
+	// member names no PCI function to look its name up by).
+	DeviceNames []string `json:"device_names"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.

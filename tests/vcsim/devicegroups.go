@@ -155,6 +155,9 @@ func groupXML(hs *simulator.HostSystem, g DeviceGroupDesc) string {
 		fmt.Fprintf(&b, "<deviceGroupDescription>%s</deviceGroupDescription>", esc(g.Description))
 	}
 	for i, id := range g.GPUs {
+		if i < len(g.DeviceNames) {
+			names[id] = g.DeviceNames[i]
+		}
 		kind, backing := "pciPassthru", fmt.Sprintf(
 			`<backing xsi:type="VirtualPCIPassthroughDeviceBackingInfo"><deviceName>%s</deviceName>`+
 				`<id>%s</id><deviceId>%x</deviceId><systemId>%s</systemId><vendorId>%d</vendorId></backing>`,
