@@ -24,11 +24,18 @@ from rackcert.spec import GpuMode, Spec
 from rackcert.stage_records import ActionRecord
 from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, wanted_extra_config
 
-HOST_KINDS = ("host.gpus", "host.ats", "host.passthrough", "host.graphics", "host.reboot")
+HOST_KINDS = (
+    "host.gpus",
+    "host.vgpu_manager",
+    "host.ats",
+    "host.passthrough",
+    "host.graphics",
+    "host.reboot",
+)
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
 LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
 # Findings the planner reports but never acts on: their actions are always blocked.
-REPORT_ONLY_KINDS = ("host.gpus", "vm.disk", "vm.relocate", "vm.firmware")
+REPORT_ONLY_KINDS = ("host.gpus", "host.vgpu_manager", "vm.disk", "vm.relocate", "vm.firmware")
 
 
 class PlanError(RackcertError):
@@ -152,6 +159,9 @@ def _host_actions(
             enable.append(pci)
         elif not dev.passthru_active:
             activate.append(pci)
+    manager = _vgpu_manager_action(spec, placements, spec_host, host)
+    if manager is not None:
+        actions.append(manager)
     graphics = _graphics_action(spec, placements, spec_host, host)
     if graphics is not None:
         actions.append(graphics)
@@ -206,6 +216,39 @@ def _host_actions(
                 " needs --power-cycle"
             )
     return actions
+
+
+def _vgpu_manager_action(
+    spec: Spec, placements: list[VmPlacement], spec_host: Any, host: ObservedHost
+) -> Action | None:
+    """vGPU VMs need the NVIDIA vGPU manager on their host: blocked, with what to install.
+
+    NVIDIA's vGPU guide for vSphere: the Virtual GPU Manager VIB is installed on ESXi
+    (esxcli software vib install) before any vGPU VM; only then does the host offer vGPU
+    profiles (config.sharedPassthruGpuTypes). rackcert installs no host software.
+    """
+    wanted: dict[str, list[str]] = {}
+    for p in placements:
+        if p.host != spec_host.name or not p.gpus:
+            continue
+        tmpl = spec.template(next(v for v in spec.vms if v.name == p.vm).template)
+        if tmpl.gpu_mode is GpuMode.vgpu and tmpl.vgpu_profile not in host.vgpu_types:
+            wanted.setdefault(tmpl.vgpu_profile or "?", []).append(p.vm)
+    if not wanted:
+        return None
+    profiles = ", ".join(sorted(wanted))
+    vms = ", ".join(v for names in wanted.values() for v in names)
+    offered = ", ".join(host.vgpu_types) or "none"
+    return Action(
+        kind="host.vgpu_manager",
+        target=host.name,
+        change=f"vGPU profile(s) {profiles} not offered (the host offers {offered})",
+        reason=f"vGPU VM(s) {vms} need the NVIDIA vGPU manager VIB of the guest driver's branch"
+        " on this host (NVIDIA vGPU guide for vSphere)",
+        host=host.name,
+        blocked="install the NVIDIA vGPU manager VIB on the host (esxcli software vib install),"
+        " reboot it, and re-run provision",
+    )
 
 
 def _graphics_action(

@@ -79,3 +79,14 @@ def test_the_r750xa_on_7_0_3_plans_no_device_group():
     assert actions and not [a for a in actions if "device_group" in a.params]
     s1 = next(a for a in actions if a.target == "s1-pair")
     assert "(NVLink-bridged pair)" in s1.reason
+
+
+def test_a_host_without_the_vgpu_manager_is_blocked_with_what_to_install():
+    spec = spec_of(_uncloned(example_data(HGX)))
+    inventory = inventory_of(spec)
+    inventory.hosts[1].vgpu_types = []  # hgx02: no NVIDIA vGPU manager, so no profile offered
+    blocked = [a for a in plan(spec, inventory) if a.kind == "host.vgpu_manager"]
+    assert [a.target for a in blocked] == ["hgx02.example.internal"]
+    assert blocked[0].change == "vGPU profile(s) grid_h200x-141c not offered (the host offers none)"
+    assert "train4-a, train4-b" in blocked[0].reason
+    assert blocked[0].blocked.startswith("install the NVIDIA vGPU manager VIB")
