@@ -79,3 +79,36 @@ def test_provision_gives_each_vm_its_partition_and_a_second_plan_is_empty(
         replayed = discover(si)
     keys = read_authorized_keys(spec2)
     assert plan(spec2, replayed, authorized_keys=keys) == []
+
+
+def test_a_pcie_pair_rack_on_803_takes_its_pairs_as_device_groups(rack_twin, capsys, tmp_path):
+    """inventories/lab.yaml (A100 PCIe pairs) on vSphere 8.0.3: each 2-GPU VM gets its bridged
+    pair as a passthrough device group; a second plan is empty."""
+    from pyVmomi import vim
+
+    from tests.spec_helpers import LAB, example_data, write_spec
+
+    data = example_data(LAB)
+    data["vcenter"]["version"] = "8.0.3"
+    for host in data["hosts"]:
+        host["esxi_version"] = "8.0.3"
+    lab = rack_twin(str(write_spec(tmp_path, data, "lab803.yaml")), guests=True)
+    code, out, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
+    assert code == 0, err + out
+    assert plan_json(lab, capsys)["actions"] == []
+    by_vm = {p.vm: p for p in place(lab.spec)}
+    grouped = [v.name for v in lab.spec.vms if wanted_group(lab.spec, by_vm[v.name])]
+    assert grouped  # the lab's 2-GPU VMs hold bridged pairs
+    with lab.connect() as si:
+        for vm_spec in lab.spec.vms:
+            want = wanted_group(lab.spec, by_vm[vm_spec.name])
+            vm = find(si, vim.VirtualMachine, vm_spec.name)
+            if want is None:
+                assert vm.config.deviceGroups is None
+                continue
+            assert [g.deviceGroupName for g in vm.config.deviceGroups.deviceGroup] == [
+                want.vendor_name
+            ]
+            members = [d for d in vm.config.hardware.device if d.deviceGroupInfo]
+            assert sorted(d.backing.id for d in members) == sorted(want.gpus)
+    assert twin.handler_panics(lab.twin.files.workdir) == []
