@@ -67,11 +67,12 @@ def smi_q_header(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SmiHeader:
-    """What `nvidia-smi -q` says above its first GPU."""
+    """What `nvidia-smi -q` says above its first GPU, and per GPU what the HGX checks read."""
 
     driver_version: str
     cuda_driver: str | None
     attached_gpus: int | None
+    gpus: tuple[SmiGpuStatus, ...] = ()
 
 
 def smi_header(text: str) -> SmiHeader:
@@ -82,6 +83,7 @@ def smi_header(text: str) -> SmiHeader:
         head["Driver Version"],
         head.get("CUDA Version") or None,
         int(attached) if attached.isdigit() else None,
+        tuple(smi_gpu_status(text)),
     )
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from itertools import combinations
 
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
-from validation.facts.gpu import GpuTopology, NvlinkStatus, SmiGpuStatus
+from validation.facts.gpu import GpuTopology, NvlinkStatus, SmiHeader
 
 # A link counts as up at its speed within this fraction (nvidia-smi prints 3 decimals).
 SPEED_TOLERANCE = 0.005
 
 
-@check("gpu.vgpu.license", facts=(SmiGpuStatus,))
+@check("gpu.vgpu.license", facts=(SmiHeader,))
 def vgpu_license(view: NodeView) -> Outcome:
     """Every vGPU reports "License Status : Licensed" in nvidia-smi -q.
 
@@ -26,7 +26,7 @@ def vgpu_license(view: NodeView) -> Outcome:
     """
     if not view.expect.vgpu:
         return skipped("the VM's GPUs are not vGPUs", "no licence needed")
-    gpus = view.fact(SmiGpuStatus)
+    gpus = view.fact(SmiHeader).gpus
     seen = [f"{g.bus_id}: {g.license_status or 'no licence section'}" for g in gpus]
     expected = "Licensed on every vGPU"
     if len(gpus) != view.expect.gpus:
@@ -93,7 +93,7 @@ def topo_partition(view: NodeView) -> Outcome:
     return passed(observed, expected)
 
 
-@check("gpu.fabric", facts=(SmiGpuStatus,))
+@check("gpu.fabric", facts=(SmiHeader,))
 def fabric(view: NodeView) -> Outcome:
     """Where the guest reports the fabric, every GPU's is State Completed, Status Success.
 
@@ -102,7 +102,7 @@ def fabric(view: NodeView) -> Outcome:
     """
     if view.expect.partition is None:
         return skipped("the VM's GPUs are not on an NVSwitch board", "not judged")
-    gpus = view.fact(SmiGpuStatus)
+    gpus = view.fact(SmiHeader).gpus
     expected = "Fabric State Completed, Status Success"
     seen = [f"{g.bus_id}: {g.fabric_state}/{g.fabric_status}" for g in gpus]
     reported = [g for g in gpus if g.fabric_state not in (None, "N/A")]

@@ -55,25 +55,6 @@ class SmiHeader(Fact):
         return parsers.smi_header("\n".join(output))
 
 
-class SmiGpuStatus(Fact):
-    """`nvidia-smi -q` per GPU: SXM module ID, fabric state and status, vGPU licence status.
-
-    The same command (and key) as SmiHeader: one probe answers both."""
-
-    key = "nvidia_smi"
-    tool = "nvidia-smi"
-
-    def command(self) -> str:
-        return "nvidia-smi -q"
-
-    @staticmethod
-    def default() -> list[Any]:
-        return []
-
-    def process(self, output: list[str]) -> list[parsers.SmiGpuStatus]:
-        return parsers.smi_gpu_status("\n".join(output))
-
-
 class GpuTopology(Fact):
     """`nvidia-smi topo -m`: the link between each pair of devices (NV#, PIX, SYS...)."""
 
