@@ -92,6 +92,19 @@ VM_PROPERTIES = [
     "guest.ipAddress",
 ]
 NAMED = ["name"]  # datastores and networks: their names, for the hosts' lists
+# VirtualMachineConfigInfo.deviceGroups (API 8.0.0.1): asked only of a vCenter that speaks
+# that release, since an older one answers the unknown path with InvalidProperty.
+DEVICE_GROUPS = "config.deviceGroups"
+
+
+def speaks_device_groups(si: Any) -> bool:
+    """The session's negotiated API version is 8.0.0.1 or later (vendor device groups)."""
+    version = str(getattr(si._stub, "versionId", "") or "").strip('"').rsplit("/", 1)[-1]
+    try:
+        parts = tuple(int(x) for x in version.split("."))
+    except ValueError:
+        return False
+    return parts >= (8, 0, 0, 1)
 
 
 class DiscoveryError(RackcertError):
@@ -196,6 +209,9 @@ def _stream_paged(
     from pyVmomi import vim, vmodl
 
     content = si.content
+    if speaks_device_groups(si):
+        extra = {**(extra or {})}
+        extra[vim.VirtualMachine] = [*extra.get(vim.VirtualMachine, []), DEVICE_GROUPS]
     kinds = [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network]
     kinds += [k for k in (extra or {}) if k not in kinds]
     view = content.viewManager.CreateContainerView(content.rootFolder, kinds, True)

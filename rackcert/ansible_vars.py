@@ -79,6 +79,10 @@ def _guest_vars(spec: Spec) -> dict[str, Any]:
         "dl_runtime_venv": g.dl_venv,
         "dl_runtime_system_site_packages": g.dl_system_site_packages,
         "ssh_trust_user": g.ssh.user,
+        # A path, never the token: Ansible reads the file on the controller (no_log).
+        "vgpu_license_token_file": (
+            str(Path(g.vgpu_license_token_file).expanduser()) if g.vgpu_license_token_file else ""
+        ),
     }
     for comp in VENDOR_COMPONENTS:
         out |= _source_vars(comp, g.sources.get(comp))

@@ -138,6 +138,10 @@ class PassthroughDevice(Observed):
     system_id: str | None = None
     vgpu: str | None = None
     label: str = ""
+    group_key: int | None = Field(
+        None, description="deviceGroupInfo.groupInstanceKey: the device group it belongs to"
+    )
+    group_sequence: int | None = Field(None, description="deviceGroupInfo.sequenceId")
 
 
 class VirtualDisk(Observed):
@@ -175,6 +179,16 @@ class ObservedVm(Observed):
     disks: list[VirtualDisk] = Field(default_factory=list)
     nics: list[VirtualNic] = Field(default_factory=list)
     guest_ip: str = Field("", description="guest.ipAddress as VMware Tools reports it")
+    device_groups: dict[int, str] = Field(
+        default_factory=dict,
+        description="config.deviceGroups (vSphere 8): groupInstanceKey -> vendor device group name",
+    )
+
+    def group_members(self, name: str) -> list[PassthroughDevice]:
+        """The VM's devices in its device group `name`, in sequence order."""
+        keys = {k for k, n in self.device_groups.items() if n == name}
+        found = [d for d in self.passthrough if d.group_key in keys]
+        return sorted(found, key=lambda d: d.group_sequence or 0)
 
 
 class Inventory(Observed):

@@ -429,7 +429,7 @@ func gpuMemoryKB(name string) int64 {
 // without a host driver shows no module, type Basic.
 func graphicsDeviceList(hs *simulator.HostSystem, _ cliArgs) (cliResult, *cliFault) {
 	active, _ := activeGraphics.Load(hs.Self.Value)
-	managed := hostHasVIB(hs, VGPUManagerVIB)
+	managed := hasVGPUManager(hs)
 	vms := map[string]int{}
 	for _, ref := range hs.Vm {
 		vm, ok := simulator.Map.Get(ref).(*simulator.VirtualMachine)

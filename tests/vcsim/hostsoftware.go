@@ -36,8 +36,27 @@ type VIB struct {
 	InstallDate     string `json:"install_date"`
 }
 
-// VGPUManagerVIB is the NVIDIA vGPU manager's VIB name (NVIDIA AI Enterprise 2.x+ on ESXi 7.0).
-const VGPUManagerVIB = "NVD-AIE_ESXi_7.0.2_Driver"
+// The NVIDIA vGPU manager's VIB names: NVIDIA AI Enterprise's host driver for ESXi 7.0
+// (2.x+) and for ESXi 8.0 (NVIDIA AI Enterprise release notes and the vGPU User Guide,
+// "Installing the NVIDIA Virtual GPU Manager": NVD-AIE_ESXi_7.0.2_Driver,
+// NVD-AIE-800_ESXi_8.0.0_Driver). A host runs the one built for its ESXi release.
+const (
+	VGPUManagerVIB   = "NVD-AIE_ESXi_7.0.2_Driver"
+	VGPUManagerVIB80 = "NVD-AIE-800_ESXi_8.0.0_Driver"
+)
+
+// vgpuManagerVIB is the manager VIB an ESXi release takes.
+func vgpuManagerVIB(version string) string {
+	if strings.HasPrefix(version, "8.") {
+		return VGPUManagerVIB80
+	}
+	return VGPUManagerVIB
+}
+
+// hasVGPUManager: the host has the NVIDIA vGPU manager VIB of either release installed.
+func hasVGPUManager(hs *simulator.HostSystem) bool {
+	return hostHasVIB(hs, VGPUManagerVIB) || hostHasVIB(hs, VGPUManagerVIB80)
+}
 
 // hostVIBs holds each host's VIB list (host moid -> []VIB), set once at build.
 var hostVIBs sync.Map
@@ -69,7 +88,11 @@ func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
 		vibs = append(vibs, vmw("nmlx5-core", "4.19.16.11-"+tag), vmw("nmlx5-rdma", "4.19.16.11-"+tag))
 	}
 	if vgpu {
-		vibs = append(vibs, VIB{Name: VGPUManagerVIB, Version: "535.154.02-1OEM.702.0.0.17630552",
+		oem := "1OEM.702.0.0.17630552" // the 7.0.2 driver's build tag
+		if strings.HasPrefix(version, "8.") {
+			oem = "1OEM.800.1.0.20613240" // the 8.0 driver's
+		}
+		vibs = append(vibs, VIB{Name: vgpuManagerVIB(version), Version: "535.154.02-" + oem,
 			Vendor: "NVD", AcceptanceLevel: "VMwareAccepted", InstallDate: "2022-02-01"})
 	}
 	hostVIBs.Store(hs.Self.Value, vibs)

@@ -261,7 +261,8 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		hs.ConfigManager.GraphicsManager = &gmRef
 		availability.own(ptsRef, hs)
 		availability.own(ref, hs)
-		addHostManagers(hs) // hostobjects.go: the managers every ESXi host has
+		addDeviceGroups(hs, hd) // devicegroups.go: vSphere 8 hosts list their vendor device groups
+		addHostManagers(hs)     // hostobjects.go: the managers every ESXi host has
 	})
 }
 
