@@ -82,6 +82,14 @@ def shape_hosts(hosts: Sequence[Any], gbps: float) -> None:
         shape_host(h, gbps * 1000)
 
 
+def shape_lab(hosts: Sequence[Any], spec: Any) -> None:
+    """The lab's hosts at the line rate its spec declares (certification.line_rate_gbps);
+    nothing when it declares none."""
+    rate = spec.certification.line_rate_gbps
+    if rate:
+        shape_hosts(hosts, rate)
+
+
 def shape_link(a: Any, b: Any, mbit: float, *, line: float) -> None:
     """Traffic between a and b (both ways) at `mbit`; everything else at `line` Mbit/s.
 
