@@ -177,14 +177,22 @@ def _allreduce_rank(rank: int, world: int, port: int, size: int, iters: int, q: 
 
 def node_allreduce(ranks: int, size: int, iters: int) -> dict[str, Any]:
     """The node's allreduce across its GPUs (CPU: Gloo ranks), one process per rank."""
+    import torch
     import torch.multiprocessing as mp
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    mp.spawn(_allreduce_rank, args=(ranks, port, size, iters, q), nprocs=ranks, join=True)
+    # CUDA cannot be forked into; CPU ranks are forked (no second torch import per rank).
+    method = "spawn" if torch.cuda.is_available() else "fork"
+    q = mp.get_context(method).Queue()
+    mp.start_processes(
+        _allreduce_rank,
+        args=(ranks, port, size, iters, q),
+        nprocs=ranks,
+        join=True,
+        start_method=method,
+    )
     return {"ranks": ranks, "size_bytes": size, "iterations": iters, **q.get(timeout=60)}
 
 
