@@ -97,6 +97,7 @@ class LocaliseOptions:
     python: str = "python3"
     node_allreduce: bool = True
     device: str = "auto"  # the per-node stage's: auto | cuda | cpu
+    engine: str = "auto"  # per-node stage: auto (torch on GPUs, numpy on CPUs) | torch | numpy
     stages: set[str] = field(default_factory=lambda: {"nodes", "links"})
     timeout_s: float = 300.0
 
@@ -184,6 +185,8 @@ def probe_command(opts: LocaliseOptions) -> str:
         f"{opts.node_seconds:g}",
         "--device",
         opts.device,
+        "--engine",
+        opts.engine,
     ]
     if opts.node_allreduce:
         argv.append("--allreduce")

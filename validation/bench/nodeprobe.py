@@ -36,6 +36,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -104,17 +105,23 @@ def start_together(args: argparse.Namespace) -> None:
         time.sleep(delay)
 
 
-def timed(fn: Any, duration: float, sync: Any = None) -> tuple[int, float]:
-    """Call fn until `duration` seconds passed; (calls, seconds), after sync()."""
-    calls, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        calls += 1
-        if sync:
-            sync()
-        elapsed = time.perf_counter() - t0
-        if elapsed >= duration:
-            return calls, elapsed
+def rate(fn: Any, duration: float, sync: Any = None, windows: int = 5) -> float:
+    """Calls per second of fn over `duration`, the median of `windows` equal windows (after
+    sync()): a moment of interference on a shared node does not move it, a CPU quota or a
+    slow device (every window slow) does."""
+    rates = []
+    for _ in range(windows):
+        calls, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            if sync:
+                sync()
+            elapsed = time.perf_counter() - t0
+            if elapsed >= duration / windows:
+                break
+        rates.append(calls / elapsed)
+    return statistics.median(rates)
 
 
 # -- torch: GPUs (and the same code on the CPU) ----------------------------------------------
@@ -127,20 +134,19 @@ def torch_unit(torch: Any, device: str, duration: float, gemm_n: int, copy_mb: i
     a = torch.randn(gemm_n, gemm_n, device=dev, dtype=dtype)
     b = torch.randn(gemm_n, gemm_n, device=dev, dtype=dtype)
     torch.matmul(a, b)
-    calls, secs = timed(lambda: torch.matmul(a, b), duration, sync)
-    out: dict[str, Any] = {"gemm_gflops": 2 * gemm_n**3 * calls / secs / 1e9, "gemm_n": gemm_n}
+    per_s = rate(lambda: torch.matmul(a, b), duration, sync)
+    out: dict[str, Any] = {"gemm_gflops": 2 * gemm_n**3 * per_s / 1e9, "gemm_n": gemm_n}
     nbytes = copy_mb << 20
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=cuda)
     if cuda:
         on_dev = torch.empty(nbytes, dtype=torch.uint8, device=dev)
-        calls, secs = timed(lambda: on_dev.copy_(host, non_blocking=True), duration / 2, sync)
-        out["h2d_gb_s"] = nbytes * calls / secs / 1e9
-        calls, secs = timed(lambda: host.copy_(on_dev, non_blocking=True), duration / 2, sync)
-        out["d2h_gb_s"] = nbytes * calls / secs / 1e9
+        per_s = rate(lambda: on_dev.copy_(host, non_blocking=True), duration / 2, sync)
+        out["h2d_gb_s"] = nbytes * per_s / 1e9
+        per_s = rate(lambda: host.copy_(on_dev, non_blocking=True), duration / 2, sync)
+        out["d2h_gb_s"] = nbytes * per_s / 1e9
     else:
         other = torch.empty_like(host)
-        calls, secs = timed(lambda: other.copy_(host), duration / 2)
-        out["memcpy_gb_s"] = nbytes * calls / secs / 1e9
+        out["memcpy_gb_s"] = nbytes * rate(lambda: other.copy_(host), duration / 2) / 1e9
     return out
 
 
@@ -200,14 +206,13 @@ def node_allreduce(ranks: int, size: int, iters: int) -> dict[str, Any]:
 def numpy_unit(np: Any, duration: float, gemm_n: int, copy_mb: int) -> dict[str, Any]:
     a = np.random.rand(gemm_n, gemm_n).astype(np.float32)
     b = np.random.rand(gemm_n, gemm_n).astype(np.float32)
-    calls, secs = timed(lambda: a @ b, duration)
+    per_s = rate(lambda: a @ b, duration)
     src = np.ones(copy_mb << 20, dtype=np.uint8)
     dst = np.empty_like(src)
-    copies, csecs = timed(lambda: np.copyto(dst, src), duration / 2)
     return {
-        "gemm_gflops": 2 * gemm_n**3 * calls / secs / 1e9,
+        "gemm_gflops": 2 * gemm_n**3 * per_s / 1e9,
         "gemm_n": gemm_n,
-        "memcpy_gb_s": src.nbytes * copies / csecs / 1e9,
+        "memcpy_gb_s": src.nbytes * rate(lambda: np.copyto(dst, src), duration / 2) / 1e9,
     }
 
 
