@@ -105,11 +105,15 @@ def start_together(args: argparse.Namespace) -> None:
         time.sleep(delay)
 
 
+CPU_SHARE: list[float] = []  # CPU seconds per wall second of the last rate() (CPU units)
+
+
 def rate(fn: Any, duration: float, sync: Any = None, windows: int = 5) -> float:
     """Calls per second of fn over `duration`, the median of `windows` equal windows (after
     sync()): a moment of interference on a shared node does not move it, a CPU quota or a
     slow device (every window slow) does."""
     rates = []
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(windows):
         calls, t0 = 0, time.perf_counter()
         while True:
@@ -121,6 +125,7 @@ def rate(fn: Any, duration: float, sync: Any = None, windows: int = 5) -> float:
             if elapsed >= duration / windows:
                 break
         rates.append(calls / elapsed)
+    CPU_SHARE[:] = [(time.process_time() - cpu0) / (time.perf_counter() - wall0)]
     return statistics.median(rates)
 
 
@@ -207,11 +212,13 @@ def numpy_unit(np: Any, duration: float, gemm_n: int, copy_mb: int) -> dict[str,
     a = np.random.rand(gemm_n, gemm_n).astype(np.float32)
     b = np.random.rand(gemm_n, gemm_n).astype(np.float32)
     per_s = rate(lambda: a @ b, duration)
+    share = CPU_SHARE[0]
     src = np.ones(copy_mb << 20, dtype=np.uint8)
     dst = np.empty_like(src)
     return {
         "gemm_gflops": 2 * gemm_n**3 * per_s / 1e9,
         "gemm_n": gemm_n,
+        "cpu_share": share,  # of one core, during the GEMM: what the node's CPU gave it
         "memcpy_gb_s": src.nbytes * rate(lambda: np.copyto(dst, src), duration / 2) / 1e9,
     }
 
