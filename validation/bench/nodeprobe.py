@@ -228,7 +228,8 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     smi = read_smi(notes)
     out: dict[str, Any] = {"node": socket.gethostname(), "smi": smi, "notes": notes}
     torch: Any = None
-    if args.engine in ("auto", "torch") and (smi or args.engine == "torch"):
+    wants_torch = smi or args.engine == "torch" or args.device == "cuda"
+    if args.engine in ("auto", "torch") and wants_torch:
         try:
             import torch
         except ImportError:
