@@ -107,7 +107,9 @@ def _id_sorted(found: str) -> str:
     return found
 
 
-def bench(n: int, runs: int, clean_runs: int, pair_s: int) -> dict[str, Any]:
+def bench(
+    n: int, runs: int, clean_runs: int, pair_s: int, severities: tuple[float, ...] = SEVERITIES
+) -> dict[str, Any]:
     subnet = sshhosts.claim_subnet()
     work = Path(tempfile.mkdtemp(prefix="localise-bench-"))
     hosts = sshhosts.start_hosts(
@@ -145,7 +147,7 @@ def bench(n: int, runs: int, clean_runs: int, pair_s: int) -> dict[str, Any]:
         }
         faults: dict[str, Any] = {}
         for kind, stages in (("node", {"links"}), ("link", {"links"}), ("compute", {"nodes"})):
-            for sev in SEVERITIES:
+            for sev in severities:
                 exact = named = 0
                 seen: list[list[str]] = []
                 for _ in range(runs):
@@ -178,6 +180,13 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=20, help="runs per fault and severity")
     p.add_argument("--clean-runs", type=int, default=None, help="clean runs (default: --runs)")
     p.add_argument("--pair-seconds", type=int, default=2)
+    p.add_argument(
+        "--severities",
+        type=float,
+        nargs="+",
+        default=list(SEVERITIES),
+        help="fractions of the line rate (and CPU share) to plant",
+    )
     p.add_argument("--json", type=Path, help="write every figure here")
     args = p.parse_args()
     if os.geteuid() != 0:
@@ -189,7 +198,9 @@ def main() -> int:
     results = []
     for n in args.hosts:
         load = os.getloadavg()[0]
-        r = bench(n, args.runs, args.clean_runs or args.runs, args.pair_seconds)
+        r = bench(
+            n, args.runs, args.clean_runs or args.runs, args.pair_seconds, tuple(args.severities)
+        )
         r["load_before"] = load
         r["load_after"] = os.getloadavg()[0]
         results.append(r)
@@ -202,10 +213,11 @@ def main() -> int:
             f" {r['clean_runs']} clean runs; load {load:.1f} -> {r['load_after']:.1f}",
             flush=True,
         )
-    print("\n| hosts | fault | 0.25x | 0.5x | 0.8x |\n|---|---|---|---|---|")
+    head = " | ".join(f"{s:g}x" for s in args.severities)
+    print(f"\n| hosts | fault | {head} |\n|---|---|" + "---|" * len(args.severities))
     for r in results:
         for kind in ("node", "link", "compute"):
-            cells = [f"{r['faults'][f'{kind}@{s}']['exact']}/{r['runs']}" for s in SEVERITIES]
+            cells = [f"{r['faults'][f'{kind}@{s}']['exact']}/{r['runs']}" for s in args.severities]
             print(f"| {r['hosts']} | {kind} | " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -10,15 +10,20 @@ compute), a fake nvidia-smi with one GPU at PCIe Gen3 x8 (that GPU by PCI addres
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rackcert.lab import linkshape
 from rackcert.lab.sshhosts import TestHost
 from rackcert.ssh_target import SshTarget
+from tests.spec_helpers import gateway_on_subnet_of
 from validation.bench.launch import Node
 from validation.bench.localise import LocaliseOptions, localise
 
@@ -135,3 +140,64 @@ def test_gpu_at_gen3_x8_names_that_gpu_only(rack, tmp_path: Path) -> None:
     assert named(rec) == ["bench.gpu[n2 0000:1b:00.0]"], [f["message"] for f in rec["findings"]]
     smi = next(n for n in rec["nodes"] if n["node"] == "n2")["smi"]
     assert [(g["pcie_gen"], g["pcie_width"]) for g in smi] == [(5, 16), (3, 8)]
+
+
+def test_cli_localise_names_a_slow_pair_in_the_verdict(rack, tmp_path: Path) -> None:
+    """`rackcert bench --localise` on two of the hosts: the pair's figure, the node stage
+    (with the node's own Gloo allreduce), one failed check for the slowed link, exit 1."""
+    spec = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
+    for vm, h in zip(spec["vms"], rack[:2], strict=True):
+        vm.update(address=h.address, ssh_port=h.port)
+    gateway_on_subnet_of(spec, rack[0].address)
+    spec["guest"]["ssh"] = {"user": "root", "key_file": str(rack[0].key_file)}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    argv = [
+        sys.executable,
+        "-m",
+        "rackcert.cli",
+        "bench",
+        str(spec_path),
+        "--backend",
+        "gloo",
+        "--gpus-per-node",
+        "1",
+        "--skip",
+        "allreduce,resnet,storage,rdma",
+        "--localise",
+        "--pair-seconds",
+        "2",
+        "--known-hosts",
+        str(rack[0].known_hosts),
+        "--remote-python",
+        "python3",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--json",
+    ]
+    linkshape.shape_host(rack[1], LINE_MBIT * 0.25)
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            check=False,
+        )
+    finally:
+        linkshape.shape_host(rack[1], LINE_MBIT)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    loc = data["localise"]
+    assert (
+        loc["schema"] == 1
+        and loc["engine"] == "iperf3"
+        and loc["rounds"] == [[["lab-node1", "lab-node2"]]]
+    )
+    assert all(n["allreduce"]["correct"] for n in loc["nodes"]), loc["nodes"]
+    failed = [c["id"] for c in data["verdict"]["checks"] if c["status"] == "fail"]
+    # two nodes, one pair: the pair is named (which end is at fault needs a third node)
+    assert failed == ["bench.link[lab-node1<->lab-node2]"], data["verdict"]
+    assert data["verdict"]["verdict"] == "FAIL"
