@@ -64,6 +64,11 @@ def _burst(mbit: float) -> str:
     return f"{max(32 * 1024, int(mbit * 1e6 / 8 * 0.02))}b"
 
 
+def _packets_in(mbit: float, seconds: float) -> int:
+    """Full-size (1514-byte) frames the rate sends in `seconds`, at least 10."""
+    return max(10, int(mbit * 1e6 / 8 * seconds / 1514))
+
+
 def _tbf(mbit: float) -> list[str]:
     return ["tbf", "rate", f"{mbit}mbit", "burst", _burst(mbit), "latency", "50ms"]
 
@@ -99,23 +104,30 @@ def shape_link(a: Any, b: Any, mbit: float, *, line: float) -> None:
     a u32 filter on the other host's address sends its packets to.
     """
     for src, dst in ((a, b), (b, a)):
-        _tc_in(src, "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb",
-               "default", "10")  # fmt: skip
+        root = "qdisc replace dev eth0 root handle 1: htb default 10"
+        _tc_in(src, *root.split())
         for cls, rate in (("1:10", line), ("1:20", mbit)):
-            _tc_in(src, "class", "replace", "dev", "eth0", "parent", "1:", "classid", cls,
-                   "htb", "rate", f"{rate}mbit", "ceil", f"{rate}mbit",
-                   "burst", _burst(rate), "cburst", _burst(rate))  # fmt: skip
-        _tc_in(src, "filter", "replace", "dev", "eth0", "parent", "1:", "protocol", "ip",
-               "prio", "1", "u32", "match", "ip", "dst", f"{dst.address}/32",
-               "flowid", "1:20")  # fmt: skip
+            shape = f"rate {rate}mbit ceil {rate}mbit burst {_burst(rate)} cburst {_burst(rate)}"
+            _tc_in(src, *f"class replace dev eth0 parent 1: classid {cls} htb {shape}".split())
+            # The class's queue holds 50 ms, as tbf's `latency 50ms` does: htb's default
+            # (the veth's 1000 packets, 120 ms at 100 Mbit/s) delays the ACKs of the other
+            # direction behind a full queue, which slowed the pair's reverse flow.
+            limit = _packets_in(rate, 0.05)
+            _tc_in(src, *f"qdisc replace dev eth0 parent {cls} pfifo limit {limit}".split())
+        match = f"u32 match ip dst {dst.address}/32 flowid 1:20"
+        _tc_in(src, *f"filter replace dev eth0 parent 1: protocol ip prio 1 {match}".split())
 
 
 def unshape(host: Any) -> None:
     """No qdisc of ours on the host's link (its default again); idempotent."""
-    subprocess.run(["tc", "qdisc", "del", "dev", bridge_veth(host), "root"],
-                   capture_output=True, check=False)  # fmt: skip
-    subprocess.run(["tc", "-n", host.netns, "qdisc", "del", "dev", "eth0", "root"],
-                   capture_output=True, check=False)  # fmt: skip
+    subprocess.run(
+        ["tc", "qdisc", "del", "dev", bridge_veth(host), "root"], capture_output=True, check=False
+    )
+    subprocess.run(
+        ["tc", "-n", host.netns, "qdisc", "del", "dev", "eth0", "root"],
+        capture_output=True,
+        check=False,
+    )
 
 
 def _cpu_cgroup_of(pid: int) -> str:
@@ -128,8 +140,9 @@ def _cpu_cgroup_of(pid: int) -> str:
 
 def host_pids(host: Any) -> list[int]:
     """Every process of the host: its network namespace's, and its first process."""
-    out = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True,
-                         text=True, check=False).stdout  # fmt: skip
+    out = subprocess.run(
+        ["ip", "netns", "pids", host.netns], capture_output=True, text=True, check=False
+    ).stdout
     pids = {int(p) for p in out.split() if p.isdigit()}
     return sorted(pids | {host.pid})
 
