@@ -154,6 +154,17 @@ def test_a_slow_rank_of_a_scaling_run_is_named() -> None:
     assert _judge(ranks=ranks) == ["bench.rank[n2 rank2]"]
 
 
+def test_iperf3_direction_is_the_median_of_its_intervals() -> None:
+    """Real iperf3 3.12 output, `-t 2 -i 0.5 --bidir -J` over loopback: four intervals."""
+    got = linkprobe.parse_iperf3(
+        (FIXTURES / "iperf3" / "bidir-intervals-loopback.json").read_text()
+    )
+    assert got["intervals"] == 4
+    assert got["forward_gbps"] == pytest.approx((10.41 + 12.1) / 2, abs=0.01)
+    assert got["reverse_gbps"] == pytest.approx((8.3 + 9.12) / 2, abs=0.01)
+    assert got["gbps"] == got["reverse_gbps"]
+
+
 def test_iperf3_bidir_json_is_read_both_ways() -> None:
     got = linkprobe.parse_iperf3((FIXTURES / "iperf3" / "bidir-loopback.json").read_text())
     assert got["gbps"] == min(got["forward_gbps"], got["reverse_gbps"]) > 0

@@ -2,8 +2,11 @@
 
 Why: localisation measures every pair in rounds (validation.bench.schedule); each pair
 needs a figure for both directions, since one bad transceiver may slow one way only.
-- TCP (the lab, and any rack without RDMA): Debian's iperf3, `--bidir -J`: both directions
-  at once, each direction's received bits per second; the pair's figure is the slower one.
+- TCP (the lab, and any rack without RDMA): Debian's iperf3, `--bidir -J -i 0.5`: both
+  directions at once; each direction's figure is the median of its half-second intervals
+  (a moment when a busy node did not schedule the receiver does not move it; a slow link
+  is slow in every interval), the whole-run means kept beside; the pair's figure is the
+  slower direction.
   Latency: the smallest RTT the kernel saw on the forward stream (`min_rtt`, us), which is
   the path's own delay, not the queue a shaper builds under load.
 - RDMA (where /sys/class/infiniband has devices and perftest is installed): ib_write_bw
@@ -19,10 +22,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import statistics
 from typing import Any
 
 IPERF3 = "iperf3"
 PORT = 5201  # iperf3's default
+INTERVAL_S = 0.5  # iperf3's report interval: a direction's figure is the median of these
 LAT_BINARY = "ib_write_lat"
 
 
@@ -47,8 +52,8 @@ def server_stop(port: int = PORT) -> str:
 
 def client_command(server: str, seconds: int, port: int = PORT) -> str:
     """Both directions at once for `seconds`; retried while the daemon is not listening."""
-    line = shlex.join([IPERF3, "-c", server, "-p", str(port), "-t", str(seconds),
-                       "--bidir", "-J"])  # fmt: skip
+    argv = [IPERF3, "-c", server, "-p", str(port), "-t", str(seconds), "-i", str(INTERVAL_S)]
+    line = shlex.join([*argv, "--bidir", "-J"])
     return (
         f"for i in 1 2 3 4 5 6 7 8 9 10; do out=$({line}) && break;"
         ' case "$out" in *"Connection refused"*) sleep 0.3;; *) break;; esac; done;'
@@ -57,8 +62,8 @@ def client_command(server: str, seconds: int, port: int = PORT) -> str:
 
 
 def parse_iperf3(text: str) -> dict[str, Any]:
-    """iperf3 -J --bidir -> {forward_gbps, reverse_gbps, gbps (the slower), rtt_min_us,
-    retransmits}."""
+    """iperf3 -J --bidir -> {forward_gbps, reverse_gbps (interval medians), gbps (the
+    slower), forward_mean_gbps, reverse_mean_gbps, intervals, rtt_min_us, retransmits}."""
     start = text.find("{")
     try:
         data = json.loads(text[start:]) if start >= 0 else None
@@ -70,17 +75,29 @@ def parse_iperf3(text: str) -> dict[str, Any]:
         raise LinkProbeError(f"iperf3: {data['error']}")
     end = data.get("end") or {}
     try:
-        fwd = end["sum_received"]["bits_per_second"] / 1e9
-        rev = end["sum_received_bidir_reverse"]["bits_per_second"] / 1e9
+        fwd_mean = end["sum_received"]["bits_per_second"] / 1e9
+        rev_mean = end["sum_received_bidir_reverse"]["bits_per_second"] / 1e9
     except (KeyError, TypeError):
         raise LinkProbeError("iperf3 JSON without both directions (needs iperf3 >= 3.7)") from None
-    rtts = [s["sender"].get("min_rtt") for s in end.get("streams", [])
-            if isinstance(s.get("sender"), dict) and s["sender"].get("sender")]  # fmt: skip
+    # Per interval: forward as the client sent it, reverse as the client received it.
+    ivs = [i for i in data.get("intervals") or [] if "sum" in i and "sum_bidir_reverse" in i]
+    fwd, rev = fwd_mean, rev_mean
+    if ivs:
+        fwd = statistics.median(i["sum"]["bits_per_second"] for i in ivs) / 1e9
+        rev = statistics.median(i["sum_bidir_reverse"]["bits_per_second"] for i in ivs) / 1e9
+    rtts = [
+        s["sender"].get("min_rtt")
+        for s in end.get("streams", [])
+        if isinstance(s.get("sender"), dict) and s["sender"].get("sender")
+    ]
     rtts = [r for r in rtts if r]
     return {
         "forward_gbps": fwd,
         "reverse_gbps": rev,
         "gbps": min(fwd, rev),
+        "forward_mean_gbps": fwd_mean,
+        "reverse_mean_gbps": rev_mean,
+        "intervals": len(ivs),
         "rtt_min_us": min(rtts) if rtts else None,
         "retransmits": end.get("sum_sent", {}).get("retransmits"),
     }
