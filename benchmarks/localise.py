@@ -149,12 +149,14 @@ def bench(
         for kind, stages in (("node", {"links"}), ("link", {"links"}), ("compute", {"nodes"})):
             for sev in severities:
                 exact = named = 0
-                seen: list[list[str]] = []
+                seen: list[
+                    list[str]
+                ] = []  # each run's findings, whole (a failed probe's error too)
                 for _ in range(runs):
                     with planted(kind, hosts, sev, share) as culprit:
                         rec = run(hosts, stages, pair_s)
                     ids = sorted(_id_sorted(f["id"]) for f in rec["findings"])
-                    seen.append(ids)
+                    seen.append([f["message"] for f in rec["findings"]])
                     named += culprit in ids
                     exact += ids == [culprit]
                 faults[f"{kind}@{sev}"] = {
