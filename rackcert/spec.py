@@ -789,6 +789,20 @@ class Certification(Strict):
         description="Expected busbw or line rate per topology, each with its source; first"
         " match wins, before rackcert's shipped figures (validation.bench.links)",
     )
+    link_bandwidth_fraction_min: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Localisation: each node pair's measured bandwidth (ib_write_bw, iperf3)"
+        " / line rate, at least",
+    )
+    median_fraction_min: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="Localisation: each node's, GPU's and link's figure / the rack's median of"
+        " it, at least (below: the part is named in the verdict)",
+    )
     required: list[VerdictCheckId] | None = Field(
         None,
         description="Bench checks whose skip makes the verdict INCOMPLETE (default: what the"

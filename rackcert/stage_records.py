@@ -411,6 +411,11 @@ class BenchData(Model):
         None, description="ib_write_bw between node pairs, or why it was skipped"
     )
     storage: StorageResult | None = None
+    localise: dict[str, Any] | None = Field(
+        None,
+        description="Localisation (validation.bench.localise, schema in its docstring): per-node"
+        " and per-link figures, the rules, and the findings that name a node, GPU or link",
+    )
     warnings: list[str] = Field(
         default_factory=list, description="What went wrong without spoiling a figure"
     )

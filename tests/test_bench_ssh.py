@@ -82,7 +82,8 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
     assert all(n["reads"] > 0 and n["errors"] == 0 for n in storage["nodes"])
     checks = {c["id"]: c["status"] for c in data["verdict"]["checks"]}
     assert checks["allreduce.correct"] == "pass" and checks["storage.read"] == "pass"
-    # the lab asks 1e-4 of 100 Gb/s (1.25 MB/s) at the largest sizes: 256 KiB..1 MiB here
+    # the lab asks 0.7 of its declared 0.1 Gb/s line rate at the largest sizes (256 KiB..
+    # 1 MiB here); these test hosts' links are not shaped, so they carry more than that
     assert checks["allreduce.busbw_fraction"] == "pass", data["verdict"]
     assert data["verdict"]["verdict"] == "INCOMPLETE"
     assert any("resnet50.scaling_efficiency (required)" in n for n in data["verdict"]["not_judged"])

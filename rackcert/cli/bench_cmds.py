@@ -215,6 +215,28 @@ def bench(
             " drain is never touched (needs the spec's slurm block)",
         ),
     ] = False,
+    localise: Annotated[
+        bool,
+        typer.Option(
+            "--localise",
+            help="After the bench, name the slow node, GPU or link: every node at once,"
+            " then every link in rounds of disjoint pairs (iperf3, or ib_write_bw/lat)",
+        ),
+    ] = False,
+    pattern: Annotated[
+        str,
+        typer.Option(
+            "--pattern",
+            help="With --localise: round-robin (every pair in n-1 rounds), ring, all-pairs"
+            " or k-batch",
+        ),
+    ] = "round-robin",
+    k_batch: Annotated[
+        int, typer.Option("--k-batch", min=1, help="With --pattern k-batch: pairs per round")
+    ] = 4,
+    pair_seconds: Annotated[
+        int, typer.Option("--pair-seconds", min=1, help="With --localise: seconds per pair")
+    ] = 2,
     junit: Annotated[
         Path | None,
         typer.Option("--junit", help="Also write the verdict's checks as JUnit XML here (for CI)"),
@@ -276,13 +298,24 @@ def bench(
     require_spec_fits(loaded.spec, opts)  # a choice the spec cannot serve: its own line first
     if drain and loaded.spec.slurm is None:
         raise InputError("--drain drains Slurm nodes: the spec has no slurm block")
+    where = None
+    if localise or pattern != "round-robin":
+        from validation.bench.localise import options_for
+
+        where = options_for(
+            loaded.spec, opts, pattern=pattern, k=k_batch, pair_seconds=pair_seconds
+        )
+        if local:
+            raise InputError(
+                "--localise measures nodes and the links between them: not with --local"
+            )
     if not local:
         from rackcert.lab.routes import require_lab_up
 
         require_lab_up(loaded.spec)  # the lab's addresses, with the lab down, lead off the machine
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False))
-    record = validation.bench.run(loaded, rundir, opts, progress=say)
+    record = validation.bench.run(loaded, rundir, opts, progress=say, localise=where)
     if junit is not None and record.data.verdict is not None:
         from validation.junit import write_bench_junit
 

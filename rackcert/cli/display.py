@@ -207,6 +207,21 @@ def show_bench(console: Console, record: BenchRecord, path: Path) -> None:
         say(console, "  not judged: " + "; ".join(v["not_judged"]))
 
 
+def _localise_lines(loc: dict[str, Any]) -> list[str]:
+    """Localisation's scope and time; its findings are the verdict's checks below."""
+    if not loc:
+        return []
+    t = loc.get("timing") or {}
+    out = f"localise: {len(loc.get('nodes') or [])} node(s)"
+    if loc.get("links"):
+        out += (
+            f", {len(loc['links'])} link(s) in {t.get('rounds')} {loc['pattern']} round(s)"
+            f" ({loc['engine']}), {t.get('rounds_s', 0):.1f} s ="
+            f" {t.get('rounds_over_pair') or 0:.1f} x one pair's {t.get('pair_s') or 0:.2f} s"
+        )
+    return [f"{out}; {len(loc.get('findings') or [])} finding(s)"]
+
+
 def _bench_lines(data: dict[str, Any]) -> list[str]:
     """One line per figure beside the scaling table: allreduce, nccl-tests, RDMA, references."""
     lines: list[str] = []
@@ -232,6 +247,7 @@ def _bench_lines(data: dict[str, Any]) -> list[str]:
     for pair in rdma.get("pairs", []):
         best = pair.get("best_avg_gbps")
         lines.append(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
+    lines += _localise_lines(data.get("localise") or {})
     nd = data.get("naive_vs_default")
     if nd:
         lines.append(

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.lab import sshhosts
+from rackcert.lab import linkshape, sshhosts
 
 log = logging.getLogger("rackcert.lab.guest_agent")
 WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template", "config.uuid"]
@@ -285,6 +285,7 @@ class GuestAgent:
         )
         keys = "".join(f"{k}\n" for k in ident["authorized_keys"])
         (host.runtime_dir / "authorized_keys").write_text(keys)
+        linkshape.shape_lab([host], self.spec)  # its link at the lab's declared line rate
         return host
 
     def _down(self, name: str, why: str) -> None:

@@ -867,7 +867,7 @@ def start_lab_hosts(spec: Any, *, restart: bool = False, owner: str = LAB_OWNER)
     if nfs is not None and nfs.fstype == "none":
         shared.append(nfs.export)
     key_file = Path(spec.guest.ssh.key_file or "~/.cache/rackcert/lab/id_ed25519").expanduser()
-    return start_hosts(
+    hosts = start_hosts(
         [vm.name for vm in spec.vms],
         str(nets.pop()),
         key_file,
@@ -876,6 +876,10 @@ def start_lab_hosts(spec: Any, *, restart: bool = False, owner: str = LAB_OWNER)
         port=ports.pop(),
         shared=shared,
     )
+    from rackcert.lab.linkshape import shape_lab
+
+    shape_lab(hosts, spec)  # the lab's links at the line rate the spec declares
+    return hosts
 
 
 def stop_lab_hosts() -> int:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rackcert.runs import RunDir
     from rackcert.spec_loader import LoadedSpec
     from rackcert.stage_records import BenchRecord
+    from validation.bench.localise import LocaliseOptions
     from validation.bench.suite import BenchOptions, Progress
 
 
@@ -26,12 +27,14 @@ def run(
     options: BenchOptions | None = None,
     *,
     progress: Progress | None = None,
+    localise: LocaliseOptions | None = None,
     **fields: Any,
 ) -> BenchRecord:
     """The bench stage: launch, measure, judge; records bench.json and returns it typed.
 
-    `options` (or BenchOptions' fields as keywords) say what to run. With no known_hosts
-    given, the rack's known_hosts (rackcert.known_hosts) is the one trusted. A
+    `options` (or BenchOptions' fields as keywords) say what to run; `localise` adds
+    localisation after the bench (validation.bench.localise: one check per finding). With
+    no known_hosts given, the rack's known_hosts (rackcert.known_hosts) is the one trusted. A
     verdict of FAIL or INCOMPLETE is evidence, returned in the record; a launch that fails
     raises a RackcertError after recording what was measured before it.
 
@@ -48,4 +51,9 @@ def run(
     recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys
     if opts.known_hosts is None and recorded.is_file():
         opts.known_hosts = recorded
-    return run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))
+    record = run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))
+    if localise is None:
+        return record
+    from validation.bench.localise import run_into
+
+    return run_into(loaded.spec, run_dir, opts, localise, record, progress or (lambda _m: None))

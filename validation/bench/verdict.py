@@ -6,6 +6,7 @@ A skip is "not judged", never a pass: the verdict is FAIL when a check failed, I
 when a check the spec requires (certification.required, by default what the rack can
 judge) was not judged or when nothing at all was judged, PASS only otherwise.
 
+Localisation's findings (validation.bench.localise) are one failed check each.
 `rejudge(spec, data)` judges a recorded bench.json's figures again with this code (what
 tools/rejudge_bench.py does to committed evidence), so a verdict is always this function's.
 """
@@ -171,6 +172,22 @@ def storage_ok(storage: dict[str, Any] | None) -> VerdictCheck:
     )
 
 
+def localise_checks(localise: dict[str, Any] | None) -> list[VerdictCheck]:
+    """One failed check per finding of localisation (validation.bench.localise), e.g.
+    `bench.link[lab-node2<->lab-node5]`; one passed `bench.localise` when it named nothing."""
+    if not localise:
+        return []
+    found = localise.get("findings") or []
+    if found:
+        return [_check(f["id"], False, f["observed"], f["expected"]) for f in found]
+    links, nodes = len(localise.get("links") or []), len(localise.get("nodes") or [])
+    units = sum(len(n.get("units") or []) for n in localise.get("nodes") or [])
+    if not links and not units:
+        return [_check("bench.localise", None, "", "every figure measured", "nothing measured")]
+    observed = f"{nodes} node(s), {units} unit(s), {links} link(s) judged: nothing named"
+    return [_check("bench.localise", True, observed, "no slow node, GPU or link")]
+
+
 def judge(
     cert: Certification,
     allreduce: AllreduceResult | None,
@@ -180,6 +197,7 @@ def judge(
     *,
     judge_link: bool,
     required: Iterable[str] = (),
+    localise: dict[str, Any] | None = None,
 ) -> Verdict:
     """FAIL when a check failed; INCOMPLETE when a required check, or every check, was not
     judged; PASS otherwise. reasons lists the failed checks, not_judged the skipped ones."""
@@ -191,6 +209,7 @@ def judge(
         images_per_gpu(scaling, cert),
         training_sane(resnet_raw),
         storage_ok(storage),
+        *localise_checks(localise),
     ]
     for c in checks:
         c.required = c.id in need
@@ -226,6 +245,12 @@ def rejudge(spec: Spec, data: dict[str, Any]) -> Verdict:
     sc = ScalingResult.model_validate(data["resnet50"]) if data.get("resnet50") else None
     raw = [ln["resnet"] for ln in data.get("launches") or [] if ln.get("resnet")]
     judge_link = bool(data.get("judge_link", data.get("mode") != "local"))
+    localise = data.get("localise")
+    if localise:  # judged again from its recorded figures, with this code's rules
+        from validation.bench import findings
+
+        found, numbers = findings.judge(localise)
+        localise = {**localise, "numbers": numbers, "findings": [f.to_dict() for f in found]}
     return judge(
         spec.certification,
         ar,
@@ -234,4 +259,5 @@ def rejudge(spec: Spec, data: dict[str, Any]) -> Verdict:
         data.get("storage"),
         judge_link=judge_link,
         required=spec.required_checks(),
+        localise=localise,
     )

@@ -1,0 +1,203 @@
+"""Planted faults in real lab hosts, found by localisation; clean runs name nothing.
+
+Four SSH test hosts in network namespaces, every link shaped with tc to the lab's line
+rate (100 Mbit/s, as `rackcert lab up` does). Each fault is planted for one test and
+removed after it: tbf at half rate on one host's link (that node is named), an htb class
+with a u32 filter between two hosts (that link only), a CPU quota on one host (its
+compute), a fake nvidia-smi with one GPU at PCIe Gen3 x8 (that GPU by PCI address).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rackcert.lab import linkshape
+from rackcert.lab.sshhosts import TestHost
+from rackcert.ssh_target import SshTarget
+from tests.spec_helpers import gateway_on_subnet_of
+from validation.bench.launch import Node
+from validation.bench.localise import LocaliseOptions, localise
+
+LINE_MBIT = 100
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def rack(ssh_hosts_module) -> Iterator[list[TestHost]]:  # type: ignore[no-untyped-def]
+    hosts = ssh_hosts_module(["n1", "n2", "n3", "n4"])
+    linkshape.shape_hosts(hosts, LINE_MBIT / 1000)
+    yield hosts
+
+
+def nodes_of(hosts: list[TestHost]) -> list[Node]:
+    return [
+        Node(
+            h.name,
+            SshTarget(
+                host=h.address,
+                port=h.port,
+                identity_file=str(h.key_file),
+                known_hosts=str(h.known_hosts),
+            ),
+        )
+        for h in hosts
+    ]
+
+
+def run(hosts: list[TestHost], stages: set[str], tmp_path: Path, **kw: object) -> dict:
+    opts = LocaliseOptions(
+        line_rate_gbps=LINE_MBIT / 1000,
+        line_rate_source="the lab's declared line rate",
+        pair_seconds=2,
+        node_seconds=1.0,
+        node_allreduce=False,
+        engine="numpy",
+        stages=stages,
+        timeout_s=120,
+        **kw,  # type: ignore[arg-type]
+    )
+    return localise(nodes_of(hosts), opts, log=tmp_path / "localise.log")
+
+
+def named(rec: dict) -> list[str]:
+    return [f["id"] for f in rec["findings"]]
+
+
+def test_clean_runs_name_nothing_and_rounds_set_the_wall_time(rack, tmp_path: Path) -> None:
+    for _ in range(2):
+        rec = run(rack, {"nodes", "links"}, tmp_path)
+        assert named(rec) == [], [f["message"] for f in rec["findings"]]
+        assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"])
+        assert all(0.8 * 0.1 <= p["gbps"] <= 0.1 for p in rec["links"]), rec["links"]
+        t = rec["timing"]
+        assert t["rounds"] == 3
+        # three rounds of two pairs at once: well under six pairs one after another
+        assert t["rounds_s"] < 0.75 * t["pairs"] * t["pair_s"], t
+
+
+def test_tbf_on_one_hosts_link_names_that_node_only(rack, tmp_path: Path) -> None:
+    linkshape.shape_host(rack[1], LINE_MBIT * 0.5)
+    try:
+        rec = run(rack, {"links"}, tmp_path)
+    finally:
+        linkshape.shape_host(rack[1], LINE_MBIT)
+    assert named(rec) == ["bench.node[n2]"], [f["message"] for f in rec["findings"]]
+    assert "every link slow" in rec["findings"][0]["observed"]
+
+
+def test_htb_on_one_destination_names_that_link_only(rack, tmp_path: Path) -> None:
+    linkshape.shape_link(rack[0], rack[2], LINE_MBIT * 0.5, line=LINE_MBIT)
+    try:
+        rec = run(rack, {"links"}, tmp_path, pattern="round-robin")
+    finally:
+        for h in (rack[0], rack[2]):
+            linkshape.unshape(h)
+            linkshape.shape_host(h, LINE_MBIT)
+    assert named(rec) == ["bench.link[n1<->n3]"], [f["message"] for f in rec["findings"]]
+
+
+def test_cpu_quota_on_one_host_names_its_compute_only(rack, tmp_path: Path) -> None:
+    with linkshape.cpu_quota(rack[3], 0.05):
+        rec = run(rack, {"nodes"}, tmp_path)
+    assert named(rec) == ["bench.compute[n4]"], [f["message"] for f in rec["findings"]]
+
+
+def _fake_smi(host: TestHost, config: dict) -> None:
+    """The fake nvidia-smi in the host's own /opt and /usr (overlays: this host only)."""
+    base = host.path("/opt/fakegpu")
+    shutil.copytree(REPO / "tests" / "fixtures" / "h200", base / "fixtures" / "h200")
+    (base / "fakes").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "fakes" / "fake-nvidia-smi", base / "fakes" / "nvidia-smi")
+    link = host.path("/usr/local/bin/nvidia-smi")
+    link.symlink_to("/opt/fakegpu/fakes/nvidia-smi")
+    host.path("/usr/local/bin/fake-nvidia-smi.json").write_text(json.dumps(config))
+
+
+def _no_fake_smi(host: TestHost) -> None:
+    host.path("/usr/local/bin/nvidia-smi").unlink(missing_ok=True)
+    host.path("/usr/local/bin/fake-nvidia-smi.json").unlink(missing_ok=True)
+    shutil.rmtree(host.path("/opt/fakegpu"), ignore_errors=True)
+
+
+def test_gpu_at_gen3_x8_names_that_gpu_only(rack, tmp_path: Path) -> None:
+    gen3x8 = {"1": {"pcie.link.gen.current": 3, "pcie.link.width.current": 8}}
+    try:
+        for h in rack:
+            _fake_smi(h, {"gpus": 2, "gpu_fields": gen3x8 if h.name == "n2" else {}})
+        rec = run(rack, {"nodes"}, tmp_path)
+    finally:
+        for h in rack:
+            _no_fake_smi(h)
+    assert named(rec) == ["bench.gpu[n2 0000:1b:00.0]"], [f["message"] for f in rec["findings"]]
+    smi = next(n for n in rec["nodes"] if n["node"] == "n2")["smi"]
+    assert [(g["pcie_gen"], g["pcie_width"]) for g in smi] == [(5, 16), (3, 8)]
+
+
+def test_cli_localise_names_a_slow_pair_in_the_verdict(rack, tmp_path: Path) -> None:
+    """`rackcert bench --localise` on two of the hosts: the pair's figure, the node stage
+    (with the node's own Gloo allreduce), one failed check for the slowed link, exit 1."""
+    spec = yaml.safe_load((REPO / "inventories" / "lab.yaml").read_text())
+    for vm, h in zip(spec["vms"], rack[:2], strict=True):
+        vm.update(address=h.address, ssh_port=h.port)
+    gateway_on_subnet_of(spec, rack[0].address)
+    spec["guest"]["ssh"] = {"user": "root", "key_file": str(rack[0].key_file)}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    argv = [
+        sys.executable,
+        "-m",
+        "rackcert.cli",
+        "bench",
+        str(spec_path),
+        "--backend",
+        "gloo",
+        "--gpus-per-node",
+        "1",
+        "--skip",
+        "allreduce,resnet,storage,rdma",
+        "--localise",
+        "--pair-seconds",
+        "2",
+        "--known-hosts",
+        str(rack[0].known_hosts),
+        "--remote-python",
+        "python3",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--json",
+    ]
+    linkshape.shape_host(rack[1], LINE_MBIT * 0.25)
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            check=False,
+        )
+    finally:
+        linkshape.shape_host(rack[1], LINE_MBIT)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    loc = data["localise"]
+    assert (
+        loc["schema"] == 1
+        and loc["engine"] == "iperf3"
+        and loc["rounds"] == [[["lab-node1", "lab-node2"]]]
+    )
+    assert all(n["allreduce"]["correct"] for n in loc["nodes"]), loc["nodes"]
+    failed = [c["id"] for c in data["verdict"]["checks"] if c["status"] == "fail"]
+    # two nodes, one pair: the pair is named (which end is at fault needs a third node)
+    assert failed == ["bench.link[lab-node1<->lab-node2]"], data["verdict"]
+    assert data["verdict"]["verdict"] == "FAIL"

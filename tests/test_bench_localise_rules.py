@@ -1,0 +1,224 @@
+"""Localisation without hosts: schedules, the outlier rules, the parsers, the verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from rackcert.spec import Certification
+from validation.bench import findings, linkprobe, nodeprobe, outliers, schedule, verdict
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAKE_SMI = Path(__file__).parent / "fakes" / "fake-nvidia-smi"
+RULES = findings.rules(0.7, 0.8, 0.2, "the lab's declared line rate")
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16])
+def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n: int) -> None:
+    names = [f"n{i}" for i in range(n)]
+    rounds = schedule.rounds("round-robin", names)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = [frozenset(p) for r in rounds for p in r]
+    assert sorted(map(sorted, seen)) == sorted(map(sorted, map(frozenset, combinations(names, 2))))
+    for r in rounds:  # a node in at most one pair per round, n/2 pairs at once
+        nodes = [x for p in r for x in p]
+        assert len(nodes) == len(set(nodes)) and len(r) == n // 2
+
+
+def test_other_patterns() -> None:
+    names = [f"n{i}" for i in range(6)]
+    ring = schedule.rounds("ring", names)
+    assert len(ring) == 2 and sum(len(r) for r in ring) == 6
+    assert len(schedule.rounds("all-pairs", names)) == 15
+    batches = schedule.rounds("k-batch", names, k=2)
+    assert max(len(r) for r in batches) == 2 and sum(len(r) for r in batches) == 15
+    with pytest.raises(ValueError, match="pattern 'star'"):
+        schedule.rounds("star", names)
+
+
+def _links(slow: dict[frozenset[str], float], n: int = 4, good: float = 0.19) -> list[dict]:
+    names = [f"n{i}" for i in range(1, n + 1)]
+    return [
+        {"a": a, "b": b, "gbps": slow.get(frozenset((a, b)), good)}
+        for a, b in combinations(names, 2)
+    ]
+
+
+def _judge(**record: object) -> list[str]:
+    found, _numbers = findings.judge({"rules": RULES, **record})
+    return [f.check_id for f in found]
+
+
+def test_a_node_whose_every_link_is_slow_is_named_not_its_links() -> None:
+    bad = {frozenset(("n2", x)): 0.09 for x in ("n1", "n3", "n4")}
+    assert _judge(links=_links(bad)) == ["bench.node[n2]"]
+
+
+def test_one_slow_pair_is_named_as_that_link() -> None:
+    ids = _judge(links=_links({frozenset(("n1", "n3")): 0.09}))
+    assert ids == ["bench.link[n1<->n3]"]
+
+
+def test_absolute_threshold_alone_names_a_link() -> None:
+    # 0.15 Gb/s is 0.79x the rack's 0.19 (the median rule holds) but under 0.8 x 0.2 Gb/s
+    found, _ = findings.judge({"rules": RULES, "links": _links({frozenset(("n1", "n2")): 0.15})})
+    assert [f.check_id for f in found] == ["bench.link[n1<->n2]"]
+    assert "below 0.16 Gb/s" in found[0].observed
+
+
+def test_clean_and_evenly_slow_racks() -> None:
+    assert _judge(links=_links({})) == []
+    # every link under the line rate: every link named, no single node blamed
+    ids = _judge(links=_links({}, good=0.1))
+    assert len(ids) == 6 and all(i.startswith("bench.link[") for i in ids)
+
+
+def test_finding_message_reads_as_the_issue_asks() -> None:
+    found, _ = findings.judge({"rules": RULES, "links": _links({frozenset(("n2", "n4")): 0.078})})
+    msg = found[0].to_dict()["message"]
+    assert msg.startswith("bench.link[n2<->n4]: 0.078 Gb/s, 0.41x rack median 0.19 Gb/s")
+
+
+def _node(name: str, gemm: float, smi: list | None = None) -> dict:
+    return {
+        "node": name,
+        "units": [{"unit": "cpu", "pci": None, "gemm_gflops": gemm}],
+        "smi": smi or [],
+        "allreduce": None,
+        "error": None,
+    }
+
+
+def test_slow_compute_and_failed_probe_name_their_nodes() -> None:
+    nodes = [_node("n1", 15.0), _node("n2", 14.6), _node("n3", 4.1), _node("n4", 15.3)]
+    assert _judge(nodes=nodes) == ["bench.compute[n3]"]
+    nodes[1] = {"node": "n2", "error": "ssh: connect to host n2 port 22: No route to host"}
+    assert _judge(nodes=nodes) == ["bench.node[n2]", "bench.compute[n3]"]
+
+
+def _smi_rows(config: dict, tmp_path: Path) -> list[dict]:
+    """The fake nvidia-smi (real H200 output, overridden per GPU) as the probe reads it."""
+    where = tmp_path / "bin"
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "nvidia-smi").symlink_to(FAKE_SMI)
+    (where / "fake-nvidia-smi.json").write_text(json.dumps(config))
+    out = subprocess.run(
+        [
+            str(where / "nvidia-smi"),
+            f"--query-gpu={nodeprobe.SMI_FIELDS}",
+            "--format=csv,noheader,nounits",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return nodeprobe.parse_smi(out)
+
+
+def test_gpu_at_gen3_x8_is_named_by_node_and_pci_address(tmp_path: Path) -> None:
+    healthy = _smi_rows({"gpus": 2}, tmp_path / "a")
+    sick = _smi_rows(
+        {
+            "gpus": 2,
+            "gpu_fields": {"1": {"pcie.link.gen.current": 3, "pcie.link.width.current": 8}},
+        },
+        tmp_path / "b",
+    )
+    assert healthy[0]["pcie_gen"] == 5 and healthy[0]["pcie_width"] == 16
+    assert sick[1]["pci"] == "0000:1b:00.0" and sick[1]["pcie_width"] == 8
+    found, _ = findings.judge(
+        {
+            "rules": RULES,
+            "nodes": [_node("n1", 15, healthy), _node("n2", 15, sick), _node("n3", 15, healthy)],
+        }
+    )
+    assert [f.check_id for f in found] == ["bench.gpu[n2 0000:1b:00.0]"]
+    assert "Gen3 x8 (max Gen5 x16)" in found[0].observed and found[0].pci == "0000:1b:00.0"
+
+
+def test_a_slow_rank_of_a_scaling_run_is_named() -> None:
+    ranks = [
+        {
+            "label": "2 node(s), 4 GPU(s): resnet",
+            "ranks": [
+                {"rank": i, "host": h, "bus_id": None, "images_per_sec": v}
+                for i, (h, v) in enumerate([("n1", 40.0), ("n1", 41.0), ("n2", 18.0), ("n2", 40.5)])
+            ],
+        }
+    ]
+    assert _judge(ranks=ranks) == ["bench.rank[n2 rank2]"]
+
+
+def test_iperf3_direction_is_the_median_of_its_intervals() -> None:
+    """Real iperf3 3.12 output, `-t 2 -i 0.5 --bidir -J` over loopback: four intervals."""
+    got = linkprobe.parse_iperf3(
+        (FIXTURES / "iperf3" / "bidir-intervals-loopback.json").read_text()
+    )
+    assert got["intervals"] == 4
+    assert got["forward_gbps"] == pytest.approx((10.41 + 12.1) / 2, abs=0.01)
+    assert got["reverse_gbps"] == pytest.approx((8.3 + 9.12) / 2, abs=0.01)
+    assert got["gbps"] == got["reverse_gbps"]
+
+
+def test_iperf3_bidir_json_is_read_both_ways() -> None:
+    got = linkprobe.parse_iperf3((FIXTURES / "iperf3" / "bidir-loopback.json").read_text())
+    assert got["gbps"] == min(got["forward_gbps"], got["reverse_gbps"]) > 0
+    assert got["rtt_min_us"] and got["rtt_min_us"] > 0
+    with pytest.raises(linkprobe.LinkProbeError, match="Connection refused"):
+        linkprobe.parse_iperf3(
+            '{"start": {}, "end": {}, "error": "unable to connect to server: Connection refused"}'
+        )
+
+
+def test_torch_path_of_the_probe_runs_on_cpu() -> None:
+    """The per-GPU code (torch GEMM, copies, the node's allreduce) on the CPU device."""
+    torch = pytest.importorskip("torch")
+    fig = nodeprobe.torch_unit(torch, "cpu", 0.2, 64, 4)
+    assert fig["gemm_gflops"] > 0 and fig["memcpy_gb_s"] > 0
+    ar = nodeprobe.node_allreduce(2, 1 << 16, 3)
+    assert ar["correct"] and ar["busbw_gb_s"] > 0 and ar["ranks"] == 2
+
+
+def test_probe_script_runs_alone_and_prints_json() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            nodeprobe.__loader__.get_source(nodeprobe.__name__) or "",  # type: ignore[union-attr]
+            "--duration",
+            "0.2",
+            "--engine",
+            "numpy",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()[-1]
+    rec = json.loads(out)
+    assert rec["device"] == "cpu" and rec["units"][0]["gemm_gflops"] > 0
+
+
+def test_verdict_has_one_failed_check_per_finding_and_rejudges_them() -> None:
+    loc = {"rules": RULES, "links": _links({frozenset(("n1", "n3")): 0.05}), "nodes": []}
+    found, _ = findings.judge(loc)
+    loc["findings"] = [f.to_dict() for f in found]
+    v = verdict.judge(Certification(), None, None, [], None, judge_link=False, localise=loc)
+    failed = [c for c in v.checks if c.status.value == "fail"]
+    assert v.verdict == "FAIL" and [c.id for c in failed] == ["bench.link[n1<->n3]"]
+    clean = {"rules": RULES, "links": _links({}), "nodes": [], "findings": []}
+    checks = verdict.localise_checks(clean)
+    assert [(c.id, c.status.value) for c in checks] == [("bench.localise", "pass")]
+
+
+def test_mad_and_reference_are_recorded() -> None:
+    _f, numbers = outliers.judge_links(
+        {("a", "b"): 1.0, ("a", "c"): 1.2, ("b", "c"): 1.1}, outliers.Rule("bandwidth", "Gb/s", 0.7)
+    )
+    assert numbers["median"] == 1.1 and numbers["mad"] == pytest.approx(0.1)
+    assert numbers["reference"] == pytest.approx(1.2)  # each node's best: 1.2, 1.1, 1.2

@@ -1,0 +1,471 @@
+"""Localisation: which node, GPU or link holds the rack back, named in the verdict.
+
+Why: `rackcert bench` judges the rack as a whole; when it fails, the team needs the part.
+This stage does what SuperBench, ClusterKit, IMB `-multi` and DCGM diag do in a bring-up:
+1. per node, all nodes at once: each GPU alone, then the node's allreduce
+   (validation.bench.nodeprobe, sent to every node over SSH);
+2. per link, in rounds of disjoint pairs (validation.bench.schedule): iperf3 both ways
+   (validation.bench.linkprobe), or ib_write_bw + ib_write_lat where every node has an
+   RDMA device and perftest; wall time ~ rounds x one pair's time;
+3. the per-rank images/s of the scaling runs already in bench.json;
+then every figure against its absolute threshold and the rack's own median
+(validation.bench.outliers, validation.bench.findings), one verdict check per finding.
+
+The record: bench.json `data.localise` (schema 1; other stages read it, keep it stable):
+
+    {
+      "schema": 1,
+      "pattern": "round-robin",            # round-robin | ring | all-pairs | k-batch
+      "k": null,                           # k-batch's k
+      "engine": "iperf3",                  # iperf3 | ib_write_bw (the link stage's tool)
+      "nodes_measured": ["lab-node1", ...],
+      "line_rate_gbps": 0.2, "line_rate_source": "certification.line_rate_gbps",
+      "rules": {"link": {"metric": "bandwidth", "unit": "Gb/s", "median_fraction": 0.7,
+                         "absolute_min": 0.16, "absolute_source": "0.8 x line rate ..."},
+                "gemm_gflops": {...}, "h2d_gb_s": {...}, "d2h_gb_s": {...}, "pcie": {...},
+                "node_allreduce": {...}, "rank": {...}},
+      "rounds": [[["lab-node1", "lab-node4"], ["lab-node2", "lab-node3"]], ...],
+      "links": [{"a": "lab-node1", "b": "lab-node4", "round": 0, "engine": "iperf3",
+                 "gbps": 0.194, "forward_gbps": 0.195, "reverse_gbps": 0.194,
+                 "rtt_min_us": 41.0, "latency_us": null, "wall_s": 1.3, "error": null}],
+      "nodes": [{"node": "lab-node1", "device": "cpu", "engine": "numpy",
+                 "units": [{"unit": "cpu" | "GPU0", "pci": null | "0000:17:00.0",
+                            "gemm_gflops": 9.1, "memcpy_gb_s": 4.2,   # CPU
+                            "h2d_gb_s": 25.1, "d2h_gb_s": 26.0}],     # GPU
+                 "smi": [{"index": 0, "pci": "0000:17:00.0", "pcie_gen": 4, ...}],
+                 "allreduce": {"ranks": 2, "busbw_gb_s": ...} | null,
+                 "notes": [], "error": null}],
+      "ranks": [{"label": "2 node(s), 4 GPU(s): resnet",
+                 "ranks": [{"rank": 0, "host": "lab-node1", "bus_id": null,
+                            "images_per_sec": 41.2}]}],
+      "numbers": {"links": {"n": 6, "median": ..., "mad": ..., "min": ..., "max": ...,
+                            "reference": ..., "reference_is": "...", "slow": [...]}, ...},
+      "findings": [{"id": "bench.link[lab-node2<->lab-node5]", "kind": "link",
+                    "target": "lab-node2<->lab-node5", "nodes": ["lab-node2", "lab-node5"],
+                    "pci": null, "metric": "bandwidth", "value": 0.08, "unit": "Gb/s",
+                    "reference": 0.194, "ratio": 0.41, "observed": "...", "expected": "...",
+                    "message": "bench.link[lab-node2<->lab-node5]: 0.08 Gb/s, 0.41x rack
+                                median 0.194 Gb/s"}],
+      "timing": {"node_stage_s": 7.0, "link_stage_s": 11.6, "rounds": 3, "rounds_s": 5.8,
+                 "pair_s": 1.9, "rounds_over_pair": 3.1, "pairs": 6, "total_s": 19.8},
+      "skipped": {"links": "one node: no pair"}     # a stage not run, and why
+    }
+
+Finding kinds: `link` (one pair), `node` (every link of the node slow, or its probe
+failed), `gpu` (node + PCI address), `compute` (a node's CPU in the lab),
+`node_allreduce` (the allreduce inside a node), `rank` (a rank of a scaling run).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rackcert.errors import InputError
+from rackcert.runs import RunDir
+from rackcert.spec import Spec
+from rackcert.stage_records import BenchRecord
+from validation.bench import findings as judging
+from validation.bench import linkprobe, perftest, schedule
+from validation.bench.launch import Node
+
+SCHEMA = 1
+PROBE_SOURCE = Path(__file__).with_name("nodeprobe.py")
+Progress = Callable[[str], None]
+
+
+@dataclass
+class LocaliseOptions:
+    """What `rackcert bench --localise` can be told; defaults are a bring-up's."""
+
+    pattern: str = "round-robin"
+    k: int = 4
+    pair_seconds: int = 2  # each pair's iperf3 run (both directions at once)
+    node_seconds: float = 1.0  # each timed loop of the per-node stage
+    median_fraction: float = 0.7
+    link_fraction: float = 0.8
+    line_rate_gbps: float | None = None
+    line_rate_source: str = ""
+    python: str = "python3"
+    node_allreduce: bool = True
+    device: str = "auto"  # the per-node stage's: auto | cuda | cpu
+    engine: str = "auto"  # per-node stage: auto (torch on GPUs, numpy on CPUs) | torch | numpy
+    stages: set[str] = field(default_factory=lambda: {"nodes", "links"})
+    timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.pattern not in schedule.PATTERNS:
+            raise InputError(
+                f"--pattern {self.pattern!r}: choose one of {', '.join(schedule.PATTERNS)}"
+            )
+        if self.k < 1:
+            raise InputError("--k-batch: k must be at least 1")
+        for name in ("median_fraction", "link_fraction"):
+            if not 0 < getattr(self, name) <= 1:
+                raise InputError(f"{name} {getattr(self, name)}: want a fraction in (0, 1]")
+
+
+@dataclass
+class Answer:
+    rc: int
+    out: str
+    err: str
+    wall_s: float
+
+
+def run_all(
+    jobs: Sequence[tuple[list[str], str | None]], timeout_s: float, *, barrier: bool = False
+) -> list[Answer]:
+    """Start every argv at once (stdin text or None) and wait for all; one Answer each.
+
+    barrier: each process prints READY when it is set to measure; once all have (or
+    ended), every one gets a line on stdin and they measure together.
+    """
+    procs = [
+        subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for argv, _stdin in jobs
+    ]
+    t0 = time.monotonic()
+    early: list[str] = ["" for _ in procs]
+    if barrier:
+
+        def ready(i: int) -> None:
+            out = procs[i].stdout
+            assert out is not None
+            for line in out:
+                if line.strip() == "READY":
+                    return
+                early[i] += line
+
+        with ThreadPoolExecutor(max(1, len(procs))) as pool:
+            list(pool.map(ready, range(len(procs)), timeout=timeout_s))
+
+    def finish(i: int) -> Answer:
+        p, stdin = procs[i], jobs[i][1]
+        left = max(1.0, timeout_s - (time.monotonic() - t0))
+        try:
+            so, se = p.communicate("GO\n" if barrier else (stdin or ""), timeout=left)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            so, se = p.communicate()
+            se += f"\ntimed out after {timeout_s:g} s"
+        return Answer(p.returncode, early[i] + so, se, time.monotonic() - t0)
+
+    with ThreadPoolExecutor(max(1, len(procs))) as pool:
+        return list(pool.map(finish, range(len(procs))))
+
+
+def _log(log: Path | None, title: str, answers: Sequence[Answer]) -> None:
+    if log is None:
+        return
+    with log.open("a") as f:
+        for i, a in enumerate(answers):
+            f.write(f"== {title} #{i} rc={a.rc} {a.wall_s:.2f}s\n{a.out}\n{a.err}\n")
+
+
+# -- stage 1: every node at once -----------------------------------------------------------
+def probe_command(opts: LocaliseOptions) -> str:
+    """The remote shell line: the probe's source as `python -c`, all nodes at one barrier."""
+    argv = [
+        opts.python,
+        "-c",
+        PROBE_SOURCE.read_text(),
+        "--barrier",
+        "--duration",
+        f"{opts.node_seconds:g}",
+        "--device",
+        opts.device,
+        "--engine",
+        opts.engine,
+    ]
+    if opts.node_allreduce:
+        argv.append("--allreduce")
+    return shlex.join(argv)
+
+
+def node_stage(nodes: list[Node], opts: LocaliseOptions, log: Path | None) -> list[dict[str, Any]]:
+    """The probe on every node, all timed loops starting at one instant."""
+    line = probe_command(opts)
+    answers = run_all([([*n.ssh_argv(), line], None) for n in nodes], opts.timeout_s, barrier=True)
+    _log(log, "node stage", answers)
+    out = []
+    for n, a in zip(nodes, answers, strict=True):
+        last = a.out.strip().splitlines()[-1] if a.out.strip() else ""
+        try:
+            figures = json.loads(last)
+            out.append(
+                {**figures, "node": n.name, "reported_hostname": figures.get("node"), "error": None}
+            )
+        except ValueError:
+            why = (a.err.strip().splitlines() or [f"exit {a.rc}, no output"])[-1][:300]
+            out.append({"node": n.name, "error": why, "units": [], "smi": [], "allreduce": None})
+    return out
+
+
+# -- stage 2: links in rounds of disjoint pairs --------------------------------------------
+def rdma_ready(nodes: list[Node], timeout_s: float, log: Path | None) -> str | None:
+    """None when every node has an RDMA device and perftest; else why not (TCP then)."""
+    answers = run_all([([*n.ssh_argv(), perftest.PROBE], None) for n in nodes], timeout_s)
+    _log(log, "rdma probe", answers)
+    for n, a in zip(nodes, answers, strict=True):
+        why = perftest.skip_reason(n.name, perftest.parse_probe(a.out))
+        if why:
+            return why
+    return None
+
+
+def link_stage(
+    nodes: list[Node],
+    opts: LocaliseOptions,
+    log: Path | None,
+    progress: Progress,
+) -> tuple[list[list[tuple[str, str]]], list[dict[str, Any]], str, list[float]]:
+    """(rounds, one record per pair, engine): each round's pairs at once."""
+    by_name = {n.name: n for n in nodes}
+    rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
+    no_rdma = rdma_ready(nodes, 60, log)
+    engine = "iperf3" if no_rdma else perftest.BINARY
+    results: list[dict[str, Any]] = []
+    round_walls: list[float] = []
+    if engine == "iperf3":
+        run_all([([*n.ssh_argv(), linkprobe.server_start()], None) for n in nodes], 60)
+    try:
+        for i, rnd in enumerate(rounds):
+            progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} pair(s) at once")
+            t0 = time.monotonic()
+            if engine == "iperf3":
+                results += _iperf3_round(i, rnd, by_name, opts, log)
+            else:
+                results += _rdma_round(i, rnd, by_name, opts, log)
+            round_walls.append(time.monotonic() - t0)
+    finally:
+        if engine == "iperf3":
+            run_all([([*n.ssh_argv(), linkprobe.server_stop()], None) for n in nodes], 60)
+    return rounds, results, engine, round_walls
+
+
+def _iperf3_round(
+    i: int,
+    rnd: list[tuple[str, str]],
+    by_name: dict[str, Node],
+    opts: LocaliseOptions,
+    log: Path | None,
+) -> list[dict[str, Any]]:
+    jobs = [
+        (
+            [
+                *by_name[a].ssh_argv(),
+                linkprobe.client_command(by_name[b].address, opts.pair_seconds),
+            ],
+            None,
+        )
+        for a, b in rnd
+    ]
+    answers = run_all(jobs, opts.timeout_s)
+    _log(log, f"round {i}", answers)
+    out = []
+    for (a, b), ans in zip(rnd, answers, strict=True):
+        row: dict[str, Any] = {
+            "a": a,
+            "b": b,
+            "round": i,
+            "engine": "iperf3",
+            "wall_s": ans.wall_s,
+            "latency_us": None,
+            "error": None,
+        }
+        try:
+            row.update(linkprobe.parse_iperf3(ans.out))
+        except linkprobe.LinkProbeError as exc:
+            row.update(gbps=None, error=str(exc))
+        out.append(row)
+    return out
+
+
+def _rdma_round(
+    i: int,
+    rnd: list[tuple[str, str]],
+    by_name: dict[str, Node],
+    opts: LocaliseOptions,
+    log: Path | None,
+) -> list[dict[str, Any]]:
+    """ib_write_bw, then ib_write_lat, each pair's server on b and client on a."""
+    bw_jobs: list[tuple[list[str], str | None]] = []
+    lat_jobs: list[tuple[list[str], str | None]] = []
+    for a, b in rnd:
+        sa, sb = by_name[a], by_name[b]
+        bw_jobs += [
+            ([*sb.ssh_argv(), perftest.server_command(None, False)], None),
+            ([*sa.ssh_argv(), perftest.client_command(sb.address, None, False)], None),
+        ]
+        port = perftest.PORT + 1
+        lat_jobs += [
+            ([*sb.ssh_argv(), linkprobe.lat_server(None, port)], None),
+            ([*sa.ssh_argv(), linkprobe.lat_client(sb.address, None, port)], None),
+        ]
+    bw = run_all(bw_jobs, opts.timeout_s)
+    lat = run_all(lat_jobs, opts.timeout_s)
+    _log(log, f"round {i} ib_write_bw", bw)
+    _log(log, f"round {i} ib_write_lat", lat)
+    out = []
+    for j, (a, b) in enumerate(rnd):
+        row: dict[str, Any] = {
+            "a": a,
+            "b": b,
+            "round": i,
+            "engine": perftest.BINARY,
+            "wall_s": bw[2 * j + 1].wall_s,
+            "error": None,
+        }
+        try:
+            parsed = perftest.parse(bw[2 * j + 1].out)
+            row.update(gbps=parsed["best_avg_gbps"], forward_gbps=parsed["best_avg_gbps"])
+        except perftest.PerftestParseError as exc:
+            row.update(gbps=None, error=str(exc))
+        try:
+            row["latency_us"] = linkprobe.parse_lat(lat[2 * j + 1].out).get("t_typical_us")
+        except linkprobe.LinkProbeError:
+            row["latency_us"] = None
+        out.append(row)
+    return out
+
+
+# -- stage 3: the scaling runs' ranks -------------------------------------------------------
+def scaling_ranks(bench_data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each recorded ResNet50 launch's per-rank images/s, with the rank's host and GPU."""
+    out = []
+    for launch in bench_data.get("launches") or []:
+        res, ranks = launch.get("resnet") or {}, launch.get("ranks") or []
+        means = res.get("per_rank_mean") or []
+        if len(means) < 2 or len(ranks) != len(means):
+            continue
+        rows = [
+            {
+                "rank": r.get("rank", i),
+                "host": r.get("host") or f"rank{i}",
+                "bus_id": r.get("bus_id"),
+                "images_per_sec": m,
+            }
+            for i, (r, m) in enumerate(zip(ranks, means, strict=True))
+        ]
+        out.append({"label": launch.get("label", ""), "ranks": rows})
+    return out
+
+
+# -- the whole stage ------------------------------------------------------------------------
+def localise(
+    nodes: list[Node],
+    opts: LocaliseOptions,
+    *,
+    bench_data: dict[str, Any] | None = None,
+    log: Path | None = None,
+    progress: Progress = lambda _m: None,
+) -> dict[str, Any]:
+    """Run the stages on `nodes` and return the `localise` record block, judged."""
+    t0 = time.monotonic()
+    rec: dict[str, Any] = {
+        "schema": SCHEMA,
+        "pattern": opts.pattern,
+        "k": opts.k if opts.pattern == "k-batch" else None,
+        "engine": None,
+        "nodes_measured": [n.name for n in nodes],
+        "line_rate_gbps": opts.line_rate_gbps,
+        "line_rate_source": opts.line_rate_source,
+        "rules": judging.rules(
+            opts.median_fraction, opts.link_fraction, opts.line_rate_gbps, opts.line_rate_source
+        ),
+        "rounds": [],
+        "links": [],
+        "nodes": [],
+        "ranks": scaling_ranks(bench_data or {}),
+        "skipped": {},
+        "timing": {},
+    }
+    if "nodes" in opts.stages:
+        progress(f"localise: per-node stage on {len(nodes)} node(s) at once")
+        rec["nodes"] = node_stage(nodes, opts, log)
+        rec["timing"]["node_stage_s"] = time.monotonic() - t0
+    if "links" in opts.stages and len(nodes) >= 2:
+        t1 = time.monotonic()
+        rounds, links, engine, walls = link_stage(nodes, opts, log, progress)
+        wall = time.monotonic() - t1
+        pair = statistics.median(p["wall_s"] for p in links) if links else None
+        rec.update(rounds=[[list(p) for p in r] for r in rounds], links=links, engine=engine)
+        rec["timing"].update(
+            link_stage_s=wall,  # with the RDMA probe and iperf3 daemons' start and stop
+            rounds=len(rounds),
+            rounds_s=sum(walls),
+            pair_s=pair,  # one pair's time: the median pair's, SSH included
+            rounds_over_pair=sum(walls) / pair if pair else None,
+            pairs=len(links),
+        )
+    elif "links" in opts.stages:
+        rec["skipped"]["links"] = "one node: no pair to measure"
+    rec["timing"]["total_s"] = time.monotonic() - t0
+    found, numbers = judging.judge(rec)
+    rec["numbers"] = numbers
+    rec["findings"] = [f.to_dict() for f in found]
+    return rec
+
+
+def line_rate(spec: Spec, option_gbps: float | None) -> tuple[float | None, str]:
+    """The links' line rate and where it comes from (as validation.bench.links says it)."""
+    from validation.bench import links
+
+    if option_gbps:
+        return option_gbps, links.OPTION_SOURCE
+    if spec.certification.line_rate_gbps:
+        return spec.certification.line_rate_gbps, links.OVERRIDE_SOURCE
+    rate = spec.line_rate_gbps()
+    return rate, links.NIC_SOURCE if rate else ""
+
+
+def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
+    """LocaliseOptions from the spec's thresholds and the bench's options (`given` wins)."""
+    from validation.bench.suite import remote_python
+
+    rate, source = line_rate(spec, bench.line_rate_gbps)
+    cert = spec.certification
+    base: dict[str, Any] = {
+        "median_fraction": cert.median_fraction_min,
+        "link_fraction": cert.link_bandwidth_fraction_min,
+        "line_rate_gbps": rate,
+        "line_rate_source": source,
+        "python": remote_python(spec, bench),
+        "timeout_s": min(bench.timeout_s, 600.0),
+    }
+    return LocaliseOptions(**{**base, **given})
+
+
+def run_into(
+    spec: Spec,
+    run: RunDir,
+    bench: Any,
+    opts: LocaliseOptions,
+    record: BenchRecord,
+    progress: Progress,
+) -> BenchRecord:
+    """Localise on the bench's nodes, add `localise` to bench.json and judge it again."""
+    from validation.bench import suite, verdict
+
+    if bench.local:
+        raise InputError("--localise measures nodes and the links between them: not with --local")
+    vms = suite.select_vms(spec, bench.vms)
+    nodes = suite.nodes_of(spec, tuple(vms), bench)
+    data = record.data.model_dump(mode="json")
+    log = run.artifacts("bench") / "localise.log"
+    data["localise"] = localise(nodes, opts, bench_data=data, log=log, progress=progress)
+    for f in data["localise"]["findings"]:
+        progress(f"  {f['message']}")
+    data["verdict"] = verdict.rejudge(spec, data).model_dump()
+    return suite.write_record(run, data, record.status, record.error, record.started_at)
