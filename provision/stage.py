@@ -65,6 +65,7 @@ def run(
     timeouts: Any = None,
     power_on: bool = True,
     guard: Callable[[Any], None] | None = None,
+    pace: Any = None,
 ) -> ProvisionRecord:
     """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
 
@@ -78,16 +79,25 @@ def run(
         power_on: power the VMs on (ESXi checks their devices then); False leaves them off.
         guard: called with the discovered inventory before anything is planned or recorded;
             raises to refuse (`provision --rehearsed`: not the inventory rehearsed).
+        pace: provision.pace.Pace (parallelism, hosts in maintenance at once); None: defaults.
+
+    Before discovery it closes the maintenance windows an interrupted run of rackcert left
+    open (marked in vCenter: provision/maintenance_mark.py), never an operator's.
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
     """
     from provision.apply import ApplyError, Timeouts, apply
     from provision.discovery import discover
+    from provision.maintenance_mark import recover
     from provision.session import connect
 
     started = utc_now()
     with connect(loaded.spec) as si:
+        if guard is None:  # a rehearsed inventory is acted on as it was rehearsed
+            say = (lambda text: on_event("progress", None, text)) if on_event else None
+            wait = timeouts.reboot if timeouts is not None else 1800.0
+            recover(si, reboot_timeout=wait, say=say)
         before = discover(si)
         if guard is not None:
             guard(before)
@@ -134,6 +144,8 @@ def run(
                 on_done=record_progress,
                 timeouts=timeouts or Timeouts(),
                 power_on=power_on,
+                pace=pace,
+                run_id=f"rackcert run {run_dir.path.name}",
             )
         except ApplyError as exc:
             error = exc

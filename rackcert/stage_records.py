@@ -48,10 +48,13 @@ class ActionRecord(Model):
 
 class DoneAction(ActionRecord):
     result: str = Field(description="What apply said when it finished the action")
+    started_at: str = Field("", description="UTC time apply started the action")
+    ended_at: str = Field("", description="UTC time the action finished")
 
 
 class SkippedAction(ActionRecord):
     skipped: str = Field(description="Why apply left the action undone")
+    ended_at: str = Field("", description="UTC time apply gave the action up")
 
 
 class LeftAlone(Model):
@@ -86,6 +89,11 @@ class ProvisionData(Model):
         default_factory=dict,
         description="Each spec VM after provision: exists, power_state, guest_ip, address,"
         " what the wait for Tools or SSH saw, and left_off (why it stays powered off)",
+    )
+    hosts: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each host provision worked on: wave, state (prepared, failed, skipped),"
+        " error, started_at, ended_at",
     )
 
 
