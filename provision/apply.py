@@ -204,6 +204,7 @@ def apply(
     run.step.power_on = power_on
     run.run_id = run_id
     set_poll_cap(max(0.001, 2 * run.pace.poll_s))
+    lifecycle.WAIT_POLL_S["interval"] = run.pace.poll_s
     run.go(actions)
     return data
 
@@ -320,6 +321,11 @@ class _Run:
         if any(lane.host_actions for lane in lanes):
             self.mark_key = field_key(self.si, create=True)
         gate = threading.Semaphore(max(1, limit or 1))
+        if self.pace.sequential:
+            for lane in lanes:
+                self.lane(lane, None)
+            self.finish()
+            return
         with ThreadPoolExecutor(max_workers=max(1, len(lanes))) as pool:
             futures = [
                 pool.submit(self.lane, lane, gate if lane in busy else None) for lane in lanes

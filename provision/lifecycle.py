@@ -105,6 +105,10 @@ def ssh_answers(address: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+# Seconds between two looks at a booting VM (provision.pace.Pace.poll_s sets it).
+WAIT_POLL_S = {"interval": 1.0}
+
+
 def wait_up(
     si: Any,
     action: Action,
@@ -112,7 +116,7 @@ def wait_up(
     on_event: Event,
     *,
     clock: Callable[[], float] = time.monotonic,
-    interval: float = 1.0,
+    interval: float | None = None,
 ) -> dict[str, Any]:
     """Wait (bounded) for Tools' guest.ipAddress == address or SSH there; the VM's state.
 
@@ -143,4 +147,4 @@ def wait_up(
             f"{action.target}: waiting for {p['address']}:{p['port']}"
             f" ({elapsed:.0f} s of {p['timeout_s']} s)",
         )
-        time.sleep(interval)
+        time.sleep(interval if interval is not None else WAIT_POLL_S["interval"])

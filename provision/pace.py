@@ -34,6 +34,12 @@ class Pace:
     max_hosts_in_maintenance: int | None = None  # None: what the cluster can lose
     poll_s: float = 1.0
 
+    @property
+    def sequential(self) -> bool:
+        """parallelism 1 is the order provision had before lanes: one host, then the next,
+        one vCenter task at a time."""
+        return self.parallelism <= 1
+
 
 def host_waves(hosts: Sequence[tuple[str, bool]], max_in_maintenance: int) -> list[list[str]]:
     """Waves of host names: [(name, carries_running_vms)] in plan order -> waves.

@@ -149,11 +149,14 @@ def run(
             )
         except ApplyError as exc:
             error = exc
+        from provision.renew import renewals
+
         try:
             data.observed_after = discover(si)
             data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
         except RackcertError as exc:
             error = error or exc
+        data.session_renewals = renewals(si)
         if error is not None:
             write("failed", str(error))
             raise error

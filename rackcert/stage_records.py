@@ -95,6 +95,9 @@ class ProvisionData(Model):
         description="Each host provision worked on: wave, state (prepared, failed, skipped),"
         " error, started_at, ended_at",
     )
+    session_renewals: int = Field(
+        0, description="Times the vCenter session expired mid-run and was logged in again"
+    )
 
 
 # -- configure ----------------------------------------------------------------------------------

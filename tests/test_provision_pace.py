@@ -1,0 +1,267 @@
+"""Rack pace: the twin's clock, provision in bounded parallel, faults in their lane, kills.
+
+The twin runs a real rack's task durations shrunk by one scale (tests/vcsim/clock.go). This
+machine is shared and loaded, so the tests assert structure (hosts down at the same time,
+clones queued at vCenter's limits) and ratios with margins that sequential work could
+never meet; benchmarks/provision_pace.py reports the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rackcert.paths import REPO_ROOT
+from tests.pace_helpers import rack_spec
+from tests.vsphere_helpers import cli, error_line, last_record
+
+pytestmark = pytest.mark.usefixtures("vcsim_binary")
+
+SCALE = 0.01  # 1/100: a host's chain is about 7 s here, far above this machine's overheads
+
+
+def _t(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.rstrip("Z")).timestamp()
+
+
+def _twin(rack_twin: Any, tmp_path: Path, hosts: int, vms: int, **kw: Any) -> Any:
+    desc = {"clock": {"scale": kw.pop("scale", SCALE)} | kw.pop("clock", {})}
+    spec = rack_spec(tmp_path / f"pace-{hosts}x{vms}.yaml", hosts, vms)
+    return rack_twin(spec, desc=desc, **kw)
+
+
+def _vms(si: Any) -> list[Any]:
+    from pyVmomi import vim
+
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+    try:
+        return list(view.view)
+    finally:
+        view.DestroyView()
+
+
+def test_twin_tasks_take_modelled_time_queue_at_vcenter_limits_and_show_progress(
+    rack_twin, tmp_path
+):
+    """Ten clones of one template onto one host: vCenter runs 8 (a host's maximum cost
+    8, a clone costing 1) and queues the rest (TaskInfo state queued); a running one shows
+    progress; each takes at least its modelled time (20 s + 16 GB at 400 MB/s)."""
+    from pyVmomi import vim
+
+    lab = _twin(rack_twin, tmp_path, 2, 2)
+    with lab.connect() as si:
+        template = next(v for v in _vms(si) if v.config.template)
+        host = template.runtime.host
+        datastore = next(d for d in host.datastore if d.name == "PowerScale-DS01")
+        spec = vim.vm.CloneSpec(
+            location=vim.vm.RelocateSpec(
+                host=host, pool=host.parent.resourcePool, datastore=datastore
+            ),
+            powerOn=False,
+            template=False,
+        )
+        tasks = [
+            template.CloneVM_Task(folder=template.parent, name=f"c{i}", spec=spec)
+            for i in range(10)
+        ]
+        seen_states: list[list[str]] = []
+        progress: set[int] = set()
+        while True:
+            infos = [t.info for t in tasks]
+            states = [str(i.state) for i in infos]
+            seen_states.append(states)
+            progress |= {i.progress for i in infos if i.state == "running" and i.progress}
+            if all(s in ("success", "error") for s in states):
+                break
+            time.sleep(0.05)
+        assert all(s == "success" for s in seen_states[-1]), [t.info.error for t in tasks]
+        assert max(s.count("running") for s in seen_states) <= 8
+        assert any(s.count("queued") >= 2 for s in seen_states)  # held back by the host limit
+        assert progress and max(progress) < 100  # progress climbs while it runs
+        modelled = (20 + 16 * 1024 / 400) * SCALE
+        for task in tasks:
+            info = task.info
+            assert info.name.info.name == "Clone"  # pyVmomi reads the method (pyVim needs it)
+            took = (info.completeTime - info.startTime).total_seconds()
+            assert took >= modelled * 0.95, took
+        vm = next(v for v in _vms(si) if v.name == "c0")
+        started = time.monotonic()
+        task = vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(numCPUs=4))
+        while task.info.state not in ("success", "error"):
+            time.sleep(0.005)
+        assert time.monotonic() - started >= 3 * SCALE * 0.95
+        assert vm.config.hardware.numCPU == 4
+
+
+def _spans(record: dict[str, Any], kind: str) -> list[tuple[float, float]]:
+    return [
+        (_t(a["started_at"]), _t(a["ended_at"]))
+        for a in record["data"]["done"]
+        if a["kind"] == kind
+    ]
+
+
+def _work_span(record: dict[str, Any]) -> float:
+    """First action start to the last power-on's end: the part of a chain vCenter does."""
+    done = record["data"]["done"]
+    start = min(_t(a["started_at"]) for a in done)
+    end = max(_t(a["ended_at"]) for a in done if a["kind"] == "vm.power_on")
+    return end - start
+
+
+def test_eight_hosts_of_two_vms_go_at_the_pace_of_one(rack_twin, tmp_path, capsys):
+    """8 hosts x 2 VMs against one host's chain, measured here on the same twin clock:
+    the reboots all overlap (every host down at once), clones overlap, and the whole takes
+    well under the 8 chains sequential work needs. No guest boots here, so every VM's wait
+    ends at one shared deadline, and the error names all 16."""
+    one = _twin(rack_twin, tmp_path, 1, 2)
+    code, _, err = cli(one, capsys, "provision", str(one.spec_path), "--yes")
+    assert code == 1 and "did not answer" in error_line(err)
+    chain = _work_span(last_record(one, "provision"))
+
+    eight = _twin(rack_twin, tmp_path, 8, 2)
+    code, _, err = cli(eight, capsys, "provision", str(eight.spec_path), "--yes", "--json")
+    line = error_line(err)
+    assert code == 1
+    record = last_record(eight, "provision")
+    for i in range(1, 9):
+        for j in range(2):
+            assert f"node{i:03d}-{j} (" in line  # every VM that did not answer, named
+    reboots = _spans(record, "host.reboot")
+    assert len(reboots) == 8
+    assert max(s for s, _ in reboots) < min(e for _, e in reboots)  # all down at once
+    clones = _spans(record, "vm.clone")
+    assert len(clones) == 16 and max(s for s, _ in clones) < max(e for _, e in clones)
+    waits = [a for a in record["data"]["skipped"] if a["kind"] == "vm.wait"]
+    assert len(waits) == 16
+    ratio = _work_span(record) / chain
+    # Sequential work takes 8 chains; parallel lanes take ~1.1 (benchmarks/provision_pace.py
+    # measures it on the modelled clock); the margin is this shared machine's load.
+    assert ratio < 3.0, (ratio, chain)
+    assert {h["state"] for h in record["data"]["hosts"].values()} == {"prepared"}
+    assert {h["wave"] for h in record["data"]["hosts"].values()} == {0}
+
+
+def test_a_fault_on_one_host_stays_in_its_lane_and_a_rerun_finishes_it(rack_twin, tmp_path, capsys):
+    """RebootHost_Task fails on one host of three: the other two and their VMs finish, the
+    record says which host failed and why, the exit names it; a re-run does only that host
+    and its VMs."""
+    bad = "esx002.example.internal"
+    faults = {"fail": [{"method": "RebootHost_Task", "target": bad, "count": 1}]}
+    lab = _twin(rack_twin, tmp_path, 3, 2, faults=faults)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    line = error_line(err)
+    assert code == 1 and bad in line and "failed host(s)" in line
+    record = last_record(lab, "provision")
+    hosts = record["data"]["hosts"]
+    assert hosts[bad]["state"] == "failed" and "injected fault" in hosts[bad]["error"]
+    assert hosts["esx001.example.internal"]["state"] == "prepared"
+    assert hosts["esx003.example.internal"]["state"] == "prepared"
+    made = {a["target"] for a in record["data"]["done"] if a["kind"] == "vm.customize"}
+    assert made == {"node001-0", "node001-1", "node003-0", "node003-1"}
+    skipped = {a["target"] for a in record["data"]["skipped"]}
+    assert {"node002-0", "node002-1"} <= skipped
+
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    again = last_record(lab, "provision")["data"]
+    assert {a["host"] for a in again["actions"]} == {bad}
+    assert {a["target"] for a in again["done"] if a["kind"].startswith("vm.")} == {
+        "node002-0",
+        "node002-1",
+    }
+
+
+def _inventory(lab: Any) -> dict[str, Any]:
+    """What the twin itself lists, through pyVmomi: VMs by name (with count, host, CPUs) and
+    hosts in maintenance mode."""
+    from pyVmomi import vim
+
+    with lab.connect() as si:
+        vms: dict[str, list[Any]] = {}
+        for vm in _vms(si):
+            if vm.config.template or vm.config.managedBy:
+                continue
+            vms.setdefault(vm.name, []).append((vm.runtime.host.name, vm.config.hardware.numCPU))
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
+        maintenance = sorted(h.name for h in view.view if h.runtime.inMaintenanceMode)
+        view.DestroyView()
+    return {"vms": vms, "maintenance": maintenance}
+
+
+def _provision(lab: Any) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rackcert.cli", "provision", str(lab.spec_path), "--yes",
+         "--no-power-on", "--runs-dir", str(lab.runs_dir)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def test_a_controller_killed_at_random_points_leaves_nothing_half_done(rack_twin, tmp_path):
+    """provision killed with SIGKILL twice at random moments (maintenance windows open,
+    reboots and clones in flight), then run to the end: the twin lists each spec VM once,
+    on its host, customized; no other VM; no host left in maintenance mode."""
+    seed = int(os.environ.get("RACKCERT_PACE_SEED") or time.time_ns() % 100000)
+    rng = random.Random(seed)
+    lab = _twin(rack_twin, tmp_path, 3, 2)
+    for _ in range(2):
+        proc = _provision(lab)
+        time.sleep(rng.uniform(1.5, 7.0))  # the CLI starts in ~1.5 s; a chain is ~7 s
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proc = _provision(lab)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, (seed, err.decode()[-2000:])
+    seen = _inventory(lab)
+    want = {f"node{i:03d}-{j}": f"esx{i:03d}.example.internal" for i in (1, 2, 3) for j in (0, 1)}
+    assert seen["maintenance"] == [], seed
+    assert set(seen["vms"]) == set(want), (seed, seen)  # no orphan
+    for name, host in want.items():
+        assert seen["vms"][name] == [(host, 32)], (seed, name, seen["vms"][name])  # once
+
+
+def test_an_operators_maintenance_mode_is_never_closed_by_recovery(rack_twin, tmp_path, capsys):
+    """A host the operator put in maintenance mode carries no rackcert mark: provision
+    works inside it and leaves it there, run after run."""
+    op = "esx001.example.internal"
+    lab = _twin(rack_twin, tmp_path, 2, 2, host_desc={op: {"maintenance": True}})
+    code, _, _ = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert op in _inventory(lab)["maintenance"]
+    cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert _inventory(lab)["maintenance"] == [op]
+
+
+def test_a_session_expired_mid_run_is_renewed(rack_twin, tmp_path, capsys):
+    """Sessions expire after 0.3 s idle on this twin: provision's own session expires
+    between its task polls again and again, logs in again each time, and finishes."""
+    from pyVmomi import vim
+
+    lab = _twin(rack_twin, tmp_path, 2, 2, clock={"session_idle_ms": 300})
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    record = last_record(lab, "provision")["data"]
+    assert record["session_renewals"] >= 1
+    assert len(record["done"]) == len(record["actions"])
+    with lab.connect() as si:  # expiry is real here: an idle session is refused
+        si.CurrentTime()
+        time.sleep(0.6)
+        plain = si._stub._rackcert_plain_invoke
+        with pytest.raises(vim.fault.NotAuthenticated):
+            plain(si, vim.ServiceInstance._GetMethodInfo("CurrentTime"), [])
+        assert si.CurrentTime()  # and the renewing stub logs in again
