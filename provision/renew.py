@@ -29,18 +29,24 @@ def renewing(si: Any, login: Callable[[Any], None]) -> None:
     original = stub.InvokeMethod
     lock = threading.Lock()
     state = {"generation": 0, "renewals": 0}
+    local = threading.local()  # set while this thread logs in: its faults go to the caller
 
     def invoke(mo: Any, info: Any, args: Any, outerStub: Any = None) -> Any:  # noqa: N803
         seen = state["generation"]
         try:
             return original(mo, info, args, outerStub)
         except vim.fault.NotAuthenticated:
+            if getattr(local, "logging_in", False):
+                raise
             with lock:
                 if state["generation"] == seen:  # the first thread to notice logs in again
                     log.info("vCenter session expired; logging in again")
-                    manager = vim.SessionManager("SessionManager", stub=stub)
-                    manager = si.RetrieveContent().sessionManager or manager
-                    login(manager)
+                    local.logging_in = True
+                    try:
+                        manager = si.RetrieveContent().sessionManager
+                        login(manager)
+                    finally:
+                        local.logging_in = False
                     state["generation"] += 1
                     state["renewals"] += 1
             return original(mo, info, args, outerStub)

@@ -40,13 +40,14 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     started = utc_now()
     with connect(loaded.spec) as si:
         inventory = discover(si)
-    agents = left_alone(inventory)
-    data = PlanData(observed=inventory, left_alone=agents)
-    try:
-        data.actions = _plan(loaded, inventory)
-    except RackcertError as exc:
-        run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
-        raise
+        agents = left_alone(inventory)
+        data = PlanData(observed=inventory, left_alone=agents)
+        try:
+            data.actions = _plan(loaded, inventory)
+        except RackcertError as exc:
+            run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
+            raise
+        data.waves = plan_waves(si, data.actions)
     data.warnings = gpudirect_warnings(loaded.spec, place(loaded.spec))
     record = run.write_stage("plan", data, started_at=started)
     assert isinstance(record, PlanRecord)
@@ -168,6 +169,21 @@ def run(
             f" {first.target}: {first.skipped} (recorded {run_dir.path / 'provision.json'})"
         )
     return record
+
+
+def plan_waves(si: Any, actions: list[Any], limit: int | None = None) -> list[list[str]]:
+    """The host waves provision will use (provision/pace.py); the cluster's HA configuration
+    is read only when a host carries running VMs and `limit` is not given."""
+    from provision.pace import cluster_tolerance, host_waves
+
+    hosts: dict[str, bool] = {}
+    for action in actions:
+        if action.kind.startswith("host.") and not action.blocked:
+            hosts[action.host] = bool(action.params.get("powered_on_vms"))
+    busy = [a for a in actions if a.kind.startswith("host.") and a.params.get("powered_on_vms")]
+    if busy and limit is None:
+        limit = cluster_tolerance(si, busy[0].params["host_moid"])
+    return host_waves(list(hosts.items()), limit or 1)
 
 
 def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:

@@ -77,6 +77,11 @@ class PlanData(Model):
         description="What the plan allows but advises against, per VM (GPUDirect RDMA across"
         " NUMA nodes)",
     )
+    waves: list[list[str]] = Field(
+        default_factory=list,
+        description="Hosts provision prepares together: first every host without running VMs,"
+        " then hosts with running VMs (--power-cycle) in waves of what the cluster can lose",
+    )
 
 
 class ProvisionData(Model):

@@ -33,9 +33,9 @@ def _t(stamp: str) -> float:
     return datetime.fromisoformat(stamp.rstrip("Z")).timestamp()
 
 
-def _twin(rack_twin: Any, tmp_path: Path, hosts: int, vms: int, **kw: Any) -> Any:
+def _twin(rack_twin: Any, tmp_path: Path, hosts: int, per_host: int, **kw: Any) -> Any:
     desc = {"clock": {"scale": kw.pop("scale", SCALE)} | kw.pop("clock", {})}
-    spec = rack_spec(tmp_path / f"pace-{hosts}x{vms}.yaml", hosts, vms)
+    spec = rack_spec(tmp_path / f"pace-{hosts}x{per_host}.yaml", hosts, per_host)
     return rack_twin(spec, desc=desc, **kw)
 
 
@@ -265,3 +265,57 @@ def test_a_session_expired_mid_run_is_renewed(rack_twin, tmp_path, capsys):
         with pytest.raises(vim.fault.NotAuthenticated):
             plain(si, vim.ServiceInstance._GetMethodInfo("CurrentTime"), [])
         assert si.CurrentTime()  # and the renewing stub logs in again
+
+
+def test_host_waves_put_a_new_racks_hosts_together_and_busy_ones_in_tolerance_sized_waves():
+    from provision.pace import host_waves
+
+    hosts = [("a", False), ("b", True), ("c", True), ("d", False), ("e", True)]
+    assert host_waves(hosts, 1) == [["a", "d"], ["b"], ["c"], ["e"]]
+    assert host_waves(hosts, 2) == [["a", "d"], ["b", "c"], ["e"]]
+    assert host_waves([("a", False), ("b", False)], 1) == [["a", "b"]]
+
+
+def test_what_the_cluster_can_lose_comes_from_ha_admission_control():
+    """vSphere Availability: the failover level of the host-failures (slot) and cluster
+    resource percentage policies, the number of dedicated failover hosts; HA or admission
+    control off: one host at a time."""
+    from pyVmomi import vim
+
+    from provision.pace import tolerance_of
+
+    das = vim.cluster.DasConfigInfo
+    off = das(enabled=False, admissionControlEnabled=True)
+    assert tolerance_of(off) == 1 and tolerance_of(None) == 1
+    no_ac = das(enabled=True, admissionControlEnabled=False)
+    assert tolerance_of(no_ac) == 1
+    slots = vim.cluster.FailoverLevelAdmissionControlPolicy(failoverLevel=2)
+    assert tolerance_of(das(enabled=True, admissionControlEnabled=True,
+                            admissionControlPolicy=slots)) == 2  # fmt: skip
+    pct = vim.cluster.FailoverResourcesAdmissionControlPolicy(
+        cpuFailoverResourcesPercent=50, memoryFailoverResourcesPercent=50, failoverLevel=3
+    )
+    assert tolerance_of(das(enabled=True, admissionControlEnabled=True,
+                            admissionControlPolicy=pct)) == 3  # fmt: skip
+    hosts = vim.cluster.FailoverHostAdmissionControlPolicy(
+        failoverHosts=[vim.HostSystem("host-1"), vim.HostSystem("host-2")]
+    )
+    assert tolerance_of(das(enabled=True, admissionControlEnabled=True,
+                            admissionControlPolicy=hosts)) == 2  # fmt: skip
+
+
+def test_plan_shows_the_host_waves(rack_twin, tmp_path, capsys):
+    """A host with a running VM goes in its own wave after the hosts without (HA off in
+    the twin's cluster: one host at a time)."""
+    running = {"name": "busy", "host": "esx002.example.internal", "power_on": True, "cpus": 2,
+               "memory_mb": 2048, "firmware": "efi", "disk_gb": 16}  # fmt: skip
+    lab = _twin(rack_twin, tmp_path, 3, 2, vms=[running])
+    code, out, _ = cli(lab, capsys, "plan", str(lab.spec_path), "--json")
+    assert code == 0
+    import json
+
+    waves = json.loads(out)["waves"]
+    assert waves == [
+        ["esx001.example.internal", "esx003.example.internal"],
+        ["esx002.example.internal"],
+    ]

@@ -53,7 +53,16 @@ var loginCalls = map[string]bool{
 // (or already ended that way) and returns true; else it notes the call and returns false.
 func (b *sessionBook) expire(w http.ResponseWriter, r *http.Request, method string) bool {
 	cookie, err := r.Cookie(soap.SessionCookieName)
-	if err != nil || loginCalls[method] {
+	if err != nil {
+		return false
+	}
+	if loginCalls[method] {
+		b.mu.Lock()
+		dead := b.expired[cookie.Value]
+		b.mu.Unlock()
+		if dead { // the ended session is gone: the login makes a new one, as on vCenter
+			r.Header.Del("Cookie")
+		}
 		return false
 	}
 	b.mu.Lock()
