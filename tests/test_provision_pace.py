@@ -213,6 +213,13 @@ def _provision(lab: Any) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+def _wait_for(condition: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
 def test_a_controller_killed_at_random_points_leaves_nothing_half_done(rack_twin, tmp_path):
     """provision killed with SIGKILL twice at random moments (maintenance windows open,
     reboots and clones in flight), then run to the end: the twin lists each spec VM once,
@@ -220,11 +227,18 @@ def test_a_controller_killed_at_random_points_leaves_nothing_half_done(rack_twin
     seed = int(os.environ.get("RACKCERT_PACE_SEED") or time.time_ns() % 100000)
     rng = random.Random(seed)
     lab = _twin(rack_twin, tmp_path, 3, 2)
-    for _ in range(2):
+    # First kill: inside the maintenance windows (reboots in flight); second: anywhere.
+    for first in (True, False):
         proc = _provision(lab)
-        time.sleep(rng.uniform(1.5, 7.0))  # the CLI starts in ~1.5 s; a chain is ~7 s
+        if first:
+            _wait_for(lambda: _inventory(lab)["maintenance"], 60)
+            time.sleep(rng.uniform(0.0, 3.0))  # a reboot is ~5.4 s at this scale
+        else:
+            time.sleep(rng.uniform(1.5, 7.0))  # the CLI starts in ~1.5 s; a chain is ~7 s
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        if first:
+            assert _inventory(lab)["maintenance"], seed  # left in rackcert's window
     proc = _provision(lab)
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, (seed, err.decode()[-2000:])
