@@ -441,8 +441,11 @@ class _Run:
                 self.skip(action, outcome.why)
             else:
                 self.done(action, outcome)
-        if not stopped and actions and action.target not in self.failed:
-            self.state("vm", actions[0].target, state="done")
+        name = actions[0].target if actions else ""
+        if name and not stopped and name not in self.failed:
+            seen = self.data.vms.get(name, {})
+            late = seen.get("waited") and not seen.get("answered")
+            self.state("vm", name, state="no answer" if late else "done")
 
     def why_not(self, action: Action, lane: _Lane) -> str:
         if lane.host in self.failed and action.host == lane.host:

@@ -154,8 +154,13 @@ def prepare_host(
     gate = slots if slots is not None else contextlib.nullcontext()
     if not operators:
         mark(host, True)  # before the task: a kill in between leaves a mark, not a mystery
-        with gate:
-            _enter_maintenance(host, name, on_event, timeouts)
+        try:
+            with gate:
+                _enter_maintenance(host, name, on_event, timeouts)
+        except ApplyError:
+            if not host.runtime.inMaintenanceMode:
+                mark(host, False)  # it never entered: nothing of rackcert's to close
+            raise
     keep = "host left in maintenance mode: it was in it before provision (the operator's)"
     step = HostStep(host=host, name=name, on_event=on_event, timeouts=timeouts)
     try:

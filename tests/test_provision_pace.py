@@ -8,6 +8,7 @@ never meet; benchmarks/provision_pace.py reports the figures.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -172,8 +173,14 @@ def test_a_fault_on_one_host_stays_in_its_lane_and_a_rerun_finishes_it(rack_twin
     skipped = {a["target"] for a in record["data"]["skipped"]}
     assert {"node002-0", "node002-1"} <= skipped
 
-    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    code, out, err = cli(
+        lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on", "--json"
+    )
     assert code == 0, err
+    printed = json.loads(out)
+    assert printed["hosts"][bad]["state"] == "prepared"
+    for action in printed["done"]:  # each task's start and end
+        assert _t(action["started_at"]) <= _t(action["ended_at"]), action
     again = last_record(lab, "provision")["data"]
     assert {a["host"] for a in again["actions"]} == {bad}
     assert {a["target"] for a in again["done"] if a["kind"].startswith("vm.")} == {
@@ -326,10 +333,48 @@ def test_plan_shows_the_host_waves(rack_twin, tmp_path, capsys):
     lab = _twin(rack_twin, tmp_path, 3, 2, vms=[running])
     code, out, _ = cli(lab, capsys, "plan", str(lab.spec_path), "--json")
     assert code == 0
-    import json
-
     waves = json.loads(out)["waves"]
     assert waves == [
         ["esx001.example.internal", "esx003.example.internal"],
         ["esx002.example.internal"],
     ]
+
+
+def test_progress_is_a_live_table_on_a_terminal_and_plain_lines_off_it():
+    """Off a terminal: one plain line per step that starts, ends or is skipped (markup off,
+    untrusted text as is). On one: a row per host and per VM with step, state, progress,
+    elapsed and time left."""
+    import io
+
+    from rich.console import Console
+
+    from rackcert.cli.provision_live import ProvisionProgress
+    from rackcert.stage_records import ActionRecord
+
+    host = ActionRecord(kind="host.reboot", target="esx[red]01", change="reboot", reason="",
+                        host="esx[red]01")  # fmt: skip
+    vm = ActionRecord(kind="vm.clone", target="vm1", change="clone", reason="", host="esx01")
+    out = io.StringIO()
+    with ProvisionProgress(Console(file=out, force_terminal=False), quiet=False) as bar:
+        bar.event("start", host, "")
+        bar.event("progress", host, "esx01: reboot: 40%")
+        bar.event("done", host, "booted")
+        bar.event("start", vm, "")
+        bar.event("skipped", vm, "host esx01 failed: boom")
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "start esx[red]01: host.reboot",
+        "done esx[red]01: reboot",
+        "start vm1: vm.clone",
+        "skipped (host esx01 failed: boom) vm1: clone",
+    ]
+    term = io.StringIO()
+    live = ProvisionProgress(Console(file=term, force_terminal=True, width=120), quiet=False)
+    live.event("start", vm, "")
+    live.event("progress", vm, "clone t to VM vm1: 50%")
+    row = live.rows[("vm", "vm1")]
+    assert (row.step, row.state, row.percent) == ("vm.clone", "running", 50)
+    text = Console(file=io.StringIO(), width=120)
+    with text.capture() as cap:
+        text.print(live.table())
+    assert "vm1" in cap.get() and "50%" in cap.get() and "left" in cap.get()
