@@ -27,6 +27,7 @@ from provision.host_steps import HOST_STEPS, Timeouts, prepare_host
 from provision.maintenance_mark import field_key
 from provision.pace import Pace, cluster_tolerance, host_waves
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
+from provision.taskwatch import watching
 from provision.vsphere_ops import (
     ApplyError,
     Event,
@@ -205,7 +206,8 @@ def apply(
     run.run_id = run_id
     set_poll_cap(max(0.001, 2 * run.pace.poll_s))
     lifecycle.WAIT_POLL_S["interval"] = run.pace.poll_s
-    run.go(actions)
+    with watching(si, interval=2 * run.pace.poll_s):
+        run.go(actions)
     return data
 
 

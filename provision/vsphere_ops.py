@@ -45,8 +45,38 @@ def set_poll_cap(seconds: float) -> None:
 
 
 def wait_task(task: Any, what: str, on_event: Event = quiet, timeout: float = 3600) -> Any:
-    """Wait for a vCenter task; its fault becomes an ApplyError with the fault's message."""
+    """Wait for a vCenter task; its fault becomes an ApplyError with the fault's message.
+
+    While apply runs, one watcher reads every pending task at once (provision/taskwatch.py);
+    otherwise, or when the watcher cannot read, this task's info is polled here.
+    """
     deadline = time.monotonic() + timeout
+    from provision.taskwatch import ACTIVE
+
+    watcher = ACTIVE["watcher"]
+    if watcher is not None and getattr(task, "_stub", None) is watcher.si._stub:
+        entry = watcher.watch(task)
+        try:
+            while watcher.error is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ApplyError(
+                        f"{what}: task {task._moId} still running after {timeout:.0f} s"
+                    )
+                entry.done.wait(min(left, 5.0))
+                entry.done.clear()
+                info = dict(entry.info)
+                state = str(info.get("info.state", ""))
+                if state == "success":
+                    return info.get("info.result")
+                if state == "error":
+                    fault = info.get("info.error")
+                    msg = getattr(fault, "msg", None) or type(fault).__name__
+                    raise ApplyError(f"{what} failed: {msg}", fault)
+                if info.get("info.progress") is not None:
+                    on_event("progress", None, f"{what}: {info['info.progress']}%")
+        finally:
+            watcher.forget(task)
     delay = min(0.05, POLL_CAP_S["task"])
     while True:
         info = task.info
