@@ -36,8 +36,8 @@ def renewing(si: Any, login: Callable[[Any], None]) -> None:
         try:
             return original(mo, info, args, outerStub)
         except vim.fault.NotAuthenticated:
-            if getattr(local, "logging_in", False):
-                raise
+            if getattr(local, "logging_in", False) or getattr(stub, "_rackcert_closed", False):
+                raise  # a login that failed, or a session logged out on purpose
             with lock:
                 if state["generation"] == seen:  # the first thread to notice logs in again
                     log.info("vCenter session expired; logging in again")

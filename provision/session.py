@@ -186,6 +186,7 @@ def close_session(si: Any) -> None:
     from pyVim.connect import Disconnect
 
     with contextlib.suppress(Exception):
+        si._stub._rackcert_closed = True  # logged out on purpose: renew no more
         Disconnect(si)
 
 

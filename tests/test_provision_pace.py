@@ -378,3 +378,43 @@ def test_progress_is_a_live_table_on_a_terminal_and_plain_lines_off_it():
     with text.capture() as cap:
         text.print(live.table())
     assert "vm1" in cap.get() and "50%" in cap.get() and "left" in cap.get()
+
+
+def test_a_clone_an_interrupted_run_left_in_flight_is_adopted_not_doubled(
+    rack_twin, tmp_path, capsys
+):
+    """A killed run's CloneVM_Task of node001-0 is still running when provision plans: the
+    host's maintenance mode waits for it (no provisioning operation in progress), the plan's
+    own clone then meets DuplicateName, and provision customizes the VM that is there."""
+    from pyVmomi import vim
+
+    from rackcert.lab.twin import site_templates
+    from rackcert.spec_loader import load_spec
+
+    spec_path = rack_spec(tmp_path / "one.yaml", 1, 2)
+    templates = site_templates(load_spec(spec_path).spec)
+    for template in templates:
+        template["disk_gb"] = 160  # a clone of 4.3 s here: still in flight when provision plans
+    lab = rack_twin(spec_path, desc={"clock": {"scale": SCALE}}, templates=templates)
+    with lab.connect() as si:
+        template = next(v for v in _vms(si) if v.config.template)
+        host = template.runtime.host
+        datastore = next(d for d in host.datastore if d.name == "PowerScale-DS01")
+        spec = vim.vm.CloneSpec(
+            location=vim.vm.RelocateSpec(
+                host=host, pool=host.parent.resourcePool, datastore=datastore
+            ),
+            powerOn=False,
+            template=False,
+        )
+        task = template.CloneVM_Task(folder=template.parent, name="node001-0", spec=spec)
+        assert str(task.info.state) in ("queued", "running")
+        code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+        assert str(task.info.state) == "success"
+    assert code == 0, err
+    record = last_record(lab, "provision")["data"]
+    clones = sorted(a["target"] for a in record["done"] if a["kind"] == "vm.clone")
+    assert clones == ["node001-0", "node001-1"]
+    seen = _inventory(lab)["vms"]
+    assert seen["node001-0"] == [("esx001.example.internal", 32)]  # once, customized
+    assert seen["node001-1"] == [("esx001.example.internal", 32)]

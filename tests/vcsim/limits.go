@@ -84,6 +84,15 @@ func (b *limitBook) fits(costs []cost) bool {
 	return true
 }
 
+// provisioningOn is how many provisioning operations hold the host now (maintenance.go:
+// EnterMaintenanceMode_Task "does not complete until there are ... no provisioning
+// operations in progress").
+func (b *limitBook) provisioningOn(hostMoid string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inUse["host:"+hostMoid]
+}
+
 // cloneCosts: the template's host and the target host (1 of 8 each), the target datastore (16 of 128).
 func cloneCosts(sourceHost, targetHost, datastore string) []cost {
 	out := []cost{{resource: "host:" + targetHost, amount: hostCloneCost, max: hostMaxCost}}

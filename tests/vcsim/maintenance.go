@@ -37,6 +37,9 @@ func enterMaintenance(hs *simulator.HostSystem, req *types.EnterMaintenanceMode_
 					}
 				}
 			})
+			if n := limits.provisioningOn(hs.Self.Value); n > 0 { // limits.go
+				blocking = append(blocking, fmt.Sprintf("%d provisioning operation(s)", n))
+			}
 			if len(blocking) == 0 {
 				var agents []*simulator.VirtualMachine
 				simulator.Map.WithLock(hs, func() {
