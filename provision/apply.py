@@ -33,6 +33,7 @@ from provision.vsphere_ops import (
     Event,
     datacenter_of,
     extra_config,
+    group_specs,
     hardware_specs,
     host_ref,
     passthrough_specs,
@@ -131,6 +132,9 @@ def _reconfigure_vm(step: VmStep, action: Action) -> str | Left:
         extraConfig=extra_config(action.params["extra_config"]),
         deviceChange=changes,
     )
+    if action.params.get("add_group"):  # vSphere 8: the VM's device group, whole, in this request
+        config.deviceGroups, members = group_specs(host, action.host, action.params["device_group"])
+        config.deviceChange = [*changes, *members]
     wait_task(vm.ReconfigVM_Task(spec=config), f"reconfigure VM {want['name']}", step.on_event)
     return ""
 

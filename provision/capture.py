@@ -26,6 +26,7 @@ from provision.discovery import (
     _u16,
     inventory_from,
     retrieve_all,
+    speaks_device_groups,
 )
 from rackcert.capture.digest import inventory_digest
 from rackcert.capture.model import (
@@ -36,8 +37,10 @@ from rackcert.capture.model import (
     Cluster,
     ClusterRule,
     Datastore,
+    DeviceGroupMember,
     ExtraConfig,
     Host,
+    HostDeviceGroup,
     HostHardware,
     ManagedBy,
     Network,
@@ -48,6 +51,7 @@ from rackcert.capture.model import (
     Product,
     Vm,
     VmDevice,
+    VmDeviceGroup,
 )
 from rackcert.capture.redact import SERVED_WITHHELD, WITHHELD, is_secret_key, sha256
 from rackcert.observed import Inventory
@@ -122,6 +126,7 @@ def _assemble(si: Any, objects: list[Any], about: Any, vim: Any) -> Capture:
     hosts = [_host(props, names, cluster_of) for _ref, props in by_kind.get("HostSystem", [])]
     vms = [_vm(props, names, vim) for _ref, props in by_kind.get("VirtualMachine", [])]
     _system_ids(si, hosts, vms, by_kind, vim)
+    _host_device_groups(si, hosts, by_kind, vim)
     datastores = [
         Datastore(
             name=props.get("name", ""),
@@ -295,7 +300,19 @@ def _vm(props: dict[str, Any], names: dict[str, str], vim: Any) -> Vm:
         devices=[
             d for d in (_device(dev, vim) for dev in props.get("config.hardware.device") or []) if d
         ],
+        device_groups=[
+            VmDeviceGroup(key=g.groupInstanceKey, name=getattr(g, "deviceGroupName", "") or "")
+            for g in getattr(props.get("config.deviceGroups"), "deviceGroup", None) or []
+        ],
     )
+
+
+def _grouped(dev: Any) -> dict[str, Any]:
+    """deviceGroupInfo of a device that belongs to a vendor device group (vSphere 8)."""
+    info = getattr(dev, "deviceGroupInfo", None)
+    if info is None:
+        return {}
+    return {"group_key": info.groupInstanceKey, "group_sequence": info.sequenceId}
 
 
 def _extra_config(key: str, value: str) -> ExtraConfig:
@@ -323,7 +340,9 @@ def _device(dev: Any, vim: Any) -> VmDevice | None:
     if not isinstance(dev, vim.vm.device.VirtualPCIPassthrough):
         return None
     if isinstance(backing, vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo):
-        return VmDevice(kind="pci_passthrough", label=label, backing="vgpu", vgpu=backing.vgpu)
+        return VmDevice(
+            kind="pci_passthrough", label=label, backing="vgpu", vgpu=backing.vgpu, **_grouped(dev)
+        )
     if isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DynamicBackingInfo):
         allowed = [
             AllowedDevice(vendor_id=_u16(a.vendorId), device_id=_u16(a.deviceId))
@@ -338,6 +357,7 @@ def _device(dev: Any, vim: Any) -> VmDevice | None:
         device_id=getattr(backing, "deviceId", None),
         vendor_id=_u16(getattr(backing, "vendorId", 0)),
         system_id=getattr(backing, "systemId", None),
+        **_grouped(dev),
     )
 
 
@@ -361,6 +381,47 @@ def _system_ids(
         target = with_retries(_config_target(browser, ref), 3)
         ids = {p.systemId for p in (target.pciPassthrough or []) if getattr(p, "systemId", None)}
         host.passthrough_system_id = sorted(ids)[0] if ids else ""
+
+
+def _host_device_groups(si: Any, hosts: list[Host], by_kind: dict[str, Any], vim: Any) -> None:
+    """Each host's vendor device groups (RetrieveVendorDeviceGroupInfo), where the vCenter
+    speaks API 8.0.0.1+ and the host has a HostAssignableHardwareManager."""
+    if not speaks_device_groups(si):
+        return
+    refs = {props.get("name"): ref for ref, props in by_kind.get("HostSystem", [])}
+    passthrough = vim.vm.device.VirtualPCIPassthrough
+    for host in hosts:
+        ref = refs.get(host.name)
+        manager = getattr(getattr(ref, "configManager", None), "assignableHardwareManager", None)
+        if manager is None:
+            continue
+        groups = with_retries(_vendor_groups(manager), 3) or []
+        for g in groups:
+            members = []
+            for c in g.componentDeviceInfo or []:
+                backing = getattr(c.device, "backing", None)
+                vgpu = isinstance(backing, passthrough.VmiopBackingInfo)
+                members.append(
+                    DeviceGroupMember(
+                        type=c.type or "",
+                        device_name=c.deviceName or "",
+                        backing="vgpu" if vgpu else "fixed",
+                        id=None if vgpu else getattr(backing, "id", None),
+                        vgpu=getattr(backing, "vgpu", None) if vgpu else None,
+                    )
+                )
+            host.device_groups.append(
+                HostDeviceGroup(
+                    name=g.deviceGroupName,
+                    description=g.deviceGroupDescription or "",
+                    members=members,
+                )
+            )
+
+
+def _vendor_groups(manager: Any) -> Callable[[], Any]:
+    """One RetrieveVendorDeviceGroupInfo, as a call with_retries may repeat (it reads only)."""
+    return lambda: manager.RetrieveVendorDeviceGroupInfo()
 
 
 def _config_target(browser: Any, host: Any) -> Callable[[], Any]:

@@ -35,7 +35,7 @@ from typing import Any
 from provision.objectcontent import Reader, option_type_named, truthy, u16
 from provision.soapstream import Page, Sent, call_streamed, receive, send
 from rackcert.errors import RackcertError
-from rackcert.observed import Inventory, ObservedHost, ObservedVm
+from rackcert.observed import EsxcliHost, Inventory, ObservedHost, ObservedVm
 from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
 ATS_VALUE = f'config.option["{ATS_OPTION}"]'
@@ -92,6 +92,19 @@ VM_PROPERTIES = [
     "guest.ipAddress",
 ]
 NAMED = ["name"]  # datastores and networks: their names, for the hosts' lists
+# VirtualMachineConfigInfo.deviceGroups (API 8.0.0.1): asked only of a vCenter that speaks
+# that release, since an older one answers the unknown path with InvalidProperty.
+DEVICE_GROUPS = "config.deviceGroups"
+
+
+def speaks_device_groups(si: Any) -> bool:
+    """The session's negotiated API version is 8.0.0.1 or later (vendor device groups)."""
+    version = str(getattr(si._stub, "versionId", "") or "").strip('"').rsplit("/", 1)[-1]
+    try:
+        parts = tuple(int(x) for x in version.split("."))
+    except ValueError:
+        return False
+    return parts >= (8, 0, 0, 1)
 
 
 class DiscoveryError(RackcertError):
@@ -196,6 +209,9 @@ def _stream_paged(
     from pyVmomi import vim, vmodl
 
     content = si.content
+    if speaks_device_groups(si):
+        extra = {**(extra or {})}
+        extra[vim.VirtualMachine] = [*extra.get(vim.VirtualMachine, []), DEVICE_GROUPS]
     kinds = [vim.HostSystem, vim.VirtualMachine, vim.Datastore, vim.Network]
     kinds += [k for k in (extra or {}) if k not in kinds]
     view = content.viewManager.CreateContainerView(content.rootFolder, kinds, True)
@@ -292,8 +308,13 @@ class _Collected:
             self.names[moid] = (name.text or "") if name is not None else ""
 
 
-def discover(si: Any) -> Inventory:
-    """The rack as vCenter sees it now; `round_trips` counts the SOAP calls it took."""
+def discover(si: Any, *, esxcli: bool = False) -> Inventory:
+    """The rack as vCenter sees it now; `round_trips` counts the SOAP calls it took.
+
+    esxcli: also ask each host, through esxcli, what operators trust it for (`_esxcli_facts`):
+    five calls per host, a few hosts at a time; plan and provision's final look ask, the
+    discovery benchmark does not.
+    """
     from pyVmomi import vmodl
 
     from provision.roundtrips import count_round_trips
@@ -322,10 +343,38 @@ def discover(si: Any) -> Inventory:
     inventory = _inventory(collected, about)
     # ATS as the hosts run it: esxcli only where a reboot is pending (_ats_runtime).
     esxcli_calls = sum(_ats_runtime(si, host) for host in inventory.hosts)
+    if esxcli:
+        esxcli_calls += _esxcli_facts(si, inventory)
     inventory.round_trips = counter.calls + esxcli_calls
     inventory.pages = stats.get("pages", 0)
     inventory.seconds = round(time.perf_counter() - started, 4)
     return inventory
+
+
+# Hosts asked through esxcli at once: each call is a round trip through vCenter to the host.
+ESXCLI_CONCURRENCY = 8
+
+
+def _esxcli_facts(si: Any, inventory: Inventory) -> int:
+    """Fill each host's `esxcli` record (provision.esxcli.host_facts); the calls it took.
+
+    A host vCenter does not show connected is not asked: its record says so (unknown).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from provision.esxcli import host_facts
+
+    asked = [h for h in inventory.hosts if h.connection_state == "connected"]
+    for host in inventory.hosts:
+        if host not in asked:
+            host.esxcli = EsxcliHost(
+                answered=False, error=f"host {host.connection_state or 'unreachable'}"
+            )
+    with ThreadPoolExecutor(max_workers=ESXCLI_CONCURRENCY) as pool:
+        answers = list(pool.map(lambda h: host_facts(si, h.moid), asked))
+    for host, (facts, _) in zip(asked, answers, strict=True):
+        host.esxcli = facts
+    return sum(calls for _, calls in answers)
 
 
 def inventory_from(collected: _Collected, about: Any) -> Inventory:

@@ -9,6 +9,15 @@ vSphere API: pyVmomi has no binding for them (govmomi keeps its own in an intern
 this module speaks those two SOAP calls itself over the session's own connection (its cookie,
 TLS settings and SOAPAction), and answers None whenever the host does not answer esxcli
 (no executer, a fault, an unknown command): the caller then keeps what the API alone says.
+
+Why hand-written SOAP and not the discovery path VMware's esxcli takes (the host's
+DynamicTypeManager, its vmodl.reflect type info and the vim.CLIInfo objects): rackcert runs a
+few fixed commands whose arguments and columns it knows, so discovery would add two or more
+calls per host to learn what this module already states, and its helpers (pyVim's
+DynamicTypeManagerHelper, ManagedMethodExecuterHelper) ship only inside the vmware-esxcli
+package, with its own bundled pyVmomi that cannot share rackcert's interpreter. The commands'
+wire format is checked instead by the tests, where VMware's own esxcli reads the same twin.
+`host_facts` reads what operators trust esxcli for: build, VIBs, VAAI status, passthrough.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
+
+from rackcert.observed import EsxcliDevice, EsxcliHost, EsxcliVib
 
 KERNEL_MOID = "ha-cli-handler-system-settings-kernel"
 KERNEL_LIST = "vim.EsxCLI.system.settings.kernel.list"
@@ -129,3 +140,102 @@ def kernel_setting(si: Any, host_moid: str, option: str) -> KernelSetting | None
     """The row of one kernel setting, or None when the host does not answer or has no such row."""
     rows = kernel_settings(si, host_moid, option)
     return next((r for r in rows or [] if r.name == option), None)
+
+
+def _executer(si: Any, host_moid: str) -> tuple[str, str]:
+    """The host's ReflectManagedMethodExecuter (type, moid); _NoAnswer when it has none."""
+    executer = _post(
+        si,
+        '<RetrieveManagedMethodExecuter xmlns="urn:vim25">'
+        f'<_this type="HostSystem">{escape(host_moid)}</_this>'
+        "</RetrieveManagedMethodExecuter>",
+    )
+    if not executer.text:
+        raise _NoAnswer("no executer")
+    return executer.get("type") or "ReflectManagedMethodExecuter", executer.text
+
+
+def _run(si: Any, executer: tuple[str, str], command: str, **args: str) -> list[dict[str, str]]:
+    """`esxcli <command>` (dotted: system.version.get) through ExecuteSoap; one dict per row.
+
+    A list answer gives its DataObjects; a structure gives one row; a simple value one row
+    {"value": ...}. _NoAnswer on a fault or an unreadable answer.
+    """
+    path, _, method = command.rpartition(".")
+    moid = "ha-cli-handler-" + path.replace(".", "-")
+    arguments = "".join(
+        f"<argument><name>{escape(k)}</name><val>{escape(f'<{k}>{escape(v)}</{k}>')}</val></argument>"
+        for k, v in args.items()
+    )
+    result = _post(
+        si,
+        '<ExecuteSoap xmlns="urn:vim25">'
+        f'<_this type="{escape(executer[0])}">{escape(executer[1])}</_this>'
+        f"<moid>{escape(moid)}</moid><version>urn:vim25/5.0</version>"
+        f"<method>vim.EsxCLI.{escape(path)}.{escape(method)}</method>{arguments}</ExecuteSoap>",
+    )
+    fault = result.find(f"{VIM}fault")
+    if fault is not None:
+        raise _NoAnswer(fault.findtext(f"{VIM}faultMsg") or "fault")
+    response = result.findtext(f"{VIM}response")
+    if response is None:
+        raise _NoAnswer("no response")
+    try:
+        output = ET.fromstring(response)
+    except ET.ParseError:
+        raise _NoAnswer("unreadable answer") from None
+    children = list(output)
+    if not children:
+        return [{"value": (output.text or "").strip()}]
+    if all(c.tag.rsplit("}", 1)[-1] == "DataObject" for c in children):
+        return [_fields(c) for c in children]
+    return [_fields(output)]
+
+
+def _fields(obj: ET.Element) -> dict[str, str]:
+    return {child.tag.rsplit("}", 1)[-1]: (child.text or "") for child in obj}
+
+
+def host_facts(si: Any, host_moid: str) -> tuple[EsxcliHost, int]:
+    """What operators read with esxcli, and the SOAP calls it took.
+
+    `system version get`, `software vib list`, `storage core device vaai status get`,
+    `hardware pci pcipassthru list`. Any call the host does not answer leaves the whole
+    record unanswered (answered False, error says which): a partial esxcli view is not
+    mixed with the API's.
+    """
+    calls = 0
+    try:
+        calls += 1
+        executer = _executer(si, host_moid)
+        calls += 1
+        version = _run(si, executer, "system.version.get")[0]
+        calls += 1
+        vibs = _run(si, executer, "software.vib.list")
+        calls += 1
+        vaai = _run(si, executer, "storage.core.device.vaai.status.get")
+        calls += 1
+        passthru = _run(si, executer, "hardware.pci.pcipassthru.list")
+    except _NoAnswer as exc:
+        return EsxcliHost(answered=False, error=f"no esxcli answer ({exc})"[:200]), calls
+    return (
+        EsxcliHost(
+            answered=True,
+            build=version.get("Build", ""),
+            version=version.get("Version", ""),
+            vibs=[
+                EsxcliVib(
+                    name=v.get("Name", ""), version=v.get("Version", ""), vendor=v.get("Vendor", "")
+                )
+                for v in vibs
+            ],
+            vaai=[
+                EsxcliDevice(device=d.get("Device", ""), ats_status=d.get("ATSStatus", ""))
+                for d in vaai
+            ],
+            passthru={
+                p.get("DeviceID", ""): p.get("Enabled", "").lower() == "true" for p in passthru
+            },
+        ),
+        calls,
+    )

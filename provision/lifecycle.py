@@ -28,6 +28,7 @@ from provision.vsphere_ops import (
     Event,
     datacenter_of,
     extra_config,
+    group_specs,
     hardware_specs,
     host_ref,
     named,
@@ -92,6 +93,9 @@ def customize(si: Any, action: Action, vm_moid: str, on_event: Event) -> None:
         extraConfig=extra_config(action.params["extra_config"]),
         deviceChange=changes,
     )
+    if action.params.get("add_group"):  # vSphere 8: the VM's device group, whole, in this request
+        config.deviceGroups, members = group_specs(host, action.host, action.params["device_group"])
+        config.deviceChange = [*changes, *members]
     wait_task(vm.ReconfigVM_Task(spec=config), f"customize VM {want['name']}", on_event)
 
 

@@ -281,7 +281,20 @@ class Reader:
             disks=disks,
             nics=nics,
             guest_ip=_value(p.get("guest.ipAddress")) or "",
+            device_groups=self._device_groups(p.get("config.deviceGroups")),
         )
+
+    def _device_groups(self, prop: Any) -> dict[int, str]:
+        """config.deviceGroups: each VendorDeviceGroup's groupInstanceKey and name."""
+        t = self.tag
+        if prop is None:
+            return {}
+        out: dict[int, str] = {}
+        for group in prop.findall(t("deviceGroup")):
+            key = _int(group, t("groupInstanceKey"))
+            if key is not None:
+                out[key] = group.findtext(t("deviceGroupName")) or ""
+        return out
 
     def _disk(self, dev: ET.Element) -> VirtualDisk:
         t = self.tag
@@ -306,9 +319,16 @@ class Reader:
         backing = dev.find(t("backing"))
         static = self.vim.vm.device.VirtualDevice.BackingInfo
         cls = self.xsi_cls(backing, page, static) if backing is not None else None
+        group = dev.find(t("deviceGroupInfo"))  # vSphere 8: the device is a group member
+        grouped: dict[str, Any] = {}
+        if group is not None:
+            grouped = {
+                "group_key": _int(group, t("groupInstanceKey")),
+                "group_sequence": _int(group, t("sequenceId")),
+            }
         if cls is not None and issubclass(cls, passthrough.VmiopBackingInfo):
             return PassthroughDevice(
-                key=key, backing="vgpu", vgpu=_text(backing, t("vgpu")), label=label
+                key=key, backing="vgpu", vgpu=_text(backing, t("vgpu")), label=label, **grouped
             )
         if cls is not None and issubclass(cls, passthrough.DynamicBackingInfo):
             allowed = backing.find(t("allowedDevice")) if backing is not None else None
@@ -328,6 +348,7 @@ class Reader:
             device_id=int(device_id, 16) if device_id else None,
             system_id=_text(backing, t("systemId")),
             label=label,
+            **grouped,
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from provision import guestinfo
 from provision.vmsettings import DeviceWant, nic_ports, power_conflicts, wanted_devices
+from rackcert.device_groups import describe, wanted_group
 from rackcert.errors import RackcertError
 from rackcert.observed import Inventory, ObservedHost, ObservedVm
 from rackcert.pci import is_nvidia_gpu
@@ -23,11 +24,18 @@ from rackcert.spec import GpuMode, Spec
 from rackcert.stage_records import ActionRecord
 from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, wanted_extra_config
 
-HOST_KINDS = ("host.gpus", "host.ats", "host.passthrough", "host.graphics", "host.reboot")
+HOST_KINDS = (
+    "host.gpus",
+    "host.vgpu_manager",
+    "host.ats",
+    "host.passthrough",
+    "host.graphics",
+    "host.reboot",
+)
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
 LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
 # Findings the planner reports but never acts on: their actions are always blocked.
-REPORT_ONLY_KINDS = ("host.gpus", "vm.disk", "vm.relocate", "vm.firmware")
+REPORT_ONLY_KINDS = ("host.gpus", "host.vgpu_manager", "vm.disk", "vm.relocate", "vm.firmware")
 
 
 class PlanError(RackcertError):
@@ -151,6 +159,9 @@ def _host_actions(
             enable.append(pci)
         elif not dev.passthru_active:
             activate.append(pci)
+    manager = _vgpu_manager_action(spec, placements, spec_host, host)
+    if manager is not None:
+        actions.append(manager)
     graphics = _graphics_action(spec, placements, spec_host, host)
     if graphics is not None:
         actions.append(graphics)
@@ -205,6 +216,39 @@ def _host_actions(
                 " needs --power-cycle"
             )
     return actions
+
+
+def _vgpu_manager_action(
+    spec: Spec, placements: list[VmPlacement], spec_host: Any, host: ObservedHost
+) -> Action | None:
+    """vGPU VMs need the NVIDIA vGPU manager on their host: blocked, with what to install.
+
+    NVIDIA's vGPU guide for vSphere: the Virtual GPU Manager VIB is installed on ESXi
+    (esxcli software vib install) before any vGPU VM; only then does the host offer vGPU
+    profiles (config.sharedPassthruGpuTypes). rackcert installs no host software.
+    """
+    wanted: dict[str, list[str]] = {}
+    for p in placements:
+        if p.host != spec_host.name or not p.gpus:
+            continue
+        tmpl = spec.template(next(v for v in spec.vms if v.name == p.vm).template)
+        if tmpl.gpu_mode is GpuMode.vgpu and tmpl.vgpu_profile not in host.vgpu_types:
+            wanted.setdefault(tmpl.vgpu_profile or "?", []).append(p.vm)
+    if not wanted:
+        return None
+    profiles = ", ".join(sorted(wanted))
+    vms = ", ".join(v for names in wanted.values() for v in names)
+    offered = ", ".join(host.vgpu_types) or "none"
+    return Action(
+        kind="host.vgpu_manager",
+        target=host.name,
+        change=f"vGPU profile(s) {profiles} not offered (the host offers {offered})",
+        reason=f"vGPU VM(s) {vms} need the NVIDIA vGPU manager VIB of the guest driver's branch"
+        " on this host (NVIDIA vGPU guide for vSphere)",
+        host=host.name,
+        blocked="install the NVIDIA vGPU manager VIB on the host (esxcli software vib install),"
+        " reboot it, and re-run provision",
+    )
 
 
 def _graphics_action(
@@ -285,6 +329,58 @@ def _ats_action(host: ObservedHost) -> Action | None:
     )
 
 
+def _where(spec: Spec, placement: VmPlacement, host: ObservedHost, pair_note: str) -> str:
+    """Where placement puts a VM, in words: host, GPUs, and the device group it takes whole.
+
+    An HGX VM shows its Fabric Manager partition and SXM modules (the PCI addresses follow
+    from the profile), so an operator reads host, partition and modules in the plan.
+    """
+    group = wanted_group(spec, placement)
+    gpus = ", ".join(placement.gpus) or "no GPU"
+    if group is not None and group.partition is not None:
+        return f"on {host.name} with {describe(group)}"
+    where = f"on {host.name} with {gpus}" + (pair_note if placement.nvlink_pair else "")
+    return where + (f" as {describe(group)}" if group is not None else "")
+
+
+def _group_params(
+    spec: Spec, placement: VmPlacement, host: ObservedHost, devices: list[DeviceWant]
+) -> dict[str, Any]:
+    """`device_group` for the action's params when the VM takes one (none otherwise): the
+    group, and the devices its members become (apply adds them in one request)."""
+    group = wanted_group(spec, placement)
+    if group is None:
+        return {}
+    members = [_device_params(d, host) for d in devices if d.role == "gpu"]
+    return {"device_group": {**group.as_params(), "devices": members}}
+
+
+def _split_group(spec: Spec, placement: VmPlacement, devices: list[DeviceWant]) -> list[DeviceWant]:
+    """The devices added one by one: all of them, or without the GPUs a device group brings."""
+    if wanted_group(spec, placement) is None:
+        return devices
+    return [d for d in devices if d.role != "gpu"]
+
+
+def _group_change(group_params: dict[str, Any], observed: ObservedVm) -> str:
+    """What the VM lacks of its device group, in words ("" when it holds it whole)."""
+    group = group_params.get("device_group")
+    if not group:
+        return ""
+    held = observed.group_members(group["vendor_name"])
+    if len(held) == len(group["gpus"]):
+        return ""
+    what = f"{len(group['gpus'])} x vGPU {group['vgpu']}" if group["vgpu"] else "passthrough GPUs"
+    return f"take device group {group['name']} ({what}) in one request"
+
+
+def _unwanted_members(group_params: dict[str, Any], observed: ObservedVm) -> list[int]:
+    """Keys of the members of groups the VM holds but should not: removed all together."""
+    wanted = (group_params.get("device_group") or {}).get("vendor_name")
+    names = {n for n in observed.device_groups.values() if n != wanted}
+    return sorted(d.key for n in names for d in observed.group_members(n))
+
+
 def _device_key(dev: Any) -> tuple[str, str]:
     return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
 
@@ -300,15 +396,14 @@ def _vm_action(
 ) -> Action | None:
     tmpl = spec.template(vm_spec.template)
     profile = spec.host_profile(placement.host)
-    devices = wanted_devices(tmpl, placement, nic_port)
+    all_devices = wanted_devices(tmpl, placement, nic_port)
+    group_params = _group_params(spec, placement, host, all_devices)
+    devices = _split_group(spec, placement, all_devices)
     extra = wanted_extra_config(tmpl, placement, profile)
     identity = guestinfo.guestinfo(spec, vm_spec, keys) if tmpl.source else {}
     memory_mb = tmpl.memory_gb * 1024
     desired = _desired_vm(vm_spec.name, tmpl, host, extra, devices)
-    gpus = ", ".join(placement.gpus) or "no GPU"
-    where = f"on {host.name} with {gpus}"
-    if placement.nvlink_pair:
-        where += " (NVLink-bridged pair)"
+    where = _where(spec, placement, host, " (NVLink-bridged pair)")
     if observed is None and tmpl.source is None:
         return Action(
             kind="vm.create",
@@ -318,7 +413,7 @@ def _vm_action(
             reason=f"VM {vm_spec.name} of template {tmpl.name} does not exist;"
             f" placement puts it {where}",
             host=host.name,
-            params={"desired": desired, "host_moid": host.moid},
+            params={"desired": desired, "host_moid": host.moid, **group_params},
             blocked="vm_templates[].source is not set: an empty VM has no disk and cannot boot;"
             " name the template to clone",
         )
@@ -357,7 +452,22 @@ def _vm_action(
     for key, value in extra_changes.items():
         changes.append(f"{key}={value}")
     want_keys = {d.key() for d in devices}
-    have = {_device_key(d): d for d in observed.passthrough}
+    have = {_device_key(d): d for d in observed.passthrough if d.group_key is None}
+    group_change = _group_change(group_params, observed)
+    if group_change:
+        changes.append(group_change)
+    stale = _unwanted_members(group_params, observed)
+    if stale:
+        changes.append(
+            "remove device group(s) "
+            + ", ".join(
+                sorted(
+                    set(observed.device_groups.values())
+                    - {(group_params.get("device_group") or {}).get("name")}
+                )
+            )
+            + " whole"
+        )
     add = [d for d in devices if d.key() not in have]
     remove = sorted(d.key for k, d in have.items() if k not in want_keys)
     for d in add:
@@ -388,8 +498,10 @@ def _vm_action(
             "vm_moid": observed.moid,
             "extra_config": extra_changes | identity_changes,
             "add_devices": [_device_params(d, host) for d in add],
-            "remove_device_keys": remove,
+            "remove_device_keys": remove + stale,
             **hardware,
+            **group_params,
+            "add_group": bool(group_change),
         },
         needs_power_cycle=running,
     )
@@ -581,13 +693,14 @@ def _clone_actions(
     source = _template_of(spec, tmpl, inventory, host)
     datastore = tmpl.datastore or source.disks[0].datastore
     profile = spec.host_profile(placement.host)
-    devices = wanted_devices(tmpl, placement, nic_port)
+    all_devices = wanted_devices(tmpl, placement, nic_port)
+    group_params = _group_params(spec, placement, host, all_devices)
+    devices = _split_group(spec, placement, all_devices)
     extra = wanted_extra_config(tmpl, placement, profile)
     identity = guestinfo.guestinfo(spec, vm_spec, keys)
     hardware = _hardware_changes(tmpl, source, host)
     desired = _desired_vm(vm_spec.name, tmpl, host, extra, devices)
-    gpus = ", ".join(placement.gpus) or "no GPU"
-    where = f"on {host.name} with {gpus}" + (" (NVLink pair)" if placement.nvlink_pair else "")
+    where = _where(spec, placement, host, " (NVLink pair)")
     passthrough = ", ".join(d.id or d.vgpu or "?" for d in devices) or "none"
     customize = [
         f"{tmpl.vcpus} vCPU, {tmpl.memory_gb} GB locked, EFI, passthrough {passthrough}",
@@ -628,6 +741,8 @@ def _clone_actions(
                 "remove_device_keys": [],
                 "disk": hardware["disk"],
                 "nic": hardware["nic"],
+                **group_params,
+                "add_group": bool(group_params),
             },
             **common,
         ),

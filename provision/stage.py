@@ -39,7 +39,7 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
 
     started = utc_now()
     with connect(loaded.spec) as si:
-        inventory = discover(si)
+        inventory = discover(si, esxcli=True)
         agents = left_alone(inventory)
         data = PlanData(observed=inventory, left_alone=agents)
         try:
@@ -153,7 +153,7 @@ def run(
         from provision.renew import renewals
 
         try:
-            data.observed_after = discover(si)
+            data.observed_after = discover(si, esxcli=True)
             data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
         except RackcertError as exc:
             error = error or exc

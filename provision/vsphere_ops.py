@@ -181,6 +181,32 @@ def passthrough_specs(host: Any, host_name: str, devices: list[dict[str, Any]]) 
     return specs
 
 
+def group_specs(host: Any, host_name: str, group: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """ConfigSpec.deviceGroups and the member devices of one vendor device group (API 8.0.0.1).
+
+    vSphere API reference: a VM takes a group whole in one reconfiguration; the spec names
+    it (VirtualDeviceGroups.VendorDeviceGroup: groupInstanceKey, deviceGroupName) and each
+    member carries VirtualDevice.deviceGroupInfo (that groupInstanceKey, sequenceId 0..n-1).
+    """
+    from pyVmomi import vim
+
+    instance = -1  # a new group's key, chosen by the client as new device keys are
+    members = passthrough_specs(host, host_name, group["devices"])
+    for seq, change in enumerate(members):
+        change.device.key = -200 - seq
+        change.device.deviceGroupInfo = vim.vm.device.VirtualDevice.DeviceGroupInfo(
+            groupInstanceKey=instance, sequenceId=seq
+        )
+    groups = vim.vm.VirtualDeviceGroups(
+        deviceGroup=[
+            vim.vm.VirtualDeviceGroups.VendorDeviceGroup(
+                groupInstanceKey=instance, deviceGroupName=group["vendor_name"]
+            )
+        ]
+    )
+    return groups, members
+
+
 def extra_config(values: dict[str, str]) -> list[Any]:
     from pyVmomi import vim
 

@@ -79,6 +79,10 @@ def _guest_vars(spec: Spec) -> dict[str, Any]:
         "dl_runtime_venv": g.dl_venv,
         "dl_runtime_system_site_packages": g.dl_system_site_packages,
         "ssh_trust_user": g.ssh.user,
+        # A path, never the token: Ansible reads the file on the controller (no_log).
+        "vgpu_license_token_file": (
+            str(Path(g.vgpu_license_token_file).expanduser()) if g.vgpu_license_token_file else ""
+        ),
     }
     for comp in VENDOR_COMPONENTS:
         out |= _source_vars(comp, g.sources.get(comp))
@@ -132,6 +136,24 @@ def _slurm_vars(spec: Spec) -> dict[str, Any]:
         "slurm_node_munge_socket": slurm.munge_socket,
         "slurm_node_conf_file": slurm.conf_file or "",
         "slurm_node_gres_type": gres_type(spec, spec.vms[0]) if spec.vms else "gpu",
+        **_health_check_vars(spec),
+    }
+
+
+def _health_check_vars(spec: Spec) -> dict[str, Any]:
+    """The wrapper the role installs where slurm.conf names the health check: the same text
+    `rackcert slurm health-check-conf` prints (one source, rackcert.slurm.conf)."""
+    check = spec.slurm.health_check if spec.slurm else None
+    if check is None:
+        return {"slurm_node_health_check": False}
+    from rackcert.slurm.conf import health_check_script
+
+    return {
+        "slurm_node_health_check": True,
+        "slurm_node_health_check_rackcert": check.rackcert,
+        "slurm_node_health_check_spec_on_node": check.spec_on_node,
+        "slurm_node_health_check_program": check.program or "",
+        "slurm_node_health_check_script": health_check_script(check.rackcert, check.spec_on_node),
     }
 
 

@@ -36,6 +36,41 @@ class PciDevice(Observed):
     passthru_active: bool = Field(False, description="In effect since the last boot")
 
 
+class EsxcliVib(Observed):
+    """One row of `esxcli software vib list`."""
+
+    name: str
+    version: str = ""
+    vendor: str = ""
+
+
+class EsxcliDevice(Observed):
+    """One row of `esxcli storage core device vaai status get`."""
+
+    device: str
+    ats_status: str = Field("", description="supported, unsupported or unknown")
+
+
+class EsxcliHost(Observed):
+    """What the host itself answered through esxcli (over the API, through vCenter).
+
+    Operators trust esxcli for what the API does not show, or shows only indirectly: the
+    image's build and VIBs, VAAI hardware acceleration per device, passthrough as the
+    VMkernel configured it. `answered` False: the host did not answer esxcli (`error` says
+    why); every fact is then unknown, never taken as good.
+    """
+
+    answered: bool = False
+    error: str = ""
+    build: str = Field("", description="`system version get` Build (Releasebuild-NNN)")
+    version: str = ""
+    vibs: list[EsxcliVib] = Field(default_factory=list)
+    vaai: list[EsxcliDevice] = Field(default_factory=list)
+    passthru: dict[str, bool] = Field(
+        default_factory=dict, description="`hardware pci pcipassthru list`: PCI id -> Enabled"
+    )
+
+
 class ObservedHost(Observed):
     name: str
     moid: str
@@ -86,6 +121,9 @@ class ObservedHost(Observed):
     vm_names: list[str] = Field(default_factory=list)
     datastores: list[str] = Field(default_factory=list, description="Datastores the host mounts")
     networks: list[str] = Field(default_factory=list, description="Port groups on the host")
+    esxcli: EsxcliHost | None = Field(
+        None, description="What the host answered through esxcli; None: not asked"
+    )
 
     def device(self, pci: str) -> PciDevice | None:
         return next((d for d in self.pci_devices if d.id == pci), None)
@@ -100,6 +138,10 @@ class PassthroughDevice(Observed):
     system_id: str | None = None
     vgpu: str | None = None
     label: str = ""
+    group_key: int | None = Field(
+        None, description="deviceGroupInfo.groupInstanceKey: the device group it belongs to"
+    )
+    group_sequence: int | None = Field(None, description="deviceGroupInfo.sequenceId")
 
 
 class VirtualDisk(Observed):
@@ -137,6 +179,16 @@ class ObservedVm(Observed):
     disks: list[VirtualDisk] = Field(default_factory=list)
     nics: list[VirtualNic] = Field(default_factory=list)
     guest_ip: str = Field("", description="guest.ipAddress as VMware Tools reports it")
+    device_groups: dict[int, str] = Field(
+        default_factory=dict,
+        description="config.deviceGroups (vSphere 8): groupInstanceKey -> vendor device group name",
+    )
+
+    def group_members(self, name: str) -> list[PassthroughDevice]:
+        """The VM's devices in its device group `name`, in sequence order."""
+        keys = {k for k, n in self.device_groups.items() if n == name}
+        found = [d for d in self.passthrough if d.group_key in keys]
+        return sorted(found, key=lambda d: d.group_sequence or 0)
 
 
 class Inventory(Observed):

@@ -17,6 +17,10 @@ Policy, in order of importance:
    GPU and NIC under one PCIe root complex; across the socket link NCCL's defaults
    do not use GPUDirect RDMA, see `gpudirect_warnings`);
 5. `host: auto` VMs spread over the hosts with the most free GPUs.
+6. on an HGX board a VM takes one free Fabric Manager partition of its size, whole (NVIDIA
+   AI Enterprise: a VM's GPUs form one partition; vSphere 8 shows it as a device group):
+   the one named by `vms[].device_group`, else the one that breaks up the fewest larger free
+   partitions, lowest ID first.
 
 A VM whose template asks for a passthrough NIC gets a NIC function of its own
 (the ports of a ConnectX-6 are functions .0, .1 of one device): vSphere powers
@@ -40,6 +44,9 @@ class VmPlacement:
     numa: int | None
     nic: str | None
     nvlink_pair: bool
+    # On an HGX board: the Fabric Manager partition the VM takes whole, and its SXM modules.
+    partition: int | None = None
+    modules: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,45 @@ def _choose_near(state: _HostState, vm: Vm, count: int, nvlink: NvlinkPolicy) ->
     return picked
 
 
+def _partition_free(state: _HostState, modules: list[int]) -> bool:
+    gpus = [state.profile.module_gpu(m) for m in modules]
+    return all(g is not None and g.pci not in state.owner for g in gpus)
+
+
+def _choose_partition(state: _HostState, vm: Vm, count: int) -> tuple[list[str], int] | str:
+    """A free partition of `count` GPUs on the host's board: its GPUs (module order) and ID."""
+    board = state.profile.board
+    assert board is not None
+    if vm.device_group is not None:
+        wanted = [p for p in board.partitions if p.name == vm.device_group]
+    else:
+        wanted = [p for p in board.partitions if len(p.modules) == count]
+    free = [p for p in wanted if _partition_free(state, p.modules)]
+    if not free:
+        what = vm.device_group or f"partition of {count} GPU(s)"
+        return f"no free {what} on host {state.name!r} (board {board.name})"
+    bigger = [p for p in board.partitions if len(p.modules) > count]
+
+    def broken(part_modules: list[int]) -> int:
+        return sum(
+            1
+            for b in bigger
+            if _partition_free(state, b.modules) and set(b.modules) & set(part_modules)
+        )
+
+    best = min(free, key=lambda p: (broken(p.modules), p.id))
+    pcis = [g.pci for m in sorted(best.modules) if (g := state.profile.module_gpu(m))]
+    return pcis, best.id
+
+
+def _partition_of(state: _HostState, gpus: list[str]) -> int | None:
+    board = state.profile.board
+    if board is None:
+        return None
+    modules = sorted(g.module_id or 0 for g in state.profile.gpus if g.pci in gpus)
+    return next((p.id for p in board.partitions if sorted(p.modules) == modules), None)
+
+
 def _commit(state: _HostState, vm: Vm, gpus: list[str]) -> None:
     for pci in gpus:
         state.owner[pci] = vm.name
@@ -210,7 +256,10 @@ def place(spec: Spec) -> list[VmPlacement]:
         reason = ""
         for state in candidates:
             picked = _explicit(state, vm, index) if vm.gpus else None
-            if picked is None and _near_required(tmpl) and state.profile.nics:
+            if picked is None and state.profile.board is not None and tmpl.gpus:
+                chosen = _choose_partition(state, vm, tmpl.gpus)
+                picked = chosen if isinstance(chosen, str) else chosen[0]
+            elif picked is None and _near_required(tmpl) and state.profile.nics:
                 picked = _choose_near(state, vm, tmpl.gpus, tmpl.nvlink)
             elif picked is None:
                 picked = _choose(state, vm, tmpl.gpus, tmpl.nvlink)
@@ -218,6 +267,8 @@ def place(spec: Spec) -> list[VmPlacement]:
                 reason = reason or picked
                 continue
             numa = state.numa(picked[0]) if picked else None
+            if state.profile.board and len({state.numa(g) for g in picked}) > 1:
+                numa = None  # a partition across both sockets: no one node to pin the VM to
             nic = state.nic_for(numa)
             if tmpl.nic is NicMode.passthrough and state.profile.nics:
                 nic = state.free_nic_function(numa)
@@ -227,7 +278,13 @@ def place(spec: Spec) -> list[VmPlacement]:
                 state.nic_owner[nic] = vm.name
             _commit(state, vm, picked)
             paired = len(picked) == 2 and state.peer(picked[0]) == picked[1]
-            result[index] = VmPlacement(vm.name, state.name, tuple(picked), numa, nic, paired)
+            partition = _partition_of(state, picked) if picked else None
+            modules = tuple(
+                sorted(g.module_id for g in state.profile.gpus if g.pci in picked and g.module_id)
+            )
+            result[index] = VmPlacement(
+                vm.name, state.name, tuple(picked), numa, nic, paired, partition, modules
+            )
             break
         else:
             where = "any host" if vm.host == "auto" else f"host {vm.host!r}"

@@ -129,6 +129,14 @@ _IFNAME_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$"
 InterfaceName = Annotated[str, Field(pattern=_IFNAME_RE, description="Network interface name")]
 
 
+# The vCenter releases rackcert speaks: 7.0.3 (the seed's rack) and vSphere 8.0 GA to U3.
+# vSphere 7 left general support on 2 October 2025; 8.0 is what a new rack runs.
+VSphereVersion = Annotated[
+    str,
+    Field(pattern=r"^(7\.0\.3|8\.0(\.[0-3])?)$", description="7.0.3, 8.0, 8.0.1, 8.0.2 or 8.0.3"),
+]
+
+
 class Metadata(Strict):
     name: Name = Field(description="Rack name; names the run directory runs/<name>/")
     description: str = ""
@@ -172,6 +180,11 @@ class VCenter(Strict):
     password_file: str | None = Field(None, description="File holding the password (one line)")
     datacenter: str | None = None
     cluster: str | None = None
+    version: VSphereVersion = Field(
+        "7.0.3",
+        description="vCenter Server release: 7.0.3, or 8.0 to 8.0.3 (vSphere 8 adds vendor device"
+        " groups, API 8.0.0.1, which HGX boards need)",
+    )
     tls: TLS = Field(default_factory=TLS)
 
     @model_validator(mode="after")
@@ -204,6 +217,13 @@ class Gpu(Strict):
     nvlink_peer: PciAddress | None = Field(
         None, description="PCI address of the GPU joined to this one by an NVLink bridge"
     )
+    module_id: int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="SXM module ID on an HGX board (nvidia-smi -q 'Module ID'; the Fabric"
+        " Manager partitions name GPUs by it); only for a profile with a board",
+    )
 
 
 class Nic(Strict):
@@ -214,6 +234,62 @@ class Nic(Strict):
     numa: int = Field(0, ge=0, le=15)
 
 
+class NvSwitch(Strict):
+    pci: PciAddress
+    model: str = Field("NVIDIA NVSwitch", min_length=1, description="e.g. 'NVIDIA NVSwitch Gen3'")
+
+
+class FabricPartition(Strict):
+    """One Fabric Manager GPU partition of an NVSwitch board: the GPUs a VM may take together."""
+
+    id: int = Field(ge=0, le=63, description="Fabric Manager partition ID")
+    modules: list[int] = Field(
+        min_length=1, max_length=16, description="SXM module IDs of the partition's GPUs"
+    )
+
+    @property
+    def name(self) -> str:
+        """How a VM names it (vms[].device_group) and how plans show it."""
+        return f"partition-{self.id}"
+
+
+def hgx_8gpu_partitions() -> list[FabricPartition]:
+    """The default partitions of an 8-GPU HGX H100/H200 board, as NVIDIA Fabric Manager lists them.
+
+    NVIDIA Fabric Manager User Guide, "Shared NVSwitch Virtualization Model", default GPU
+    partitions of the HGX H100 8-GPU baseboard (the H200 board shares it): partition 0 is
+    all eight modules, 1 and 2 are modules 1-4 and 5-8, 3 to 6 are {1,3} {2,4} {5,7} {6,8},
+    7 to 14 are the single modules 1 to 8.
+    """
+    rows = [list(range(1, 9)), [1, 2, 3, 4], [5, 6, 7, 8], [1, 3], [2, 4], [5, 7], [6, 8]]
+    rows += [[m] for m in range(1, 9)]
+    return [FabricPartition(id=i, modules=mods) for i, mods in enumerate(rows)]
+
+
+class Board(Strict):
+    """An HGX baseboard: SXM GPU modules joined by NVSwitches, split into Fabric Manager partitions.
+
+    Under vSphere such GPUs are vGPU only and a VM takes one whole partition (NVIDIA AI
+    Enterprise); vSphere 8 shows each partition as a vendor device group.
+    """
+
+    name: str = Field(min_length=1, max_length=80, description="e.g. 'HGX H200 8-GPU'")
+    nvswitches: list[NvSwitch] = Field(
+        min_length=1, description="The board's NVSwitch chips (HGX H100/H200: 4)"
+    )
+    partitions: list[FabricPartition] = Field(
+        default_factory=hgx_8gpu_partitions,
+        description="Fabric Manager partitions (default: the 8-GPU HGX H100/H200 table, IDs 0-14,"
+        " from NVIDIA's Fabric Manager User Guide)",
+    )
+
+    def partition(self, ident: int) -> FabricPartition | None:
+        return next((p for p in self.partitions if p.id == ident), None)
+
+    def sizes(self) -> list[int]:
+        return sorted({len(p.modules) for p in self.partitions})
+
+
 class HardwareProfile(Strict):
     name: Name
     server_model: str = Field(min_length=1)
@@ -221,6 +297,13 @@ class HardwareProfile(Strict):
     numa_nodes: int = Field(2, ge=1, le=16)
     gpus: list[Gpu] = Field(default_factory=list)
     nics: list[Nic] = Field(default_factory=list)
+    board: Board | None = Field(
+        None, description="HGX baseboard (SXM modules, NVSwitches, Fabric Manager partitions)"
+    )
+
+    def module_gpu(self, module: int) -> Gpu | None:
+        """The GPU on SXM module `module` of the board, if the profile has one."""
+        return next((g for g in self.gpus if g.module_id == module), None)
 
 
 class Host(Strict):
@@ -318,6 +401,12 @@ class Vm(Strict):
     )
     gpus: list[PciAddress] | None = Field(
         None, description="Explicit host GPUs for this VM (default: chosen by placement)"
+    )
+    device_group: str | None = Field(
+        None,
+        pattern=r"^partition-[0-9]{1,2}$",
+        description="A named device group of the VM's host: an HGX board's Fabric Manager"
+        " partition, partition-<id> (default: placement picks a free one of the template's size)",
     )
 
 
@@ -480,6 +569,12 @@ class Guest(Strict):
         " ignored",
     )
     ssh: GuestSsh = Field(default_factory=GuestSsh)
+    vgpu_license_token_file: str | None = Field(
+        None,
+        description="NVIDIA License System client configuration token for vGPU guests: a file"
+        " on this machine (the Ansible controller), copied to the nodes and never logged or"
+        " recorded; rackcert does not read it",
+    )
     ansible_vars: dict[str, Any] = Field(
         default_factory=dict,
         description=(
@@ -604,6 +699,28 @@ class SlurmController(Strict):
     port: int = Field(6817, ge=1, le=65535, description="SlurmctldPort")
 
 
+class SlurmHealthCheck(Strict):
+    """rackcert's health check on the nodes: the wrapper slurm.conf's HealthCheckProgram names.
+
+    Why the role installs it: a slurm.conf that names a HealthCheckProgram the node lacks
+    makes slurmd run nothing (it logs the failed exec and the node stays in service), so the
+    check a site asked for never runs. The wrapper is what `rackcert slurm health-check-conf`
+    prints; rackcert itself must already be on the nodes at `rackcert`.
+    """
+
+    rackcert: AbsPath = Field(
+        "/opt/rackcert/venv/bin/rackcert", description="The rackcert program on the nodes"
+    )
+    spec_on_node: AbsPath = Field(
+        "/etc/rackcert/rack.yaml", description="Where the role puts this spec on the nodes"
+    )
+    program: AbsPath | None = Field(
+        None,
+        description="Where the wrapper goes; default: the HealthCheckProgram the site's"
+        " slurm.conf names (configless: /etc/slurm/rackcert-health-check)",
+    )
+
+
 class Slurm(Strict):
     """How the rack's nodes join the site's Slurm, and how rackcert talks to it.
 
@@ -643,6 +760,11 @@ class Slurm(Strict):
         ge=1,
         le=86400,
         description="How long a bench job may wait for Slurm to place it before it is given up",
+    )
+    health_check: SlurmHealthCheck | None = Field(
+        None,
+        description="The slurm_node role installs rackcert's health check where slurm.conf"
+        " names it (HealthCheckProgram); absent: the role leaves the program alone",
     )
 
 

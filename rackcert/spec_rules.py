@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from rackcert.ansible_vars import ansible_var_problems
+from rackcert.hgx_rules import board_problems, vm_problems
 from rackcert.placement import PlacementError, place
 from rackcert.spec import NvlinkPolicy, Spec
 
@@ -103,6 +104,17 @@ def _nvlink_symmetry(spec: Spec) -> Iterator[Problem]:
                 )
 
 
+def _boards(spec: Spec) -> Iterator[Problem]:
+    for loc, message in board_problems(spec):
+        yield Problem(loc, message)
+
+
+def _device_groups(spec: Spec) -> Iterator[Problem]:
+    """HGX VMs: vGPU only, vSphere 8, a partition size the board has, no P2P across VMs."""
+    for loc, message in vm_problems(spec):
+        yield Problem(loc, message)
+
+
 def _templates(spec: Spec) -> Iterator[Problem]:
     for index, tmpl in enumerate(spec.vm_templates):
         if tmpl.nvlink is NvlinkPolicy.required and tmpl.gpus != 2:
@@ -188,7 +200,9 @@ RULES = (
     _dup_pci,
     _references,
     _nvlink_symmetry,
+    _boards,
     _templates,
+    _device_groups,
     _guest_network,
     _capacity,
     _placement,

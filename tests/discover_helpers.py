@@ -73,6 +73,7 @@ def observed_host(name: str, spec: Spec, host_index: int = 0) -> ObservedHost:
         esxi_version=desc["esxi_version"],
         numa_nodes=desc["numa_nodes"],
         pci_devices=devices,
+        vgpu_types=desc["vgpu_types"],
     )
 
 

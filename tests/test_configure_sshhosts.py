@@ -114,3 +114,56 @@ def test_start_lab_hosts_uses_spec_addresses_and_shares_export(tmp_path):
     finally:
         sshhosts.stop_owner(owner)
         sshhosts.release_subnet(subnet)
+
+
+def _tracking(host: sshhosts.TestHost, deadline_s: float = 30.0) -> str:
+    """chronyc's tracking report on the host once it says synchronised (or the last one)."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    out = ""
+    while time.monotonic() < end:
+        out = host.ssh("chronyc -n tracking").stdout
+        if "Leap status     : Normal" in out:
+            break
+        time.sleep(0.5)
+    return out
+
+
+def test_hosts_keep_time_from_their_gateway_as_a_vm_from_its_site(ssh_hosts, tmp_path):
+    """Each host's chronyd synchronises to the NTP server on its bridge's gateway (the site's
+    time server), so validate's time.sync judges a daemon as on a VM; the server goes with
+    the bridge."""
+    from validation.facts.system import Clock
+
+    h1, h2 = ssh_hosts(2)
+    gateway = sshhosts.timesync.gateway_of(h1.subnet)
+    out = _tracking(h1)
+    assert "Leap status     : Normal" in out, out
+    assert f"({gateway})" in out.splitlines()[0], out
+    clock = h2.ssh(Clock().command())
+    assert Clock().process(clock.stdout.splitlines())[0], clock.stdout
+    # A host stopped alone keeps the others' time server; the bridge's end stops it.
+    subnet = sshhosts.claim_subnet()
+    hosts = sshhosts.start_hosts(["t"], subnet, tmp_path / "k")
+    pidfile = sshhosts.RUNTIME_ROOT / f"{sshhosts.bridge_name(subnet)}-chrony.pid"
+    pid = int(pidfile.read_text())
+    sshhosts.stop_hosts(hosts)
+    assert not pidfile.exists()
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    assert not cmdline.exists() or b"chronyd" not in cmdline.read_bytes()
+
+
+def test_the_machines_cuda_toolkit_is_not_the_nodes(ssh_hosts):
+    """A VM's image has no CUDA toolkit until the cuda role installs the spec's: the
+    machine's own under /usr/local is hidden from the hosts, and the machine keeps it."""
+    from validation.facts.gpu import CudaToolkit
+
+    (h,) = ssh_hosts(["cudaless"])
+    fact = CudaToolkit()
+    seen = h.ssh(fact.command())
+    assert fact.process(seen.stdout.splitlines()) is None, seen.stdout
+    files = h.ssh("find /usr/local/ -path '/usr/local/cuda-*' -type f 2>/dev/null | wc -l")
+    assert files.stdout.strip() == "0", files.stdout
+    machine = sorted(Path("/usr/local").glob("cuda-*"))
+    assert all(any(d.iterdir()) for d in machine if d.is_dir() and not d.is_symlink())

@@ -165,7 +165,8 @@ def _summary_says_what_the_lab_lacks(out: str, run: Path) -> None:
 
     from rich.console import Console
 
-    from rackcert.cli.display import lab_limited, show_run_summary
+    from rackcert.cli.display import show_run_summary
+    from rackcert.lab.explain import lab_limited
     from rackcert.pipeline import PipelineResult
     from rackcert.runs import RunDir
 

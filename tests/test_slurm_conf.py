@@ -4,10 +4,12 @@ health check's reason and state parsing. The real-Slurm tests are tests/test_slu
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rackcert.ansible_vars import spec_group_vars
@@ -132,6 +134,35 @@ def test_srun_command_line_and_placement(monkeypatch) -> None:  # noqa: ANN001
     assert slurm_launch.placement(text) == {"job_ids": [41], "nodes": ["n1", "n2"], "ranks": 3}
 
 
+def test_srun_horovod_is_an_mpi_direct_launch() -> None:
+    """Horovod under srun as DeepOps runs it: --mpi=pmix starts every rank, the ranks keep
+    the step's PMIx variables (no `env -i`), MPI controller and operations, Open MPI allowed
+    to run as root and kept on the data interface."""
+    launch = slurm_launch.build(
+        "2 node(s)", nodes=2, tasks_per_node=1, gpus=False, python="/opt/rackcert/venv/bin/python",
+        worker_args=["--tasks", "allreduce"], partition="lab", reservation=None, immediate_s=5,
+        client_conf=None, backend="horovod", interface="eth0",
+    )  # fmt: skip
+    (cmd,) = launch.commands
+    assert cmd[:2] == ["srun", "--mpi=pmix"]
+    script = cmd[-1]
+    assert "exec env -i " not in script and "exec env HOME=" in script
+    for pair in (
+        "HOROVOD_CONTROLLER=mpi",
+        "HOROVOD_CPU_OPERATIONS=mpi",
+        "OMPI_ALLOW_RUN_AS_ROOT=1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+        "OMPI_MCA_btl_tcp_if_include=eth0",
+    ):
+        assert f" {pair} " in script, pair  # fmt: skip
+    assert "-m validation.bench.worker --backend horovod --tasks allreduce" in script
+    torch = slurm_launch.build(
+        "2 node(s)", nodes=2, tasks_per_node=1, gpus=False, python="/p/python",
+        worker_args=[], partition="lab", reservation=None, immediate_s=5, client_conf=None,
+    )  # fmt: skip
+    assert "exec env -i " in torch.commands[0][-1] and "HOROVOD_" not in torch.commands[0][-1]
+
+
 def _failed(check: str, observed: str) -> CheckResult:
     return CheckResult(
         id=check, node="n1", severity=Severity.error, status=Status.failed,
@@ -194,6 +225,26 @@ def test_bench_srun_refusals_are_one_line(tmp_path: Path) -> None:
     ], no_block.stderr
     stray = _cli("bench", str(LAB), "--reservation", "maint", "--runs-dir", runs)
     assert stray.returncode == 2 and "use it with --launcher srun" in stray.stderr
-    horovod = _cli("bench", str(_spec(tmp_path)), "--launcher", "srun", "--backend", "horovod",
-                   "--nodes", "2", "--runs-dir", runs)  # fmt: skip
-    assert horovod.returncode == 2 and "Horovod under srun" in horovod.stderr, horovod.stderr
+
+
+def test_a_result_line_srun_cut_into_labelled_pieces_is_joined_back() -> None:
+    """srun --label forwards a long line in 1024-byte pieces, each on its own labelled line
+    (seen with Slurm 22.05.8); other tasks' lines may come between them."""
+    from validation.bench.launch import MARKER, parse_result
+
+    result = {
+        "world_size": 2,
+        "points": [{"size_bytes": 2**i, "busbw": 0.1 * i} for i in range(90)],
+    }
+    line = MARKER + json.dumps(result)
+    assert len(line) > 3000
+    pieces = [line[i : i + 1024] for i in range(0, len(line), 1024)]
+    text = "".join(f"0: {p}\n" for p in pieces) + "0: RACKCERT_DONE 0\n"
+    assert parse_result(text) == result
+    between = (
+        "0: " + pieces[0] + "\n1: RACKCERT_DONE 1\n" + "".join(f"0: {p}\n" for p in pieces[1:])
+    )
+    assert parse_result(between) == result
+    cut = "0: " + pieces[0] + "\nsrun: error: node2: task 1: Killed\n"
+    with pytest.raises(ValueError):  # a result that never came whole is no figure
+        parse_result(cut)

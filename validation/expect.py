@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from rackcert.placement import place
-from rackcert.spec import NicMode, Spec
+from rackcert.spec import GpuMode, NicMode, Spec
 
 
 class Peer(BaseModel):
@@ -63,6 +63,27 @@ class NodeExpect(BaseModel):
         " node's own known_hosts (what configure's ssh_trust role installed), strictly",
     )
     dcgm_diag_level: int = 1
+    vgpu: bool = Field(False, description="The VM's GPUs are NVIDIA vGPUs: a licence is expected")
+    partition: int | None = Field(
+        None, description="Fabric Manager partition of an HGX board the VM's GPUs form"
+    )
+    nvlink_links: int = Field(0, description="NVLinks every GPU must have up (HGX SXM: 18)")
+    nvlink_gbps: float | None = Field(None, description="Speed of each link, GB/s, per nvidia-smi")
+
+
+# NVLinks of an SXM module on an HGX board, as `nvidia-smi nvlink -s` reports them: H100 and
+# H200 SXM have 18 fourth-generation NVLinks (NVIDIA H100/H200 datasheets: 900 GB/s), each
+# shown at 26.562 GB/s. By model words; a board GPU not listed is not judged per link.
+SXM_NVLINKS: tuple[tuple[str, int, float], ...] = (("H100", 18, 26.562), ("H200", 18, 26.562))
+
+
+def sxm_nvlinks(model: str) -> tuple[int, float | None]:
+    """(links, GB/s per link) an SXM module of this model shows; (0, None) when unknown."""
+    words = model.upper().replace("-", " ").split()
+    for name, links, gbps in SXM_NVLINKS:
+        if name in words:
+            return links, gbps
+    return 0, None
 
 
 def _mount(spec: Spec) -> MountExpect | None:
@@ -93,6 +114,9 @@ def expectations(spec: Spec) -> dict[str, NodeExpect]:
         by_pci = {g.pci: g for g in profile.gpus}
         nic = next((n for n in profile.nics if n.pci == placed.nic), None)
         rdma = tmpl.nic in (NicMode.passthrough, NicMode.sriov) and nic is not None
+        links, gbps = (0, None)
+        if profile.board is not None and placed.gpus:
+            links, gbps = sxm_nvlinks(by_pci[placed.gpus[0]].model)
         out[vm.name] = NodeExpect(
             node=vm.name,
             address=vm.address,
@@ -103,6 +127,10 @@ def expectations(spec: Spec) -> dict[str, NodeExpect]:
             gpu_models=[by_pci[p].model for p in placed.gpus],
             gpu_pcis=list(placed.gpus),
             nvlink_pair=placed.nvlink_pair,
+            vgpu=tmpl.gpu_mode is GpuMode.vgpu and tmpl.gpus > 0,
+            partition=placed.partition,
+            nvlink_links=links,
+            nvlink_gbps=gbps,
             driver=guest.nvidia_driver,
             cuda=guest.cuda,
             ofed=guest.ofed,

@@ -67,11 +67,12 @@ def smi_q_header(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SmiHeader:
-    """What `nvidia-smi -q` says above its first GPU."""
+    """What `nvidia-smi -q` says above its first GPU, and per GPU what the HGX checks read."""
 
     driver_version: str
     cuda_driver: str | None
     attached_gpus: int | None
+    gpus: tuple[SmiGpuStatus, ...] = ()
 
 
 def smi_header(text: str) -> SmiHeader:
@@ -82,6 +83,7 @@ def smi_header(text: str) -> SmiHeader:
         head["Driver Version"],
         head.get("CUDA Version") or None,
         int(attached) if attached.isdigit() else None,
+        tuple(smi_gpu_status(text)),
     )
 
 
@@ -427,3 +429,55 @@ def dcgm_diag_json(text: str) -> dict[str, Any]:
     if not results:
         raise ParseError("dcgmi JSON holds no test results")
     return {"version": version, "results": results}
+
+
+@dataclass(frozen=True)
+class SmiGpuStatus:
+    """Per GPU of `nvidia-smi -q`: its SXM module, fabric and vGPU licence as the guest sees them.
+
+    "Fabric" (State, Status) is where an NVSwitch system reports Fabric Manager's work on the
+    GPU (Completed / Success when its NVLinks are trained into the fabric); "vGPU Software
+    Licensed Product" (License Status) is where a vGPU guest reports its licence. Values are
+    as printed ("N/A" where the guest does not report them); None when the section is absent.
+    """
+
+    bus_id: str
+    module_id: str | None = None
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+    license_status: str | None = None
+    licensed_product: str | None = None
+
+
+_SMI_FIELDS = {
+    ("Platform Info", "Module Id"): "module_id",
+    ("Fabric", "State"): "fabric_state",
+    ("Fabric", "Status"): "fabric_status",
+    ("vGPU Software Licensed Product", "License Status"): "license_status",
+    ("vGPU Software Licensed Product", "Product Name"): "licensed_product",
+}
+
+
+def smi_gpu_status(text: str) -> list[SmiGpuStatus]:
+    """`nvidia-smi -q` -> one SmiGpuStatus per `GPU <bus id>` section."""
+    gpus: list[dict[str, str]] = []
+    section = ""
+    for line in text.splitlines():
+        head = re.match(r"^GPU ([0-9A-Fa-f:.]+)\s*$", line)
+        if head:
+            gpus.append({"bus_id": head.group(1)})
+            section = ""
+            continue
+        if not gpus:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, sep, value = line.strip().partition(":")
+        if indent == 4 and not sep:
+            section = key.strip()
+        elif indent == 4:
+            section = ""
+        elif indent == 8 and sep:
+            name = _SMI_FIELDS.get((section, key.strip()))
+            if name:
+                gpus[-1][name] = value.strip()
+    return [SmiGpuStatus(**g) for g in gpus]

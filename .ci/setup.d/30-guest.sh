@@ -11,11 +11,12 @@
 #   gnupg                    the tests' signing keys and signed InRelease of a vendor repo
 #   xorriso                  the tests' stand-in MLNX_OFED .iso (xorriso -as mkisofs)
 #   libarchive-tools         bsdtar: the roles unpack an ISO with it where the kernel has no iso9660
+#   chrony                   each host's time daemon, and the NTP server on its bridge's gateway
 # Runs as root; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PACKAGES=(openssh-server openssh-client iproute2 util-linux python3-apt python3-venv dpkg-dev
-  python3-debian gnupg xorriso libarchive-tools)
+  python3-debian gnupg xorriso libarchive-tools chrony)
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -14,12 +14,13 @@
 # A .venv whose Horovod was installed with this key (.venv/.rackcert-horovod) is left alone.
 # Release, not the RelWithDebInfo (-O3 -g) of Horovod's setup.py: the debug info of every
 # torch-header-heavy translation unit costs build time and nobody here reads it.
-# Without MPI on purpose (HOROVOD_WITHOUT_MPI=1 below), although 45-lab-dl-stack.sh installs
-# openmpi-bin: Horovod's build would otherwise probe for MPI, and the lab's ranks are
-# started by horovodrun with its Gloo controller; mpirun, the second launcher, starts
-# torch.distributed ranks (Open MPI's OMPI_COMM_WORLD_* variables), which need no Horovod
-# built against MPI. openmpi-bin has no headers or mpicxx (libopenmpi-dev), so an MPI build
-# would need more packages and a rebuild of minutes for a path the bench does not take.
+# With MPI (HOROVOD_WITH_MPI=1, Debian's Open MPI from libopenmpi-dev): under Slurm the ranks
+# are started by `srun --mpi=pmix` (as DeepOps does), not by horovodrun, and Horovod then
+# meets the other ranks through MPI_Init, which Open MPI answers from Slurm's PMIx server.
+# Debian's Open MPI has no Slurm PMI-2 support ("not built with SLURM's PMI support"), so
+# pmix it is. Gloo stays the CPU operations and horovodrun's controller (the SSH launch),
+# so the lab's other paths do not change. MPI adds Horovod's mpi_controller and
+# mpi_operations to the build: a few translation units of the ~40 it compiles.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
@@ -46,18 +47,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" = "$key" ] && [ "$(installed)" = "$VERSION" ]
   echo "horovod $VERSION: installed (key $key)"
   exit 0
 fi
-# A Horovod installed before the key existed: kept when it imports against this torch.
-if [ "$(installed)" = "$VERSION" ] && "$PY" -c "import horovod.torch" >/dev/null 2>&1; then
+# A Horovod installed before the key existed: kept when it imports against this torch and
+# was built with MPI (an older Gloo-only build is rebuilt: srun --mpi=pmix needs MPI).
+if [ "$(installed)" = "$VERSION" ] \
+  && "$PY" -c "import horovod.torch as h; raise SystemExit(not h.mpi_built())" >/dev/null 2>&1; then
   $wheel_only || echo "$key" >"$stamp"
   echo "horovod $VERSION: already imports (key $key)"
   exit 0
 fi
 
 build_wheel() {
-  command -v cmake >/dev/null && command -v g++ >/dev/null && command -v make >/dev/null || {
+  command -v cmake >/dev/null && command -v g++ >/dev/null && command -v make >/dev/null \
+    && command -v mpicxx >/dev/null || {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq -o DPkg::Lock::Timeout=300
     apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 cmake g++ make \
+      libopenmpi-dev \
       >/dev/null
   }
   local work start sdist src all_h cxxstd
@@ -108,7 +113,7 @@ patch("setup.py", "else 'RelWithDebInfo'", "else 'Release'")
 PYEOF
   start=$(date +%s)
   HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
-    HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_CPU_OPERATIONS=GLOO \
+    HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_CPU_OPERATIONS=GLOO \
     HOROVOD_GPU_OPERATIONS= MAKEFLAGS="-j$(nproc)" \
     "$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
     -w "$work/dist" "$src" 2>&1 | grep -v "^WARNING: Location" || true

@@ -45,7 +45,12 @@ while todo:
             continue
         todo += [(req.name, "")] + [(req.name, e) for e in req.extras]
 seen = {name for name, _extra in seen}
-pins = "\n".join(f"{n}=={metadata.version(n)}" for n in sorted(seen))
+# A distribution's RECORD (every file with its hash) tells one build from another of the same
+# version: Horovod 0.28.1 built with MPI is not the Gloo-only build.
+pins = "\n".join(
+    f"{n}=={metadata.version(n)} {hashlib.sha256((metadata.distribution(n).read_text('RECORD') or '').encode()).hexdigest()[:16]}"
+    for n in sorted(seen)
+)
 key = hashlib.sha256(f"{sys.argv[2]}\n{pins}".encode()).hexdigest()[:16]
 stamp = target / ".rackcert-stack"
 if stamp.is_file() and stamp.read_text().strip() == key:

@@ -135,6 +135,25 @@ class Product(CModel):
     api_version: str = ""
 
 
+class DeviceGroupMember(CModel):
+    """One component of a vendor device group (VirtualMachineVendorDeviceGroupInfo
+    .componentDeviceInfo): its type, device name and the backing a VM's device gets."""
+
+    type: str = ""
+    device_name: str = ""
+    backing: Literal["fixed", "vgpu"] | None = None
+    id: str | None = Field(None, description="Fixed backing's PCI id")
+    vgpu: str | None = None
+
+
+class HostDeviceGroup(CModel):
+    """A vendor device group the host lists (vSphere 8, RetrieveVendorDeviceGroupInfo)."""
+
+    name: str
+    description: str = ""
+    members: list[DeviceGroupMember] = Field(default_factory=list)
+
+
 class Host(CModel):
     name: str
     cluster: str = ""
@@ -162,6 +181,9 @@ class Host(CModel):
     vgpu_types: list[str] = Field(default_factory=list)
     datastores: list[str] = Field(default_factory=list)
     networks: list[str] = Field(default_factory=list)
+    device_groups: list[HostDeviceGroup] = Field(
+        default_factory=list, description="Vendor device groups (read from an API 8.0.0.1+ vCenter)"
+    )
 
 
 class ManagedBy(CModel):
@@ -190,6 +212,15 @@ class VmDevice(CModel):
     system_id: str | None = None
     vgpu: str | None = None
     allowed: list[AllowedDevice] = Field(default_factory=list)
+    group_key: int | None = Field(None, description="deviceGroupInfo.groupInstanceKey")
+    group_sequence: int | None = Field(None, description="deviceGroupInfo.sequenceId")
+
+
+class VmDeviceGroup(CModel):
+    """A device group the VM holds (config.deviceGroups): its instance key and name."""
+
+    key: int
+    name: str
 
 
 class ExtraConfig(CModel):
@@ -214,6 +245,7 @@ class Vm(CModel):
     memory_reservation_mb: int = 0
     extra_config: list[ExtraConfig] = Field(default_factory=list)
     devices: list[VmDevice] = Field(default_factory=list)
+    device_groups: list[VmDeviceGroup] = Field(default_factory=list)
 
 
 class Capture(CModel):

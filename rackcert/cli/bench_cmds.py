@@ -6,13 +6,15 @@ and `rackcert --help` must stay fast).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rackcert.cli.common import (
     JsonOpt,
+    MetricsTextfileOpt,
     RunOpt,
     RunsRootOpt,
     SpecArg,
@@ -25,6 +27,10 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.display import show_bench
 from rackcert.errors import InputError
+
+if TYPE_CHECKING:
+    from rackcert.runs import RunDir
+    from rackcert.spec import Spec
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -200,10 +206,20 @@ def bench(
         str,
         typer.Option("--storage-engine", help="auto (fio when installed), fio or pread"),
     ] = "auto",
+    drain: Annotated[
+        bool,
+        typer.Option(
+            "--drain",
+            help="Drain in Slurm each node the verdict names (reason 'rackcert: <finding>'),"
+            " resume the ones an earlier --drain drained that are clean now; an operator's"
+            " drain is never touched (needs the spec's slurm block)",
+        ),
+    ] = False,
     junit: Annotated[
         Path | None,
         typer.Option("--junit", help="Also write the verdict's checks as JUnit XML here (for CI)"),
     ] = None,
+    metrics_textfile: MetricsTextfileOpt = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -218,6 +234,10 @@ def bench(
     import validation.bench
     from validation.bench.suite import BenchOptions, require_spec_fits
 
+    if metrics_textfile is not None:
+        from rackcert.metrics.textfile import check_target
+
+        check_target(metrics_textfile)
     loaded = load(spec_path)
     opts = BenchOptions(
         local=local,
@@ -254,6 +274,8 @@ def bench(
         network_interface=network_interface,
     )
     require_spec_fits(loaded.spec, opts)  # a choice the spec cannot serve: its own line first
+    if drain and loaded.spec.slurm is None:
+        raise InputError("--drain drains Slurm nodes: the spec has no slurm block")
     if not local:
         from rackcert.lab.routes import require_lab_up
 
@@ -265,9 +287,43 @@ def bench(
         from validation.junit import write_bench_junit
 
         write_bench_junit(junit, record.data.verdict)
+    data = record.data.model_dump(mode="json")
+    if drain:
+        data["slurm_drains"] = _drain(loaded.spec, rundir, data, say)
     if as_json:
-        print_json({"run": str(rundir.path), **record.data.model_dump(mode="json")})
+        print_json({"run": str(rundir.path), **data})
     else:
         show_bench(console, record, rundir.path)
+    from rackcert.metrics.record_metrics import bench_drift_lines
+
+    root = runs_dir or default_runs_root()
+    for line in bench_drift_lines(record, rundir, root, metrics_textfile, quiet=as_json):
+        console.print(line, markup=False, soft_wrap=True)
     if record.data.verdict is None or not record.data.verdict.passed:
         raise typer.Exit(1)
+
+
+def _drain(
+    spec: Spec, rundir: RunDir, data: dict[str, Any], say: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """--drain after the verdict: what it did, also kept as the run's artifact."""
+    import json
+    from dataclasses import asdict
+
+    from rackcert.localisation import read_localisation
+    from rackcert.untrusted import markup
+    from validation.bench.drain import RECORD_NAME, drain_named
+
+    loc = read_localisation(data)
+    if loc is None:
+        say("--drain: this bench recorded no localisation, so no node is named; nothing drained")
+        return []
+    slurm = spec.slurm
+    env = {"SLURM_CONF": slurm.client_conf} if slurm and slurm.client_conf else {}
+    record = rundir.path.parent / RECORD_NAME
+    actions = drain_named(loc, record=record, env=env, run=rundir.path.name)
+    out = [asdict(a) for a in actions]
+    (rundir.artifacts("bench") / "slurm-drains.json").write_text(json.dumps(out, indent=2))
+    for action in actions:
+        say(f"slurm: {action.action} {markup(action.node)}: {markup(action.reason)}")
+    return out

@@ -294,7 +294,8 @@ def demo_cmd(
         # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
         # started on lab-node1 with the spec's data interface (eth0 on every node). Under
         # Slurm, srun places torch.distributed ranks over Gloo, rank and rendezvous from
-        # Slurm's task environment (Horovod here has no MPI for srun to start).
+        # Slurm's task environment (`bench --launcher srun --backend horovod` runs Horovod
+        # over MPI instead; the demo keeps to Gloo ranks, the quickest to start).
         _bootstrap(
             load(slurm_spec or spec_path),
             resume=None,

@@ -107,6 +107,14 @@ RunsRootOpt = Annotated[
         help="Where run directories live (runs/<rack>/<timestamp>/)",
     ),
 ]
+MetricsTextfileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--metrics-textfile",
+        help="Also write the verdict as Prometheus metrics here (*.prom, written atomically"
+        " for node_exporter's textfile collector; docs/monitoring.md)",
+    ),
+]
 RunOpt = Annotated[
     Path | None,
     typer.Option("--run", help="Add this stage to an existing run directory instead of a new one"),

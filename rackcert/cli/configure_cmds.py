@@ -28,6 +28,7 @@ ROLES = (
     "ofed",
     "mlx_ats",
     "nvidia_driver",
+    "vgpu_license",
     "cuda",
     "container_toolkit",
     "nvidia_peermem",

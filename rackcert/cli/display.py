@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from rackcert.cli.output import show_table
+from rackcert.lab.explain import BenchFailure, LabExplanation, explain
 from rackcert.pipeline import PipelineResult
-from rackcert.results import CheckResult
 from rackcert.runs import STAGES
 from rackcert.stage_records import (
     ActionRecord,
@@ -294,18 +294,6 @@ def show_rehearsal(console: Console, data: Any, path: Path) -> None:
 
 
 # -- bootstrap and demo ---------------------------------------------------------------------
-# What a lab without hardware cannot have: GPUs, MLNX_OFED, RDMA NICs. A check fails for that
-# reason alone when the tool of the missing hardware is not there to answer it.
-LAB_ABSENT_TOOLS = ("nvidia-smi", "ofed_info", "ibdev2netdev", "mlxconfig", "nvidia-ctk", "dcgmi")
-
-
-def lab_limited(result: CheckResult) -> bool:
-    """A failing check whose only reason is that a GPU, OFED or RDMA tool is absent."""
-    return result.status.value in ("fail", "error") and any(
-        result.reason.startswith(f"{tool} not found") for tool in LAB_ABSENT_TOOLS
-    )
-
-
 def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = False) -> None:
     """The closing lines of bootstrap and demo: each stage's time and result, the verdict,
     where the report is, and (in the lab) how much of a FAIL is only the lab's missing GPUs."""
@@ -333,13 +321,23 @@ def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = Fa
     if html.is_file():
         say(console, "report: ", (str(html.resolve()), "bold"))
     if lab:
-        alone = sum(1 for r in failing if lab_limited(r))
-        say(
-            console,
-            f"the lab has no GPUs, OFED or InfiniBand: {alone} of the {len(failing)} failing"
-            f" check(s) fail for that reason alone ({', '.join(LAB_ABSENT_TOOLS)} absent), so"
-            " its verdict cannot be PASS; on a real rack those checks judge the hardware.",
-        )
+        for text in lab_explanation(run).lines():
+            say(console, text)
+
+
+def lab_explanation(run: Any) -> LabExplanation:
+    """Every failing check of a lab run (validate's and bench's verdict), sorted by cause."""
+    validate = run.read_record("validate")
+    bench = run.read_record("bench")
+    verdict = bench.data.verdict if isinstance(bench, BenchRecord) else None
+    failing_bench = [
+        BenchFailure(c.id, c.observed or c.reason)
+        for c in (verdict.checks if verdict else [])
+        if c.status.value in ("fail", "error")
+    ]
+    return explain(
+        validate.data.results if isinstance(validate, ValidateRecord) else [], failing_bench
+    )
 
 
 def show_health_check(console: Console, outcome: Any) -> None:

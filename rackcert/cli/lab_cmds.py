@@ -22,9 +22,18 @@ from typing import Annotated, Any
 
 import typer
 
-from rackcert.cli.common import JsonOpt, app, console, load, print_json
+from rackcert.cli.common import (
+    JsonOpt,
+    RunsRootOpt,
+    app,
+    console,
+    default_runs_root,
+    load,
+    print_json,
+)
 from rackcert.errors import InputError
 from rackcert.paths import inventories_dir
+from rackcert.untrusted import markup
 
 lab_app = typer.Typer(
     help="Start and stop the embedded lab (vcsim twin, SSH hosts).", no_args_is_help=True
@@ -123,6 +132,15 @@ def up(
             " (configure's slurm_node role starts slurmd in each node)",
         ),
     ] = False,
+    monitoring: Annotated[
+        bool,
+        typer.Option(
+            "--monitoring",
+            help="Also Prometheus and node_exporter on loopback (Debian's packages), scraping"
+            " `rackcert serve` over --runs-dir and a textfile directory (docs/monitoring.md)",
+        ),
+    ] = False,
+    runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> Path | None:
     """Start the vcsim twin of the spec's rack and the guest agent."""
     from rackcert.lab import twin
@@ -161,9 +179,28 @@ def up(
             f" with cloud-init guestinfo; log {workdir / 'agent.log'}",
             emoji=False,
         )
+    if monitoring:
+        _up_monitoring(workdir, runs_dir or default_runs_root())
     if slurm:
         return _up_slurm(_spec_path(spec_path), spec, workdir)
     return None
+
+
+def _up_monitoring(workdir: Path, runs_root: Path) -> None:
+    from rackcert.lab.monitoring import MonitoringError, start_lab_monitoring
+
+    try:
+        state = start_lab_monitoring(workdir, runs_root.resolve())
+    except MonitoringError as exc:
+        raise InputError(f"lab up --monitoring: {exc}") from None
+    textfile = Path(state["textfile_dir"]) / "rackcert.prom"
+    console.print(
+        f"[green]monitoring up[/]: Prometheus {state['prometheus']} (rackcert's alert rules),"
+        f" node_exporter {state['node_exporter']}, serve {state['serve']}/metrics;"
+        f" write textfiles with --metrics-textfile {markup(textfile)}",
+        emoji=False,
+        soft_wrap=True,
+    )
 
 
 def _up_slurm(spec_path: Path, spec: Any, workdir: Path) -> Path:
@@ -262,6 +299,10 @@ def down(
     else:
         console.print("twin was not running")
     (workdir / "twin-state.json").unlink(missing_ok=True)
+    from rackcert.lab.monitoring import stop_lab_monitoring
+
+    if stop_lab_monitoring(workdir):
+        console.print("monitoring stopped")
     if os.geteuid() == 0:
         from rackcert.lab.slurm import stop_lab_slurm
 

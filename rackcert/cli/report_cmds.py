@@ -324,6 +324,9 @@ def serve_cmd(
     """Serve a local history page: runs with their verdicts and links to their reports.
 
     Read-only; binds 127.0.0.1 unless --host says otherwise. Ctrl-C stops it.
+
+    Prometheus scrapes /metrics: the latest validate and bench run of each rack
+    (docs/monitoring.md).
     """
     from rackcert.report.serve import make_server
 

@@ -43,28 +43,39 @@ def health_check_conf_cmd(
     spec_on_node: Annotated[
         str | None,
         typer.Option(
-            "--spec-on-node", help="Where the spec lies on the nodes (default: this path)"
+            "--spec-on-node",
+            help="Where the spec lies on the nodes (default: slurm.health_check's, else this path)",
         ),
     ] = None,
     rackcert: Annotated[
-        str,
-        typer.Option("--rackcert", help="The rackcert program on the nodes"),
-    ] = DEFAULT_RACKCERT,
+        str | None,
+        typer.Option(
+            "--rackcert",
+            help=f"rackcert on the nodes (default: the spec's, else {DEFAULT_RACKCERT})",
+        ),
+    ] = None,
     program: Annotated[
-        str,
-        typer.Option("--program", help="Where the wrapper script goes on the nodes"),
-    ] = DEFAULT_PROGRAM,
+        str | None,
+        typer.Option(
+            "--program",
+            help=f"Where the wrapper goes (default: the spec's, else {DEFAULT_PROGRAM})",
+        ),
+    ] = None,
 ) -> None:
     """Print the slurm.conf lines that make the health check Slurm's, and its wrapper.
 
     `rackcert validate SPEC --health-check` becomes the HealthCheckProgram and the Prolog.
     Slurm runs both without arguments and with an empty environment, so the script names
-    the program and the spec by absolute path.
+    the program and the spec by absolute path. With a `slurm.health_check` block,
+    `rackcert configure --tags slurm` installs this wrapper and the spec on the nodes.
     """
     from rackcert.slurm.conf import health_check_lines, health_check_script
 
     loaded = load(spec_path)
-    on_node = spec_on_node or str(Path(loaded.path).resolve())
+    block = loaded.spec.slurm.health_check if loaded.spec.slurm else None
+    on_node = spec_on_node or (block.spec_on_node if block else str(Path(loaded.path).resolve()))
+    rackcert = rackcert or (block.rackcert if block else DEFAULT_RACKCERT)
+    program = program or (block.program if block and block.program else DEFAULT_PROGRAM)
     for value, what in (
         (on_node, "--spec-on-node"),
         (rackcert, "--rackcert"),

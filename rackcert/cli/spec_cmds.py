@@ -7,10 +7,12 @@ from collections import Counter
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, SpecArg, app, console, load, print_json
 from rackcert.cli.output import show_table
-from rackcert.placement import place
+from rackcert.device_groups import describe, wanted_group
+from rackcert.placement import VmPlacement, place
 from rackcert.spec import Spec
 
 spec_app = typer.Typer(help="Check rack specs and print their schema.", no_args_is_help=True)
@@ -46,10 +48,20 @@ def summary(spec: Spec) -> dict[str, object]:
             "vms": len(spec.vms),
             "vm_gpus": sum(len(p.gpus) for p in placements.values()),
         },
-        "vms": [
-            {"vm": p.vm, "host": p.host, "gpus": list(p.gpus), "nvlink_pair": p.nvlink_pair}
-            for p in placements.values()
-        ],
+        "vms": [_vm_row(spec, p) for p in placements.values()],
+    }
+
+
+def _vm_row(spec: Spec, p: VmPlacement) -> dict[str, object]:
+    group = wanted_group(spec, p)
+    return {
+        "vm": p.vm,
+        "host": p.host,
+        "gpus": list(p.gpus),
+        "nvlink_pair": p.nvlink_pair,
+        "partition": p.partition,
+        "modules": list(p.modules),
+        "device_group": describe(group) if group else None,
     }
 
 
@@ -78,6 +90,7 @@ def check(spec_path: SpecArg, as_json: JsonOpt = False) -> None:
             f"{vms} ({h['gpus_used']})",
         )
     show_table(console, table)
+    _show_groups(data["vms"])  # type: ignore[arg-type]
     totals = data["totals"]
     modes = Counter(t.nvlink.value for t in loaded.spec.vm_templates)
     console.print(
@@ -86,6 +99,19 @@ def check(spec_path: SpecArg, as_json: JsonOpt = False) -> None:
         f" GPUs (templates by nvlink policy: {dict(modes)})",
         soft_wrap=True,
     )
+
+
+def _show_groups(vms: list[dict[str, object]]) -> None:
+    """The VMs that take a vendor device group: host, partition, modules, backing."""
+    rows = [v for v in vms if v["device_group"]]
+    if not rows:
+        return
+    table = Table(title="device groups (vSphere 8)", title_justify="left")
+    for col in ("VM", "host", "device group"):
+        table.add_column(col)
+    for v in rows:
+        table.add_row(*(Text(str(v[k])) for k in ("vm", "host", "device_group")))
+    show_table(console, table)
 
 
 @spec_app.command("schema")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +12,7 @@ from rich.table import Table
 
 from rackcert.cli.common import (
     JsonOpt,
+    MetricsTextfileOpt,
     RunOpt,
     RunsRootOpt,
     app,
@@ -107,6 +110,7 @@ def validate_cmd(
             " (default /var/lib/rackcert/health-check.jsonl)",
         ),
     ] = None,
+    metrics_textfile: MetricsTextfileOpt = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -126,8 +130,12 @@ def validate_cmd(
     peer_k = parse_k(peers)
     if spec_path is None:
         raise InputError("validate: give the rack spec (YAML), e.g. inventories/lab.yaml")
+    if metrics_textfile is not None:
+        from rackcert.metrics.textfile import check_target
+
+        check_target(metrics_textfile)
     if health_check:
-        _health_check(spec_path, node, tool_path, health_record, as_json)
+        _health_check(spec_path, node, tool_path, health_record, as_json, metrics_textfile)
         return
     loaded = load(spec_path)
     if not local:
@@ -154,11 +162,18 @@ def validate_cmd(
     path = run_dir.path / "validate.json"
     data = record.data
     junit_path = junit or run_dir.path / "artifacts" / "validate" / "junit.xml"
+    from rackcert.metrics.record_metrics import drift_since_certified, validate_run_families
+    from rackcert.metrics.textfile import write_textfile
+
     found = _compare(run_dir, root, record, junit) if compare else None
+    drift = drift_since_certified(run_dir, root) if compare else None
+    if metrics_textfile is not None:
+        write_textfile(metrics_textfile, validate_run_families(run_dir, record, drift))
     if as_json:
         # CI reads the record itself, and the comparison with the certified run.
         doc = {"run": str(run_dir.path), **(run_dir.read_stage("validate") or {})}
-        print_json({**doc, "comparison": found.to_dict() if found else None})
+        items = [asdict(d) for d in drift[0]] if drift else []
+        print_json({**doc, "comparison": found.to_dict() if found else None, "drift": items})
     else:
         show_validate(console, record, path, junit_path)
         if compare and found is None:
@@ -169,6 +184,13 @@ def validate_cmd(
             )
             for line in found.changes:
                 console.print(line, soft_wrap=True)
+        if drift is not None:
+            console.print(
+                f"drift from the certified run {markup(drift[1])}: {len(drift[0])} item(s)",
+                soft_wrap=True,
+            )
+            for item in drift[0]:
+                console.print(item.line(), markup=False, soft_wrap=True)
     failing = data.summary.failing
     if failing:
         more = f" (+{len(failing) - 5} more)" if len(failing) > 5 else ""
@@ -189,18 +211,26 @@ def _health_check(
     tool_path: str | None,
     record: Path | None,
     as_json: bool,
+    metrics_textfile: Path | None = None,
 ) -> None:
     """validation.healthcheck on this node: one line per failing check, exit 0 or 1."""
     from validation.healthcheck import DEFAULT_RECORD, run_health_check
 
     if node and len(node) > 1:
         raise InputError("--health-check checks this node: give at most one --node")
+    spec = load(spec_path).spec
     outcome = run_health_check(
-        load(spec_path).spec,
+        spec,
         node=node[0] if node else None,
         tool_path=tool_path,
         record=record or DEFAULT_RECORD,
     )
+    if metrics_textfile is not None:
+        from rackcert.metrics.record_metrics import health_outcome_families
+        from rackcert.metrics.textfile import write_textfile
+
+        families = health_outcome_families(outcome, spec.metadata.name, time.time())
+        write_textfile(metrics_textfile, families)
     if as_json:
         print_json(health_check_json(outcome))
     else:

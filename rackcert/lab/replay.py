@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rackcert.capture.model import Capture, Host
+from rackcert.capture.model import Capture, Host, HostDeviceGroup
 from rackcert.capture.redact import served, sha256
 from rackcert.lab.twin import (
     DEFAULT_DATASTORE,
@@ -23,6 +23,7 @@ from rackcert.lab.twin import (
     PAGE_SIZE,
     REBOOT_TIMING,
     TIME_SCALE,
+    TWIN_VCENTER_RELEASES,
     TwinFiles,
 )
 from rackcert.spec import Spec
@@ -78,6 +79,22 @@ def _host(host: Host) -> dict[str, Any]:
         "maintenance": host.in_maintenance,
         "rebind_without_reboot": host.rebind_without_reboot,
         "graphics_type": host.graphics_type or "shared",
+        "device_groups": [_group(g) for g in host.device_groups],
+    }
+
+
+def _group(group: HostDeviceGroup) -> dict[str, Any]:
+    """A captured vendor device group as the twin serves one. A vGPU member names no PCI
+    function, so it stands in as `<group>#<n>`: the twin lists and grants the group, but
+    cannot tell which of them share a GPU (the partition rule is not replayed)."""
+    vgpu = next((m.vgpu for m in group.members if m.vgpu), "") or ""
+    gpus = [m.id or f"{group.name}#{i}" for i, m in enumerate(group.members)]
+    return {
+        "name": group.name,
+        "description": group.description,
+        "gpus": gpus,
+        "vgpu": vgpu,
+        "device_names": [m.device_name for m in group.members],
     }
 
 
@@ -107,6 +124,11 @@ def description_from_capture(
         "key_file": str(files.key_file),
         "datacenter": capture.datacenter or "DC0",
         "cluster": cluster,
+        # The release the twin answers version negotiation as (a capture of another release
+        # is served as 7.0.3's negotiation, with its own AboutInfo).
+        "vcenter_version": capture.about.version
+        if capture.about.version in TWIN_VCENTER_RELEASES
+        else "7.0.3",
         "hosts": [_host(h) for h in capture.hosts],
         "vms": [],
         "templates": [],

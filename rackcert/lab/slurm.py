@@ -158,6 +158,13 @@ class SlurmLab:
             "SchedulerType=sched/backfill",
             "ReturnToService=2",
             "SlurmdTimeout=30",
+            # A step's launch waits for the node's Prolog (rackcert's health check, a Python
+            # start and its checks: seconds, more on a loaded 2-core machine). slurm.conf(5):
+            # MessageTimeout, "Time permitted for a round-trip communication to complete",
+            # default 10 s; past it srun gives up with "Socket timed out on send/recv
+            # operation" instead of the Prolog's verdict. Sites with a health-check Prolog
+            # raise it the same way.
+            "MessageTimeout=60",
             "InactiveLimit=0",
             "KillWait=5",
             "MinJobAge=300",  # finished jobs stay visible to scontrol for 5 minutes

@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.errors import InputError, RackcertError
+from rackcert.lab import timesync
 from rackcert.paths import REPO_ROOT
 
 SSHD = "/usr/sbin/sshd"
@@ -316,6 +317,12 @@ def _create_bridge(subnet: str, owner: str) -> str:
     return name
 
 
+def _delete_bridge(name: str) -> None:
+    """Delete a bridge and the time server on its gateway. Idempotent."""
+    timesync.stop_server(RUNTIME_ROOT, name)
+    _run(["ip", "link", "del", name], check=False)
+
+
 def ensure_bridge(subnet: str, owner: str) -> str:
     """The subnet's bridge for `owner`, created if absent (the lab's Slurm controller binds
     its address before any host exists); refused when another owner holds it."""
@@ -425,6 +432,14 @@ def _setup_script(
             f"mkdir -p {up} {wk}",
             f"mount -t overlay overlay -o lowerdir=/{d},upperdir={up},workdir={wk} /{d}",
         ]
+    # A VM's image has no CUDA toolkit until the cuda role installs the spec's (only where a
+    # GPU is): this machine's own toolkit under /usr/local must not stand in for it.
+    lines += [
+        'for d in /usr/local/cuda-*; do if [ -d "$d" ] && [ ! -L "$d" ]; then'
+        ' mount -t tmpfs -o mode=0755,size=1m rackcert-private "$d"; fi; done',
+        "rm -f /usr/local/cuda",
+        "if grep -qs /usr/local/cuda- /usr/local/bin/nvcc; then rm -f /usr/local/bin/nvcc; fi",
+    ]
     # The fresh home first, so shared paths below /root (a Python under ~/.pyenv) stay visible.
     lines += [
         f"mkdir -p {mnt}/root && mount --bind {mnt}/root /root && chmod 0700 /root",
@@ -454,6 +469,7 @@ def _setup_script(
         # The machine's resolver is unreachable from the host's netns: fail fast, not in 20 s.
         "rm -f /etc/resolv.conf",
         "echo 'nameserver 127.0.0.1' > /etc/resolv.conf",
+        timesync.host_start_command(host_dir / "chrony.conf"),
         "mkdir -p /run/sshd",
         f"exec {SSHD} -D -f {shlex.quote(str(host_dir / 'sshd_config'))}"
         f" -E {shlex.quote(str(host_dir / 'sshd.log'))}",
@@ -567,6 +583,7 @@ def start_hosts(
         _create_bridge(subnet, owner)
     elif _bridge_alias(bridge) != f"{_ALIAS_TAG}{owner}":
         raise SshHostError(f"subnet {subnet} belongs to {_bridge_alias(bridge) or 'someone else'}")
+    timesync.ensure_server(RUNTIME_ROOT, bridge, str(net))
 
     known_hosts = state_dir / "known_hosts"
     hosts: list[TestHost] = []
@@ -631,6 +648,8 @@ def _prepare_host_dir(
     (rt / "hosts").write_text(_hosts_file(list(zip(names, addrs, strict=True))))
     idx = list(names).index(host_dir.name)
     (rt / "sshd_config").write_text(_sshd_config(rt, addrs[idx], port))
+    subnet = str(ipaddress.IPv4Network(f"{addrs[idx]}/24", strict=False))
+    (rt / "chrony.conf").write_text(timesync.client_config(subnet, rt / "chronyd.pid"))
 
 
 def _start_one(
@@ -749,12 +768,12 @@ def stop_hosts(hosts: Sequence[TestHost], *, delete_bridge: bool = True) -> None
             bridges.add(host.bridge)
     if delete_bridge:
         for bridge in bridges:
-            _run(["ip", "link", "del", bridge], check=False)
+            _delete_bridge(bridge)
 
 
 def release_subnet(subnet: str) -> None:
     """Delete the subnet's bridge (what `claim_subnet` created). Idempotent."""
-    _run(["ip", "link", "del", bridge_name(subnet)], check=False)
+    _delete_bridge(bridge_name(subnet))
 
 
 def _owner_dead(owner: str) -> bool:
@@ -773,7 +792,7 @@ def stop_owner(owner: str, *, bridges: bool = True) -> int:
             count += 1
     for link in _bridges() if bridges else []:
         if _bridge_alias(link) == f"{_ALIAS_TAG}{owner}":
-            _run(["ip", "link", "del", link], check=False)
+            _delete_bridge(link)
     return count
 
 
@@ -884,5 +903,5 @@ def stop_spec_hosts(spec: Any, *, owner: str = LAB_OWNER, bridges: bool = True) 
         attached = _run(["ip", "-o", "link", "show", "master", bridge], check=False).strip()
         mine = _link_exists(bridge) and _bridge_alias(bridge) == f"{_ALIAS_TAG}{owner}"
         if mine and not attached:
-            _run(["ip", "link", "del", bridge], check=False)
+            _delete_bridge(bridge)
     return count

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackcert.device_groups import pair_group_name, partition_group_name
 from rackcert.discover.catalog import shipped_catalog
 from rackcert.errors import InputError, RackcertError
 from rackcert.paths import REPO_ROOT
@@ -85,6 +86,12 @@ def _bridge_of(pci: str) -> str:
 def _vgpu_types(gpus: list[Gpu]) -> list[str]:
     out: list[str] = []
     for gpu in gpus:
+        if "h200" in gpu.model.lower() and "sxm" in gpu.model.lower():
+            # The full-GPU C-series profile of the H200 SXM (NVIDIA vGPU for Compute); the
+            # fractional ones are not modelled.
+            if "grid_h200x-141c" not in out:
+                out.append("grid_h200x-141c")
+            continue
         if "a100" not in gpu.model.lower():
             continue
         prefix = "grid_a100d" if gpu.memory_gb >= 80 else "grid_a100"
@@ -174,6 +181,44 @@ def server_cpu(server_model: str) -> dict[str, Any]:
     return dict(SERVER_CPUS.get(server_model, SERVER_CPUS["PowerEdge R750xa"]))
 
 
+# ESXi builds of the releases the twin models (VMware release notes: ESXi 7.0 Update 3c,
+# ESXi 8.0 Update 3); another version keeps the older placeholder build.
+ESXI_BUILDS = {"7.0.3": "19193900", "8.0.3": "24022510"}
+# The vCenter releases the twin stands for (tests/vcsim/vsphere8.go).
+TWIN_VCENTER_RELEASES = ("7.0.3", "8.0.3")
+
+
+def device_groups(profile: HardwareProfile, esxi_version: str) -> list[dict[str, Any]]:
+    """The vendor device groups a vSphere 8 host of this profile reports (none on 7.0.3).
+
+    An HGX board: one group per Fabric Manager partition, its GPUs offering the board's
+    vGPU profile (NVIDIA AI Enterprise: vGPU only on NVSwitch systems). PCIe GPUs joined by
+    an NVLink bridge: one passthrough group per pair.
+    """
+    if not esxi_version.startswith("8."):
+        return []
+    if profile.board is not None:
+        vgpu = next(iter(_vgpu_types(profile.gpus)), "")
+        out = []
+        for part in profile.board.partitions:
+            gpus = [g.pci for m in sorted(part.modules) if (g := profile.module_gpu(m))]
+            out.append(
+                {
+                    "name": partition_group_name(profile.board.name, part.id),
+                    "description": f"{profile.board.name}: Fabric Manager partition {part.id},"
+                    f" modules {', '.join(map(str, part.modules))}",
+                    "gpus": gpus,
+                    "vgpu": vgpu,
+                }
+            )
+        return out
+    pairs = sorted({tuple(sorted((g.pci, g.nvlink_peer))) for g in profile.gpus if g.nvlink_peer})
+    return [
+        {"name": pair_group_name(p), "description": "NVLink bridge", "gpus": list(p), "vgpu": ""}
+        for p in pairs
+    ]
+
+
 def host_description(name: str, profile: HardwareProfile, esxi_version: str) -> dict[str, Any]:
     return {
         "cpu": server_cpu(profile.server_model),
@@ -181,13 +226,16 @@ def host_description(name: str, profile: HardwareProfile, esxi_version: str) -> 
         "vendor": profile.vendor or "Dell Inc.",
         "model": profile.server_model,
         "esxi_version": esxi_version,
-        "esxi_build": "19193900" if esxi_version.startswith("7.0.3") else "20036589",
+        "esxi_build": ESXI_BUILDS.get(
+            esxi_version, "19193900" if esxi_version.startswith("7.0.3") else "20036589"
+        ),
         "numa_nodes": profile.numa_nodes,
         "ats": False,
         "memory_gb": 512,
         "pci": pci_devices(profile),
         "vgpu_types": _vgpu_types(profile.gpus),
         "maintenance": False,
+        "device_groups": device_groups(profile, esxi_version),
     }
 
 
@@ -301,6 +349,11 @@ def description_from_spec(
     describes a vCenter where the spec's template is missing.
     """
     vc = spec.vcenter
+    if vc.version not in TWIN_VCENTER_RELEASES:
+        raise InputError(
+            f"vcenter.version {vc.version}: the twin stands for vCenter"
+            f" {' or '.join(TWIN_VCENTER_RELEASES)}"
+        )
     templates = site_templates(spec) if templates is None else templates
     hosts = [
         host_description(h.address, spec.profile(h.profile), h.esxi_version) for h in spec.hosts
@@ -314,6 +367,7 @@ def description_from_spec(
         "key_file": str(files.key_file),
         "datacenter": vc.datacenter or "DC0",
         "cluster": vc.cluster or "cluster0",
+        "vcenter_version": vc.version,
         "hosts": hosts,
         "vms": vms or [],
         "faults": faults or {},

@@ -64,7 +64,7 @@ from rackcert.stage_records import (
 )
 from rackcert.stage_records import Model as DataModel
 from rackcert.stage_records import StageRecord as StageRecordModel
-from rackcert.untrusted import cap_strings
+from rackcert.untrusted import cap, cap_strings
 
 M = TypeVar("M", bound=DataModel)
 PciRecord = TypeVar("PciRecord", GpuRecord, NicRecord)
@@ -227,6 +227,26 @@ def _pci_records(
     ]
 
 
+def _esxcli_record(h: ObservedHost) -> dict[str, Any]:
+    """The host's esxcli answers for the report: build and driver VIBs, or unknown and why.
+
+    Driver VIBs are every VIB but VMware's base image (vendor VMware): inbox drivers (VMW)
+    and partners' (NVD, MEL, DEL, ...), the ones an upgrade or a vendor bundle changes.
+    """
+    facts = h.esxcli
+    if facts is None:
+        return {"esxcli": "unknown: not asked"}
+    if not facts.answered:
+        return {"esxcli": cap(f"unknown: {facts.error or 'no answer'}")}
+    return {
+        "esxcli": "answered",
+        "esxcli_build": cap(facts.build),
+        "driver_vibs": [
+            cap(f"{v.name} {v.version} ({v.vendor})") for v in facts.vibs if v.vendor != "VMware"
+        ],
+    }
+
+
 def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, dict[str, str]]]:
     if inv is None:
         return Hardware(), {}
@@ -243,6 +263,7 @@ def _hardware(inv: Inventory | None, source: str) -> tuple[Hardware, dict[str, d
                 esxi_version=h.esxi_version,
                 esxi_build=h.esxi_build,
                 bios_version=str(bios) if bios else "",
+                **_esxcli_record(h),
                 ats_enabled=h.ats_enabled,
                 connection_state=h.connection_state,
                 in_maintenance=h.in_maintenance,
@@ -430,7 +451,17 @@ def _bench(records: dict[str, StageRecordModel]) -> Bench:
         resnet50=data.resnet50,
         storage=data.storage.model_dump(mode="json") if data.storage else None,
         verdict=data.verdict,
+        localise=_localisation_part(data),
     )
+
+
+def _localisation_part(data: BenchData) -> dict[str, Any] | None:
+    """bench.json's localisation part (`data.localise`) as a plain dict: its model lives with
+    the bench stage; the report reads it through rackcert.localisation only."""
+    part = getattr(data, "localise", None)
+    if isinstance(part, BaseModel):
+        part = part.model_dump(mode="json")
+    return part if isinstance(part, dict) else None
 
 
 def combine_verdict(

@@ -10,14 +10,20 @@ matching, a verdict that went down) makes the command exit non-zero.
 Noise: a ResNet50 figure recorded with a spread moves when |b - a| exceeds the
 two spreads added and `min_change` (2%) of a; a figure with no recorded spread
 (allreduce busbw, storage) moves when it changes by more than `tolerance` (5%).
+Localisation (issue 34): each link's Gb/s and each node's figures are compared one by
+one, against the rack's own spread of that figure (1.4826 x MAD across links or nodes,
+in each run) and never less than `tolerance`; a node, GPU or link the verdict names now
+and did not name before is a regression of its own ("newly named").
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rackcert.localisation import read_localisation
 from rackcert.report.record import RunRecord
 from rackcert.results import Severity, Status
 from rackcert.runs import RunDir, run_paths, summarize
@@ -68,6 +74,7 @@ class Diff:
     matrix: list[Change] = field(default_factory=list)
     checks: list[Flip] = field(default_factory=list)
     figures: list[Move] = field(default_factory=list)
+    named: list[str] = field(default_factory=list)  # findings B names that A did not
     regressions: list[str] = field(default_factory=list)
 
     @property
@@ -92,8 +99,10 @@ def _dict_changes(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) ->
 
 
 def _host_versions(r: RunRecord) -> dict[str, dict[str, str]]:
-    return {
-        h.name: {
+    """Each host's versions; a driver VIB (as esxcli listed it) is one entry per VIB name."""
+    out: dict[str, dict[str, str]] = {}
+    for h in r.hardware.hosts:
+        entry = {
             k: v
             for k, v in (
                 ("esxi_version", h.esxi_version),
@@ -102,8 +111,11 @@ def _host_versions(r: RunRecord) -> dict[str, dict[str, str]]:
             )
             if v
         }
-        for h in r.hardware.hosts
-    }
+        for vib in h.driver_vibs:  # "name version (vendor)"
+            name, _, rest = vib.partition(" ")
+            entry[f"vib {name}"] = rest
+        out[h.name] = entry
+    return out
 
 
 def _hardware(r: RunRecord) -> dict[str, dict[str, str]]:
@@ -152,26 +164,73 @@ def _checks(a: RunRecord, b: RunRecord) -> list[Flip]:
     return out
 
 
-def _figures(r: RunRecord) -> dict[str, tuple[float, float | None, bool]]:
-    """figure -> (value, spread or None, higher is better)."""
-    out: dict[str, tuple[float, float | None, bool]] = {}
+Figure = tuple[float, float | None, bool, bool]  # value, spread, higher is better, rack-wide
+
+
+def _mad_spread(values: list[float]) -> float | None:
+    """1.4826 x MAD: the rack's own spread of one figure (a robust sigma), from 3 values up."""
+    if len(values) < 3:
+        return None
+    mid = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - mid) for v in values)
+
+
+def _localisation_figures(r: RunRecord) -> dict[str, Figure]:
+    """Each link's Gb/s and each node's figures, spread = the rack's MAD of that figure in
+    that run (how much links or nodes of one rack differ, a bound on one's own noise)."""
+    loc = read_localisation({"localise": r.bench.localise})
+    out: dict[str, Figure] = {}
+    if loc is None:
+        return out
+    links = [x for x in loc.links if x.gbps is not None]
+    spread = _mad_spread([x.gbps for x in links if x.gbps is not None])
+    for x in links:
+        a, b = sorted((x.a, x.b))
+        out[f"link {a}<->{b} Gb/s"] = (x.gbps or 0.0, spread, True, True)
+    for name in sorted({k for n in loc.nodes for k in n.figures}):
+        values = {n.node: n.figures[name] for n in loc.nodes if name in n.figures}
+        node_spread = _mad_spread(list(values.values()))
+        lower_better = "latency" in name or name.endswith(("_us", "_ms", "_s"))
+        for node, value in values.items():
+            out[f"node {node} {name}"] = (value, node_spread, not lower_better, True)
+    return out
+
+
+def _named(a: RunRecord, b: RunRecord) -> list[str]:
+    """The findings of B that name a node, GPU or link A's verdict did not name."""
+    la = read_localisation({"localise": a.bench.localise})
+    lb = read_localisation({"localise": b.bench.localise})
+    if lb is None:
+        return []
+    before = {(f.kind, f.subject) for f in (la.findings if la else [])}
+    return [f.message or f.check for f in lb.findings if (f.kind, f.subject) not in before]
+
+
+def _figures(r: RunRecord) -> dict[str, Figure]:
+    """figure -> (value, spread or None, higher is better, rack-wide: at least `tolerance`)."""
+    out: dict[str, Figure] = {}
     if r.bench.resnet50:
         for p in r.bench.resnet50.points:
             where = f"{p.nodes} nodes" if p.gpus == p.nodes else f"{p.nodes} nodes/{p.gpus} GPUs"
-            out[f"resnet50 images/s at {where}"] = (p.images_per_sec, p.spread, True)
-            out[f"resnet50 scaling efficiency at {where}"] = (p.efficiency, None, True)
+            out[f"resnet50 images/s at {where}"] = (p.images_per_sec, p.spread, True, False)
+            out[f"resnet50 scaling efficiency at {where}"] = (p.efficiency, None, True, False)
     ar = r.bench.allreduce
     if ar and ar.points:
         peak = max(p.busbw_gbps for p in ar.points)
         largest = max(ar.points, key=lambda p: p.size_bytes)
-        out["allreduce peak busbw GB/s"] = (peak, None, True)
-        out[f"allreduce busbw GB/s at {largest.size_bytes} B"] = (largest.busbw_gbps, None, True)
+        out["allreduce peak busbw GB/s"] = (peak, None, True, False)
+        out[f"allreduce busbw GB/s at {largest.size_bytes} B"] = (
+            largest.busbw_gbps,
+            None,
+            True,
+            False,
+        )
     for key, value in _numbers(r.bench.storage or {}, "storage "):
         if "latency" in key:
-            out[key] = (value, None, False)
+            out[key] = (value, None, False, False)
         elif any(w in key for w in ("throughput", "iops", "mb_s", "mib_s", "gb_s")):
-            out[key] = (value, None, True)
-    return out
+            out[key] = (value, None, True, False)
+    return out | _localisation_figures(r)
 
 
 def _numbers(obj: Any, prefix: str):
@@ -186,11 +245,16 @@ def _moves(a: RunRecord, b: RunRecord, tolerance: float, min_change: float) -> l
     fa, fb = _figures(a), _figures(b)
     out = []
     for name in [n for n in fa if n in fb]:
-        (va, sa, up), (vb, sb, _) = fa[name], fb[name]
+        (va, sa, up, rack), (vb, sb, _, _) = fa[name], fb[name]
         if va == 0:
             continue
         rel = (vb - va) / abs(va)
-        if sa or sb:
+        if rack:
+            # One link or node against the rack's spread, and never less than the tolerance
+            # (a uniform rack's MAD is ~0: the run-to-run noise of one link is not).
+            threshold = max(((sa or 0) + (sb or 0)) / abs(va), tolerance)
+            source = f"rack spread ±{sa or 0:.3g} / ±{sb or 0:.3g}, at least {tolerance:.0%}"
+        elif sa or sb:
             threshold = max(((sa or 0) + (sb or 0)) / abs(va), min_change)
             source = f"spreads ±{sa or 0:g} / ±{sb or 0:g}"
         else:
@@ -225,6 +289,7 @@ def diff_records(
         ],
         checks=_checks(a, b),
         figures=_moves(a, b, tolerance, min_change),
+        named=_named(a, b),
     )
     result.regressions = _regressions(result)
     return result
@@ -246,6 +311,7 @@ def _regressions(d: Diff) -> list[str]:
                 f"{m.figure}: {m.before:,.2f} -> {m.after:,.2f} ({m.change:+.1%},"
                 f" beyond {m.threshold:.1%})"
             )
+    out += [f"newly named: {text}" for text in d.named]
     for c in d.matrix:
         if c.before == "matches" and c.after != "matches":
             out.append(f"certified matrix {c.key}: matches -> {c.after}")
@@ -281,6 +347,9 @@ def format_diff(d: Diff) -> list[str]:
         f" ({f.change:+.1%}; threshold {f.threshold:.1%}, {m(f.spread)})"
         for f in moved
     ]
+    if d.named:
+        lines.append("[bold]named by the verdict since the run before[/]")
+        lines += [f"  {m(text)}" for text in d.named]
     if d.regressions:
         lines.append(f"[bold red]REGRESSION[/] ({len(d.regressions)})")
         lines += [f"  - {m(r)}" for r in d.regressions]

@@ -9,10 +9,12 @@ Example:
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rackcert.localisation import read_localisation
 from rackcert.report.record import RunRecord
 from rackcert.results import CheckResult, Status
 from rackcert.secrets import REDACTOR, Redactor
@@ -116,7 +118,54 @@ def _figures(record: RunRecord) -> dict[str, str | None]:
     allreduce = (
         plots.allreduce_svg(bench.allreduce) if bench.allreduce and bench.allreduce.points else None
     )
-    return {"scaling": scaling, "allreduce": allreduce}
+    loc = read_localisation(record.bench.model_dump(mode="json"))
+    heatmap = plots.link_heatmap_svg(loc) if loc and len(loc.names()) > 1 and loc.links else None
+    return {"scaling": scaling, "allreduce": allreduce, "heatmap": heatmap}
+
+
+def _localisation(record: RunRecord) -> dict[str, Any] | None:
+    """The per-node table (each node's figures, the median of its links, what names it), the
+    per-GPU rows and the findings, from bench's localisation part; None without one."""
+    loc = read_localisation(record.bench.model_dump(mode="json"))
+    if loc is None:
+        return None
+    columns = sorted({k for n in loc.nodes for k in n.figures})
+    gpu_columns = sorted({k for n in loc.nodes for _pci, f in n.gpus for k in f})
+    named = loc.named_nodes()
+    rows = []
+    for name in loc.names():
+        node = next((n for n in loc.nodes if n.node == name), None)
+        links = [x.gbps for x in loc.links if name in (x.a, x.b) and x.gbps is not None]
+        found = named.get(name, [])
+        rows.append(
+            {
+                "node": name,
+                "figures": [(node.figures.get(c) if node else None) for c in columns],
+                "bad": {f.figure for f in found},
+                "links": len(links),
+                "link_median": statistics.median(links) if links else None,
+                "named": [f.message or f.check for f in found],
+            }
+        )
+    gpus = [
+        {
+            "node": n.node,
+            "pci": pci,
+            "figures": [figures.get(c) for c in gpu_columns],
+            "named": any(f.kind == "gpu" and f.gpu == pci for f in named.get(n.node, [])),
+        }
+        for n in loc.nodes
+        for pci, figures in n.gpus
+    ]
+    return {
+        "columns": columns,
+        "rows": rows,
+        "gpu_columns": gpu_columns,
+        "gpus": gpus,
+        "findings": loc.findings,
+        "rule": _flatten(loc.rule),
+        "links": len(loc.links),
+    }
 
 
 def _scaling_rows(record: RunRecord) -> list[dict[str, Any]]:
@@ -167,6 +216,7 @@ def context(record: RunRecord) -> dict[str, Any]:
         "storage_rows": _flatten(record.bench.storage) if record.bench.storage else [],
         "environment_rows": _flatten(record.bench.environment),
         "figures": _figures(record),
+        "localisation": _localisation(record),
         "size_label": _size_label,
         "present": {s.stage for s in record.stages if s.present},
     }

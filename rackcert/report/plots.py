@@ -2,8 +2,9 @@
 
 Two figures, as in the seed: the weak-scaling speedup against linear (its
 Figure 2) and the allreduce bus bandwidth over message sizes against the
-link's line rate. Text stays text in the SVG (searchable, crisp in the PDF) and
-the output is deterministic for the same record.
+link's line rate; and the localisation's n x n link heat map (issue 34).
+Text stays text in the SVG (searchable, crisp in the PDF) and the output is
+deterministic for the same record.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import re
 
+from rackcert.localisation import Localisation
 from rackcert.report.record import ReferenceFigure
 from rackcert.results import AllreduceResult, ScalingResult
 
@@ -163,3 +165,56 @@ def allreduce_svg(result: AllreduceResult) -> str:
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", frameon=False, fontsize=8)
     return _svg(fig)
+
+
+def link_heatmap_svg(loc: Localisation) -> str:
+    """The n x n link picture: each cell the pair's Gb/s (lower of the two directions), colour
+    from the rack's own range, the links a finding names outlined in red and marked, the
+    nodes a finding names in red on both axes. A grey cell was not measured (ring pattern)."""
+    return _svg(link_heatmap_figure(loc))
+
+
+def link_heatmap_figure(loc: Localisation):  # noqa: ANN201 - a matplotlib Figure
+    """The heat map as a matplotlib figure (the report inlines it as SVG; tools save a PNG)."""
+    import numpy as np
+
+    plt = _pyplot()
+    names, matrix = loc.link_matrix()
+    n = len(names)
+    values = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
+    size = min(1.6 + 0.42 * n, 9.0)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#eeeeee")
+    measured = values[~np.isnan(values)]
+    top = float(measured.max()) if measured.size else 1.0
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0.0, vmax=top)
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.set_label("Gb/s")
+    index = {name: i for i, name in enumerate(names)}
+    for link in loc.named_links():
+        ends = sorted(link)
+        if len(ends) != 2 or ends[0] not in index or ends[1] not in index:
+            continue
+        i, j = index[ends[0]], index[ends[1]]
+        for x, y in ((i, j), (j, i)):
+            ax.add_patch(
+                plt.Rectangle((y - 0.5, x - 0.5), 1, 1, fill=False, ec=_RED, lw=2.4, zorder=4)
+            )
+            ax.text(y, x + 0.12, "x", ha="center", va="center", color="white", zorder=5)
+    if n <= 12:  # the figures themselves, where they fit in a cell
+        for x in range(n):
+            for y in range(n):
+                if not np.isnan(values[x, y]):
+                    dark = values[x, y] < 0.55 * top
+                    ax.text(y, x - 0.28, f"{values[x, y]:.3g}", ha="center", va="center",
+                            fontsize=6.5, color="white" if dark else "black")  # fmt: skip
+    ax.set_xticks(range(n), names, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(n), names, fontsize=8)
+    bad_nodes = set(loc.named_nodes())
+    for label in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
+        if label.get_text() in bad_nodes:
+            label.set_color(_RED)
+            label.set_fontweight("bold")
+    ax.spines[["top", "right"]].set_visible(True)
+    ax.set_title(f"link bandwidth, {n} nodes (red: named by the verdict)", fontsize=10)
+    return fig

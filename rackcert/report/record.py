@@ -70,6 +70,14 @@ class HostRecord(Model):
     esxi_version: str = ""
     esxi_build: str = ""
     bios_version: str = ""
+    esxcli: str = Field(
+        "", description="answered, or unknown and why (the host did not answer esxcli)"
+    )
+    esxcli_build: str = Field("", description="`esxcli system version get` Build, as the host says")
+    driver_vibs: list[str] = Field(
+        default_factory=list,
+        description="`esxcli software vib list` but VMware's base image: 'name version (vendor)'",
+    )
     ats_enabled: bool | None = None
     connection_state: str = ""
     in_maintenance: bool | None = None
@@ -157,6 +165,11 @@ class Bench(Model):
     verdict: Verdict | None = None
     reference_resnet50: list[ReferenceFigure] = Field(
         default_factory=list, description="Published figures of the chosen reference, for context"
+    )
+    localise: dict[str, Any] | None = Field(
+        None,
+        description="bench's localisation part (bench.json data.localise) as recorded: per-node"
+        " and per-link figures, the outlier rules, findings; read through rackcert.localisation",
     )
 
 

@@ -6,7 +6,8 @@ otherwise, read-only (GET/HEAD), serving only files inside run directories.
 A run whose report was never built gets a live view rendered in memory from
 its stage files; nothing is written to the run directory by browsing it.
 
-Routes: `/` the list, `/api/runs` the same as JSON, `/runs/<rack>/<run>/` a
+Routes: `/` the list, `/api/runs` the same as JSON, `/metrics` the latest run of each
+rack as Prometheus metrics (rackcert.metrics.latest), `/runs/<rack>/<run>/` a
 run's files, `/runs/<rack>/<run>/<file>` a file, `/runs/<rack>/<run>/live`
 the report rendered from the current records.
 
@@ -48,6 +49,7 @@ REPORT_NAME = "report.html"  # rackcert's own report: HTML, under the strict pol
 MAX_SERVED = 64 * 1024 * 1024  # a larger file is cut here, with a note saying so
 MAX_LISTED = 5000  # files shown on a run's page
 CSP = PAGE_CSP + "; frame-ancestors 'none'; sandbox"  # the report's own, and what no meta can
+METRICS_TYPE = "text/plain; version=0.0.4"  # the text exposition format (charset added)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -257,6 +259,11 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(HTTPStatus.OK, body, "application/json", head)
             if path.startswith("/runs/"):
                 return self._run_path(root, path[len("/runs/") :], head)
+            if path == "/metrics":  # Prometheus' scrape: the latest run of each spec
+                from rackcert.metrics.latest import runs_exposition
+
+                body = runs_exposition(root)
+                return self._send(HTTPStatus.OK, body, METRICS_TYPE, head)
         except OSError:
             return self._send(HTTPStatus.INTERNAL_SERVER_ERROR, b"cannot read", "text/plain", head)
         except ValueError:  # a path the OS cannot name (NUL, surrogates): the request was bad

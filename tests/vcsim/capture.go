@@ -140,6 +140,11 @@ type ReplayVM struct {
 		Value string `json:"value"`
 	} `json:"extra_config"`
 	Devices []ReplayDevice `json:"devices"`
+	// DeviceGroups are the vendor device groups the VM held (config.deviceGroups, vSphere 8).
+	DeviceGroups []struct {
+		Key  int32  `json:"key"`
+		Name string `json:"name"`
+	} `json:"device_groups"`
 }
 
 // ReplayDevice is one captured disk, NIC or PCI passthrough device.
@@ -160,6 +165,9 @@ type ReplayDevice struct {
 		VendorID int `json:"vendor_id"`
 		DeviceID int `json:"device_id"`
 	} `json:"allowed"`
+	// GroupKey and GroupSequence are the device's deviceGroupInfo, when it is a group member.
+	GroupKey      *int32 `json:"group_key"`
+	GroupSequence *int32 `json:"group_sequence"`
 }
 
 // capturedSystemIDs overrides passthruSystemID per host name (poweron.go).
@@ -410,6 +418,7 @@ func replayVM(ctx context.Context, c *vim25.Client, f *replayFolders, rack *Rack
 		}
 		vm.Config.ExtraConfig = extra
 	})
+	replayHeldGroups(vm, vd) // devicegroup_config.go keeps them: read back and judged as made
 	if vd.Template {
 		return object.NewVirtualMachine(c, ref).MarkAsTemplate(ctx)
 	}
@@ -489,4 +498,47 @@ func replayDevices(devices []ReplayDevice) ([]types.BaseVirtualDeviceConfigSpec,
 		}
 	}
 	return changes, nil
+}
+
+// replayHeldGroups gives a replayed VM the device groups it held: its passthrough devices
+// were created in the captured order, so the n-th one is the n-th captured passthrough
+// device, with its captured groupInstanceKey and sequenceId.
+func replayHeldGroups(vm *simulator.VirtualMachine, vd ReplayVM) {
+	if len(vd.DeviceGroups) == 0 {
+		return
+	}
+	var captured []ReplayDevice
+	for _, d := range vd.Devices {
+		if d.Kind == "pci_passthrough" {
+			captured = append(captured, d)
+		}
+	}
+	members := map[int32]map[int32]int32{} // group key -> sequence -> device key
+	i := 0
+	for _, dev := range vm.Config.Hardware.Device {
+		pt, ok := dev.(*types.VirtualPCIPassthrough)
+		if !ok || i >= len(captured) {
+			continue
+		}
+		d := captured[i]
+		i++
+		if d.GroupKey == nil || d.GroupSequence == nil {
+			continue
+		}
+		if members[*d.GroupKey] == nil {
+			members[*d.GroupKey] = map[int32]int32{}
+		}
+		members[*d.GroupKey][*d.GroupSequence] = pt.Key
+	}
+	var held []heldGroup
+	for _, g := range vd.DeviceGroups {
+		h := heldGroup{Name: g.Name, Key: g.Key}
+		for seq := int32(0); seq < int32(len(members[g.Key])); seq++ {
+			if key, ok := members[g.Key][seq]; ok {
+				h.Members = append(h.Members, key)
+			}
+		}
+		held = append(held, h)
+	}
+	vmGroups.Store(vm.Self.Value, held)
 }

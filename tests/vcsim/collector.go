@@ -79,6 +79,10 @@ func (pc *PagingCollector) RetrievePropertiesEx(ctx *simulator.Context, r *types
 			}
 			var paths []string
 			for _, p := range ps.PathSet {
+				if p == deviceGroupsPath && ps.Type == "VirtualMachine" { // devicegroup_read.go
+					asked[ps.Type][p] = true
+					continue
+				}
 				if k, ok := parseKeyed(p); ok {
 					keyed[ps.Type] = append(keyed[ps.Type], k)
 					paths = append(paths, k.base)
@@ -100,6 +104,9 @@ func (pc *PagingCollector) RetrievePropertiesEx(ctx *simulator.Context, r *types
 	for i := range objects {
 		if k := keyed[objects[i].Obj.Type]; len(k) > 0 {
 			objects[i] = selectKeyed(objects[i], k, asked[objects[i].Obj.Type])
+		}
+		if objects[i].Obj.Type == "VirtualMachine" {
+			decorateGroups(&objects[i], asked["VirtualMachine"][deviceGroupsPath])
 		}
 	}
 	limit := pageLimit

@@ -4,16 +4,18 @@ package main
 // Python derives it from a rack spec (or from a host count for the benchmark),
 // so the Go side only turns data into simulator objects.
 type Description struct {
-	Listen       string     `json:"listen"` // 127.0.0.1:PORT (0: any free port)
-	User         string     `json:"user"`
-	PasswordFile string     `json:"password_file"`
-	TLS          bool       `json:"tls"`
-	CertFile     string     `json:"cert_file"` // PEM certificate, written if absent
-	KeyFile      string     `json:"key_file"`
-	Datacenter   string     `json:"datacenter"`
-	Cluster      string     `json:"cluster"`
-	Hosts        []HostDesc `json:"hosts"`
-	VMs          []VMDesc   `json:"vms"`
+	Listen       string `json:"listen"` // 127.0.0.1:PORT (0: any free port)
+	User         string `json:"user"`
+	PasswordFile string `json:"password_file"`
+	TLS          bool   `json:"tls"`
+	CertFile     string `json:"cert_file"` // PEM certificate, written if absent
+	KeyFile      string `json:"key_file"`
+	Datacenter   string `json:"datacenter"`
+	Cluster      string `json:"cluster"`
+	// VcenterVersion is the vCenter release the twin stands for (vsphere8.go): 7.0.3 or 8.0.3.
+	VcenterVersion string     `json:"vcenter_version"`
+	Hosts          []HostDesc `json:"hosts"`
+	VMs            []VMDesc   `json:"vms"`
 	// The site's templates, datastores and port groups (template.go).
 	Templates  []TemplateDesc `json:"templates"`
 	Datastores []string       `json:"datastores"`
@@ -53,6 +55,26 @@ type HostDesc struct {
 	// NoEsxcli: the host does not answer esxcli over the API (esxcli.go), as a host
 	// whose vCenter role lacks Host.Config or whose hostd refuses the executer.
 	NoEsxcli bool `json:"no_esxcli"`
+	// ManagementIP is vmk0's address (hostidentity.go); empty: the name if an IP, else the lab range.
+	ManagementIP string `json:"management_ip"`
+	// VIBs is the host's software (hostsoftware.go); nil: the VIBs its hardware needs.
+	VIBs []VIB `json:"vibs"`
+	// DeviceGroups are the host's vendor device groups (devicegroups.go): an HGX board's
+	// Fabric Manager partitions, NVLink-bridged PCIe pairs; served only on vSphere 8.
+	DeviceGroups []DeviceGroupDesc `json:"device_groups"`
+}
+
+// DeviceGroupDesc is one vendor device group of a host, as ESXi's NVIDIA GPU manager
+// reports it: its name, and its GPUs (PCI ids) with the backing each takes in a VM.
+type DeviceGroupDesc struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	GPUs        []string `json:"gpus"`
+	// Vgpu is the vGPU profile each member offers ("": the members are passthrough GPUs).
+	Vgpu string `json:"vgpu"`
+	// DeviceNames, when given, are the members' device names as captured (a replayed vGPU
+	// member names no PCI function to look its name up by).
+	DeviceNames []string `json:"device_names"`
 }
 
 // PCIDesc is one PCI function as ESXi reports it in hardware.pciDevice.

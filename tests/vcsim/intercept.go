@@ -143,8 +143,14 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 		if answerRead(w, method) || answerEsxcli(w, method) { // shapes.go, esxcli.go
 			return
 		}
+		if answerDeviceGroups(w, method) || answerConfigTarget(w, r, method, i.next) { // devicegroups.go
+			return
+		}
 		if task := i.handle(method); task != nil {
 			writeTaskResponse(w, method.Name, *task)
+			return
+		}
+		if serveDeviceGroups(w, r, method, body, i.next) { // devicegroup_config.go
 			return
 		}
 	}

@@ -47,6 +47,9 @@ func main() {
 		log.Fatalf("rackcert-vcsim: %v", err)
 	}
 
+	if err := selectRelease(desc.VcenterVersion); err != nil { // vsphere8.go
+		log.Fatalf("rackcert-vcsim: %s: %v", *descPath, err)
+	}
 	ctx := context.Background()
 	rack, err := BuildRack(ctx, &desc)
 	if err != nil {

@@ -110,6 +110,9 @@ func powerOnRefusal(vm *simulator.VirtualMachine) string {
 			}
 		}
 	}
+	if msg := deviceGroupRefusal(vm, hs, prefix); msg != "" { // devicegroup_config.go
+		return msg
+	}
 	if msg := vgpuRefusal(vm, hs, prefix); msg != "" {
 		return msg
 	}

@@ -82,6 +82,8 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 		ref := info.Result.(types.ManagedObjectReference)
 		hs := simulator.Map.Get(ref).(*simulator.HostSystem)
 		configureHost(hs, hd)
+		setHostIdentity(hs, hd, i) // hostidentity.go: DNS and vmk0 agree with the inventory name
+		setHostSoftware(hs, hd)    // hostsoftware.go: the VIBs its hardware needs
 		rack.Hosts[hd.Name] = hs
 		dss, err := object.NewHostSystem(c, ref).ConfigManager().DatastoreSystem(ctx)
 		if err != nil {
@@ -93,6 +95,7 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 	}
 	wrapEnvironmentBrowser(simulator.Map.Get(cluster.Reference()).(*simulator.ClusterComputeResource))
 	shapeCluster(simulator.Map.Get(cluster.Reference()).(*simulator.ClusterComputeResource))
+	wrapSearchIndex(*c.ServiceContent.SearchIndex) // searchindex.go
 	pageLimit = desc.PageSize
 	wrapPropertyCollector(c.ServiceContent.PropertyCollector)
 	pool, err := cluster.ResourcePool(ctx)
@@ -241,6 +244,8 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		}
 		availability.own(types.ManagedObjectReference{Type: "ReflectManagedMethodExecuter",
 			Value: executerPrefix + hs.Self.Value}, hs)
+		availability.own(types.ManagedObjectReference{Type: "InternalDynamicTypeManager",
+			Value: typeMgrPrefix + hs.Self.Value}, hs)
 		ref := simulator.Map.Put(options).Reference()
 		hs.ConfigManager.AdvancedOption = &ref
 		cfg.Option = options.Setting
@@ -257,7 +262,8 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		hs.ConfigManager.GraphicsManager = &gmRef
 		availability.own(ptsRef, hs)
 		availability.own(ref, hs)
-		addHostManagers(hs) // hostobjects.go: the managers every ESXi host has
+		addDeviceGroups(hs, hd) // devicegroups.go: vSphere 8 hosts list their vendor device groups
+		addHostManagers(hs)     // hostobjects.go: the managers every ESXi host has
 	})
 }
 

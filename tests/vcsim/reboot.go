@@ -131,10 +131,11 @@ func startReboot(hs *simulator.HostSystem) {
 		time.Sleep(down)
 		simulator.Map.WithLock(hs, func() {
 			reboot(hs)
+			// Up before vCenter shows it connected: a client that sees "connected" can call it.
+			availability.setDown(hs, false)
 			hs.Runtime.ConnectionState = types.HostSystemConnectionStateConnected
 			hs.Runtime.PowerState = types.HostSystemPowerStatePoweredOn
 		})
-		availability.setDown(hs, false)
 	}()
 }
 

@@ -172,6 +172,13 @@ class HorovodComm(Comm):
     def __init__(self, device: str = "auto") -> None:
         import horovod.torch as hvd
 
+        if "SLURM_PROCID" in os.environ and not hvd.mpi_built():
+            # Under srun no horovodrun hands out a Gloo rendezvous: the ranks meet through
+            # MPI_Init, and a Gloo-only build would wait for a rendezvous that never comes.
+            raise RuntimeError(
+                "Horovod here was built without MPI; under srun its ranks meet through MPI:"
+                " rebuild it with HOROVOD_WITH_MPI=1 against the nodes' Open MPI"
+            )
         hvd.init()
         self._hvd = hvd
         self.rank, self.world_size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()

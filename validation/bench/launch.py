@@ -319,12 +319,35 @@ def _staying_shell(setup: str, cleanup: str, env_prefix: str, argv: list[str]) -
     )
 
 
+_LABEL_RE = re.compile(r"\d+: ")  # srun --label's "<task>: "
+
+
 def parse_result(text: str) -> dict[str, Any] | None:
-    """Rank 0's result from a launch's output (lines may carry an engine's rank prefix)."""
-    for line in reversed(text.splitlines()):
-        at = line.find(MARKER)
-        if at >= 0:
-            return json.loads(line[at + len(MARKER) :])
+    """Rank 0's result from a launch's output (lines may carry an engine's rank prefix).
+
+    A launcher may cut the long result line into pieces, each under the rank's prefix:
+    Slurm 22.05's srun --label was seen forwarding a task's line in 1024-byte pieces, each
+    on a line of its own ("0: <piece>"), other tasks' lines possibly between them. The
+    pieces that follow under the same prefix are joined back until the JSON is whole.
+    """
+    lines = text.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        at = lines[index].find(MARKER)
+        if at < 0:
+            continue
+        prefix, body = lines[index][:at], lines[index][at + len(MARKER) :]
+        for following in [None, *lines[index + 1 :]]:
+            if following is not None:
+                if prefix and _LABEL_RE.match(following) and not following.startswith(prefix):
+                    continue  # another task's line between the pieces
+                if not prefix or not following.startswith(prefix):
+                    break
+                body += following[len(prefix) :]
+            try:
+                return dict(json.loads(body))
+            except ValueError:
+                continue
+        return dict(json.loads(body))  # not whole: the parser's own error says where
     return None
 
 

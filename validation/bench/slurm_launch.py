@@ -17,6 +17,11 @@ name the job ids and the nodes Slurm chose (`placement`).
 
 Nothing of this process's environment reaches the ranks (`--export=NONE`): the task's
 shell sets the named variables only, as the SSH launchers' `env -i` does.
+
+Horovod runs the same way, as DeepOps runs it: `srun --mpi=pmix` starts every rank and
+Horovod (built with MPI against Debian's Open MPI) meets the others through MPI_Init and
+the step's PMIx server. `--mpi=pmi2` is no choice with Debian's Open MPI: it was "not built
+with SLURM's PMI support".
 """
 
 from __future__ import annotations
@@ -52,7 +57,11 @@ def srun_argv(
         f"--job-name={job_name}",
         "--export=NONE",
         "--kill-on-bad-exit=1",
-        "--unbuffered",
+        # Whole lines, each with its task: with --unbuffered slurmstepd forwards raw chunks
+        # (a pty per task), and rank 0's long result line was seen cut by rank 1's output.
+        # Without it each task's output arrives line by line (PYTHONUNBUFFERED below keeps
+        # them prompt), and --label prefixes "<task>: ", which the result parser reads past.
+        "--label",
         "--chdir=/tmp",  # this checkout's directory is no path on the nodes
     ]
     if gpus:
@@ -64,22 +73,56 @@ def srun_argv(
     return argv
 
 
+def horovod_env(interface: str | None) -> dict[str, str]:
+    """What a Horovod rank under `srun --mpi=pmix` needs beside Slurm's own variables.
+
+    Horovod's MPI controller and MPI operations (HOROVOD_CONTROLLER, HOROVOD_CPU_OPERATIONS
+    are read at hvd.init(), horovod/common/utils/env_parser.cc), the way DeepOps runs
+    Horovod under Slurm; GPU tensors still go through NCCL where Horovod was built with it.
+    Open MPI 4 refuses to run as root unless both OMPI_ALLOW_RUN_AS_ROOT variables are set
+    (mpirun's --allow-run-as-root does it there; a direct launch has no mpirun), and keeps
+    its TCP traffic on the data interface through the MCA variables mpirun's --mca sets.
+    """
+    env = {
+        "HOROVOD_CONTROLLER": "mpi",
+        "HOROVOD_CPU_OPERATIONS": "mpi",
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    }
+    if interface:
+        env |= {"OMPI_MCA_btl_tcp_if_include": interface, "OMPI_MCA_oob_tcp_if_include": interface}
+    return env
+
+
 def task_script(
-    python: str, worker_args: list[str], *, rdzv_port: int, env: dict[str, str] | None = None
+    python: str,
+    worker_args: list[str],
+    *,
+    rdzv_port: int,
+    env: dict[str, str] | None = None,
+    backend: str = "torch",
 ) -> str:
-    """What each task runs: say where it is, find the step's first node, start the worker."""
-    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+    """What each task runs: say where it is, find the step's first node, start the worker.
+
+    torch.distributed ranks start from an empty environment plus the named variables
+    (`env -i`). Horovod ranks keep the task's own environment: Open MPI's MPI_Init finds
+    the step's PMIx server through the PMIX_* variables slurmstepd sets (a direct launch,
+    srun(1) --mpi=pmix), and srun's --export=NONE already kept this machine's out of it.
+    """
+    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+    named |= {**_forwarded_env(), **(env or {})}
     # Slurm binds each task's GPU (--gpus-per-task 1) through the task's own
     # CUDA_VISIBLE_DEVICES: that one goes on, never this machine's.
     named.pop("CUDA_VISIBLE_DEVICES", None)
     pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
-    worker = shlex.join([python, *WORKER, *worker_args])
+    worker = shlex.join([python, *WORKER, "--backend", backend, *worker_args])
+    empty = "-i " if backend == "torch" else ""
     return (
         f"export PATH={NODE_PATH}; "
         f'echo "{TAG} job=$SLURM_JOB_ID node=$SLURMD_NODENAME rank=$SLURM_PROCID" >&2; '
         'first=$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1); '
         '[ -n "$first" ] || { echo "error: no first node in $SLURM_STEP_NODELIST" >&2; exit 2; }; '
-        f'cd /tmp && exec env -i HOME="${{HOME:-/tmp}}" {pairs}'
+        f'cd /tmp && exec env {empty}HOME="${{HOME:-/tmp}}" {pairs}'
         f" MASTER_ADDR=$first MASTER_PORT={rdzv_port}"
         " RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID"
         ' ${CUDA_VISIBLE_DEVICES+"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}'
@@ -101,8 +144,11 @@ def build(
     client_conf: str | None,
     rdzv_port: int = 29400,
     env: dict[str, str] | None = None,
+    backend: str = "torch",
+    interface: str | None = None,
 ) -> Launch:
-    """The Launch that runs one measurement as one Slurm job step."""
+    """The Launch that runs one measurement as one Slurm job step (torch.distributed or
+    Horovod ranks; Horovod needs a build with MPI, see horovod_env)."""
     argv = srun_argv(
         nodes=nodes,
         tasks_per_node=tasks_per_node,
@@ -112,7 +158,9 @@ def build(
         immediate_s=immediate_s,
         job_name="rackcert-bench",
     )
-    script = task_script(python, worker_args, rdzv_port=rdzv_port, env=env)
+    if backend == "horovod":
+        env = {**horovod_env(interface), **(env or {})}
+    script = task_script(python, worker_args, rdzv_port=rdzv_port, env=env, backend=backend)
     slurm_env = {"SLURM_CONF": client_conf} if client_conf else {}
     return Launch(label, [[*argv, "/bin/sh", "-c", script]], env=slurm_env)
 

@@ -109,17 +109,11 @@ class BenchOptions:
             raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
         if self.gpus and not self.local:
             raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
-        if self.backend == "horovod" and self.launcher == "srun":
-            raise InputError(SRUN_NOT_HOROVOD)
         if self.reservation and self.launcher != "srun":
             raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
 
 
 SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
-SRUN_NOT_HOROVOD = (
-    "--launcher srun starts torch.distributed ranks from Slurm's environment;"
-    " Horovod under srun needs an MPI build: use --backend gloo or nccl"
-)
 # (field, the CLI flag that sets it, its choices): one table, read by __post_init__.
 _CHOICES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("precision", "--precision", ("fp16", "bf16", "fp32")),
@@ -418,6 +412,8 @@ def srun_launch(
         client_conf=spec.slurm.client_conf,
         rdzv_port=opts.rdzv_port,
         env=env,
+        backend=engine.worker_backend,
+        interface=opts.network_interface or spec.network.interface,
     )
 
 
@@ -441,8 +437,6 @@ def launcher_of(opts: BenchOptions, engine: Engine) -> str:
     if opts.launcher != "auto":
         if opts.launcher == "horovodrun" and engine.worker_backend != "horovod":
             raise InputError("--launcher horovodrun starts Horovod ranks: use --backend horovod")
-        if opts.launcher == "srun" and engine.worker_backend == "horovod":
-            raise InputError(SRUN_NOT_HOROVOD)
         if opts.launcher == "torchrun" and engine.worker_backend == "horovod":
             raise InputError("--launcher torchrun starts torch.distributed ranks, not Horovod")
         return opts.launcher

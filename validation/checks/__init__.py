@@ -133,7 +133,7 @@ class CheckDef:
 
 
 REGISTRY: dict[str, CheckDef] = {}
-MODULES = ("node", "gpu", "nic", "container", "storage", "os", "ssh", "hypervisor")
+MODULES = ("node", "gpu", "hgx", "nic", "container", "storage", "os", "ssh", "hypervisor")
 
 
 def check(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rackcert.observed import ObservedHost, ObservedVm
 from rackcert.placement import VmPlacement
-from rackcert.results import Severity
+from rackcert.results import Severity, Status
 from rackcert.spec import GpuMode, NicMode, Spec, VmTemplate
 from rackcert.vsphere_rules import (
     ATS_OPTION,
@@ -194,6 +194,66 @@ def host_nic_passthrough(ctx: HostCtx) -> Outcome:
     Fix: rackcert provision (UpdatePassthruConfig on the NIC), then reboot the host.
     """
     return _passthrough(ctx, ctx.nics, "passthrough NIC")
+
+
+def _esxcli_unknown(ctx: HostCtx, expected: str) -> Outcome | None:
+    """A host that did not answer esxcli: unknown (an error, never a pass).
+
+    A record whose discovery did not ask (an older rackcert, `discover` without esxcli) is
+    skipped with what to run: it says nothing of the host.
+    """
+    facts = ctx.observed.esxcli
+    if facts is None:
+        return skipped("this discovery did not ask the host through esxcli: re-run rackcert plan")
+    if not facts.answered:
+        return Outcome(Status.error, "unknown", expected, facts.error or "no esxcli answer")
+    return None
+
+
+@check("hv.host.esxcli_passthrough", scope="host")
+def host_esxcli_passthrough(ctx: HostCtx) -> Outcome:
+    """esxcli on the host lists every GPU and NIC given to a VM as passthrough-enabled.
+
+    Fix: `esxcli hardware pci pcipassthru set -d <pci> -e true` (or rackcert provision), reboot.
+    """
+    wanted = sorted(set(ctx.gpus) | set(ctx.nics))
+    if not wanted:
+        return skipped("no GPU or NIC of this host is given to a VM")
+    unknown = _esxcli_unknown(ctx, "passthrough enabled")
+    if unknown is not None:
+        return unknown
+    assert ctx.observed.esxcli is not None
+    seen = {pci_address(k): v for k, v in ctx.observed.esxcli.passthru.items()}
+    states = []
+    for pci in wanted:
+        state = seen.get(pci_address(pci))
+        states.append(
+            f"{pci} {'not listed' if state is None else 'enabled' if state else 'disabled'}"
+        )
+    bad = [s for s in states if not s.endswith(" enabled")]
+    if bad:
+        return failed(", ".join(states), "passthrough enabled", "; ".join(bad))
+    return passed(", ".join(states), "passthrough enabled")
+
+
+@check("hv.host.vaai_ats", scope="host", severity=Severity.info)
+def host_vaai_ats(ctx: HostCtx) -> Outcome:
+    """The VAAI ATS status of the host's storage devices, as esxcli reports it, is on record.
+
+    Fix: `esxcli storage core device vaai status get` on the host (shared VMFS wants ATS).
+    """
+    unknown = _esxcli_unknown(ctx, "ATS status of every device")
+    if unknown is not None:
+        return unknown
+    assert ctx.observed.esxcli is not None
+    devices = ctx.observed.esxcli.vaai
+    if not devices:
+        return skipped("the host reports no storage device")
+    seen = ", ".join(f"{d.device} ATS {d.ats_status or 'unknown'}" for d in devices)
+    unread = [d.device for d in devices if d.ats_status not in ("supported", "unsupported")]
+    if unread:
+        return failed(seen, "ATS status of every device", f"status unknown: {', '.join(unread)}")
+    return passed(seen, "ATS status of every device")
 
 
 # -- VMs --------------------------------------------------------------------------------------
