@@ -77,11 +77,15 @@ def test_twin_tasks_take_modelled_time_queue_at_vcenter_limits_and_show_progress
         ]
         seen_states: list[list[str]] = []
         progress: set[int] = set()
-        while True:
-            infos = [t.info for t in tasks]
-            states = [str(i.state) for i in infos]
+        while True:  # one retrieval per look: a snapshot of all ten at one moment
+            infos = _task_infos(si, tasks)
+            states = [str(i.get("info.state")) for i in infos]
             seen_states.append(states)
-            progress |= {i.progress for i in infos if i.state == "running" and i.progress}
+            progress |= {
+                i["info.progress"]
+                for i in infos
+                if i.get("info.state") == "running" and i.get("info.progress")
+            }
             if all(s in ("success", "error") for s in states):
                 break
             time.sleep(0.05)
@@ -102,6 +106,19 @@ def test_twin_tasks_take_modelled_time_queue_at_vcenter_limits_and_show_progress
             time.sleep(0.005)
         assert time.monotonic() - started >= 3 * SCALE * 0.95
         assert vm.config.hardware.numCPU == 4
+
+
+def _task_infos(si: Any, tasks: list[Any]) -> list[dict[str, Any]]:
+    from pyVmomi import vim, vmodl
+
+    pc = vmodl.query.PropertyCollector
+    spec = pc.FilterSpec(
+        objectSet=[pc.ObjectSpec(obj=t, skip=False) for t in tasks],
+        propSet=[pc.PropertySpec(type=vim.Task, pathSet=["info.state", "info.progress"])],
+    )
+    found = {o.obj._moId: {p.name: p.val for p in o.propSet} for o in
+             si.content.propertyCollector.RetrieveContents([spec])}  # fmt: skip
+    return [found[t._moId] for t in tasks]
 
 
 def _spans(record: dict[str, Any], kind: str) -> list[tuple[float, float]]:
