@@ -1,24 +1,33 @@
 """Carry out a plan against vCenter: the only module that changes the rack.
 
-Hosts first, one at a time: maintenance mode, ATS boot option, passthrough,
-reboot, exit maintenance mode. Then VMs: create (and power on) or reconfigure. A host with
-powered-on VMs is never put in maintenance or rebooted, and a powered-on VM is
-never changed, unless `power_cycle` is set (then those VMs are powered off
-first and on again afterwards). Every long operation is a task that is waited
-on; a task fault stops the run with the fault's own message (`ApplyError`),
-and `on_done` has been called for every action finished before it, so the
-record keeps what was done and a re-run plans only what is left.
+Hosts and VMs in bounded parallel (provision/pace.py says how much and why). Each host is
+one lane: its maintenance window (ATS boot option, passthrough, reboot, exit), then its
+VMs' chains (clone, customize, power on, wait; or reconfigure), each VM its own chain,
+with at most `parallelism` vCenter tasks in flight over the whole rack. A host with
+powered-on VMs is never put in maintenance or rebooted, and a powered-on VM is never
+changed, unless `power_cycle` is set (then those VMs are powered off first and on again
+afterwards, and such hosts go in waves of what the cluster can lose). Every long operation
+is a task that is waited on. A fault stops only its own lane: the rest of that host's
+chain and its VMs (or the rest of that VM's chain) are recorded skipped, the other lanes
+finish, and then `ApplyError` names every failed host and VM. `on_done` runs after every
+finished or skipped action, so the record keeps what was done and a re-run plans only
+what is left.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision import lifecycle
+from provision import lifecycle, maintenance_mark
 from provision.host_steps import HOST_STEPS, Timeouts, prepare_host
+from provision.maintenance_mark import field_key
+from provision.pace import Pace, cluster_tolerance, host_waves
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
+from provision.taskwatch import watching
 from provision.vsphere_ops import (
     ApplyError,
     Event,
@@ -30,13 +39,15 @@ from provision.vsphere_ops import (
     passthrough_specs,
     power_vm,
     quiet,
+    set_poll_cap,
     vm_ref,
     wait_task,
 )
+from rackcert.runs import utc_now
 from rackcert.stage_records import DoneAction, ProvisionData, SkippedAction
 from rackcert.vsphere_rules import TRANSIENT_FAULTS
 
-__all__ = ["ApplyError", "Timeouts", "apply", "wait_task"]
+__all__ = ["ApplyError", "Pace", "Timeouts", "apply", "wait_task"]
 
 
 @dataclass
@@ -98,7 +109,7 @@ def _create_vm(step: VmStep, action: Action) -> str | Left:
 def _reconfigure_vm(step: VmStep, action: Action) -> str | Left:
     from pyVmomi import vim
 
-    ref = {"name": action.target, "moid": action.params["vm_moid"]}
+    ref = {"name": action.target, "moid": action.params["vm_moid"], "host": action.host}
     if action.needs_power_cycle and ref not in step.restart:
         _power(step.si, [ref], on=False, on_event=step.on_event)
         step.restart.append(ref)
@@ -183,89 +194,311 @@ def apply(
     on_done: Callable[[ProvisionData], None] | None = None,
     timeouts: Timeouts | None = None,
     power_on: bool = True,
+    pace: Pace | None = None,
+    run_id: str = "provision",
 ) -> ProvisionData:
-    """Apply `actions` in order into `data` (done, skipped, what each wait saw).
+    """Apply `actions` into `data` (done, skipped, each host's and VM's state, waits).
 
     `on_done(data)` runs after each finished or skipped action, so the caller can record
     the stage after every step and a fault loses nothing. VMs it creates are powered on
     unless `power_on` is False (ESXi checks their passthrough devices only then); VMs it
-    powered off to change are powered on again.
+    powered off to change are powered on again. `pace` bounds what runs at once.
     """
     data = data if data is not None else ProvisionData()
-    timeouts = timeouts or Timeouts()
-    current: list[Action] = []
-    outer = on_event
-
-    def on_event(event: str, action: Action | None, detail: str) -> None:  # noqa: F811
-        if event == "start" and action is not None:
-            current[:] = [action]
-        outer(event, action, detail)
-
-    def done(action: Action, note: str) -> None:
-        data.done.append(DoneAction(**action.model_dump(), result=note or "done"))
-        on_event("done", action, note)
-        if on_done:
-            on_done(data)
-
-    def skip(action: Action, why: str) -> None:
-        data.skipped.append(SkippedAction(**action.model_dump(), skipped=why))
-        on_event("skipped", action, why)
-        if on_done:
-            on_done(data)
-
-    step = VmStep(si=si, on_event=on_event, data=data, power_on=power_on)
-    skipped_hosts: set[str] = set()
-    try:
-        hosts: dict[str, list[Action]] = {}
-        for action in actions:
-            if action.kind in HOST_KINDS:
-                hosts.setdefault(action.host, []).append(action)
-        for name, host_actions in hosts.items():
-            for action in [a for a in host_actions if a.blocked]:
-                skip(action, action.blocked or "")
-            host_actions = [a for a in host_actions if not a.blocked]
-            if not host_actions:
-                continue
-            running = host_actions[0].params.get("powered_on_vms") or []
-            if running and not power_cycle:
-                skipped_hosts.add(name)
-                names = ", ".join(v["name"] for v in running)
-                for action in host_actions:
-                    skip(action, f"host has powered-on VM(s) {names}; re-run with --power-cycle")
-                continue
-            if running:
-                _power(si, running, on=False, on_event=on_event)
-                step.restart += running
-            prepare_host(si, name, host_actions, on_event, done, timeouts)
-        for action in actions:
-            if action.kind in HOST_KINDS:
-                continue
-            why = _why_not(step, action, power_cycle, skipped_hosts)
-            if why:
-                skip(action, why)
-                continue
-            on_event("start", action, "")
-            outcome = VM_STEPS[action.kind](step, action)
-            if isinstance(outcome, Left):
-                skip(action, outcome.why)
-            else:
-                done(action, outcome)
-        _power(si, step.restart, on=True, on_event=on_event)
-        _raise_unanswered(data)
-    except ApplyError:
-        raise
-    except TRANSIENT_FAULTS as exc:
-        raise ApplyError(
-            f"the connection to vCenter dropped ({type(exc).__name__}); what was done is"
-            " recorded: re-run provision to finish"
-        ) from None
-    except Exception as exc:  # pyVmomi raises vmodl.MethodFault subclasses for API faults
-        msg = getattr(exc, "msg", None)
-        if msg is None:
-            raise
-        where = f"{current[0].target}: {current[0].kind}" if current else "provision"
-        raise ApplyError(f"{where} refused by vCenter: {msg}") from None
+    run = _Run(si, data, on_event, on_done, power_cycle, timeouts or Timeouts(), pace or Pace())
+    run.step.power_on = power_on
+    run.run_id = run_id
+    set_poll_cap(max(0.001, 2 * run.pace.poll_s))
+    lifecycle.WAIT_POLL_S["interval"] = run.pace.poll_s
+    with watching(si, interval=2 * run.pace.poll_s):
+        run.go(actions)
     return data
+
+
+@dataclass
+class _Lane:
+    """One host: its host actions (maybe none) and its VMs' chains, in plan order."""
+
+    host: str
+    host_actions: list[Action] = field(default_factory=list)
+    vms: dict[str, list[Action]] = field(default_factory=dict)
+    running: list[dict[str, str]] = field(default_factory=list)  # powered-on workload VMs
+
+
+class _Run:
+    """One apply: the lanes, the task slots, the thread-safe record and progress."""
+
+    def __init__(
+        self,
+        si: Any,
+        data: ProvisionData,
+        on_event: Event,
+        on_done: Callable[[ProvisionData], None] | None,
+        power_cycle: bool,
+        timeouts: Timeouts,
+        pace: Pace,
+    ) -> None:
+        self.si = si
+        self.data = data
+        self.outer = on_event
+        self.on_done = on_done
+        self.power_cycle = power_cycle
+        self.timeouts = timeouts
+        self.pace = pace
+        self.run_id = "provision"
+        self.lock = threading.RLock()
+        self.slots = threading.Semaphore(max(1, pace.parallelism))
+        self.started: dict[int, str] = {}
+        self.current: dict[int, Action] = {}  # thread -> the action it carries out
+        self.failed: dict[str, str] = {}  # host or VM -> why its lane stopped
+        self.skipped_hosts: set[str] = set()
+        self.step = VmStep(si=si, on_event=self.event, data=data, power_on=True)
+        self.mark_key: int | None = None
+
+    # -- the record, from any thread ------------------------------------------------------
+    def event(self, kind: str, action: Action | None, detail: str) -> None:
+        """apply's progress hook, from any thread; a task's progress without an action is
+        this thread's current action's (each lane's chain runs in its own thread)."""
+        ident = threading.get_ident()
+        with self.lock:
+            if kind == "start" and action is not None:
+                self.started[id(action)] = utc_now()
+                self.current[ident] = action
+            elif action is None:
+                action = self.current.get(ident)
+            self.outer(kind, action, detail)
+
+    def done(self, action: Action, note: str) -> None:
+        with self.lock:
+            started = self.started.get(id(action), utc_now())
+            self.data.done.append(
+                DoneAction(
+                    **action.model_dump(),
+                    result=note or "done",
+                    started_at=started,
+                    ended_at=utc_now(),
+                )
+            )
+            self.outer("done", action, note)
+            if self.on_done:
+                self.on_done(self.data)
+
+    def skip(self, action: Action, why: str) -> None:
+        with self.lock:
+            self.data.skipped.append(
+                SkippedAction(**action.model_dump(), skipped=why, ended_at=utc_now())
+            )
+            self.outer("skipped", action, why)
+            if self.on_done:
+                self.on_done(self.data)
+
+    def state(self, kind: str, name: str, **values: Any) -> None:
+        with self.lock:
+            book = self.data.hosts if kind == "host" else self.data.vms
+            book.setdefault(name, {}).update(values)
+
+    # -- lanes ----------------------------------------------------------------------------
+    def lanes(self, actions: list[Action]) -> list[_Lane]:
+        lanes: dict[str, _Lane] = {}
+        for action in actions:
+            lane = lanes.setdefault(action.host, _Lane(action.host))
+            if action.kind in HOST_KINDS:
+                if action.blocked:
+                    self.skip(action, action.blocked)
+                else:
+                    lane.host_actions.append(action)
+            else:
+                lane.vms.setdefault(action.target, []).append(action)
+        for lane in lanes.values():
+            if lane.host_actions:
+                lane.running = list(lane.host_actions[0].params.get("powered_on_vms") or [])
+        return list(lanes.values())
+
+    def go(self, actions: list[Action]) -> None:
+        lanes = self.lanes(actions)
+        busy = [lane for lane in lanes if lane.host_actions and lane.running and self.power_cycle]
+        limit = self.pace.max_hosts_in_maintenance
+        if busy and limit is None:
+            limit = cluster_tolerance(self.si, busy[0].host_actions[0].params["host_moid"])
+        waves = host_waves([(ln.host, ln in busy) for ln in lanes], limit or 1)
+        for number, wave in enumerate(waves):
+            for host in wave:
+                self.state("host", host, wave=number)
+        if any(lane.host_actions for lane in lanes):
+            self.mark_key = field_key(self.si, create=True)
+        gate = threading.Semaphore(max(1, limit or 1))
+        if self.pace.sequential:
+            for lane in lanes:
+                self.lane(lane, None)
+            self.finish()
+            return
+        with ThreadPoolExecutor(max_workers=max(1, len(lanes))) as pool:
+            futures = [
+                pool.submit(self.lane, lane, gate if lane in busy else None) for lane in lanes
+            ]
+            for future in futures:
+                future.result()
+        self.finish()
+
+    def lane(self, lane: _Lane, gate: threading.Semaphore | None) -> None:
+        if gate is not None:
+            gate.acquire()
+        try:
+            if not self.prepare(lane):
+                for chain in lane.vms.values():
+                    self.chain(chain, lane)  # records each action skipped, and why
+                return
+            with ThreadPoolExecutor(max_workers=max(1, len(lane.vms))) as pool:
+                for future in [pool.submit(self.chain, c, lane) for c in lane.vms.values()]:
+                    future.result()
+            restart = [r for r in self.step.restart if r.get("host") == lane.host]
+            if restart:
+                try:
+                    with self.slots:
+                        _power(self.si, restart, on=True, on_event=self.event)
+                except Exception as exc:
+                    if not _is_fault(exc):
+                        raise
+                    self.fail(lane.host, f"{lane.host}: power on again: {_message(exc)}")
+        finally:
+            if gate is not None:
+                gate.release()
+
+    def prepare(self, lane: _Lane) -> bool:
+        """The host's maintenance window; False when its VMs must not go ahead."""
+        if not lane.host_actions:
+            return lane.host not in self.failed
+        name = lane.host
+        if lane.running and not self.power_cycle:
+            self.skipped_hosts.add(name)
+            names = ", ".join(v["name"] for v in lane.running)
+            for action in lane.host_actions:
+                self.skip(action, f"host has powered-on VM(s) {names}; re-run with --power-cycle")
+            self.state("host", name, state="skipped", why=f"powered-on VM(s) {names}")
+            return True  # its VM actions are skipped one by one (_why_not says why)
+        self.state("host", name, state="preparing", started_at=utc_now())
+        try:
+            if lane.running:
+                with self.slots:
+                    _power(self.si, lane.running, on=False, on_event=self.event)
+                with self.lock:
+                    self.step.restart += [r | {"host": name} for r in lane.running]
+            prepare_host(
+                self.si,
+                name,
+                lane.host_actions,
+                self.event,
+                self.done,
+                self.timeouts,
+                mark=self.mark,
+                slots=self.slots,
+            )
+        except Exception as exc:
+            if not _is_fault(exc):
+                raise
+            why = _message(exc)
+            self.fail(name, why)
+            for action in lane.host_actions:
+                if not any(
+                    d.kind == action.kind and d.target == action.target for d in self.data.done
+                ):
+                    self.skip(action, f"host {name} failed: {why}")
+            self.state("host", name, state="failed", error=why, ended_at=utc_now())
+            return False
+        self.state("host", name, state="prepared", ended_at=utc_now())
+        return True
+
+    def mark(self, host: Any, entered: bool) -> None:
+        """Mark (or clear) the maintenance window rackcert opened, in vCenter."""
+        if self.mark_key is None:
+            return
+        if entered:
+            maintenance_mark.mark(self.si, host, self.mark_key, self.run_id)
+        else:
+            maintenance_mark.clear(self.si, host, self.mark_key)
+
+    def chain(self, actions: list[Action], lane: _Lane) -> None:
+        """One VM's actions in order; a fault stops the rest of this VM only."""
+        stopped = ""
+        for action in actions:
+            why = stopped or self.why_not(action, lane)
+            if why:
+                self.skip(action, why)
+                continue
+            self.event("start", action, "")
+            self.state("vm", action.target, state=action.kind)
+            try:
+                if action.kind == "vm.wait":
+                    outcome = VM_STEPS[action.kind](self.step, action)
+                else:
+                    with self.slots:
+                        outcome = VM_STEPS[action.kind](self.step, action)
+            except Exception as exc:
+                if not _is_fault(exc):
+                    raise
+                message = _message(exc)
+                where = f"{action.target}: {action.kind}"
+                stopped = f"VM {action.target} stopped: {where} failed"
+                self.fail(action.target, f"{where}: {message}")
+                self.state("vm", action.target, state="failed", error=message)
+                self.skip(action, message)
+                continue
+            if isinstance(outcome, Left):
+                self.skip(action, outcome.why)
+            else:
+                self.done(action, outcome)
+        name = actions[0].target if actions else ""
+        if name and not stopped and name not in self.failed:
+            seen = self.data.vms.get(name, {})
+            late = seen.get("waited") and not seen.get("answered")
+            self.state("vm", name, state="no answer" if late else "done")
+
+    def why_not(self, action: Action, lane: _Lane) -> str:
+        if lane.host in self.failed and action.host == lane.host:
+            return f"host {lane.host} failed: {self.failed[lane.host]}"
+        return _why_not(self.step, action, self.power_cycle, self.skipped_hosts)
+
+    def fail(self, name: str, why: str) -> None:
+        with self.lock:
+            self.failed[name] = why
+
+    def finish(self) -> None:
+        """After every lane: name every failed host and VM, and every VM that did not answer."""
+        parts = []
+        hosts = [h for h in self.failed if h in self.data.hosts]
+        vms = [v for v in self.failed if v not in self.data.hosts]
+        if hosts:
+            parts.append(
+                "failed host(s): " + "; ".join(f"{h} ({self.failed[h]})" for h in sorted(hosts))
+            )
+        if vms:
+            parts.append("failed VM(s): " + "; ".join(f"{self.failed[v]}" for v in sorted(vms)))
+        late = _unanswered(self.data)
+        if late:
+            parts.append(late)
+        if parts:
+            done_hosts = sorted(
+                h for h, s in self.data.hosts.items() if s.get("state") == "prepared"
+            )
+            rest = f"; the other lanes finished ({len(done_hosts)} host(s) prepared)"
+            raise ApplyError(
+                "; ".join(parts) + rest + "; what was done is recorded: re-run provision to"
+                " finish the rest"
+            )
+
+
+def _is_fault(exc: BaseException) -> bool:
+    """A fault that stops one lane: a task's, vCenter's (pyVmomi's MethodFault has .msg), or
+    a dropped connection. Anything else is a bug, and surfaces."""
+    return isinstance(exc, (ApplyError, *TRANSIENT_FAULTS)) or hasattr(exc, "msg")
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, ApplyError):
+        return str(exc)
+    if isinstance(exc, TRANSIENT_FAULTS):
+        return f"the connection to vCenter dropped ({type(exc).__name__})"
+    return getattr(exc, "msg", None) or type(exc).__name__
 
 
 def _why_not(step: VmStep, action: Action, power_cycle: bool, skipped_hosts: set[str]) -> str:
@@ -285,15 +518,16 @@ def _why_not(step: VmStep, action: Action, power_cycle: bool, skipped_hosts: set
     return ""
 
 
-def _raise_unanswered(data: ProvisionData) -> None:
-    """After every wait: VMs that did not answer in time fail the run (the rest are done)."""
+def _unanswered(data: ProvisionData) -> str:
+    """VMs whose wait ended without an answer, named with what was seen ("" when none)."""
     late = [(n, s) for n, s in data.vms.items() if s.get("waited") and not s.get("answered")]
-    if late:
-        what = ", ".join(
-            f"{n} ({s['address']}, {s.get('power_state', '?')}, {s.get('seconds', 0):g} s)"
-            for n, s in late
-        )
-        raise ApplyError(
-            f"VM(s) did not answer after power-on: {what}; check the VM's console and its"
-            " cloud-init network (network.management), then re-run provision"
-        )
+    if not late:
+        return ""
+    what = ", ".join(
+        f"{n} ({s['address']}, {s.get('power_state', '?')}, {s.get('seconds', 0):g} s)"
+        for n, s in sorted(late)
+    )
+    return (
+        f"VM(s) did not answer after power-on: {what}; check the VM's console and its"
+        " cloud-init network (network.management), then re-run provision"
+    )

@@ -8,6 +8,7 @@ its step; `prepare_host` carries out a host's actions inside one maintenance win
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,10 @@ def _enter_maintenance(host: Any, name: str, on_event: Event, timeouts: Timeouts
     wait_task(task, f"{name}: enter maintenance mode", on_event, timeout=limit + 60)
 
 
+def _no_mark(_host: Any, _entered: bool) -> None:
+    return None
+
+
 def prepare_host(
     si: Any,
     name: str,
@@ -134,12 +139,28 @@ def prepare_host(
     on_event: Event,
     done: Callable[[ActionRecord, str], None],
     timeouts: Timeouts,
+    *,
+    mark: Callable[[Any, bool], None] = _no_mark,
+    slots: Any = None,
 ) -> None:
-    """One host's actions inside one maintenance window (kept if the operator had set it)."""
+    """One host's actions inside one maintenance window (kept if the operator had set it).
+
+    `mark(host, entered)` notes in vCenter that rackcert opened the window (and closes the
+    note after the exit), so a re-run can tell rackcert's window from an operator's.
+    `slots` (a semaphore) bounds the vCenter tasks in flight; the reboot wait holds none.
+    """
     host = host_ref(si, actions[0].params["host_moid"])
     operators = bool(host.runtime.inMaintenanceMode)
+    gate = slots if slots is not None else contextlib.nullcontext()
     if not operators:
-        _enter_maintenance(host, name, on_event, timeouts)
+        mark(host, True)  # before the task: a kill in between leaves a mark, not a mystery
+        try:
+            with gate:
+                _enter_maintenance(host, name, on_event, timeouts)
+        except ApplyError:
+            if not host.runtime.inMaintenanceMode:
+                mark(host, False)  # it never entered: nothing of rackcert's to close
+            raise
     keep = "host left in maintenance mode: it was in it before provision (the operator's)"
     step = HostStep(host=host, name=name, on_event=on_event, timeouts=timeouts)
     try:
@@ -151,10 +172,15 @@ def prepare_host(
             done(action, note)
     except ApplyError as exc:
         if not operators:
-            raise ApplyError(f"{exc}{_leave_maintenance_after_fault(host, name)}") from None
+            left = _leave_maintenance_after_fault(host, name)
+            if left.endswith("out of maintenance mode again"):
+                mark(host, False)
+            raise ApplyError(f"{exc}{left}", exc.fault) from None
         raise
     if not operators:
-        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+        with gate:
+            wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+        mark(host, False)
 
 
 def _leave_maintenance_after_fault(host: Any, name: str) -> str:

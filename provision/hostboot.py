@@ -58,9 +58,12 @@ def wait_rebooted(
     """
     from pyVmomi import vmodl
 
+    from provision.vsphere_ops import POLL_CAP_S
+
     started = time.monotonic()
     seen = "reboot accepted"
-    delay = poll
+    poll_max = min(poll_max, 2.5 * POLL_CAP_S["task"])  # a faster twin clock polls faster
+    delay = min(poll, poll_max)
     lost_since: float | None = None
     while True:
         try:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from provision.vsphere_ops import (
+    ApplyError,
     Event,
     datacenter_of,
     extra_config,
@@ -51,8 +52,28 @@ def clone(si: Any, action: Action, on_event: Event) -> str:
     spec = vim.vm.CloneSpec(location=relocate, powerOn=False, template=False)
     folder = datacenter_of(compute).vmFolder
     task = template.CloneVM_Task(folder=folder, name=p["name"], spec=spec)
-    made = wait_task(task, f"clone {p['template']} to VM {p['name']}", on_event)
-    return made._moId
+    try:
+        made = wait_task(task, f"clone {p['template']} to VM {p['name']}", on_event)
+    except ApplyError as exc:
+        if not isinstance(exc.fault, vim.fault.DuplicateName):
+            raise
+        # A clone an interrupted run started has finished since the plan was made: that VM
+        # is the one this chain makes; customize it rather than leave it an orphan.
+        found = half_made(si, folder, p["name"], host)
+        if found is None:
+            raise
+        return str(found._moId)
+    return str(made._moId)
+
+
+def half_made(si: Any, folder: Any, name: str, host: Any) -> Any:
+    """The VM `name` in `folder` when an earlier, interrupted run cloned it onto `host`."""
+    from pyVmomi import vim
+
+    found = si.content.searchIndex.FindChild(entity=folder, name=name)
+    if not isinstance(found, vim.VirtualMachine) or found.config.template:
+        return None
+    return found if found.runtime.host == host else None
 
 
 def customize(si: Any, action: Action, vm_moid: str, on_event: Event) -> None:
@@ -88,6 +109,10 @@ def ssh_answers(address: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+# Seconds between two looks at a booting VM (provision.pace.Pace.poll_s sets it).
+WAIT_POLL_S = {"interval": 1.0}
+
+
 def wait_up(
     si: Any,
     action: Action,
@@ -95,7 +120,7 @@ def wait_up(
     on_event: Event,
     *,
     clock: Callable[[], float] = time.monotonic,
-    interval: float = 1.0,
+    interval: float | None = None,
 ) -> dict[str, Any]:
     """Wait (bounded) for Tools' guest.ipAddress == address or SSH there; the VM's state.
 
@@ -126,4 +151,4 @@ def wait_up(
             f"{action.target}: waiting for {p['address']}:{p['port']}"
             f" ({elapsed:.0f} s of {p['timeout_s']} s)",
         )
-        time.sleep(interval)
+        time.sleep(interval if interval is not None else WAIT_POLL_S["interval"])

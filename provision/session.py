@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from provision.renew import renewing
 from rackcert.errors import RackcertError
 from rackcert.secrets import resolve_secret
 from rackcert.spec import Spec, VCenter
@@ -132,7 +133,10 @@ def open_session(spec: Spec, *, timeout: float = 30) -> Any:
 
     try:
         # Nobody listening or no answer in time is the address's fault: reported at once.
-        return with_retries(login, final=(ConnectionRefusedError, TimeoutError))
+        si = with_retries(login, final=(ConnectionRefusedError, TimeoutError))
+        # A long provision outlives vCenter's session idle timeout: log in again then.
+        renewing(si, lambda manager: manager.Login(userName=vc.user, password=password))
+        return si
     except vim.fault.InvalidLogin:
         raise SessionError(
             f"{_where(vc)}: login refused for user {vc.user!r}: wrong user name or password"
@@ -182,6 +186,7 @@ def close_session(si: Any) -> None:
     from pyVim.connect import Disconnect
 
     with contextlib.suppress(Exception):
+        si._stub._rackcert_closed = True  # logged out on purpose: renew no more
         Disconnect(si)
 
 

@@ -40,13 +40,14 @@ def run_plan(loaded: LoadedSpec, run: RunDir) -> PlanRecord:
     started = utc_now()
     with connect(loaded.spec) as si:
         inventory = discover(si, esxcli=True)
-    agents = left_alone(inventory)
-    data = PlanData(observed=inventory, left_alone=agents)
-    try:
-        data.actions = _plan(loaded, inventory)
-    except RackcertError as exc:
-        run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
-        raise
+        agents = left_alone(inventory)
+        data = PlanData(observed=inventory, left_alone=agents)
+        try:
+            data.actions = _plan(loaded, inventory)
+        except RackcertError as exc:
+            run.write_stage("plan", data, status="failed", error=str(exc), started_at=started)
+            raise
+        data.waves = plan_waves(si, data.actions)
     data.warnings = gpudirect_warnings(loaded.spec, place(loaded.spec))
     record = run.write_stage("plan", data, started_at=started)
     assert isinstance(record, PlanRecord)
@@ -65,6 +66,7 @@ def run(
     timeouts: Any = None,
     power_on: bool = True,
     guard: Callable[[Any], None] | None = None,
+    pace: Any = None,
 ) -> ProvisionRecord:
     """Apply the plan: hosts one at a time, then VMs; record provision.json; return it.
 
@@ -78,16 +80,25 @@ def run(
         power_on: power the VMs on (ESXi checks their devices then); False leaves them off.
         guard: called with the discovered inventory before anything is planned or recorded;
             raises to refuse (`provision --rehearsed`: not the inventory rehearsed).
+        pace: provision.pace.Pace (parallelism, hosts in maintenance at once); None: defaults.
+
+    Before discovery it closes the maintenance windows an interrupted run of rackcert left
+    open (marked in vCenter: provision/maintenance_mark.py), never an operator's.
 
     Raises a RackcertError (after recording) when a vCenter task fails, or when actions
     were skipped (provisioned partially: the record's status is partial).
     """
     from provision.apply import ApplyError, Timeouts, apply
     from provision.discovery import discover
+    from provision.maintenance_mark import recover
     from provision.session import connect
 
     started = utc_now()
     with connect(loaded.spec) as si:
+        if guard is None:  # a rehearsed inventory is acted on as it was rehearsed
+            say = (lambda text: on_event("progress", None, text)) if on_event else None
+            wait = timeouts.reboot if timeouts is not None else 1800.0
+            recover(si, reboot_timeout=wait, say=say)
         before = discover(si)
         if guard is not None:
             guard(before)
@@ -134,14 +145,19 @@ def run(
                 on_done=record_progress,
                 timeouts=timeouts or Timeouts(),
                 power_on=power_on,
+                pace=pace,
+                run_id=f"rackcert run {run_dir.path.name}",
             )
         except ApplyError as exc:
             error = exc
+        from provision.renew import renewals
+
         try:
             data.observed_after = discover(si, esxcli=True)
             data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
         except RackcertError as exc:
             error = error or exc
+        data.session_renewals = renewals(si)
         if error is not None:
             write("failed", str(error))
             raise error
@@ -153,6 +169,21 @@ def run(
             f" {first.target}: {first.skipped} (recorded {run_dir.path / 'provision.json'})"
         )
     return record
+
+
+def plan_waves(si: Any, actions: list[Any], limit: int | None = None) -> list[list[str]]:
+    """The host waves provision will use (provision/pace.py); the cluster's HA configuration
+    is read only when a host carries running VMs and `limit` is not given."""
+    from provision.pace import cluster_tolerance, host_waves
+
+    hosts: dict[str, bool] = {}
+    for action in actions:
+        if action.kind.startswith("host.") and not action.blocked:
+            hosts[action.host] = bool(action.params.get("powered_on_vms"))
+    busy = [a for a in actions if a.kind.startswith("host.") and a.params.get("powered_on_vms")]
+    if busy and limit is None:
+        limit = cluster_tolerance(si, busy[0].params["host_moid"])
+    return host_waves(list(hosts.items()), limit or 1)
 
 
 def _plan(loaded: LoadedSpec, inventory: Any) -> list[Any]:

@@ -19,17 +19,65 @@ Event = Callable[[str, ActionRecord | None, str], None]
 
 
 class ApplyError(RackcertError):
-    """A vCenter task failed or the connection dropped; what was done is recorded."""
+    """A vCenter task failed or the connection dropped; what was done is recorded.
+
+    `fault` is the task's own fault object when a task failed (None otherwise), so a step
+    can tell DuplicateName from the rest.
+    """
+
+    def __init__(self, message: str, fault: Any = None) -> None:
+        super().__init__(message)
+        self.fault = fault
 
 
 def quiet(_event: str, _action: ActionRecord | None, _detail: str) -> None:
     return None
 
 
+# The longest pause between two reads of a task's state (seconds). A real rack's tasks take
+# seconds to minutes, so 2 s costs little; a benchmark against a twin whose clock runs faster
+# shrinks it with the clock (provision.pace.Pace.poll_s), or the polls would be the figure.
+POLL_CAP_S = {"task": 2.0}
+
+
+def set_poll_cap(seconds: float) -> None:
+    POLL_CAP_S["task"] = seconds
+
+
 def wait_task(task: Any, what: str, on_event: Event = quiet, timeout: float = 3600) -> Any:
-    """Wait for a vCenter task; its fault becomes an ApplyError with the fault's message."""
+    """Wait for a vCenter task; its fault becomes an ApplyError with the fault's message.
+
+    While apply runs, one watcher reads every pending task at once (provision/taskwatch.py);
+    otherwise, or when the watcher cannot read, this task's info is polled here.
+    """
     deadline = time.monotonic() + timeout
-    delay = 0.05
+    from provision.taskwatch import ACTIVE
+
+    watcher = ACTIVE["watcher"]
+    if watcher is not None and getattr(task, "_stub", None) is watcher.si._stub:
+        entry = watcher.watch(task)
+        try:
+            while watcher.error is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ApplyError(
+                        f"{what}: task {task._moId} still running after {timeout:.0f} s"
+                    )
+                entry.done.wait(min(left, 5.0))
+                entry.done.clear()
+                info = dict(entry.info)
+                state = str(info.get("info.state", ""))
+                if state == "success":
+                    return info.get("info.result")
+                if state == "error":
+                    fault = info.get("info.error")
+                    msg = getattr(fault, "msg", None) or type(fault).__name__
+                    raise ApplyError(f"{what} failed: {msg}", fault)
+                if info.get("info.progress") is not None:
+                    on_event("progress", None, f"{what}: {info['info.progress']}%")
+        finally:
+            watcher.forget(task)
+    delay = min(0.05, POLL_CAP_S["task"])
     while True:
         info = task.info
         if info.state == "success":
@@ -37,12 +85,12 @@ def wait_task(task: Any, what: str, on_event: Event = quiet, timeout: float = 36
         if info.state == "error":
             fault = info.error
             msg = getattr(fault, "msg", None) or type(fault).__name__
-            raise ApplyError(f"{what} failed: {msg}")
+            raise ApplyError(f"{what} failed: {msg}", fault)
         if time.monotonic() > deadline:
             raise ApplyError(f"{what}: task {task._moId} still running after {timeout:.0f} s")
         on_event("progress", None, f"{what}: {info.progress or 0}%")
         time.sleep(delay)
-        delay = min(delay * 2, 2.0)
+        delay = min(delay * 2, POLL_CAP_S["task"])
 
 
 def host_ref(si: Any, moid: str) -> Any:

@@ -48,10 +48,13 @@ class ActionRecord(Model):
 
 class DoneAction(ActionRecord):
     result: str = Field(description="What apply said when it finished the action")
+    started_at: str = Field("", description="UTC time apply started the action")
+    ended_at: str = Field("", description="UTC time the action finished")
 
 
 class SkippedAction(ActionRecord):
     skipped: str = Field(description="Why apply left the action undone")
+    ended_at: str = Field("", description="UTC time apply gave the action up")
 
 
 class LeftAlone(Model):
@@ -74,6 +77,11 @@ class PlanData(Model):
         description="What the plan allows but advises against, per VM (GPUDirect RDMA across"
         " NUMA nodes)",
     )
+    waves: list[list[str]] = Field(
+        default_factory=list,
+        description="Hosts provision prepares together: first every host without running VMs,"
+        " then hosts with running VMs (--power-cycle) in waves of what the cluster can lose",
+    )
 
 
 class ProvisionData(Model):
@@ -86,6 +94,14 @@ class ProvisionData(Model):
         default_factory=dict,
         description="Each spec VM after provision: exists, power_state, guest_ip, address,"
         " what the wait for Tools or SSH saw, and left_off (why it stays powered off)",
+    )
+    hosts: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Each host provision worked on: wave, state (prepared, failed, skipped),"
+        " error, started_at, ended_at",
+    )
+    session_renewals: int = Field(
+        0, description="Times the vCenter session expired mid-run and was logged in again"
     )
 
 

@@ -78,6 +78,8 @@ def show_plan(console: Console, record: PlanRecord, path: Path, rack: str) -> No
         say(console, ("nothing to do", "green"), f": the rack matches its spec (recorded {path})")
         return
     show_actions(console, actions, f"plan for rack {rack}")
+    for number, wave in enumerate(record.data.waves, 1):
+        say(console, f"host wave {number}: {', '.join(wave)}")
     say(console, f"{len(actions)} action(s); recorded {path}")
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from rackcert.cli.common import (
     JsonOpt,
@@ -29,6 +28,7 @@ from rackcert.cli.common import (
     print_json,
 )
 from rackcert.cli.display import show_actions, show_plan, show_provision
+from rackcert.cli.provision_live import ProvisionProgress
 
 PLAN_HELP = (
     "Show what provision would change: ATS, passthrough, reboots, VMs, each with its reason."
@@ -37,12 +37,14 @@ PLAN_HELP = (
     " plan is empty (the rack is provisioned)."
 )
 PROVISION_HELP = (
-    "Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs"
-    " (created VMs are powered on unless --no-power-on)."
+    "Apply the plan: hosts in parallel (maintenance, ATS, passthrough, reboot), then each"
+    " host's VMs (clone, customize, power on, wait; --parallelism tasks in flight; created VMs"
+    " are powered on unless --no-power-on)."
     "\n\nAsks before changing anything unless --yes. Hosts with powered-on VMs, and powered-on"
     " VMs, are left alone (and reported, exit 1) unless --power-cycle. A failed vCenter task"
-    " stops the run with the task's message; provision.json records what was done, and a"
-    " re-run finishes the job. Exit 0 when the rack matches the spec afterwards."
+    " stops only its host's (or VM's) lane; the others finish, and the exit names every"
+    " failed host. provision.json records each host's and VM's state and each task's start"
+    " and end; a re-run finishes the job. Exit 0 when the rack matches the spec afterwards."
 )
 
 
@@ -106,6 +108,24 @@ def provision_cmd(
             min=1,
         ),
     ] = 600.0,
+    parallelism: Annotated[
+        int,
+        typer.Option(
+            "--parallelism",
+            help="vCenter tasks (clones, reconfigurations, power-ons) in flight at once",
+            min=1,
+        ),
+    ] = 10,
+    max_hosts_in_maintenance: Annotated[
+        int | None,
+        typer.Option(
+            "--max-hosts-in-maintenance",
+            help="Hosts with running VMs (--power-cycle) in maintenance at once; default:"
+            " what the cluster can lose (HA admission control's failover level, else 1)."
+            " Hosts without running VMs are prepared all at once",
+            min=1,
+        ),
+    ] = None,
     rehearsed: Annotated[
         Path | None,
         typer.Option(
@@ -118,15 +138,16 @@ def provision_cmd(
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
 ) -> None:
-    """Apply the plan: hosts one at a time (maintenance, ATS, passthrough, reboot), then VMs.
+    """Apply the plan: hosts in parallel (maintenance, ATS, passthrough, reboot), then VMs.
 
     Asks before changing anything unless --yes. Hosts with powered-on VMs and powered-on
-    VMs are left alone (and reported) unless --power-cycle. A failed vCenter task stops the
-    run with the task's message; provision.json records what was done, and a re-run
-    finishes the job. Exit 0 when the rack matches the spec afterwards.
+    VMs are left alone (and reported) unless --power-cycle. A failed vCenter task stops its
+    own lane only; provision.json records what was done, and a re-run finishes the job.
+    Exit 0 when the rack matches the spec afterwards.
     """
     import provision
     from provision.host_steps import Timeouts
+    from provision.pace import Pace
 
     loaded = load(spec_path)
     guard = None
@@ -143,7 +164,7 @@ def provision_cmd(
             show_actions(console, actions, title)
         bar.expect(len(actions))
 
-    with _Progress(quiet=as_json) as bar:
+    with ProvisionProgress(err_console, quiet=as_json) as bar:
         record = provision.run(
             loaded,
             run_dir,
@@ -155,55 +176,15 @@ def provision_cmd(
             timeouts=Timeouts(reboot=reboot_timeout, maintenance=maintenance_timeout),
             power_on=not no_power_on,
             guard=guard,
+            pace=Pace(
+                parallelism=parallelism,
+                max_hosts_in_maintenance=max_hosts_in_maintenance,
+            ),
         )
     path = run_dir.path / "provision.json"
     if as_json:
         data = record.data.model_dump(mode="json")
-        print_json({k: data[k] for k in ("actions", "done", "skipped")} | {"record": str(path)})
+        keys = ("actions", "done", "skipped", "hosts", "vms")
+        print_json({k: data[k] for k in keys} | {"record": str(path)})
         return
     show_provision(console, record, path)
-
-
-class _Progress:
-    """Rich progress bar over the plan's actions; the current step as its description."""
-
-    def __init__(self, quiet: bool) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=err_console,
-            transient=True,
-            disable=quiet,
-        )
-        self.task = self.progress.add_task("provisioning", total=None, visible=False)
-
-    def expect(self, total: int) -> None:
-        """The plan is known: the bar counts its actions (shown from the first event on)."""
-        self.progress.update(self.task, total=total)
-
-    def __enter__(self) -> _Progress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)  # type: ignore[arg-type]
-
-    def event(self, kind: str, action: Any, detail: str) -> None:
-        self.progress.update(self.task, visible=True)
-        if kind == "start" and action is not None:
-            self.progress.update(self.task, description=f"{action.target}: {action.kind}")
-        elif kind == "progress":
-            self.progress.update(self.task, description=detail)
-        elif kind in ("done", "skipped") and action is not None:
-            self.progress.advance(self.task)
-            if not self.quiet:
-                mark = (
-                    "[green]done[/]" if kind == "done" else f"[yellow]skipped[/] ({escape(detail)})"
-                )
-                self.progress.console.print(
-                    f"{mark} {escape(action.target)}: {escape(action.change)}", emoji=False
-                )

@@ -22,6 +22,7 @@ from rackcert.lab.twin import (
     DEFAULT_NETWORK,
     PAGE_SIZE,
     REBOOT_TIMING,
+    TIME_SCALE,
     TWIN_VCENTER_RELEASES,
     TwinFiles,
 )
@@ -135,6 +136,7 @@ def description_from_capture(
         "networks": [n.name for n in capture.networks if n.name != DEFAULT_NETWORK],
         "faults": {},
         "reboot": dict(REBOOT_TIMING),
+        "clock": {"scale": TIME_SCALE},  # clones, maintenance mode, boots: a rack's, shrunk
         "agent_vms": 0,  # the captured vCLS agents are replayed as they were
         "page_size": PAGE_SIZE,
         "replay": replay,

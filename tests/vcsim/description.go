@@ -22,6 +22,7 @@ type Description struct {
 	Networks   []string       `json:"networks"`
 	Faults     Faults         `json:"faults"`
 	Reboot     RebootDesc     `json:"reboot"` // how long a host reboot takes (reboot.go)
+	Clock      ClockDesc      `json:"clock"`  // modelled durations and their scale (clock.go)
 	// AgentVMs is the number of vCLS agent VMs (agents.go); nil: vCenter's own rule.
 	AgentVMs *int `json:"agent_vms"`
 	// PageSize is the PropertyCollector's own page limit (collector.go); 0: none.

@@ -114,6 +114,9 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 		return
 	}
 	*name = method.Name
+	if sessions.expire(w, r, method.Name) { // sessions.go
+		return
+	}
 	if take(&i.mu, i.boom, method.Name) {
 		panic(fmt.Sprintf("injected handler panic on %s", method.Name))
 	}
@@ -224,6 +227,8 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 			ref := failedTask(vm, method.Name, f, msg)
 			return &ref
 		}
+		ref := powerOnTask(vm) // clock.go
+		return &ref
 	case *types.PowerOffVM_Task:
 		if vm := obj.(*simulator.VirtualMachine); isAgent(vm) {
 			restartAgentLater(vm)
@@ -271,6 +276,8 @@ func (i *Interceptor) handle(method *simulator.Method) *types.ManagedObjectRefer
 			}, msg)
 			return &ref
 		}
+		ref := reconfigureTask(vm, req.Spec) // clock.go
+		return &ref
 	}
 	return nil
 }

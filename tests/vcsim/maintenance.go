@@ -23,6 +23,7 @@ func enterMaintenance(hs *simulator.HostSystem, req *types.EnterMaintenanceMode_
 	evacuate := req.EvacuatePoweredOffVms != nil && *req.EvacuatePoweredOffVms
 	started := time.Now()
 	go func() {
+		time.Sleep(modelled(enterMaintenanceS)) // clock.go
 		for {
 			var blocking []string
 			simulator.Map.WithLock(hs, func() {
@@ -36,6 +37,9 @@ func enterMaintenance(hs *simulator.HostSystem, req *types.EnterMaintenanceMode_
 					}
 				}
 			})
+			if n := limits.provisioningOn(hs.Self.Value); n > 0 { // limits.go
+				blocking = append(blocking, fmt.Sprintf("%d provisioning operation(s)", n))
+			}
 			if len(blocking) == 0 {
 				var agents []*simulator.VirtualMachine
 				simulator.Map.WithLock(hs, func() {
@@ -66,6 +70,14 @@ func enterMaintenance(hs *simulator.HostSystem, req *types.EnterMaintenanceMode_
 // exitMaintenance leaves maintenance mode; EAM powers the host's agent VMs on again.
 func exitMaintenance(hs *simulator.HostSystem) types.ManagedObjectReference {
 	task := runningTask(hs, "exitMaintenanceMode")
+	go func() {
+		time.Sleep(modelled(exitMaintenanceS)) // clock.go
+		leaveMaintenance(hs, task)
+	}()
+	return task.Self
+}
+
+func leaveMaintenance(hs *simulator.HostSystem, task *simulator.Task) {
 	var agents []*simulator.VirtualMachine
 	simulator.Map.WithLock(hs, func() {
 		hs.Runtime.InMaintenanceMode = false
@@ -79,12 +91,12 @@ func exitMaintenance(hs *simulator.HostSystem) types.ManagedObjectReference {
 		setPower(vm, types.VirtualMachinePowerStatePoweredOn)
 	}
 	finishTask(task, nil, "")
-	return task.Self
 }
 
 // runningTask is a task in state running, finished later by finishTask.
 func runningTask(obj *simulator.HostSystem, name string) *simulator.Task {
 	task := simulator.CreateTask(obj, name, nil)
+	nameTask(task, obj, name) // clock.go
 	simulator.Map.Update(task, []types.PropertyChange{
 		{Name: "info.startTime", Val: time.Now()},
 		{Name: "info.state", Val: types.TaskInfoStateRunning},

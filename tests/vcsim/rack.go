@@ -32,6 +32,7 @@ type Rack struct {
 // devices), one shared datastore and any pre-existing VMs.
 func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 	rebootTiming = desc.Reboot
+	setClock(desc.Clock) // clock.go
 	model := simulator.VPX()
 	model.Datacenter = 0
 	model.Portgroup = 0

@@ -121,13 +121,14 @@ var rebootTiming RebootDesc
 // (HostSystem.ExitMaintenanceMode_Task is a separate call).
 func startReboot(hs *simulator.HostSystem) {
 	availability.setDown(hs, true)
+	connected, down := rebootPhases() // clock.go
 	go func() {
-		time.Sleep(time.Duration(rebootTiming.ConnectedMs) * time.Millisecond)
+		time.Sleep(connected)
 		simulator.Map.WithLock(hs, func() {
 			hs.Runtime.ConnectionState = types.HostSystemConnectionStateNotResponding
 			hs.Runtime.PowerState = types.HostSystemPowerStateUnknown
 		})
-		time.Sleep(time.Duration(rebootTiming.DownMs) * time.Millisecond)
+		time.Sleep(down)
 		simulator.Map.WithLock(hs, func() {
 			reboot(hs)
 			// Up before vCenter shows it connected: a client that sees "connected" can call it.

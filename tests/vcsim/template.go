@@ -258,13 +258,28 @@ func cloneTask(t *simulator.VirtualMachine, req *types.CloneVM_Task) types.Manag
 	if req.Spec.Location.Host != nil {
 		target = req.Spec.Location.Host
 	}
+	if target == nil {
+		return failedTask(t, "CloneVM_Task", &types.InvalidArgument{InvalidProperty: "spec.location.host"},
+			"A specified parameter was not correct: spec.location.host")
+	}
 	if f, msg := placementRefusal(target, "deploying "+req.Name); f != nil { // hoststate.go
 		return failedTask(t, "CloneVM_Task", f, msg)
 	}
-	task := simulator.CreateTask(t, "cloneVm", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
+	// The copy takes its modelled time, queued behind vCenter's limits (clock.go, limits.go).
+	source, datastore := "", ""
+	if t.Runtime.Host != nil {
+		source = t.Runtime.Host.Value
+	}
+	datastore, _ = parsePath(t.Config.Files.VmPathName)
+	if req.Spec.Location.Datastore != nil {
+		if ds, ok := simulator.Map.Get(*req.Spec.Location.Datastore).(*simulator.Datastore); ok {
+			datastore = ds.Name
+		}
+	}
+	costs := cloneCosts(source, target.Value, datastore)
+	return timedTask(t, "clone", cloneSeconds(t), costs, func() (types.AnyType, types.BaseMethodFault) {
 		return clone(t, req)
 	})
-	return task.Run()
 }
 
 func clone(t *simulator.VirtualMachine, req *types.CloneVM_Task) (types.AnyType, types.BaseMethodFault) {

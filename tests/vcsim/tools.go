@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -195,6 +196,9 @@ func rpci(uuid, command string) string {
 	vm := vmByUUID(uuid)
 	if vm == nil {
 		return "0 No virtual machine with that BIOS UUID"
+	}
+	if wait := bootWait(vm); wait > 0 { // clock.go: vmtoolsd runs once the guest has booted
+		time.Sleep(wait)
 	}
 	reply := "1 "
 	simulator.Map.WithLock(vm, func() {
