@@ -18,6 +18,7 @@ def _r(id_: str, reason: str = "", observed: str = "", status: Status = Status.f
 def test_absent_tools_and_the_gpu_only_toolkit_are_the_labs_missing_hardware():
     assert lab_limited(_r("gpu.count", "nvidia-smi not found"))
     assert lab_limited(_r("gpu.cuda.toolkit", "no CUDA toolkit found (/usr/local/cuda, nvcc)"))
+    assert lab_limited(_r("gpu.cuda.toolkit", "exit status 127: sh: 1: nvcc: not found"))
     # A toolkit that is there but of another version is a finding, not the lab's hardware.
     assert not lab_limited(_r("gpu.cuda.toolkit", "CUDA toolkit version differs", "13.0.88"))
     assert not lab_limited(_r("gpu.count", "nvidia-smi not found", status=Status.passed))

@@ -32,7 +32,9 @@ def lab_limited(result: CheckResult) -> bool:
     """A failing check whose only reason is that a GPU, OFED or RDMA part is absent."""
     if result.status.value not in ("fail", "error"):
         return False
-    if result.id == "gpu.cuda.toolkit" and result.reason.startswith(_NO_TOOLKIT):
+    if result.id == "gpu.cuda.toolkit" and (
+        result.reason.startswith(_NO_TOOLKIT) or "nvcc: not found" in result.reason
+    ):
         return True
     return any(result.reason.startswith(f"{tool} not found") for tool in LAB_ABSENT_TOOLS)
 
