@@ -217,10 +217,20 @@ func faultMessage(fault types.BaseMethodFault) string {
 	return strings.TrimPrefix(fmt.Sprintf("%T", fault), "*types.")
 }
 
+// reconfigureDone holds, per VM (moid), what must happen once its next ReconfigVM_Task has
+// applied its change: the device-group bookkeeping (devicegroup_config.go) reads the
+// devices the change added, which exist only at the task's end.
+var reconfigureDone sync.Map // moid -> func()
+
 // reconfigureTask is ReconfigVM_Task taking its modelled time; the change lands at the end.
 func reconfigureTask(vm *simulator.VirtualMachine, spec types.VirtualMachineConfigSpec) types.ManagedObjectReference {
+	done, _ := reconfigureDone.LoadAndDelete(vm.Self.Value) // this task's, claimed when it starts
 	return timedTask(vm, "reconfigure", reconfigureS, nil, func() (types.AnyType, types.BaseMethodFault) {
-		return nil, waitFault(object.NewVirtualMachine(site, vm.Self).Reconfigure(context.Background(), spec))
+		fault := waitFault(object.NewVirtualMachine(site, vm.Self).Reconfigure(context.Background(), spec))
+		if f, ok := done.(func()); ok && fault == nil {
+			f()
+		}
+		return nil, fault
 	})
 }
 

@@ -108,15 +108,20 @@ func serveDeviceGroups(w http.ResponseWriter, r *http.Request, method *simulator
 		return true
 	}
 	before := deviceKeys(vm)
-	next.ServeHTTP(w, r) // the simulator adds and removes the devices (a synchronous task)
-	added := []int32{}
-	for k := range deviceKeys(vm) {
-		if !before[k] {
-			added = append(added, k)
+	// The task adds and removes the devices when it ends (clock.go): the groups are recorded
+	// then, from the devices it added; a request refused before its task starts records none.
+	reconfigureDone.Store(vm.Self.Value, func() {
+		added := []int32{}
+		for k := range deviceKeys(vm) {
+			if !before[k] {
+				added = append(added, k)
+			}
 		}
-	}
-	sort.Slice(added, func(a, b int) bool { return added[a] < added[b] })
-	vmGroups.Store(vm.Self.Value, recordGroups(vm, held, wanted, added))
+		sort.Slice(added, func(a, b int) bool { return added[a] < added[b] })
+		vmGroups.Store(vm.Self.Value, recordGroups(vm, held, wanted, added))
+	})
+	next.ServeHTTP(w, r)
+	reconfigureDone.Delete(vm.Self.Value) // unclaimed: refused before a task started
 	return true
 }
 

@@ -146,13 +146,23 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 		if answerDeviceGroups(w, method) || answerConfigTarget(w, r, method, i.next) { // devicegroups.go
 			return
 		}
-		if task := i.handle(method); task != nil {
-			writeTaskResponse(w, method.Name, *task)
+		// A request that adds or touches device groups is judged first; its change then runs
+		// as any ReconfigVM_Task does (the rules and timed task of i.handle, then the simulator).
+		task := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { i.serveTask(w, r, method) })
+		if serveDeviceGroups(w, r, method, body, task) { // devicegroup_config.go
 			return
 		}
-		if serveDeviceGroups(w, r, method, body, i.next) { // devicegroup_config.go
-			return
-		}
+		i.serveTask(w, r, method)
+		return
+	}
+	i.next.ServeHTTP(w, r)
+}
+
+// serveTask answers a call through the twin's own handling (handle), else the simulator's.
+func (i *Interceptor) serveTask(w http.ResponseWriter, r *http.Request, method *simulator.Method) {
+	if task := i.handle(method); task != nil {
+		writeTaskResponse(w, method.Name, *task)
+		return
 	}
 	i.next.ServeHTTP(w, r)
 }
