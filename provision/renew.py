@@ -32,6 +32,8 @@ def renewing(si: Any, login: Callable[[Any], None]) -> None:
     local = threading.local()  # set while this thread logs in: its faults go to the caller
 
     def invoke(mo: Any, info: Any, args: Any, outerStub: Any = None) -> Any:  # noqa: N803
+        if getattr(info, "wsdlName", "") == "Logout":  # on purpose, by whatever path: stays out
+            stub._rackcert_closed = True
         seen = state["generation"]
         try:
             return original(mo, info, args, outerStub)
