@@ -193,7 +193,9 @@ def _read_inventory(path: Path) -> Inventory:
         raise InputError(f"{path}: cannot read the inventory: {exc}") from None
     # provision.json keeps it as data.observed_after (and data.observed_before).
     for _ in range(3):
-        if not isinstance(data, dict) or "hosts" in data:
+        # An Inventory's hosts are a list; provision's data also has a `hosts` map (each
+        # host's lane state), which is not one.
+        if not isinstance(data, dict) or isinstance(data.get("hosts"), list):
             break
         key = next((k for k in _RECORD_KEYS if isinstance(data.get(k), dict)), None)
         if key is None:
