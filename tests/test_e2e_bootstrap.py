@@ -68,7 +68,11 @@ def test_bootstrap_survives_a_task_fault_and_resumes(tmp_path, agent_lab):
     assert provision["status"] == "failed" and provision["error"]
     assert provision["data"]["done"], "what was done before the fault is recorded"
     assert _stage(run, "configure") is None
-    assert lab.agent.guests == {} and not any(ssh_answers(a, 22) for a in addresses)
+    # One fault stays in its lane: the VM whose clone failed is not there, the other's chain
+    # (provision runs VM chains side by side) finished and its guest is up.
+    up = set(lab.agent.guests)
+    assert len(up) == 1, up
+    assert not any(ssh_answers(vm.address, 22) for vm in lab.spec.vms if vm.name not in up)
     report = _stage(run, "report")
     assert report["data"]["verdict"] in ("FAIL", "INCOMPLETE")
     assert (run / "report.html").is_file()
