@@ -9,24 +9,15 @@ and stops the session with one line if that install failed.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
+from rackcert.lab.sshhosts import _pid_alive as _alive
+
 LOG_DIR = Path(__file__).resolve().parents[2] / ".venv" / "log"
 WAIT_LIMIT_S = 900.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def background_state(log_dir: Path = LOG_DIR) -> tuple[str, int | None]:
