@@ -234,11 +234,9 @@ class TestHost:
         Open connections die too (their sshd children are killed), so an Ansible
         ControlPersist master notices at its next task.
         """
-        for pid in netns_pids(self.netns):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
+        kill_netns_processes(self.netns)
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
@@ -740,16 +738,35 @@ def _tail(path: Path, lines: int = 3) -> str:
         return ""
 
 
-def destroy_netns(netns: str) -> None:
-    """Kill every process in `netns`, then delete it (its veth goes with it). Idempotent."""
-    for _ in range(3):
+def kill_netns_processes(netns: str, *, timeout: float = 10.0) -> None:
+    """SIGKILL every process in `netns` and return once none is left in it.
+
+    A signal is delivered, not obeyed at once: a killed sshd keeps its listening socket until
+    the kernel has run its exit (exit_files comes before exit_task_namespaces, so a process
+    that has left the netns has closed its sockets). Returning earlier let a connection be
+    accepted by a host that was "killed" on a loaded machine. Processes forked meanwhile are
+    killed on the next pass.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
         pids = netns_pids(netns)
-        if not pids:
-            break
+        if not pids or time.monotonic() > deadline:
+            return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
+        time.sleep(0.02)
+
+
+def destroy_netns(netns: str) -> None:
+    """Kill every process in `netns`, then delete it and its veth pair. Idempotent.
+
+    The veth is deleted explicitly (deleting one end removes the pair at once): left to
+    `ip netns del`, the kernel frees the namespace, and the peer on the bridge, later in a
+    work queue, so a caller that looks for hosts still attached to the bridge saw a ghost.
+    """
+    kill_netns_processes(netns)
+    _run(["ip", "-n", netns, "link", "del", "eth0"], check=False)
     _run(["ip", "netns", "del", netns], check=False)
 
 
