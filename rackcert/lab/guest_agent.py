@@ -211,7 +211,7 @@ class GuestAgent:
 
         if name in self.hang:
             if name not in self._hung:
-                self.events.append((name, "hung: the guest does not boot"))
+                self._event((name, "hung: the guest does not boot"))
             self._hung.add(name)
             return
         self._hung.discard(name)
@@ -222,16 +222,16 @@ class GuestAgent:
             return
         ident = read_identity(extra)
         if not ident or not ident.get("address") or not ident.get("hostname"):
-            self.events.append((name, "no cloud-init metadata: no host"))
+            self._event((name, "no cloud-init metadata: no host"))
             return
         try:
             host = self._start_host(ident)
         except Exception as exc:  # noqa: BLE001 - one guest failing must not stop the others
-            self.events.append((name, f"host failed: {exc}"))
+            self._event((name, f"host failed: {exc}"))
             log.warning("guest agent: %s: %s", name, exc)
             return
         self.guests[name] = Guest(name, ident, host)
-        self.events.append((name, "up"))
+        self._event((name, "up"))
         self._report_tools(name, self._vms.get(moid, {}).get("config.uuid") or "", host)
 
     def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
@@ -251,10 +251,10 @@ class GuestAgent:
         from provision.lifecycle import ssh_answers
 
         if not uuid:
-            self.events.append((name, "tools: no BIOS UUID: nothing reported"))
+            self._event((name, "tools: no BIOS UUID: nothing reported"))
             return True
         if not ssh_answers(host.address, host.port):
-            self.events.append((name, "tools: the guest's SSH does not answer: nothing reported"))
+            self._event((name, "tools: the guest's SSH does not answer: nothing reported"))
             return False
         seen = guest_view(host)
         commands = [f"tools.set.version {TOOLS_VERSION}"]
@@ -265,9 +265,9 @@ class GuestAgent:
         for command in commands:
             reply = tools_rpc(self.spec, uuid, command)
             if not reply.startswith("1"):
-                self.events.append((name, f"tools: {command.split()[0]} refused: {reply[2:]}"))
+                self._event((name, f"tools: {command.split()[0]} refused: {reply[2:]}"))
                 return False
-        self.events.append((name, f"tools: reported {seen.get('address') or 'no address'}"))
+        self._event((name, f"tools: reported {seen.get('address') or 'no address'}"))
         return True
 
     def _start_host(self, ident: dict[str, Any]) -> sshhosts.TestHost:
@@ -293,7 +293,12 @@ class GuestAgent:
         if guest is not None:
             sshhosts.stop_hosts([guest.host], delete_bridge=False)
             del self.guests[name]  # after the host is gone: watchers see it down
-            self.events.append((name, f"down ({why})"))
+            self._event((name, f"down ({why})"))
+
+    def _event(self, event: tuple[str, str]) -> None:
+        """Record what a guest did; logged too (INFO), so a test that fails shows the story."""
+        self.events.append(event)
+        log.info("guest %s: %s", *event)
 
     def stop_guests(self) -> None:
         for name in sorted(self.guests):

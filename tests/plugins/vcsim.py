@@ -27,6 +27,7 @@ SSH test host whose Tools report its address to the twin once SSH answers.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import subprocess
 import threading
@@ -165,6 +166,8 @@ class TwinFactory:
         lab = TwinLab(started, spec_path, load_spec(spec_path).spec, workdir / "runs")
         self.labs.append(lab)
         if guests:
+            # Its events reach pytest's "Captured log" of a failing test.
+            logging.getLogger("rackcert.lab.guest_agent").setLevel(logging.INFO)
             lab.agent = GuestAgent(lab.spec, owner=owner, state_dir=workdir / "guests")
             lab.subnet = subnet
             self.agents.append((lab.agent, lab.agent.start_thread(), owner, subnet))
