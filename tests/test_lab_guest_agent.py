@@ -97,9 +97,13 @@ def test_a_vm_never_powered_on_has_no_host(agent_lab, capsys):
             ]
         }
     )
+    # And node1's lab host fails to start once (as under load): the agent starts it again.
+    lab.agent.fail_starts["lab-node1"] = 1
     node1, node2 = lab.spec.vms
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")
     assert code == 1 and injected in error_line(err)
+    story = [what for vm, what in lab.agent.events if vm == "lab-node1"]
+    assert story[:2] == ["host failed: injected: the host of lab-node1 did not start", "up"], story
     vms = read_vms(lab)
     assert vms["lab-node2"]["power"] == "poweredOff"
     assert vms["lab-node2"]["extra"]["guestinfo.metadata"]  # customized: it only never ran

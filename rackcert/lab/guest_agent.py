@@ -25,7 +25,9 @@ through the real vSphere API, a PropertyCollector filter over every VM
 
 A VM without readable cloud-init metadata, a template, or a VM that never
 powered on has no host, and its Tools never report. `hang` names VMs whose guest
-never finishes booting (fault injection for tests: powered on, no SSH, no Tools).
+never finishes booting (fault injection for tests: powered on, no SSH, no Tools);
+`fail_starts` makes a VM's host fail to start a number of times: the agent tries again at
+its next quiet poll, as a powered-on VM boots in the end.
 Hosts are namespaces of the `owner` ("lab" for the lab; tests use their pid), so
 `rackcert lab down` (sshhosts.stop_spec_hosts) removes them too.
 
@@ -53,6 +55,9 @@ log = logging.getLogger("rackcert.lab.guest_agent")
 WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template", "config.uuid"]
 TOOLS_VERSION = "12352"  # open-vm-tools 12.3.5's version number, as vmtoolsd announces it
 REPORT_FOR_S = 60.0  # how long the lab's Tools keep reporting a guest that answers late
+# How long a guest's sshd may take to come up. A VM's boot takes a minute or more; the lab's
+# 15 s default for test hosts was short on a loaded 2-core machine, and the guest never came.
+BOOT_FOR_S = 60.0
 INFO_DNS_NAME, INFO_IPADDRESS = 1, 2  # open-vm-tools GuestInfoType
 
 
@@ -77,7 +82,10 @@ class GuestAgent:
     guests: dict[str, Guest] = field(default_factory=dict)
     events: list[tuple[str, str]] = field(default_factory=list)  # (vm, "up" | "down" | why)
     hang: set[str] = field(default_factory=set)  # VMs whose guest never boots (fault injection)
+    # VM -> how many of its host starts fail (fault injection: a lab host that did not come up)
+    fail_starts: dict[str, int] = field(default_factory=dict)
     _hung: set[str] = field(default_factory=set)  # hung VMs left without a host, for now
+    _failed: set[str] = field(default_factory=set)  # VMs whose host did not start: tried again
     _stop: threading.Event = field(default_factory=threading.Event)
     _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
 
@@ -143,7 +151,9 @@ class GuestAgent:
             while not self._stop.is_set():
                 update = pc.WaitForUpdatesEx(version, options)
                 if update is None:
-                    if self._hung - self.hang:  # a hung guest was let go: it boots now
+                    # A hung guest was let go (it boots now), or a host did not start in time
+                    # on a loaded machine: a powered-on VM boots in the end, so try again.
+                    if (self._hung - self.hang) or self._failed:
                         self._reconcile(si, set())
                     continue
                 version = update.version
@@ -180,6 +190,7 @@ class GuestAgent:
             for moid, props in self._vms.items()
             if props.get("runtime.powerState") == "poweredOn" and not props.get("config.template")
         }
+        self._failed &= set(running)  # a VM powered off or destroyed is not tried again
         before = {n: g.identity["address"] for n, g in self.guests.items()}
         for name in sorted(set(self.guests) - set(running)):
             self._down(name, "powered off or destroyed")
@@ -225,11 +236,16 @@ class GuestAgent:
             self._event((name, "no cloud-init metadata: no host"))
             return
         try:
+            if self.fail_starts.get(name, 0) > 0:
+                self.fail_starts[name] -= 1
+                raise sshhosts.SshHostError(f"injected: the host of {name} did not start")
             host = self._start_host(ident)
         except Exception as exc:  # noqa: BLE001 - one guest failing must not stop the others
+            self._failed.add(name)
             self._event((name, f"host failed: {exc}"))
             log.warning("guest agent: %s: %s", name, exc)
             return
+        self._failed.discard(name)
         self.guests[name] = Guest(name, ident, host)
         self._event((name, "up"))
         self._report_tools(name, self._vms.get(moid, {}).get("config.uuid") or "", host)
@@ -282,6 +298,7 @@ class GuestAgent:
             state_dir=state,
             addresses=[ident["address"]],
             shared=self.shared,
+            timeout=BOOT_FOR_S,
         )
         keys = "".join(f"{k}\n" for k in ident["authorized_keys"])
         (host.runtime_dir / "authorized_keys").write_text(keys)
