@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from provision import guestinfo
-from provision.vmsettings import DeviceWant, nic_ports, power_conflicts, wanted_devices
+from provision.vmsettings import (
+    DeviceWant,
+    device_diff,
+    nic_ports,
+    power_conflicts,
+    wanted_devices,
+)
 from rackcert.device_groups import describe, wanted_group
 from rackcert.errors import RackcertError
 from rackcert.observed import Inventory, ObservedHost, ObservedVm
@@ -381,10 +387,6 @@ def _unwanted_members(group_params: dict[str, Any], observed: ObservedVm) -> lis
     return sorted(d.key for n in names for d in observed.group_members(n))
 
 
-def _device_key(dev: Any) -> tuple[str, str]:
-    return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
-
-
 def _vm_action(
     spec: Spec,
     vm_spec: Any,
@@ -451,8 +453,8 @@ def _vm_action(
     }
     for key, value in extra_changes.items():
         changes.append(f"{key}={value}")
-    want_keys = {d.key() for d in devices}
-    have = {_device_key(d): d for d in observed.passthrough if d.group_key is None}
+    ungrouped = [d for d in observed.passthrough if d.group_key is None]
+    add, removed = device_diff(devices, ungrouped)
     group_change = _group_change(group_params, observed)
     if group_change:
         changes.append(group_change)
@@ -468,13 +470,11 @@ def _vm_action(
             )
             + " whole"
         )
-    add = [d for d in devices if d.key() not in have]
-    remove = sorted(d.key for k, d in have.items() if k not in want_keys)
+    remove = [d.key for d in removed]
     for d in add:
         changes.append(f"add passthrough {d.id or d.vgpu}")
-    if remove:
-        gone = [have_key for have_key, d in have.items() if d.key in remove]
-        changes.append("remove passthrough " + ", ".join(k[1] for k in gone))
+    if removed:
+        changes.append("remove passthrough " + ", ".join(d.id or d.vgpu or "?" for d in removed))
     hardware = _hardware_changes(tmpl, observed, host)
     changes += hardware.pop("changes")
     identity_changes = {k: v for k, v in identity.items() if observed.extra_config.get(k) != v}
