@@ -53,6 +53,25 @@ func vgpuManagerVIB(version string) string {
 	return VGPUManagerVIB
 }
 
+// vgpuManagerVersion is the manager VIB's version on a host of that ESXi release: the
+// NVIDIA Virtual GPU Manager version of one vGPU software release, then the VIB's build tag.
+// NVIDIA's vGPU release notes for VMware vSphere, "NVIDIA vGPU Software Driver Versions":
+//   - vGPU 16.3 (branch R535, long-term support; ESXi 7.0 and 8.0): Virtual GPU Manager
+//     535.154.02, Linux guest driver 535.154.05;
+//   - vGPU 17.4 (branch R550, production; ESXi 8.0): Virtual GPU Manager 550.127.06, Linux
+//     guest driver 550.127.05.
+//
+// The guest's driver must come from the manager's release branch ("Compatibility Requirements
+// for the NVIDIA vGPU Manager and Guest VM Driver"). An ESXi 7.0 host runs R535 here, an 8.0
+// host R550 (the H100/H200 HGX racks of inventories/ run 8.0.3 with R550 guests). The build
+// tags are those of the 7.0.2 and 8.0 driver VIBs (1OEM.702..., 1OEM.800...).
+func vgpuManagerVersion(version string) string {
+	if strings.HasPrefix(version, "8.") {
+		return "550.127.06-1OEM.800.1.0.20613240"
+	}
+	return "535.154.02-1OEM.702.0.0.17630552"
+}
+
 // hasVGPUManager: the host has the NVIDIA vGPU manager VIB of either release installed.
 func hasVGPUManager(hs *simulator.HostSystem) bool {
 	return hostHasVIB(hs, VGPUManagerVIB) || hostHasVIB(hs, VGPUManagerVIB80)
@@ -88,11 +107,7 @@ func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
 		vibs = append(vibs, vmw("nmlx5-core", "4.19.16.11-"+tag), vmw("nmlx5-rdma", "4.19.16.11-"+tag))
 	}
 	if vgpu {
-		oem := "1OEM.702.0.0.17630552" // the 7.0.2 driver's build tag
-		if strings.HasPrefix(version, "8.") {
-			oem = "1OEM.800.1.0.20613240" // the 8.0 driver's
-		}
-		vibs = append(vibs, VIB{Name: vgpuManagerVIB(version), Version: "535.154.02-" + oem,
+		vibs = append(vibs, VIB{Name: vgpuManagerVIB(version), Version: vgpuManagerVersion(version),
 			Vendor: "NVD", AcceptanceLevel: "VMwareAccepted", InstallDate: "2022-02-01"})
 	}
 	hostVIBs.Store(hs.Self.Value, vibs)
