@@ -41,7 +41,8 @@ HOST_KINDS = (
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
 LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
 # Findings the planner reports but never acts on: their actions are always blocked.
-REPORT_ONLY_KINDS = ("host.gpus", "host.vgpu_manager", "vm.disk", "vm.relocate", "vm.firmware")
+# host.vgpu_manager is applied where the spec names a depot (blocked otherwise).
+REPORT_ONLY_KINDS = ("host.gpus", "vm.disk", "vm.relocate", "vm.firmware")
 
 
 class PlanError(RackcertError):
@@ -168,6 +169,11 @@ def _host_actions(
     manager = _vgpu_manager_action(spec, placements, spec_host, host)
     if manager is not None:
         actions.append(manager)
+    # NVIDIA's vGPU guide: the host reboots after the manager VIB is installed.
+    manager_boot = (manager is not None and not manager.blocked) or (
+        _vgpu_manager_boot(host) and _wants_vgpu(spec, placements, spec_host)
+    )
+    pending_boot = pending_boot or manager_boot
     graphics = _graphics_action(spec, placements, spec_host, host)
     if graphics is not None:
         actions.append(graphics)
@@ -199,6 +205,9 @@ def _host_actions(
         why = ats_why if ats_change else "pending boot options"
         if graphics is not None and not ats_change:
             why = "the default graphics type"
+        if manager_boot and not ats_change:
+            also = " and the default graphics type" if graphics is not None else ""
+            why = f"the NVIDIA vGPU manager VIB{also}"
         if waiting:
             why = (f"{ats_why} and " if ats_change else "") + "passthrough of " + ", ".join(waiting)
         actions.append(
@@ -227,11 +236,14 @@ def _host_actions(
 def _vgpu_manager_action(
     spec: Spec, placements: list[VmPlacement], spec_host: Any, host: ObservedHost
 ) -> Action | None:
-    """vGPU VMs need the NVIDIA vGPU manager on their host: blocked, with what to install.
+    """vGPU VMs need the NVIDIA vGPU manager on their host: installed from the spec's depot.
 
-    NVIDIA's vGPU guide for vSphere: the Virtual GPU Manager VIB is installed on ESXi
-    (esxcli software vib install) before any vGPU VM; only then does the host offer vGPU
-    profiles (config.sharedPassthruGpuTypes). rackcert installs no host software.
+    NVIDIA's vGPU guide for vSphere ("Installing and Configuring the NVIDIA Virtual GPU
+    Manager for VMware vSphere"): the host enters maintenance mode, `esxcli software vib
+    install -d <bundle>` installs the manager VIB, the host reboots; only then does it offer
+    vGPU profiles (config.sharedPassthruGpuTypes). Without host_software.vgpu_manager the
+    action is blocked with what to install. A host whose esxcli already lists the VIB while a
+    reboot is pending needs only the reboot (`_vgpu_manager_boot`).
     """
     wanted: dict[str, list[str]] = {}
     for p in placements:
@@ -245,15 +257,55 @@ def _vgpu_manager_action(
     profiles = ", ".join(sorted(wanted))
     vms = ", ".join(v for names in wanted.values() for v in names)
     offered = ", ".join(host.vgpu_types) or "none"
+    reason = (
+        f"vGPU VM(s) {vms} need the NVIDIA vGPU manager VIB of the guest driver's branch"
+        " on this host (NVIDIA vGPU guide for vSphere)"
+    )
+    if _vgpu_manager_boot(host):
+        return None  # installed, loaded at the pending reboot: _host_actions plans it
+    source = spec.host_software.vgpu_manager
+    installed = host.esxcli.vgpu_manager() if host.esxcli and host.esxcli.answered else None
+    blocked = None
+    if installed is not None:
+        blocked = (
+            f"the host runs {installed.name} {installed.version} and still offers none of"
+            f" {profiles}: check the profile names against the host's GPUs"
+        )
+    elif source is None:
+        blocked = (
+            "install the NVIDIA vGPU manager VIB on the host (esxcli software vib install),"
+            " reboot it, and re-run provision; or name the bundle in"
+            " host_software.vgpu_manager.depot"
+        )
+    change = f"vGPU profile(s) {profiles} not offered (the host offers {offered})"
+    if blocked is None and source is not None:
+        change += f": install the NVIDIA vGPU manager from {source.depot}"
     return Action(
         kind="host.vgpu_manager",
         target=host.name,
-        change=f"vGPU profile(s) {profiles} not offered (the host offers {offered})",
-        reason=f"vGPU VM(s) {vms} need the NVIDIA vGPU manager VIB of the guest driver's branch"
-        " on this host (NVIDIA vGPU guide for vSphere)",
+        change=change,
+        reason=reason,
         host=host.name,
-        blocked="install the NVIDIA vGPU manager VIB on the host (esxcli software vib install),"
-        " reboot it, and re-run provision",
+        params={"depot": source.depot} if blocked is None and source is not None else {},
+        blocked=blocked,
+    )
+
+
+def _vgpu_manager_boot(host: ObservedHost) -> bool:
+    """The manager VIB is installed (esxcli lists it) but loads only at the pending reboot."""
+    facts = host.esxcli
+    installed = facts is not None and facts.answered and facts.vgpu_manager() is not None
+    return installed and host.reboot_required and not host.vgpu_types
+
+
+def _wants_vgpu(spec: Spec, placements: list[VmPlacement], spec_host: Any) -> bool:
+    """Whether a VM placed on this host has vGPUs."""
+    return any(
+        p.host == spec_host.name
+        and p.gpus
+        and spec.template(next(v for v in spec.vms if v.name == p.vm).template).gpu_mode
+        is GpuMode.vgpu
+        for p in placements
     )
 
 
