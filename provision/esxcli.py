@@ -176,7 +176,7 @@ def _run(si: Any, executer: tuple[str, str], command: str, **args: str) -> list[
     )
     fault = result.find(f"{VIM}fault")
     if fault is not None:
-        raise _NoAnswer(fault.findtext(f"{VIM}faultMsg") or "fault")
+        raise _NoAnswer(_fault_text(fault))
     response = result.findtext(f"{VIM}response")
     if response is None:
         raise _NoAnswer("no response")
@@ -192,8 +192,28 @@ def _run(si: Any, executer: tuple[str, str], command: str, **args: str) -> list[
     return [_fields(output)]
 
 
+def _fault_text(fault: ET.Element) -> str:
+    """What the host said: an esxcli CLIFault's errMsg lines (in faultDetail), else faultMsg.
+
+    esxcli prints a CLIFault as its errMsg lines ("[MaintenanceModeError] ..."); faultMsg is
+    only the fault's summary key.
+    """
+    summary = fault.findtext(f"{VIM}faultMsg") or "fault"
+    detail = fault.findtext(f"{VIM}faultDetail") or ""
+    try:
+        lines = [e.text or "" for e in ET.fromstring(detail).iter() if e.tag.endswith("errMsg")]
+    except ET.ParseError:
+        lines = []
+    return " ".join(" ".join(line.split()) for line in lines if line.strip()) or summary
+
+
 def _fields(obj: ET.Element) -> dict[str, str]:
-    return {child.tag.rsplit("}", 1)[-1]: (child.text or "") for child in obj}
+    """A structure's fields; an array field (its element repeated) is its values, one a line."""
+    out: dict[str, str] = {}
+    for child in obj:
+        key = child.tag.rsplit("}", 1)[-1]
+        out[key] = f"{out[key]}\n{child.text or ''}" if key in out else (child.text or "")
+    return out
 
 
 def host_facts(si: Any, host_moid: str) -> tuple[EsxcliHost, int]:
@@ -239,3 +259,41 @@ def host_facts(si: Any, host_moid: str) -> tuple[EsxcliHost, int]:
         ),
         calls,
     )
+
+
+@dataclass(frozen=True)
+class VibInstall:
+    """What `esxcli software vib install` answered (its InstallationResult)."""
+
+    message: str
+    reboot_required: bool
+    installed: list[str]
+    skipped: list[str]
+
+
+class EsxcliError(Exception):
+    """The host refused an esxcli command; the message is ESXi's own."""
+
+
+def vib_install(host: Any, depot: str) -> VibInstall:
+    """`esxcli software vib install -d DEPOT` on the host (`host`: its pyVmomi object).
+
+    ESXi refuses outside maintenance mode for VIBs that cannot be installed live (NVIDIA's
+    manager is one) and when the depot cannot be read; EsxcliError carries its message.
+    """
+    try:
+        executer = _executer(host, host._moId)
+        rows = _run(host, executer, "software.vib.install", depot=depot)
+    except _NoAnswer as exc:
+        raise EsxcliError(str(exc)) from None
+    row = rows[0] if rows else {}
+    return VibInstall(
+        message=row.get("Message", ""),
+        reboot_required=row.get("RebootRequired", "").lower() == "true",
+        installed=_list(row, "VIBsInstalled"),
+        skipped=_list(row, "VIBsSkipped"),
+    )
+
+
+def _list(row: dict[str, str], key: str) -> list[str]:
+    return [v for v in row.get(key, "").split("\n") if v]

@@ -1,4 +1,4 @@
-"""What provision does to one ESXi host: maintenance mode, ATS, passthrough, graphics, reboot.
+"""What provision does to one ESXi host: maintenance mode, settings, VIBs, reboot.
 
 Why per host, in one window: the ATS boot option and passthrough changes take effect at a
 reboot, and a host is rebooted only in maintenance mode with no powered-on workload VM
@@ -90,6 +90,23 @@ def shared_direct_graphics(step: HostStep, _action: ActionRecord) -> str:
     return ""
 
 
+def install_vgpu_manager(step: HostStep, action: ActionRecord) -> str:
+    """`esxcli software vib install -d <depot>`: the NVIDIA vGPU manager, in maintenance mode.
+
+    NVIDIA's vGPU guide for vSphere installs the manager VIB this way, with the host in
+    maintenance mode, then reboots it (the host.reboot the plan puts after this step).
+    """
+    from provision.esxcli import EsxcliError, vib_install
+
+    depot = action.params["depot"]
+    try:
+        result = vib_install(step.host, depot)
+    except EsxcliError as exc:
+        raise ApplyError(f"{step.name}: esxcli software vib install -d {depot}: {exc}") from None
+    done = ", ".join(result.installed) or "nothing new (" + ", ".join(result.skipped) + ")"
+    return f"installed {done}" + ("; reboot required" if result.reboot_required else "")
+
+
 def reboot(step: HostStep, action: ActionRecord) -> str:
     """Reboot and wait for a later boot time (provision/hostboot.py says why)."""
     try:
@@ -110,6 +127,7 @@ HOST_STEPS: dict[str, Callable[[HostStep, ActionRecord], str]] = {
     "host.ats": set_ats,
     "host.passthrough": enable_passthrough,
     "host.graphics": shared_direct_graphics,
+    "host.vgpu_manager": install_vgpu_manager,
     "host.reboot": reboot,
 }
 

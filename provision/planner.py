@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from provision import guestinfo
-from provision.vmsettings import DeviceWant, nic_ports, power_conflicts, wanted_devices
+from provision.vmsettings import (
+    DeviceWant,
+    device_diff,
+    nic_ports,
+    power_conflicts,
+    wanted_devices,
+)
 from rackcert.device_groups import describe, wanted_group
 from rackcert.errors import RackcertError
 from rackcert.observed import Inventory, ObservedHost, ObservedVm
@@ -35,7 +41,8 @@ HOST_KINDS = (
 # A new VM: clone the template, customize the clone, power it on, wait until it answers.
 LIFECYCLE_KINDS = ("vm.clone", "vm.customize", "vm.power_on", "vm.wait")
 # Findings the planner reports but never acts on: their actions are always blocked.
-REPORT_ONLY_KINDS = ("host.gpus", "host.vgpu_manager", "vm.disk", "vm.relocate", "vm.firmware")
+# host.vgpu_manager is applied where the spec names a depot (blocked otherwise).
+REPORT_ONLY_KINDS = ("host.gpus", "vm.disk", "vm.relocate", "vm.firmware")
 
 
 class PlanError(RackcertError):
@@ -162,6 +169,11 @@ def _host_actions(
     manager = _vgpu_manager_action(spec, placements, spec_host, host)
     if manager is not None:
         actions.append(manager)
+    # NVIDIA's vGPU guide: the host reboots after the manager VIB is installed.
+    manager_boot = (manager is not None and not manager.blocked) or (
+        _vgpu_manager_boot(host) and _wants_vgpu(spec, placements, spec_host)
+    )
+    pending_boot = pending_boot or manager_boot
     graphics = _graphics_action(spec, placements, spec_host, host)
     if graphics is not None:
         actions.append(graphics)
@@ -193,6 +205,9 @@ def _host_actions(
         why = ats_why if ats_change else "pending boot options"
         if graphics is not None and not ats_change:
             why = "the default graphics type"
+        if manager_boot and not ats_change:
+            also = " and the default graphics type" if graphics is not None else ""
+            why = f"the NVIDIA vGPU manager VIB{also}"
         if waiting:
             why = (f"{ats_why} and " if ats_change else "") + "passthrough of " + ", ".join(waiting)
         actions.append(
@@ -221,11 +236,14 @@ def _host_actions(
 def _vgpu_manager_action(
     spec: Spec, placements: list[VmPlacement], spec_host: Any, host: ObservedHost
 ) -> Action | None:
-    """vGPU VMs need the NVIDIA vGPU manager on their host: blocked, with what to install.
+    """vGPU VMs need the NVIDIA vGPU manager on their host: installed from the spec's depot.
 
-    NVIDIA's vGPU guide for vSphere: the Virtual GPU Manager VIB is installed on ESXi
-    (esxcli software vib install) before any vGPU VM; only then does the host offer vGPU
-    profiles (config.sharedPassthruGpuTypes). rackcert installs no host software.
+    NVIDIA's vGPU guide for vSphere ("Installing and Configuring the NVIDIA Virtual GPU
+    Manager for VMware vSphere"): the host enters maintenance mode, `esxcli software vib
+    install -d <bundle>` installs the manager VIB, the host reboots; only then does it offer
+    vGPU profiles (config.sharedPassthruGpuTypes). Without host_software.vgpu_manager the
+    action is blocked with what to install. A host whose esxcli already lists the VIB while a
+    reboot is pending needs only the reboot (`_vgpu_manager_boot`).
     """
     wanted: dict[str, list[str]] = {}
     for p in placements:
@@ -239,15 +257,55 @@ def _vgpu_manager_action(
     profiles = ", ".join(sorted(wanted))
     vms = ", ".join(v for names in wanted.values() for v in names)
     offered = ", ".join(host.vgpu_types) or "none"
+    reason = (
+        f"vGPU VM(s) {vms} need the NVIDIA vGPU manager VIB of the guest driver's branch"
+        " on this host (NVIDIA vGPU guide for vSphere)"
+    )
+    if _vgpu_manager_boot(host):
+        return None  # installed, loaded at the pending reboot: _host_actions plans it
+    source = spec.host_software.vgpu_manager
+    installed = host.esxcli.vgpu_manager() if host.esxcli and host.esxcli.answered else None
+    blocked = None
+    if installed is not None:
+        blocked = (
+            f"the host runs {installed.name} {installed.version} and still offers none of"
+            f" {profiles}: check the profile names against the host's GPUs"
+        )
+    elif source is None:
+        blocked = (
+            "install the NVIDIA vGPU manager VIB on the host (esxcli software vib install),"
+            " reboot it, and re-run provision; or name the bundle in"
+            " host_software.vgpu_manager.depot"
+        )
+    change = f"vGPU profile(s) {profiles} not offered (the host offers {offered})"
+    if blocked is None and source is not None:
+        change += f": install the NVIDIA vGPU manager from {source.depot}"
     return Action(
         kind="host.vgpu_manager",
         target=host.name,
-        change=f"vGPU profile(s) {profiles} not offered (the host offers {offered})",
-        reason=f"vGPU VM(s) {vms} need the NVIDIA vGPU manager VIB of the guest driver's branch"
-        " on this host (NVIDIA vGPU guide for vSphere)",
+        change=change,
+        reason=reason,
         host=host.name,
-        blocked="install the NVIDIA vGPU manager VIB on the host (esxcli software vib install),"
-        " reboot it, and re-run provision",
+        params={"depot": source.depot} if blocked is None and source is not None else {},
+        blocked=blocked,
+    )
+
+
+def _vgpu_manager_boot(host: ObservedHost) -> bool:
+    """The manager VIB is installed (esxcli lists it) but loads only at the pending reboot."""
+    facts = host.esxcli
+    installed = facts is not None and facts.answered and facts.vgpu_manager() is not None
+    return installed and host.reboot_required and not host.vgpu_types
+
+
+def _wants_vgpu(spec: Spec, placements: list[VmPlacement], spec_host: Any) -> bool:
+    """Whether a VM placed on this host has vGPUs."""
+    return any(
+        p.host == spec_host.name
+        and p.gpus
+        and spec.template(next(v for v in spec.vms if v.name == p.vm).template).gpu_mode
+        is GpuMode.vgpu
+        for p in placements
     )
 
 
@@ -381,10 +439,6 @@ def _unwanted_members(group_params: dict[str, Any], observed: ObservedVm) -> lis
     return sorted(d.key for n in names for d in observed.group_members(n))
 
 
-def _device_key(dev: Any) -> tuple[str, str]:
-    return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
-
-
 def _vm_action(
     spec: Spec,
     vm_spec: Any,
@@ -451,8 +505,8 @@ def _vm_action(
     }
     for key, value in extra_changes.items():
         changes.append(f"{key}={value}")
-    want_keys = {d.key() for d in devices}
-    have = {_device_key(d): d for d in observed.passthrough if d.group_key is None}
+    ungrouped = [d for d in observed.passthrough if d.group_key is None]
+    add, removed = device_diff(devices, ungrouped)
     group_change = _group_change(group_params, observed)
     if group_change:
         changes.append(group_change)
@@ -468,13 +522,11 @@ def _vm_action(
             )
             + " whole"
         )
-    add = [d for d in devices if d.key() not in have]
-    remove = sorted(d.key for k, d in have.items() if k not in want_keys)
+    remove = [d.key for d in removed]
     for d in add:
         changes.append(f"add passthrough {d.id or d.vgpu}")
-    if remove:
-        gone = [have_key for have_key, d in have.items() if d.key in remove]
-        changes.append("remove passthrough " + ", ".join(k[1] for k in gone))
+    if removed:
+        changes.append("remove passthrough " + ", ".join(d.id or d.vgpu or "?" for d in removed))
     hardware = _hardware_changes(tmpl, observed, host)
     changes += hardware.pop("changes")
     identity_changes = {k: v for k, v in identity.items() if observed.extra_config.get(k) != v}

@@ -7,9 +7,10 @@ hypervisor checks read them too.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
-from rackcert.observed import Inventory
+from rackcert.observed import Inventory, PassthroughDevice
 from rackcert.placement import VmPlacement
 from rackcert.spec import GpuMode, NicMode, Spec, VmTemplate
 
@@ -25,6 +26,41 @@ class DeviceWant:
 
     def key(self) -> tuple[str, str]:
         return (self.backing, self.id or self.vgpu or "")
+
+
+def present_key(dev: PassthroughDevice) -> tuple[str, str]:
+    """A device the VM holds, keyed as `DeviceWant.key` keys the one it should hold."""
+    return (dev.backing, (dev.id if dev.backing == "fixed" else dev.vgpu) or "")
+
+
+def device_diff(
+    wanted: list[DeviceWant], present: list[PassthroughDevice]
+) -> tuple[list[DeviceWant], list[PassthroughDevice]]:
+    """(to add, to remove) so the VM holds exactly `wanted`, counted as a multiset.
+
+    Keys are not unique: a VM of two vGPUs of one profile holds two devices of one key
+    (NVIDIA vGPU for vSphere: several vGPUs of one full-GPU profile per VM), so a set
+    would see one and plan nothing when a second is missing. Counting keeps each copy.
+    Of surplus copies the ones added last (highest device key) are removed.
+
+        >>> vgpu = DeviceWant("vgpu", vgpu="grid_a100d-40c")
+        >>> held = PassthroughDevice(key=13000, backing="vgpu", vgpu="grid_a100d-40c")
+        >>> device_diff([vgpu, vgpu], [held]) == ([vgpu], [])
+        True
+    """
+    missing = Counter(d.key() for d in wanted) - Counter(present_key(d) for d in present)
+    surplus = Counter(present_key(d) for d in present) - Counter(d.key() for d in wanted)
+    add: list[DeviceWant] = []
+    for d in wanted:
+        if missing[d.key()] > 0:
+            missing[d.key()] -= 1
+            add.append(d)
+    remove: list[PassthroughDevice] = []
+    for dev in sorted(present, key=lambda d: d.key, reverse=True):
+        if surplus[present_key(dev)] > 0:
+            surplus[present_key(dev)] -= 1
+            remove.append(dev)
+    return add, sorted(remove, key=lambda d: d.key)
 
 
 def nic_ports(

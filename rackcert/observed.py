@@ -70,6 +70,16 @@ class EsxcliHost(Observed):
         default_factory=dict, description="`hardware pci pcipassthru list`: PCI id -> Enabled"
     )
 
+    def vgpu_manager(self) -> EsxcliVib | None:
+        """The NVIDIA vGPU manager's VIB among the host's, if it lists one.
+
+        NVIDIA's vGPU User Guide finds it with `esxcli software vib list | grep -i nvd`: vendor
+        NVD, a host driver VIB (NVD-AIE_ESXi_7.0.2_Driver, NVD-AIE-800_ESXi_8.0.0_Driver);
+        its version starts with the Virtual GPU Manager's (550.127.06-1OEM.800...).
+        """
+        nvd = [v for v in self.vibs if v.vendor.upper() == "NVD"]
+        return next((v for v in nvd if "driver" in v.name.lower()), None)
+
 
 class ObservedHost(Observed):
     name: str

@@ -313,6 +313,37 @@ class Host(Strict):
     esxi_version: str = Field("7.0.3", description="Expected ESXi version, e.g. 7.0.3")
 
 
+class VgpuManagerSource(Strict):
+    depot: str = Field(
+        description="Where the host installs the NVIDIA vGPU manager from (esxcli software vib"
+        " install -d): the offline bundle .zip as a path on the host (/vmfs/volumes/<datastore>"
+        "/NVD-AIE-800_ESXi_8.0.0_Driver_....zip), or a depot URL (http/https)"
+    )
+
+    @field_validator("depot")
+    @classmethod
+    def _depot_esxcli_reads(cls, value: str) -> str:
+        """What `esxcli software vib install -d` takes (ESXCLI reference: full remote URLs of
+        the depot index.xml, or a server file path to an offline bundle .zip)."""
+        text = value.strip()
+        if text.startswith(("http://", "https://")) and " " not in text:
+            return text
+        if text.startswith("/") and text.lower().endswith(".zip") and " " not in text:
+            return text
+        raise ValueError(
+            f"{value!r}: give the offline bundle as an absolute .zip path on the host"
+            " (/vmfs/volumes/...) or a depot URL (http/https)"
+        )
+
+
+class HostSoftware(Strict):
+    vgpu_manager: VgpuManagerSource | None = Field(
+        None,
+        description="The NVIDIA vGPU manager VIB for hosts of vGPU VMs: provision installs it"
+        " in maintenance mode and reboots the host; none: plan reports what to install",
+    )
+
+
 class NvlinkPolicy(StrEnum):
     required = "required"
     preferred = "preferred"
@@ -831,6 +862,9 @@ class Spec(Strict):
     storage: Storage = Field(default_factory=Storage)
     network: Network = Field(default_factory=Network)
     certification: Certification = Field(default_factory=Certification)
+    host_software: HostSoftware = Field(
+        default_factory=HostSoftware, description="Software provision installs on the ESXi hosts"
+    )
     slurm: Slurm | None = Field(
         None,
         description="The site's Slurm: nodes join it, bench runs as its jobs (--launcher srun)",

@@ -31,6 +31,21 @@ class MountExpect(BaseModel):
     options: list[str] = Field(default_factory=list)
 
 
+class VgpuManager(BaseModel):
+    """The NVIDIA vGPU manager on a VM's ESXi host, as the recorded discovery's esxcli saw it.
+
+    Not from the spec: `validation.host_software` fills it in from provision's discovery
+    (`software vib list`), so `gpu.vgpu.branch` can judge the guest against its host.
+    """
+
+    host: str
+    answered: bool = Field(False, description="The host answered esxcli")
+    version: str = Field(
+        "", description="The manager VIB's version; empty when the host answered and lists none"
+    )
+    why: str = Field("", description="Why it is not known (answered False)")
+
+
 class NodeExpect(BaseModel):
     """Everything the guest checks compare against, for one VM."""
 
@@ -69,6 +84,11 @@ class NodeExpect(BaseModel):
     )
     nvlink_links: int = Field(0, description="NVLinks every GPU must have up (HGX SXM: 18)")
     nvlink_gbps: float | None = Field(None, description="Speed of each link, GB/s, per nvidia-smi")
+    vgpu_manager: VgpuManager | None = Field(
+        None,
+        description="The vGPU manager of the VM's host (validation.host_software, from the"
+        " recorded discovery); none: no discovery on record asked the host",
+    )
 
 
 # NVLinks of an SXM module on an HGX board, as `nvidia-smi nvlink -s` reports them: H100 and

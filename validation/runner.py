@@ -33,6 +33,7 @@ from rackcert.untrusted import cap_strings
 from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
+from validation.host_software import with_vgpu_managers
 from validation.hypervisor import discovery_record, hv_ids, hypervisor_results, no_discovery
 from validation.junit import write_junit
 from validation.peers import DEFAULT_K, History, Plan
@@ -268,6 +269,9 @@ def validate(
     tgts = targets(
         loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
     )
+    if any(t.expect.vgpu for t in tgts):  # gpu.vgpu.branch judges the guest against its host
+        found = discovery_record(loaded.spec.metadata.name, run, runs_root)
+        tgts = with_vgpu_managers(tgts, loaded.spec, found[0] if found else None)
     names = [t.expect.node for t in tgts]
     mesh = _peer_plan(loaded, run, tgts, defs, peers) if not local else None
     if mesh is not None:

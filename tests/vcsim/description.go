@@ -27,21 +27,33 @@ type Description struct {
 	AgentVMs *int `json:"agent_vms"`
 	// PageSize is the PropertyCollector's own page limit (collector.go); 0: none.
 	PageSize int `json:"page_size"`
+	// Depots are the offline bundles the hosts can install from (esxcli software vib install
+	// -d, hostsoftware.go): a path on a datastore and the VIBs the bundle holds.
+	Depots []DepotDesc `json:"depots"`
+}
+
+// DepotDesc is one offline bundle (.zip) a host can read, and the VIBs in it.
+type DepotDesc struct {
+	Path string `json:"path"`
+	VIBs []VIB  `json:"vibs"`
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.
 type HostDesc struct {
-	Name        string    `json:"name"`
-	Vendor      string    `json:"vendor"`
-	Model       string    `json:"model"`
-	Version     string    `json:"esxi_version"`
-	Build       string    `json:"esxi_build"`
-	NumaNodes   int       `json:"numa_nodes"`
-	ATS         bool      `json:"ats"`
-	MemoryGB    int64     `json:"memory_gb"`
-	PCI         []PCIDesc `json:"pci"`
-	VgpuTypes   []string  `json:"vgpu_types"`
-	Maintenance bool      `json:"maintenance"`
+	Name      string    `json:"name"`
+	Vendor    string    `json:"vendor"`
+	Model     string    `json:"model"`
+	Version   string    `json:"esxi_version"`
+	Build     string    `json:"esxi_build"`
+	NumaNodes int       `json:"numa_nodes"`
+	ATS       bool      `json:"ats"`
+	MemoryGB  int64     `json:"memory_gb"`
+	PCI       []PCIDesc `json:"pci"`
+	VgpuTypes []string  `json:"vgpu_types"`
+	// NoVGPUManager: the host's GPUs support VgpuTypes, but the NVIDIA vGPU manager VIB is not
+	// installed: no manager VIB, no profile offered, until one is installed and the host boots.
+	NoVGPUManager bool `json:"no_vgpu_manager"`
+	Maintenance   bool `json:"maintenance"`
 	// ATSOption false: this ESXi build has no VMkernel.Boot.atsSupport (options.go).
 	ATSOption *bool `json:"ats_option"`
 	// ATSType is the option's declared type: "bool" (default) or "string".

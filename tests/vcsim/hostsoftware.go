@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vmware/govmomi/simulator"
 )
@@ -53,9 +55,150 @@ func vgpuManagerVIB(version string) string {
 	return VGPUManagerVIB
 }
 
-// hasVGPUManager: the host has the NVIDIA vGPU manager VIB of either release installed.
+// vgpuManagerVersion is the manager VIB's version on a host of that ESXi release: the
+// NVIDIA Virtual GPU Manager version of one vGPU software release, then the VIB's build tag.
+// NVIDIA's vGPU release notes for VMware vSphere, "NVIDIA vGPU Software Driver Versions":
+//   - vGPU 16.3 (branch R535, long-term support; ESXi 7.0 and 8.0): Virtual GPU Manager
+//     535.154.02, Linux guest driver 535.154.05;
+//   - vGPU 17.4 (branch R550, production; ESXi 8.0): Virtual GPU Manager 550.127.06, Linux
+//     guest driver 550.127.05.
+//
+// The guest's driver must come from the manager's release branch ("Compatibility Requirements
+// for the NVIDIA vGPU Manager and Guest VM Driver"). An ESXi 7.0 host runs R535 here, an 8.0
+// host R550 (the H100/H200 HGX racks of inventories/ run 8.0.3 with R550 guests). The build
+// tags are those of the 7.0.2 and 8.0 driver VIBs (1OEM.702..., 1OEM.800...).
+func vgpuManagerVersion(version string) string {
+	if strings.HasPrefix(version, "8.") {
+		return "550.127.06-1OEM.800.1.0.20613240"
+	}
+	return "535.154.02-1OEM.702.0.0.17630552"
+}
+
+// hasVGPUManager: the NVIDIA vGPU manager runs on the host: its VIB (of either release) was
+// installed when the host last booted. NVIDIA's vGPU User Guide for vSphere reboots the host
+// after `esxcli software vib install`; the manager's kernel module loads at that boot.
 func hasVGPUManager(hs *simulator.HostSystem) bool {
+	loaded, _ := managerLoaded.Load(hs.Self.Value)
+	return loaded == true && vgpuManagerInstalled(hs)
+}
+
+// vgpuManagerInstalled: `software vib list` shows a vGPU manager VIB (perhaps not loaded yet).
+func vgpuManagerInstalled(hs *simulator.HostSystem) bool {
 	return hostHasVIB(hs, VGPUManagerVIB) || hostHasVIB(hs, VGPUManagerVIB80)
+}
+
+// managerLoaded: host moid -> whether the vGPU manager VIB was installed at the last boot.
+var managerLoaded sync.Map
+
+// hardwareVgpuTypes: host moid -> the vGPU profiles its GPUs support, which the host offers
+// (config.sharedPassthruGpuTypes) only while the NVIDIA vGPU manager runs.
+var hardwareVgpuTypes sync.Map
+
+// bootSoftware is what a boot does to the host's software: an installed manager loads, and
+// the host offers its GPUs' vGPU profiles from then on.
+func bootSoftware(hs *simulator.HostSystem) {
+	installed := vgpuManagerInstalled(hs)
+	managerLoaded.Store(hs.Self.Value, installed)
+	hw, _ := hardwareVgpuTypes.Load(hs.Self.Value)
+	types, _ := hw.([]string)
+	if !installed || len(types) == 0 || len(hs.Config.SharedPassthruGpuTypes) > 0 {
+		return
+	}
+	hs.Config.SharedPassthruGpuTypes = append([]string(nil), types...)
+	if ref := hs.ConfigManager.GraphicsManager; ref != nil {
+		if gm, ok := simulator.Map.Get(*ref).(*GraphicsManager); ok {
+			gm.SharedPassthruGpuTypes = hs.Config.SharedPassthruGpuTypes
+		}
+	}
+}
+
+// depots: offline bundle path -> the VIBs in it (Desc.Depots), set once at build.
+var depots = map[string][]VIB{}
+
+func setDepots(list []DepotDesc) {
+	for _, d := range list {
+		depots[d.Path] = d.VIBs
+	}
+}
+
+// vibID is how esxcli names a VIB in an installation result: <vendor>_bootbank_<name>_<version>.
+func vibID(v VIB) string { return v.Vendor + "_bootbank_" + v.Name + "_" + v.Version }
+
+// softwareVibInstall is `esxcli software vib install -d <bundle>` as ESXi answers it
+// (ESXCLI command reference, software vib install; NVIDIA's vGPU User Guide for vSphere,
+// "Installing the NVIDIA Virtual GPU Manager"): a bundle the host cannot read is refused
+// with MetadataDownloadError; a VIB that cannot be installed live (a driver such as NVIDIA's
+// manager) only in maintenance mode (MaintenanceModeError); an installed VIB of the same
+// version is skipped; otherwise the VIB replaces any of its name and a reboot is required.
+func softwareVibInstall(hs *simulator.HostSystem, args cliArgs) (cliResult, *cliFault) {
+	var bundle []VIB
+	for _, path := range args["depot"] {
+		vibs, ok := depots[path]
+		if !ok {
+			url := "zip:" + path + "?index.xml"
+			return cliResult{}, &cliFault{Msg: []string{"[MetadataDownloadError]",
+				fmt.Sprintf("Could not download from depot at %s, skipping (('%s', '', \"Error extracting"+
+					" index.xml from %s: [Errno 2] No such file or directory: '%s'\"))", url, url, path, path),
+				"url = " + url, "Please refer to the log file for more details."}}
+		}
+		bundle = append(bundle, vibs...)
+	}
+	if len(bundle) == 0 {
+		return cliResult{}, cliError("[InstallationError] At least one of --depot or --viburl must be given")
+	}
+	current := softwareOf(hs)
+	var install, remove, skip []string
+	for _, v := range bundle {
+		same := false
+		for _, c := range current {
+			if c.Name == v.Name && c.Version == v.Version {
+				same = true
+			} else if c.Name == v.Name {
+				remove = append(remove, vibID(c))
+			}
+		}
+		if same {
+			skip = append(skip, vibID(v))
+		} else {
+			install = append(install, vibID(v))
+		}
+	}
+	if len(install) > 0 && !hs.Runtime.InMaintenanceMode {
+		return cliResult{}, &cliFault{Msg: []string{"[MaintenanceModeError]",
+			fmt.Sprintf("MaintenanceMode is required to remove: [%s]; install: [%s].",
+				strings.Join(remove, ", "), strings.Join(install, ", ")),
+			"Please refer to the log file for more details."}}
+	}
+	message := "Host is not changed."
+	if len(install) > 0 {
+		message = "The update completed successfully, but the system needs to be rebooted for the changes to be effective."
+		installVIBs(hs, bundle)
+	}
+	r := row("Message", message, "Reboot Required", trueFalse(len(install) > 0))
+	r.set("VIBs Installed", install...)
+	r.set("VIBs Removed", remove...)
+	r.set("VIBs Skipped", skip...)
+	return cliResult{Rows: []cliRow{r}}, nil
+}
+
+// installVIBs puts the bundle's VIBs in the host's list (each replacing one of its name);
+// they are in effect at the next boot (summary.rebootRequired).
+func installVIBs(hs *simulator.HostSystem, bundle []VIB) {
+	vibs := softwareOf(hs)
+	for _, v := range bundle {
+		v.InstallDate = time.Now().UTC().Format("2006-01-02")
+		replaced := false
+		for i := range vibs {
+			if vibs[i].Name == v.Name {
+				vibs[i], replaced = v, true
+			}
+		}
+		if !replaced {
+			vibs = append(vibs, v)
+		}
+	}
+	hostVIBs.Store(hs.Self.Value, vibs)
+	simulator.Map.WithLock(hs, func() { hs.Summary.RebootRequired = true })
 }
 
 // hostVIBs holds each host's VIB list (host moid -> []VIB), set once at build.
@@ -63,6 +206,8 @@ var hostVIBs sync.Map
 
 // setHostSoftware gives the host its VIB list: the description's, else the one its hardware needs.
 func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
+	hardwareVgpuTypes.Store(hs.Self.Value, append([]string(nil), hd.VgpuTypes...))
+	defer func() { managerLoaded.Store(hs.Self.Value, vgpuManagerInstalled(hs)) }()
 	if hd.VIBs != nil {
 		hostVIBs.Store(hs.Self.Value, append([]VIB(nil), hd.VIBs...))
 		return
@@ -80,7 +225,7 @@ func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
 			AcceptanceLevel: "VMwareCertified", InstallDate: "2022-02-01"},
 		vmw("vmw-ahci", "2.0.9-"+tag),
 	}
-	mellanox, vgpu := false, len(hd.VgpuTypes) > 0
+	mellanox, vgpu := false, len(hd.VgpuTypes) > 0 && !hd.NoVGPUManager
 	for _, p := range hd.PCI {
 		mellanox = mellanox || (p.VendorID == mellanoxVendor && p.ClassID>>8 == 0x02)
 	}
@@ -88,11 +233,7 @@ func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
 		vibs = append(vibs, vmw("nmlx5-core", "4.19.16.11-"+tag), vmw("nmlx5-rdma", "4.19.16.11-"+tag))
 	}
 	if vgpu {
-		oem := "1OEM.702.0.0.17630552" // the 7.0.2 driver's build tag
-		if strings.HasPrefix(version, "8.") {
-			oem = "1OEM.800.1.0.20613240" // the 8.0 driver's
-		}
-		vibs = append(vibs, VIB{Name: vgpuManagerVIB(version), Version: "535.154.02-" + oem,
+		vibs = append(vibs, VIB{Name: vgpuManagerVIB(version), Version: vgpuManagerVersion(version),
 			Vendor: "NVD", AcceptanceLevel: "VMwareAccepted", InstallDate: "2022-02-01"})
 	}
 	hostVIBs.Store(hs.Self.Value, vibs)

@@ -69,6 +69,7 @@ func BuildRack(ctx context.Context, desc *Description) (*Rack, error) {
 		return nil, err
 	}
 	rack := &Rack{Model: model, Hosts: map[string]*simulator.HostSystem{}}
+	setDepots(desc.Depots) // hostsoftware.go: what software vib install -d can read
 	for i := range desc.Hosts {
 		hd := &desc.Hosts[i]
 		task, err := cluster.AddHost(ctx, types.HostConnectSpec{HostName: hd.Name}, true, nil, nil)
@@ -233,6 +234,9 @@ func configureHost(hs *simulator.HostSystem, hd *HostDesc) {
 		hs.Summary.Config.Product = &product
 		cfg.PciPassthruInfo = passthru
 		cfg.SharedPassthruGpuTypes = hd.VgpuTypes
+		if hd.NoVGPUManager { // offered only once the manager runs (hostsoftware.go)
+			cfg.SharedPassthruGpuTypes = nil
+		}
 		hs.Runtime.InMaintenanceMode = hd.Maintenance
 		rebind := hd.RebindWithoutReboot
 		hs.Capability = &types.HostCapability{DeviceRebindWithoutRebootSupported: &rebind}
@@ -405,6 +409,7 @@ func reboot(hs *simulator.HostSystem) {
 		i.PassthruActive = i.PassthruEnabled
 	}
 	bootGraphics(hs)
+	bootSoftware(hs) // hostsoftware.go: an installed vGPU manager loads
 	if options, ok := simulator.Map.Get(*hs.ConfigManager.AdvancedOption).(*HostOptions); ok {
 		bootATS(hs, options) // esxcli's Runtime column changes only here
 	}

@@ -133,7 +133,18 @@ class CheckDef:
 
 
 REGISTRY: dict[str, CheckDef] = {}
-MODULES = ("node", "gpu", "hgx", "nic", "container", "storage", "os", "ssh", "hypervisor")
+MODULES = (
+    "node",
+    "gpu",
+    "hgx",
+    "vgpu",
+    "nic",
+    "container",
+    "storage",
+    "os",
+    "ssh",
+    "hypervisor",
+)
 
 
 def check(

@@ -31,6 +31,16 @@ def version_at_least(observed: str, wanted: str) -> bool:
     return a + [0] * (width - len(a)) >= b + [0] * (width - len(b))
 
 
+def driver_branch(version: str) -> str:
+    """An NVIDIA driver's release branch: its major number ('' when it has none).
+
+    >>> driver_branch("550.127.05"), driver_branch("535.154.02-1OEM.702.0.0.17630552")
+    ('R550', 'R535')
+    """
+    major = version.strip().split(".", 1)[0].split("-", 1)[0]
+    return f"R{major}" if major.isdigit() else ""
+
+
 def _tokens(name: str) -> set[str]:
     words = set(re.findall(r"[a-z0-9]+", name.lower())) - {"nvidia", "tesla", "geforce"}
     return {w for w in words if w}
