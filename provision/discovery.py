@@ -34,6 +34,7 @@ from typing import Any
 
 from provision.objectcontent import Reader, option_type_named, truthy, u16
 from provision.soapstream import Page, Sent, call_streamed, receive, send
+from provision.viewspec import view_filter_spec
 from rackcert.errors import RackcertError
 from rackcert.observed import EsxcliHost, Inventory, ObservedHost, ObservedVm
 from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
@@ -120,9 +121,7 @@ def _option_type(definition: Any, value: Any) -> str:
     return option_type_named(type(getattr(definition, "optionType", None)).__name__, value)
 
 
-def _filter_spec(vim: Any, vmodl: Any, view: Any, extra: dict[Any, list[str]] | None = None) -> Any:
-    pc = vmodl.query.PropertyCollector
-    traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
+def _filter_spec(vim: Any, view: Any, extra: dict[Any, list[str]] | None = None) -> Any:
     paths = {
         vim.HostSystem: HOST_PROPERTIES,
         vim.VirtualMachine: VM_PROPERTIES,
@@ -131,11 +130,7 @@ def _filter_spec(vim: Any, vmodl: Any, view: Any, extra: dict[Any, list[str]] | 
     }
     for kind, more in (extra or {}).items():
         paths[kind] = list(dict.fromkeys([*paths.get(kind, []), *more]))
-    return pc.FilterSpec(
-        objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[traverse])],
-        propSet=[pc.PropertySpec(type=kind, pathSet=p) for kind, p in paths.items()],
-        reportMissingObjectsInResults=False,
-    )
+    return view_filter_spec(view, paths, reportMissingObjectsInResults=False)
 
 
 # Objects per page we ask for (RetrieveOptions.maxObjects); vCenter may return fewer
@@ -218,7 +213,7 @@ def _stream_paged(
     try:
         pc = content.propertyCollector
         options = vmodl.query.PropertyCollector.RetrieveOptions(maxObjects=PAGE_OBJECTS)
-        spec = _filter_spec(vim, vmodl, view, extra)
+        spec = _filter_spec(vim, view, extra)
         with _cycles_not_collected():
             with_retries(
                 lambda: _pages(pc, spec, options, stats, fresh(), keep() if keep else None), 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from provision.viewspec import view_filter_spec
 from provision.vsphere_ops import ApplyError, wait_task
 
 FIELD = "rackcert.maintenance"
@@ -50,34 +51,21 @@ def clear(si: Any, host: Any, key: int) -> None:
 def marked_hosts(si: Any, key: int) -> list[tuple[Any, str, bool, str]]:
     """Every host carrying the mark: (host, name, in maintenance, connection state), read in
     one PropertyCollector retrieval over a container view."""
-    from pyVmomi import vim, vmodl
+    from pyVmomi import vim
 
     content = si.content
     view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
     try:
-        spec = vmodl.query.PropertyCollector.FilterSpec(
-            objectSet=[
-                vmodl.query.PropertyCollector.ObjectSpec(
-                    obj=view,
-                    skip=True,
-                    selectSet=[
-                        vmodl.query.PropertyCollector.TraversalSpec(
-                            name="view", path="view", skip=False, type=vim.view.ContainerView
-                        )
-                    ],
-                )
-            ],
-            propSet=[
-                vmodl.query.PropertyCollector.PropertySpec(
-                    type=vim.HostSystem,
-                    pathSet=[
-                        "name",
-                        "customValue",
-                        "runtime.inMaintenanceMode",
-                        "runtime.connectionState",
-                    ],
-                )
-            ],
+        spec = view_filter_spec(
+            view,
+            {
+                vim.HostSystem: [
+                    "name",
+                    "customValue",
+                    "runtime.inMaintenanceMode",
+                    "runtime.connectionState",
+                ]
+            },
         )
         found = []
         for obj in content.propertyCollector.RetrieveContents([spec]):

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provision.viewspec import view_filter_spec
 from rackcert.lab import linkshape, sshhosts
 
 log = logging.getLogger("rackcert.lab.guest_agent")
@@ -128,22 +129,7 @@ class GuestAgent:
             content.rootFolder, [vim.VirtualMachine], True
         )
         pc = content.propertyCollector.CreatePropertyCollector()
-        spec = vmodl.query.PropertyCollector.FilterSpec(
-            objectSet=[
-                vmodl.query.PropertyCollector.ObjectSpec(
-                    obj=view,
-                    skip=True,
-                    selectSet=[
-                        vmodl.query.PropertyCollector.TraversalSpec(
-                            name="view", path="view", skip=False, type=vim.view.ContainerView
-                        )
-                    ],
-                )
-            ],
-            propSet=[
-                vmodl.query.PropertyCollector.PropertySpec(type=vim.VirtualMachine, pathSet=WATCHED)
-            ],
-        )
+        spec = view_filter_spec(view, {vim.VirtualMachine: WATCHED})
         pc.CreateFilter(spec, partialUpdates=False)
         options = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=self.wait_s)
         version = ""
