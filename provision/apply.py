@@ -25,7 +25,7 @@ from typing import Any
 from provision import lifecycle, maintenance_mark
 from provision.host_steps import HOST_STEPS, Timeouts, prepare_host
 from provision.maintenance_mark import field_key
-from provision.pace import Pace, cluster_tolerance, host_waves
+from provision.pace import RANK, Pace, Slots, cluster_tolerance, host_waves
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from provision.taskwatch import watching
 from provision.vsphere_ops import (
@@ -247,7 +247,7 @@ class _Run:
         self.pace = pace
         self.run_id = "provision"
         self.lock = threading.RLock()
-        self.slots = threading.Semaphore(max(1, pace.parallelism))
+        self.slots = Slots(pace.parallelism)
         self.started: dict[int, str] = {}
         self.current: dict[int, Action] = {}  # thread -> the action it carries out
         self.failed: dict[str, str] = {}  # host or VM -> why its lane stopped
@@ -354,7 +354,7 @@ class _Run:
             restart = [r for r in self.step.restart if r.get("host") == lane.host]
             if restart:
                 try:
-                    with self.slots:
+                    with self.slots.take(RANK["power"]):
                         _power(self.si, restart, on=True, on_event=self.event)
                 except Exception as exc:
                     if not _is_fault(exc):
@@ -379,7 +379,7 @@ class _Run:
         self.state("host", name, state="preparing", started_at=utc_now())
         try:
             if lane.running:
-                with self.slots:
+                with self.slots.take(RANK["power"]):
                     _power(self.si, lane.running, on=False, on_event=self.event)
                 with self.lock:
                     self.step.restart += [r | {"host": name} for r in lane.running]
@@ -391,7 +391,6 @@ class _Run:
                 self.done,
                 self.timeouts,
                 mark=self.mark,
-                slots=self.slots,
             )
         except Exception as exc:
             if not _is_fault(exc):
@@ -431,7 +430,7 @@ class _Run:
                 if action.kind == "vm.wait":
                     outcome = VM_STEPS[action.kind](self.step, action)
                 else:
-                    with self.slots:
+                    with self.slots.take(RANK[action.kind]):
                         outcome = VM_STEPS[action.kind](self.step, action)
             except Exception as exc:
                 if not _is_fault(exc):

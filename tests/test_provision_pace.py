@@ -163,9 +163,10 @@ def test_eight_hosts_of_two_vms_go_at_the_pace_of_one(rack_twin, tmp_path, capsy
     waits = [a for a in record["data"]["skipped"] if a["kind"] == "vm.wait"]
     assert len(waits) == 16
     ratio = _work_span(record) / chain
-    # Sequential work takes 8 chains; parallel lanes take ~1.1 (benchmarks/provision_pace.py
-    # measures it on the modelled clock); the margin is this shared machine's load.
-    assert ratio < 3.0, (ratio, chain)
+    # Issue 35's Done-when: at most 1.5 one host's chain (sequential work takes 8). The
+    # modelled clock alone gives 1.1 (the twin runs 8 clones at once per datastore, so 16
+    # VMs clone in two rounds); the rest is the controller's polls and this machine's load.
+    assert ratio <= 1.5, (ratio, chain)
     assert {h["state"] for h in record["data"]["hosts"].values()} == {"prepared"}
     assert {h["wave"] for h in record["data"]["hosts"].values()} == {0}
 
