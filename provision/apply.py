@@ -196,16 +196,20 @@ def apply(
     power_on: bool = True,
     pace: Pace | None = None,
     run_id: str = "provision",
+    record_lock: threading.RLock | None = None,
 ) -> ProvisionData:
     """Apply `actions` into `data` (done, skipped, each host's and VM's state, waits).
 
-    `on_done(data)` runs after each finished or skipped action, so the caller can record
-    the stage after every step and a fault loses nothing. VMs it creates are powered on
-    unless `power_on` is False (ESXi checks their passthrough devices only then); VMs it
-    powered off to change are powered on again. `pace` bounds what runs at once.
+    `on_done(data)` runs after every change to `data` (an action finished or skipped, a
+    host's or VM's state), under `record_lock`, which guards every change: the caller
+    records the stage as it goes (provision/record_flush.py) and a fault loses nothing.
+    VMs it creates are powered on unless `power_on` is False (ESXi checks their passthrough
+    devices only then); VMs it powered off to change are powered on again. `pace` bounds
+    what runs at once.
     """
     data = data if data is not None else ProvisionData()
     run = _Run(si, data, on_event, on_done, power_cycle, timeouts or Timeouts(), pace or Pace())
+    run.lock = record_lock if record_lock is not None else run.lock
     run.step.power_on = power_on
     run.run_id = run_id
     set_poll_cap(max(0.001, 2 * run.pace.poll_s))
@@ -296,6 +300,8 @@ class _Run:
         with self.lock:
             book = self.data.hosts if kind == "host" else self.data.vms
             book.setdefault(name, {}).update(values)
+            if self.on_done:
+                self.on_done(self.data)
 
     # -- lanes ----------------------------------------------------------------------------
     def lanes(self, actions: list[Action]) -> list[_Lane]:
@@ -312,6 +318,9 @@ class _Run:
         for lane in lanes.values():
             if lane.host_actions:
                 lane.running = list(lane.host_actions[0].params.get("powered_on_vms") or [])
+                self.state("host", lane.host, state="pending")
+            for vm in lane.vms:
+                self.state("vm", vm, state="pending")
         return list(lanes.values())
 
     def go(self, actions: list[Action]) -> None:
@@ -419,11 +428,13 @@ class _Run:
     def chain(self, actions: list[Action], lane: _Lane) -> None:
         """One VM's actions in order; a fault stops the rest of this VM only."""
         stopped = ""
+        began = False
         for action in actions:
             why = stopped or self.why_not(action, lane)
             if why:
                 self.skip(action, why)
                 continue
+            began = True
             self.event("start", action, "")
             self.state("vm", action.target, state=action.kind)
             try:
@@ -447,7 +458,9 @@ class _Run:
             else:
                 self.done(action, outcome)
         name = actions[0].target if actions else ""
-        if name and not stopped and name not in self.failed:
+        if name and not began:
+            self.state("vm", name, state="skipped")
+        elif name and not stopped and name not in self.failed:
             seen = self.data.vms.get(name, {})
             late = seen.get("waited") and not seen.get("answered")
             self.state("vm", name, state="no answer" if late else "done")

@@ -275,6 +275,70 @@ def test_a_controller_killed_at_random_points_leaves_nothing_half_done(rack_twin
         assert seen["vms"][name] == [(host, 32)], (seed, name, seen["vms"][name])  # once
 
 
+def _record_now(lab: Any) -> dict[str, Any] | None:
+    """provision.json as it is on disk now (written atomically), or None before the first."""
+    paths = sorted(lab.runs_dir.glob("*/*/provision.json"))
+    return json.loads(paths[-1].read_text()) if paths else None
+
+
+def test_a_controller_stopped_by_sigterm_mid_run_leaves_a_record_of_every_host_and_vm(
+    rack_twin, tmp_path
+):
+    """The record is written as the run goes: while the hosts reboot it already says they
+    are being prepared. SIGTERM then: exit 143 with one error line, and the record says the
+    run was stopped, with each host's and each VM's state as far as it got."""
+    lab = _twin(rack_twin, tmp_path, 3, 2)
+    proc = _provision(lab)
+
+    def rebooting() -> bool:
+        record = _record_now(lab)
+        hosts = record["data"]["hosts"] if record else {}
+        return len(hosts) == 3 and {h["state"] for h in hosts.values()} == {"preparing"}
+
+    _wait_for(rebooting, 60)  # ATS and passthrough written, the reboots (~5.4 s) under way
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert "SIGTERM" in error_line(err.decode())
+    record = _record_now(lab)
+    assert record is not None
+    assert record["status"] == "failed" and "SIGTERM" in record["error"]
+    data = record["data"]
+    assert set(data["hosts"]) == {f"esx{i:03d}.example.internal" for i in (1, 2, 3)}
+    assert {h["state"] for h in data["hosts"].values()} <= {"preparing", "prepared"}
+    assert set(data["vms"]) == {f"node{i:03d}-{j}" for i in (1, 2, 3) for j in (0, 1)}
+    assert all(v["state"] for v in data["vms"].values())
+    assert any(a["kind"] == "host.ats" for a in data["done"])  # what was done, kept
+
+
+def test_the_record_is_written_at_most_every_half_second_and_last_at_the_end(tmp_path):
+    """A thousand changes in a second cost a few writes, not a thousand; `final` writes
+    after the thread has stopped, so nothing older replaces it."""
+    from provision.record_flush import flushing
+    from rackcert.stage_records import ProvisionData
+
+    writes: list[tuple[float, str, int]] = []
+
+    def write(status: str, _error: str | None, snapshot: Any) -> None:
+        writes.append((time.monotonic(), status, len(snapshot["hosts"])))
+
+    data = ProvisionData()
+    with flushing(data, write) as flusher:
+        deadline = time.monotonic() + 1.2
+        n = 0
+        while time.monotonic() < deadline:
+            with flusher.lock:
+                data.hosts[f"h{n}"] = {"state": "pending"}
+            flusher.changed()
+            n += 1
+            time.sleep(0.001)
+        flusher.final("ok")
+    assert 2 <= len(writes) <= 5, len(writes)  # at start, then at most every 0.5 s
+    gaps = [b[0] - a[0] for a, b in zip(writes[:-2], writes[1:-1], strict=True)]
+    assert all(g >= 0.45 for g in gaps), gaps
+    assert writes[-1][1:] == ("ok", n)  # the last write is the final one, with everything
+
+
 def test_an_operators_maintenance_mode_is_never_closed_by_recovery(rack_twin, tmp_path, capsys):
     """A host the operator put in maintenance mode carries no rackcert mark: provision
     works inside it and leaves it there, run after run."""
