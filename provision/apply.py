@@ -140,8 +140,8 @@ def _reconfigure_vm(step: VmStep, action: Action) -> str | Left:
 
 
 def _clone(step: VmStep, action: Action) -> str | Left:
-    step.moids[action.target] = lifecycle.clone(step.si, action, step.on_event)
-    return ""
+    step.moids[action.target], note = lifecycle.clone(step.si, action, step.on_event)
+    return note
 
 
 def _customize(step: VmStep, action: Action) -> str | Left:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from provision import guestinfo
+from provision.vm_identity import instance_uuid
 from provision.vmsettings import DeviceWant, nic_ports, power_conflicts, wanted_devices
 from rackcert.device_groups import describe, wanted_group
 from rackcert.errors import RackcertError
@@ -722,6 +723,7 @@ def _clone_actions(
                 "host_moid": host.moid,
                 "datastore": datastore,
                 "name": vm_spec.name,
+                "instance_uuid": instance_uuid(spec.metadata.name, vm_spec.name),
             },
             **common,
         ),

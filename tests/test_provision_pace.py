@@ -500,3 +500,45 @@ def test_a_clone_an_interrupted_run_left_in_flight_is_adopted_not_doubled(
     seen = _inventory(lab)["vms"]
     assert seen["node001-0"] == [("esx001.example.internal", 32)]  # once, customized
     assert seen["node001-1"] == [("esx001.example.internal", 32)]
+
+
+def test_a_vm_renamed_or_half_made_is_found_by_its_instance_uuid_and_adopted(
+    rack_twin, tmp_path, capsys
+):
+    """Each clone carries the instance UUID rackcert derives from the rack's and the VM's
+    names. node001-0, renamed after the run (as an operator or a killed run's leftover
+    would leave it), is not seen by name, so the plan clones it again: apply finds it by
+    instance UUID (SearchIndex.FindByUuid) and adopts it under its spec name instead. The
+    twin then lists each spec VM once and no other."""
+    from pyVmomi import vim
+
+    from provision.vm_identity import instance_uuid
+
+    lab = _twin(rack_twin, tmp_path, 1, 2)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    rack = last_record(lab, "provision")["rack"]
+    want = {n: instance_uuid(rack, n) for n in ("node001-0", "node001-1")}
+    assert len(set(want.values())) == 2
+    with lab.connect() as si:
+        made = {v.name: v for v in _vms(si) if v.name in want}
+        assert {n: v.config.instanceUuid for n, v in made.items()} == want
+        task = made["node001-0"].Rename_Task(newName="leftover-7")
+        while str(task.info.state) not in ("success", "error"):
+            time.sleep(0.01)
+        assert str(task.info.state) == "success"
+        found = si.content.searchIndex.FindByUuid(
+            uuid=want["node001-0"], vmSearch=True, instanceUuid=True
+        )
+        assert isinstance(found, vim.VirtualMachine) and found.name == "leftover-7"
+
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    record = last_record(lab, "provision")["data"]
+    clone = next(a for a in record["done"] if a["kind"] == "vm.clone")
+    assert clone["target"] == "node001-0" and "adopted VM leftover-7" in clone["result"]
+    seen = _inventory(lab)["vms"]
+    assert seen == {  # once each, customized, no leftover
+        "node001-0": [("esx001.example.internal", 32)],
+        "node001-1": [("esx001.example.internal", 32)],
+    }
