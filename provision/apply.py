@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision import lifecycle, maintenance_mark
+from provision.guestwatch import watching_guests
 from provision.host_steps import HOST_STEPS, Timeouts, prepare_host
 from provision.maintenance_mark import field_key
 from provision.pace import RANK, Pace, Slots, cluster_tolerance, host_waves
@@ -214,7 +215,8 @@ def apply(
     run.run_id = run_id
     set_poll_cap(max(0.001, 2 * run.pace.poll_s))
     lifecycle.WAIT_POLL_S["interval"] = run.pace.poll_s
-    with watching(si, interval=2 * run.pace.poll_s):
+    waits = any(a.kind == "vm.wait" for a in actions)
+    with watching(si, interval=2 * run.pace.poll_s), watching_guests(si, waits):
         run.go(actions)
     return data
 

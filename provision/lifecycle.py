@@ -17,7 +17,9 @@ are carried out here (apply.py's VM_STEPS table dispatches to them):
 - power on: `PowerOnVM_Task`; vCenter's own checks (a device held by another
   VM, an inactive passthrough device) fault the task, which stops the run;
 - wait: bounded, with progress, until VMware Tools reports the spec's address
-  as `guest.ipAddress` or SSH answers there (`network.management.wait_for`).
+  as `guest.ipAddress` or SSH answers there (`network.management.wait_for`); while
+  apply runs, every VM's power state and address come from one watch that vCenter
+  pushes changes to (provision/guestwatch.py), not from a read per VM per poll.
 """
 
 from __future__ import annotations
@@ -176,9 +178,17 @@ def wait_up(
     deadline = started + p["timeout_s"]
     mode = p["wait_for"]
     state: dict[str, Any] = {"address": p["address"], "answered": None}
+    pause = interval if interval is not None else WAIT_POLL_S["interval"]
+    watch = _watch_for(vm)
+    since = -1
     while True:
-        power = str(vm.runtime.powerState)
-        guest_ip = vm.guest.ipAddress if vm.guest else None
+        seen = watch.look(vm_moid, since, 0 if since < 0 else pause) if watch else None
+        if seen is None:  # no watch, or it failed: read the VM itself
+            power = str(vm.runtime.powerState)
+            guest_ip = vm.guest.ipAddress if vm.guest else None
+        else:
+            since = seen["n"]
+            power, guest_ip = str(seen.get("runtime.powerState")), seen.get("guest.ipAddress")
         state |= {"power_state": power, "guest_ip": guest_ip or ""}
         if mode in ("any", "ssh") and ssh_answers(p["address"], p["port"]):
             state["answered"] = "ssh"
@@ -194,4 +204,15 @@ def wait_up(
             f"{action.target}: waiting for {p['address']}:{p['port']}"
             f" ({elapsed:.0f} s of {p['timeout_s']} s)",
         )
-        time.sleep(interval if interval is not None else WAIT_POLL_S["interval"])
+        if seen is None:
+            time.sleep(pause)
+
+
+def _watch_for(vm: Any) -> Any:
+    """apply's guest watch following `vm` (provision/guestwatch.py), or None: poll it."""
+    from provision.guestwatch import ACTIVE
+
+    watch = ACTIVE["watch"]
+    if watch is None or watch.si._stub is not vm._stub or not watch.follow(vm):
+        return None
+    return watch

@@ -8,6 +8,7 @@ never meet; benchmarks/provision_pace.py reports the figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -544,3 +545,35 @@ def test_a_vm_renamed_or_half_made_is_found_by_its_instance_uuid_and_adopted(
         "node001-0": [("esx001.example.internal", 32)],
         "node001-1": [("esx001.example.internal", 32)],
     }
+
+
+def test_one_guest_watch_follows_every_waited_vm_and_wakes_on_change(rack_twin, tmp_path):
+    """The boot waits' watch (one WaitForUpdatesEx over a ListView): a VM added to it shows
+    its power state at once, a power-on wakes its waiter long before the poll interval
+    would, and a watch that breaks says so (each wait then reads its VM itself)."""
+    from provision.guestwatch import GuestWatch
+    from provision.vsphere_ops import wait_task
+
+    idle = {"name": "idle", "host": "esx001.example.internal", "power_on": False, "cpus": 2,
+            "memory_mb": 2048, "firmware": "efi", "disk_gb": 16}  # fmt: skip
+    lab = _twin(rack_twin, tmp_path, 1, 2, vms=[idle])
+    with lab.connect() as si:
+        vm = next(v for v in _vms(si) if v.name == "idle")
+        watch = GuestWatch(si, wait_s=20)  # a long wait: only a pushed change ends it early
+        watch.thread.start()
+        try:
+            assert watch.follow(vm)
+            seen = watch.look(vm._moId, -1, 10)
+            assert seen is not None and str(seen["runtime.powerState"]) == "poweredOff"
+            wait_task(vm.PowerOnVM_Task(), "power on idle")
+            started = time.monotonic()
+            later = watch.look(vm._moId, seen["n"], 20)
+            assert later is not None and str(later["runtime.powerState"]) == "poweredOn"
+            assert time.monotonic() - started < 10  # pushed, not waited out
+            watch.collector.DestroyPropertyCollector()  # the watch breaks under its waiters
+            assert watch.look(vm._moId, later["n"], 30) is None
+            assert watch.failed is not None and not watch.follow(vm)
+        finally:
+            watch.stopped.set()
+            with contextlib.suppress(Exception):
+                watch.view.DestroyView()
