@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision import lifecycle, maintenance_mark
+from provision.guestwatch import watching_guests
 from provision.host_steps import HOST_STEPS, Timeouts, prepare_host
 from provision.maintenance_mark import field_key
-from provision.pace import Pace, cluster_tolerance, host_waves
+from provision.pace import RANK, Pace, Slots, cluster_tolerance, host_waves
 from provision.planner import HOST_KINDS, LIFECYCLE_KINDS, Action
 from provision.taskwatch import watching
 from provision.vsphere_ops import (
@@ -140,8 +141,8 @@ def _reconfigure_vm(step: VmStep, action: Action) -> str | Left:
 
 
 def _clone(step: VmStep, action: Action) -> str | Left:
-    step.moids[action.target] = lifecycle.clone(step.si, action, step.on_event)
-    return ""
+    step.moids[action.target], note = lifecycle.clone(step.si, action, step.on_event)
+    return note
 
 
 def _customize(step: VmStep, action: Action) -> str | Left:
@@ -196,21 +197,26 @@ def apply(
     power_on: bool = True,
     pace: Pace | None = None,
     run_id: str = "provision",
+    record_lock: threading.RLock | None = None,
 ) -> ProvisionData:
     """Apply `actions` into `data` (done, skipped, each host's and VM's state, waits).
 
-    `on_done(data)` runs after each finished or skipped action, so the caller can record
-    the stage after every step and a fault loses nothing. VMs it creates are powered on
-    unless `power_on` is False (ESXi checks their passthrough devices only then); VMs it
-    powered off to change are powered on again. `pace` bounds what runs at once.
+    `on_done(data)` runs after every change to `data` (an action finished or skipped, a
+    host's or VM's state), under `record_lock`, which guards every change: the caller
+    records the stage as it goes (provision/record_flush.py) and a fault loses nothing.
+    VMs it creates are powered on unless `power_on` is False (ESXi checks their passthrough
+    devices only then); VMs it powered off to change are powered on again. `pace` bounds
+    what runs at once.
     """
     data = data if data is not None else ProvisionData()
     run = _Run(si, data, on_event, on_done, power_cycle, timeouts or Timeouts(), pace or Pace())
+    run.lock = record_lock if record_lock is not None else run.lock
     run.step.power_on = power_on
     run.run_id = run_id
     set_poll_cap(max(0.001, 2 * run.pace.poll_s))
     lifecycle.WAIT_POLL_S["interval"] = run.pace.poll_s
-    with watching(si, interval=2 * run.pace.poll_s):
+    waits = any(a.kind == "vm.wait" for a in actions)
+    with watching(si, interval=2 * run.pace.poll_s), watching_guests(si, waits):
         run.go(actions)
     return data
 
@@ -247,7 +253,7 @@ class _Run:
         self.pace = pace
         self.run_id = "provision"
         self.lock = threading.RLock()
-        self.slots = threading.Semaphore(max(1, pace.parallelism))
+        self.slots = Slots(pace.parallelism)
         self.started: dict[int, str] = {}
         self.current: dict[int, Action] = {}  # thread -> the action it carries out
         self.failed: dict[str, str] = {}  # host or VM -> why its lane stopped
@@ -296,6 +302,8 @@ class _Run:
         with self.lock:
             book = self.data.hosts if kind == "host" else self.data.vms
             book.setdefault(name, {}).update(values)
+            if self.on_done:
+                self.on_done(self.data)
 
     # -- lanes ----------------------------------------------------------------------------
     def lanes(self, actions: list[Action]) -> list[_Lane]:
@@ -312,6 +320,9 @@ class _Run:
         for lane in lanes.values():
             if lane.host_actions:
                 lane.running = list(lane.host_actions[0].params.get("powered_on_vms") or [])
+                self.state("host", lane.host, state="pending")
+            for vm in lane.vms:
+                self.state("vm", vm, state="pending")
         return list(lanes.values())
 
     def go(self, actions: list[Action]) -> None:
@@ -354,7 +365,7 @@ class _Run:
             restart = [r for r in self.step.restart if r.get("host") == lane.host]
             if restart:
                 try:
-                    with self.slots:
+                    with self.slots.take(RANK["power"]):
                         _power(self.si, restart, on=True, on_event=self.event)
                 except Exception as exc:
                     if not _is_fault(exc):
@@ -379,7 +390,7 @@ class _Run:
         self.state("host", name, state="preparing", started_at=utc_now())
         try:
             if lane.running:
-                with self.slots:
+                with self.slots.take(RANK["power"]):
                     _power(self.si, lane.running, on=False, on_event=self.event)
                 with self.lock:
                     self.step.restart += [r | {"host": name} for r in lane.running]
@@ -391,7 +402,6 @@ class _Run:
                 self.done,
                 self.timeouts,
                 mark=self.mark,
-                slots=self.slots,
             )
         except Exception as exc:
             if not _is_fault(exc):
@@ -420,18 +430,20 @@ class _Run:
     def chain(self, actions: list[Action], lane: _Lane) -> None:
         """One VM's actions in order; a fault stops the rest of this VM only."""
         stopped = ""
+        began = False
         for action in actions:
             why = stopped or self.why_not(action, lane)
             if why:
                 self.skip(action, why)
                 continue
+            began = True
             self.event("start", action, "")
             self.state("vm", action.target, state=action.kind)
             try:
                 if action.kind == "vm.wait":
                     outcome = VM_STEPS[action.kind](self.step, action)
                 else:
-                    with self.slots:
+                    with self.slots.take(RANK[action.kind]):
                         outcome = VM_STEPS[action.kind](self.step, action)
             except Exception as exc:
                 if not _is_fault(exc):
@@ -448,7 +460,9 @@ class _Run:
             else:
                 self.done(action, outcome)
         name = actions[0].target if actions else ""
-        if name and not stopped and name not in self.failed:
+        if name and not began:
+            self.state("vm", name, state="skipped")
+        elif name and not stopped and name not in self.failed:
             seen = self.data.vms.get(name, {})
             late = seen.get("waited") and not seen.get("answered")
             self.state("vm", name, state="no answer" if late else "done")

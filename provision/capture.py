@@ -67,7 +67,9 @@ HOST_MORE = [
     "hardware.systemInfo",
     "config.graphicsConfig",
 ]
-VM_MORE = ["config.memoryAllocation"]
+# config.instanceUuid: apply looks a VM up by it before a clone (provision/vm_identity.py), so
+# a rehearsal's twin serves the captured one.
+VM_MORE = ["config.memoryAllocation", "config.instanceUuid"]
 CLUSTER = ["name", "host", "configurationEx", "environmentBrowser"]
 DATASTORE = ["summary.type"]
 
@@ -282,6 +284,7 @@ def _vm(props: dict[str, Any], names: dict[str, str], vim: Any) -> Vm:
         name=props.get("name", ""),
         host=names.get(host._moId) if host is not None else None,
         template=bool(props.get("config.template")),
+        instance_uuid=props.get("config.instanceUuid") or "",
         managed_by=ManagedBy(extension_key=managed.extensionKey or "", type=managed.type or "")
         if managed is not None
         else None,

@@ -8,7 +8,6 @@ its step; `prepare_host` carries out a host's actions inside one maintenance win
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -159,22 +158,19 @@ def prepare_host(
     timeouts: Timeouts,
     *,
     mark: Callable[[Any, bool], None] = _no_mark,
-    slots: Any = None,
 ) -> None:
     """One host's actions inside one maintenance window (kept if the operator had set it).
 
     `mark(host, entered)` notes in vCenter that rackcert opened the window (and closes the
     note after the exit), so a re-run can tell rackcert's window from an operator's.
-    `slots` (a semaphore) bounds the vCenter tasks in flight; the reboot wait holds none.
+    Its tasks take none of apply's VM task slots (provision/pace.py says why).
     """
     host = host_ref(si, actions[0].params["host_moid"])
     operators = bool(host.runtime.inMaintenanceMode)
-    gate = slots if slots is not None else contextlib.nullcontext()
     if not operators:
         mark(host, True)  # before the task: a kill in between leaves a mark, not a mystery
         try:
-            with gate:
-                _enter_maintenance(host, name, on_event, timeouts)
+            _enter_maintenance(host, name, on_event, timeouts)
         except ApplyError:
             if not host.runtime.inMaintenanceMode:
                 mark(host, False)  # it never entered: nothing of rackcert's to close
@@ -196,8 +192,7 @@ def prepare_host(
             raise ApplyError(f"{exc}{left}", exc.fault) from None
         raise
     if not operators:
-        with gate:
-            wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
+        wait_task(host.ExitMaintenanceMode_Task(timeout=0), f"{name}: exit maintenance mode")
         mark(host, False)
 
 

@@ -13,13 +13,23 @@ sets; Terraform applies with `-parallelism=10`. provision does the same:
 - VM work (clones, reconfigurations, power-ons) has `parallelism` vCenter tasks in flight,
   10 by default; vCenter queues beyond its own per-host and per-datastore limits anyway.
 
+A free task slot goes to a VM's later step before a new clone (`Slots`, `RANK`): with FIFO
+slots every clone of the rack went first and the VMs that were cloned waited behind them
+for their customize and power-on, so none finished until all were cloned. Maintenance mode
+takes no slot: it is a host's window, not VM work, and vCenter does not count it among the
+provisioning operations it limits (limits.go in the twin cites the rule).
+
 `host_waves` is pure (the plan shows the waves); `cluster_tolerance` reads the cluster's HA
 configuration in one property read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import heapq
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +49,50 @@ class Pace:
         """parallelism 1 is the order provision had before lanes: one host, then the next,
         one vCenter task at a time."""
         return self.parallelism <= 1
+
+
+# Who gets a free slot first (lower first): what finishes a VM before what starts one.
+RANK = {
+    "vm.power_on": 0,
+    "power": 0,  # powering VMs off to change them, or on again afterwards
+    "vm.customize": 1,
+    "vm.reconfigure": 1,
+    "vm.clone": 2,
+    "vm.create": 2,
+}
+
+
+class Slots:
+    """`size` vCenter tasks in flight, a free slot going to the lowest rank waiting (then
+    the longest waiting): `with slots.take(RANK[kind]):`.
+
+        >>> slots = Slots(1)
+        >>> with slots.take(RANK["vm.clone"]):
+        ...     pass
+    """
+
+    def __init__(self, size: int) -> None:
+        self.free = max(1, size)
+        self.cond = threading.Condition()
+        self.waiting: list[tuple[int, int]] = []  # a heap of (rank, ticket)
+        self.tickets = itertools.count()
+
+    @contextlib.contextmanager
+    def take(self, rank: int) -> Iterator[None]:
+        with self.cond:
+            mine = (rank, next(self.tickets))
+            heapq.heappush(self.waiting, mine)
+            while self.free == 0 or self.waiting[0] != mine:
+                self.cond.wait()
+            heapq.heappop(self.waiting)
+            self.free -= 1
+            self.cond.notify_all()  # the next in line may take another free slot
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.free += 1
+                self.cond.notify_all()
 
 
 def host_waves(hosts: Sequence[tuple[str, bool]], max_in_maintenance: int) -> list[list[str]]:

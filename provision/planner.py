@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from provision import guestinfo
+from provision.vm_identity import instance_uuid
 from provision.vmsettings import (
     DeviceWant,
     device_diff,
@@ -774,6 +775,7 @@ def _clone_actions(
                 "host_moid": host.moid,
                 "datastore": datastore,
                 "name": vm_spec.name,
+                "instance_uuid": instance_uuid(spec.metadata.name, vm_spec.name),
             },
             **common,
         ),

@@ -91,6 +91,7 @@ def run(
     from provision.apply import ApplyError, Timeouts, apply
     from provision.discovery import discover
     from provision.maintenance_mark import recover
+    from provision.record_flush import flushing
     from provision.session import connect
 
     started = utc_now()
@@ -104,9 +105,15 @@ def run(
             guard(before)
         data = ProvisionData(observed_before=before)
 
-        def write(status: str = "ok", error: str | None = None) -> ProvisionRecord:
+        def write(
+            status: str = "ok", error: str | None = None, snapshot: Any = None
+        ) -> ProvisionRecord:
             record = run_dir.write_stage(
-                "provision", data, status=status, error=error, started_at=started
+                "provision",
+                data if snapshot is None else snapshot,
+                status=status,
+                error=error,
+                started_at=started,
             )
             assert isinstance(record, ProvisionRecord)
             return record
@@ -131,37 +138,36 @@ def run(
             if not confirm(actions):
                 raise InputError("provision: not applied (declined)")
 
-        def record_progress(_data: ProvisionData) -> None:
-            write("partial")  # after every action: a fault later loses nothing
+        with flushing(data, write) as flusher:  # written as it goes, and on SIGTERM
+            error: RackcertError | None = None
+            try:
+                apply(
+                    si,
+                    actions,
+                    data=data,
+                    power_cycle=power_cycle,
+                    on_event=on_event or (lambda _k, _a, _d: None),
+                    on_done=flusher.changed,
+                    timeouts=timeouts or Timeouts(),
+                    power_on=power_on,
+                    pace=pace,
+                    run_id=f"rackcert run {run_dir.path.name}",
+                    record_lock=flusher.lock,
+                )
+            except ApplyError as exc:
+                error = exc
+            from provision.renew import renewals
 
-        error: RackcertError | None = None
-        try:
-            apply(
-                si,
-                actions,
-                data=data,
-                power_cycle=power_cycle,
-                on_event=on_event or (lambda _k, _a, _d: None),
-                on_done=record_progress,
-                timeouts=timeouts or Timeouts(),
-                power_on=power_on,
-                pace=pace,
-                run_id=f"rackcert run {run_dir.path.name}",
-            )
-        except ApplyError as exc:
-            error = exc
-        from provision.renew import renewals
-
-        try:
-            data.observed_after = discover(si, esxcli=True)
-            data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
-        except RackcertError as exc:
-            error = error or exc
-        data.session_renewals = renewals(si)
-        if error is not None:
-            write("failed", str(error))
-            raise error
-        record = write("partial" if data.skipped else "ok")
+            try:
+                data.observed_after = discover(si, esxcli=True)
+                data.vms = vm_states(loaded.spec, data.observed_after, data.vms)
+            except RackcertError as exc:
+                error = error or exc
+            data.session_renewals = renewals(si)
+            if error is not None:
+                flusher.final("failed", str(error))
+                raise error
+            record = flusher.final("partial" if data.skipped else "ok")
     if data.skipped:
         first = data.skipped[0]
         raise RackcertError(

@@ -8,6 +8,7 @@ never meet; benchmarks/provision_pace.py reports the figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -163,9 +164,10 @@ def test_eight_hosts_of_two_vms_go_at_the_pace_of_one(rack_twin, tmp_path, capsy
     waits = [a for a in record["data"]["skipped"] if a["kind"] == "vm.wait"]
     assert len(waits) == 16
     ratio = _work_span(record) / chain
-    # Sequential work takes 8 chains; parallel lanes take ~1.1 (benchmarks/provision_pace.py
-    # measures it on the modelled clock); the margin is this shared machine's load.
-    assert ratio < 3.0, (ratio, chain)
+    # Issue 35's Done-when: at most 1.5 one host's chain (sequential work takes 8). The
+    # modelled clock alone gives 1.1 (the twin runs 8 clones at once per datastore, so 16
+    # VMs clone in two rounds); the rest is the controller's polls and this machine's load.
+    assert ratio <= 1.5, (ratio, chain)
     assert {h["state"] for h in record["data"]["hosts"].values()} == {"prepared"}
     assert {h["wave"] for h in record["data"]["hosts"].values()} == {0}
 
@@ -274,6 +276,70 @@ def test_a_controller_killed_at_random_points_leaves_nothing_half_done(rack_twin
         assert seen["vms"][name] == [(host, 32)], (seed, name, seen["vms"][name])  # once
 
 
+def _record_now(lab: Any) -> dict[str, Any] | None:
+    """provision.json as it is on disk now (written atomically), or None before the first."""
+    paths = sorted(lab.runs_dir.glob("*/*/provision.json"))
+    return json.loads(paths[-1].read_text()) if paths else None
+
+
+def test_a_controller_stopped_by_sigterm_mid_run_leaves_a_record_of_every_host_and_vm(
+    rack_twin, tmp_path
+):
+    """The record is written as the run goes: while the hosts reboot it already says they
+    are being prepared. SIGTERM then: exit 143 with one error line, and the record says the
+    run was stopped, with each host's and each VM's state as far as it got."""
+    lab = _twin(rack_twin, tmp_path, 3, 2)
+    proc = _provision(lab)
+
+    def rebooting() -> bool:
+        record = _record_now(lab)
+        hosts = record["data"]["hosts"] if record else {}
+        return len(hosts) == 3 and {h["state"] for h in hosts.values()} == {"preparing"}
+
+    _wait_for(rebooting, 60)  # ATS and passthrough written, the reboots (~5.4 s) under way
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert "SIGTERM" in error_line(err.decode())
+    record = _record_now(lab)
+    assert record is not None
+    assert record["status"] == "failed" and "SIGTERM" in record["error"]
+    data = record["data"]
+    assert set(data["hosts"]) == {f"esx{i:03d}.example.internal" for i in (1, 2, 3)}
+    assert {h["state"] for h in data["hosts"].values()} <= {"preparing", "prepared"}
+    assert set(data["vms"]) == {f"node{i:03d}-{j}" for i in (1, 2, 3) for j in (0, 1)}
+    assert all(v["state"] for v in data["vms"].values())
+    assert any(a["kind"] == "host.ats" for a in data["done"])  # what was done, kept
+
+
+def test_the_record_is_written_at_most_every_half_second_and_last_at_the_end(tmp_path):
+    """A thousand changes in a second cost a few writes, not a thousand; `final` writes
+    after the thread has stopped, so nothing older replaces it."""
+    from provision.record_flush import flushing
+    from rackcert.stage_records import ProvisionData
+
+    writes: list[tuple[float, str, int]] = []
+
+    def write(status: str, _error: str | None, snapshot: Any) -> None:
+        writes.append((time.monotonic(), status, len(snapshot["hosts"])))
+
+    data = ProvisionData()
+    with flushing(data, write) as flusher:
+        deadline = time.monotonic() + 1.2
+        n = 0
+        while time.monotonic() < deadline:
+            with flusher.lock:
+                data.hosts[f"h{n}"] = {"state": "pending"}
+            flusher.changed()
+            n += 1
+            time.sleep(0.001)
+        flusher.final("ok")
+    assert 2 <= len(writes) <= 5, len(writes)  # at start, then at most every 0.5 s
+    gaps = [b[0] - a[0] for a, b in zip(writes[:-2], writes[1:-1], strict=True)]
+    assert all(g >= 0.45 for g in gaps), gaps
+    assert writes[-1][1:] == ("ok", n)  # the last write is the final one, with everything
+
+
 def test_an_operators_maintenance_mode_is_never_closed_by_recovery(rack_twin, tmp_path, capsys):
     """A host the operator put in maintenance mode carries no rackcert mark: provision
     works inside it and leaves it there, run after run."""
@@ -286,11 +352,13 @@ def test_an_operators_maintenance_mode_is_never_closed_by_recovery(rack_twin, tm
 
 
 def test_a_session_expired_mid_run_is_renewed(rack_twin, tmp_path, capsys):
-    """Sessions expire after 0.3 s idle on this twin: provision's own session expires
-    between its task polls again and again, logs in again each time, and finishes."""
+    """Sessions expire after 0.1 s idle on this twin: provision's own session expires
+    between its task polls again and again, logs in again each time, and finishes. (At
+    0.3 s it often never expired: provision looks at a task after a twentieth of its age,
+    so at this scale its session idles at most ~0.3 s, during the reboots.)"""
     from pyVmomi import vim
 
-    lab = _twin(rack_twin, tmp_path, 2, 2, clock={"session_idle_ms": 300})
+    lab = _twin(rack_twin, tmp_path, 2, 2, clock={"session_idle_ms": 100})
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert code == 0, err
     record = last_record(lab, "provision")["data"]
@@ -435,3 +503,77 @@ def test_a_clone_an_interrupted_run_left_in_flight_is_adopted_not_doubled(
     seen = _inventory(lab)["vms"]
     assert seen["node001-0"] == [("esx001.example.internal", 32)]  # once, customized
     assert seen["node001-1"] == [("esx001.example.internal", 32)]
+
+
+def test_a_vm_renamed_or_half_made_is_found_by_its_instance_uuid_and_adopted(
+    rack_twin, tmp_path, capsys
+):
+    """Each clone carries the instance UUID rackcert derives from the rack's and the VM's
+    names. node001-0, renamed after the run (as an operator or a killed run's leftover
+    would leave it), is not seen by name, so the plan clones it again: apply finds it by
+    instance UUID (SearchIndex.FindByUuid) and adopts it under its spec name instead. The
+    twin then lists each spec VM once and no other."""
+    from pyVmomi import vim
+
+    from provision.vm_identity import instance_uuid
+
+    lab = _twin(rack_twin, tmp_path, 1, 2)
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    rack = last_record(lab, "provision")["rack"]
+    want = {n: instance_uuid(rack, n) for n in ("node001-0", "node001-1")}
+    assert len(set(want.values())) == 2
+    with lab.connect() as si:
+        made = {v.name: v for v in _vms(si) if v.name in want}
+        assert {n: v.config.instanceUuid for n, v in made.items()} == want
+        task = made["node001-0"].Rename_Task(newName="leftover-7")
+        while str(task.info.state) not in ("success", "error"):
+            time.sleep(0.01)
+        assert str(task.info.state) == "success"
+        found = si.content.searchIndex.FindByUuid(
+            uuid=want["node001-0"], vmSearch=True, instanceUuid=True
+        )
+        assert isinstance(found, vim.VirtualMachine) and found.name == "leftover-7"
+
+    code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
+    assert code == 0, err
+    record = last_record(lab, "provision")["data"]
+    clone = next(a for a in record["done"] if a["kind"] == "vm.clone")
+    assert clone["target"] == "node001-0" and "adopted VM leftover-7" in clone["result"]
+    seen = _inventory(lab)["vms"]
+    assert seen == {  # once each, customized, no leftover
+        "node001-0": [("esx001.example.internal", 32)],
+        "node001-1": [("esx001.example.internal", 32)],
+    }
+
+
+def test_one_guest_watch_follows_every_waited_vm_and_wakes_on_change(rack_twin, tmp_path):
+    """The boot waits' watch (one WaitForUpdatesEx over a ListView): a VM added to it shows
+    its power state at once, a power-on wakes its waiter long before the poll interval
+    would, and a watch that breaks says so (each wait then reads its VM itself)."""
+    from provision.guestwatch import GuestWatch
+    from provision.vsphere_ops import wait_task
+
+    idle = {"name": "idle", "host": "esx001.example.internal", "power_on": False, "cpus": 2,
+            "memory_mb": 2048, "firmware": "efi", "disk_gb": 16}  # fmt: skip
+    lab = _twin(rack_twin, tmp_path, 1, 2, vms=[idle])
+    with lab.connect() as si:
+        vm = next(v for v in _vms(si) if v.name == "idle")
+        watch = GuestWatch(si, wait_s=20)  # a long wait: only a pushed change ends it early
+        watch.thread.start()
+        try:
+            assert watch.follow(vm)
+            seen = watch.look(vm._moId, -1, 10)
+            assert seen is not None and str(seen["runtime.powerState"]) == "poweredOff"
+            wait_task(vm.PowerOnVM_Task(), "power on idle")
+            started = time.monotonic()
+            later = watch.look(vm._moId, seen["n"], 20)
+            assert later is not None and str(later["runtime.powerState"]) == "poweredOn"
+            assert time.monotonic() - started < 10  # pushed, not waited out
+            watch.collector.DestroyPropertyCollector()  # the watch breaks under its waiters
+            assert watch.look(vm._moId, later["n"], 30) is None
+            assert watch.failed is not None and not watch.follow(vm)
+        finally:
+            watch.stopped.set()
+            with contextlib.suppress(Exception):
+                watch.view.DestroyView()

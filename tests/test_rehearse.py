@@ -216,6 +216,14 @@ def test_capture_round_trip_on_the_r750xa_twin(rack_twin, capsys, tmp_path):
         if d["kind"] == "pci_passthrough" and d["backing"] == "fixed"
     ]
     assert fixed and all(d["system_id"] for d in fixed)
+    # the instance UUIDs provision gave its clones, captured and served back (_round_trip)
+    from provision.vm_identity import instance_uuid
+
+    rack = lab.spec.metadata.name
+    uuids = {v["name"]: v["instance_uuid"] for v in first["vms"]}
+    assert {v.name: uuids[v.name] for v in lab.spec.vms} == {
+        v.name: instance_uuid(rack, v.name) for v in lab.spec.vms
+    }
     hosts = {h["name"]: h for h in first["hosts"]}
     assert all(h["passthrough_system_id"] for h in hosts.values())
     assert {h["hardware"]["model"] for h in hosts.values()} == {"PowerEdge R750xa"}
@@ -269,6 +277,8 @@ def test_a_capture_holds_no_secret_and_anonymize_is_consistent(rack_twin, capsys
     for address in ("10.77.0.11", "10.77.0.12"):
         assert address not in anon_text
     assert anon["anonymized"] is True
+    assert all(v["instance_uuid"] for v in plain["vms"])
+    assert {v["instance_uuid"] for v in anon["vms"]} == {""}  # uuid5 of the real names
     # the same original maps to the same alias everywhere
     assert {(names[v["name"]], names[v["host"]]) for v in plain["vms"]} == {
         (v["name"], v["host"]) for v in anon["vms"]

@@ -234,6 +234,11 @@ class Vm(CModel):
     name: str
     host: str | None = None
     template: bool = False
+    instance_uuid: str = Field(
+        "",
+        description="config.instanceUuid: how provision finds a VM it made under another name"
+        " (provision/vm_identity.py); empty in an anonymized capture",
+    )
     managed_by: ManagedBy | None = None
     power_state: str = ""
     guest_id: str = ""

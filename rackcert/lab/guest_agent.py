@@ -214,7 +214,8 @@ class GuestAgent:
         self._hung.discard(name)
         vm = vim.VirtualMachine(moid, stub=si._stub)
         try:
-            extra = {o.key: str(o.value) for o in vm.config.extraConfig or []}
+            config = vm.config  # one read: the guestinfo keys and the BIOS UUID Tools speak on
+            extra = {o.key: str(o.value) for o in config.extraConfig or []}
         except Exception:  # noqa: BLE001 - destroyed in between
             return
         ident = read_identity(extra)
@@ -234,7 +235,13 @@ class GuestAgent:
         self._failed.discard(name)
         self.guests[name] = Guest(name, ident, host)
         self._event((name, "up"))
-        self._report_tools(name, self._vms.get(moid, {}).get("config.uuid") or "", host)
+        # The BIOS UUID from the config read above: the watch's copy of config.uuid was seen
+        # missing on a loaded machine (a VM cloned, customized and powered on in quick
+        # succession got "no BIOS UUID", its Tools never reported, and provision waited out
+        # its boot timeout); why the update lacked it is not known yet.
+        self._report_tools(
+            name, config.uuid or self._vms.get(moid, {}).get("config.uuid") or "", host
+        )
 
     def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
         """VMware Tools in the guest: report its hostname and address once SSH answers.

@@ -21,7 +21,7 @@ package main
 //   - every VM and template with its devices (disks, NICs, PCI passthrough
 //     with fixed, dynamic or vGPU backings), extraConfig exactly as captured,
 //     memory reservation, firmware, hardware version, managedBy (vCLS agents,
-//     which agents.go's EAM rules then keep running) and power state.
+//     which agents.go's EAM rules then keep running), instance UUID and power state.
 // A captured power state is set, not reached through PowerOnVM_Task: the
 // capture says what vCenter holds, and the power-on rules (poweron.go) judge
 // only what happens next.
@@ -127,6 +127,10 @@ type ReplayVM struct {
 		ExtensionKey string `json:"extension_key"`
 		Type         string `json:"type"`
 	} `json:"managed_by"`
+	// InstanceUUID is config.instanceUuid (vSphere API reference, VirtualMachineConfigInfo:
+	// "VirtualCenter-specific 128-bit UUID of a virtual machine"), which SearchIndex.FindByUuid
+	// finds with instanceUuid true; empty: the twin makes one, as vCenter does.
+	InstanceUUID      string `json:"instance_uuid"`
 	PowerState        string `json:"power_state"`
 	GuestID           string `json:"guest_id"`
 	HardwareVersion   string `json:"hardware_version"`
@@ -397,6 +401,7 @@ func replayVM(ctx context.Context, c *vim25.Client, f *replayFolders, rack *Rack
 		MemoryAllocation:             &types.ResourceAllocationInfo{Reservation: &reservation},
 		Files:                        &types.VirtualMachineFileInfo{VmPathName: "[" + home + "]"},
 		DeviceChange:                 changes,
+		InstanceUuid:                 vd.InstanceUUID,
 	}
 	if vd.ManagedBy != nil {
 		spec.ManagedBy = &types.ManagedByInfo{ExtensionKey: vd.ManagedBy.ExtensionKey, Type: vd.ManagedBy.Type}
