@@ -18,6 +18,7 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
       "pattern": "round-robin",            # round-robin | ring | all-pairs | k-batch
       "k": null,                           # k-batch's k
       "engine": "iperf3",                  # iperf3 | ib_write_bw (the link stage's tool)
+      "launcher": "ssh",                   # ssh | srun (Slurm job steps)
       "nodes_measured": ["lab-node1", ...],
       "line_rate_gbps": 0.2, "line_rate_source": "certification.line_rate_gbps",
       "rules": {"link": {"metric": "bandwidth", "unit": "Gb/s", "median_fraction": 0.7,
@@ -74,8 +75,9 @@ from rackcert.runs import RunDir
 from rackcert.spec import Spec
 from rackcert.stage_records import BenchRecord
 from validation.bench import findings as judging
-from validation.bench import linkprobe, perftest, schedule
+from validation.bench import linkprobe, localise_srun, perftest, schedule
 from validation.bench.launch import Node
+from validation.bench.localise_srun import SrunTarget
 
 SCHEMA = 1
 PROBE_SOURCE = Path(__file__).with_name("nodeprobe.py")
@@ -100,6 +102,8 @@ class LocaliseOptions:
     engine: str = "auto"  # per-node stage: auto (torch on GPUs, numpy on CPUs) | torch | numpy
     stages: set[str] = field(default_factory=lambda: {"nodes", "links"})
     timeout_s: float = 300.0
+    launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localise_srun)
+    slurm: SrunTarget | None = None  # with srun: partition, reservation, client conf
 
     def __post_init__(self) -> None:
         if self.pattern not in schedule.PATTERNS:
@@ -108,6 +112,10 @@ class LocaliseOptions:
             )
         if self.k < 1:
             raise InputError("--k-batch: k must be at least 1")
+        if self.launcher not in ("ssh", "srun"):
+            raise InputError(f"localise launcher {self.launcher!r}: ssh or srun")
+        if self.launcher == "srun" and self.slurm is None:
+            self.slurm = SrunTarget()
         for name in ("median_fraction", "link_fraction"):
             if not 0 < getattr(self, name) <= 1:
                 raise InputError(f"{name} {getattr(self, name)}: want a fraction in (0, 1]")
@@ -196,6 +204,8 @@ def probe_command(opts: LocaliseOptions) -> str:
 def node_stage(nodes: list[Node], opts: LocaliseOptions, log: Path | None) -> list[dict[str, Any]]:
     """The probe on every node, all timed loops starting at one instant."""
     line = probe_command(opts)
+    if opts.slurm is not None and opts.launcher == "srun":
+        return localise_srun.node_stage(nodes, line, opts.slurm, opts.timeout_s, log)
     answers = run_all([([*n.ssh_argv(), line], None) for n in nodes], opts.timeout_s, barrier=True)
     _log(log, "node stage", answers)
     out = []
@@ -233,10 +243,20 @@ def link_stage(
     """(rounds, one record per pair, engine): each round's pairs at once."""
     by_name = {n.name: n for n in nodes}
     rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
-    no_rdma = rdma_ready(nodes, 60, log)
+    srun = opts.slurm if opts.launcher == "srun" else None
+    no_rdma = localise_srun.rdma_ready(nodes, srun, log) if srun else rdma_ready(nodes, 60, log)
     engine = "iperf3" if no_rdma else perftest.BINARY
     results: list[dict[str, Any]] = []
     round_walls: list[float] = []
+    if srun:  # one step per pair, each round's pairs at once; no daemons to start
+        for i, rnd in enumerate(rounds):
+            progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} Slurm step(s) at once")
+            t0 = time.monotonic()
+            results += localise_srun.link_round(
+                i, rnd, by_name, engine, opts.pair_seconds, srun, opts.timeout_s, log
+            )
+            round_walls.append(time.monotonic() - t0)
+        return rounds, results, engine, round_walls
     if engine == "iperf3":
         run_all([([*n.ssh_argv(), linkprobe.server_start()], None) for n in nodes], 60)
     try:
@@ -378,6 +398,7 @@ def localise(
         "pattern": opts.pattern,
         "k": opts.k if opts.pattern == "k-batch" else None,
         "engine": None,
+        "launcher": opts.launcher,
         "nodes_measured": [n.name for n in nodes],
         "line_rate_gbps": opts.line_rate_gbps,
         "line_rate_source": opts.line_rate_source,
@@ -444,6 +465,14 @@ def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
         "python": remote_python(spec, bench),
         "timeout_s": min(bench.timeout_s, 600.0),
     }
+    if bench.launcher == "srun" and spec.slurm is not None:
+        base["launcher"] = "srun"
+        base["slurm"] = SrunTarget(
+            partition=spec.slurm.partition,
+            reservation=bench.reservation,
+            immediate_s=spec.slurm.job_timeout_s,
+            client_conf=spec.slurm.client_conf,
+        )
     return LocaliseOptions(**{**base, **given})
 
 
