@@ -105,6 +105,26 @@ def test_htb_on_one_destination_names_that_link_only(rack, tmp_path: Path) -> No
     assert named(rec) == ["bench.link[n1<->n3]"], [f["message"] for f in rec["findings"]]
 
 
+def test_pair_allreduce_runs_on_every_pair_and_slows_with_the_link(rack, tmp_path: Path) -> None:
+    """Each round's pairs also run a two-rank Gloo allreduce at once; its busbw is in the
+    link's row and judged like bandwidth: the halved link is the one named, for both."""
+    linkshape.shape_link(rack[0], rack[2], LINE_MBIT * 0.5, line=LINE_MBIT)
+    try:
+        rec = run(rack, {"links"}, tmp_path, pair_allreduce=True)
+    finally:
+        for h in (rack[0], rack[2]):
+            linkshape.unshape(h)
+            linkshape.shape_host(h, LINE_MBIT)
+    assert named(rec) == ["bench.link[n1<->n3]"], [f["message"] for f in rec["findings"]]
+    ars = {frozenset((p["a"], p["b"])): p["allreduce"] for p in rec["links"]}
+    assert "; two-node allreduce busbw" in rec["findings"][0]["observed"], ars
+    assert all(a["error"] is None and a["backend"] == "gloo" for a in ars.values()), ars
+    assert all(a["ifname"] == "eth0" for a in ars.values()), ars  # the lab's data interface
+    slow = ars.pop(frozenset(("n1", "n3")))["busbw_gb_s"]
+    assert slow < 0.7 * min(a["busbw_gb_s"] for a in ars.values()), (slow, ars)
+    assert rec["numbers"]["link_allreduce"]["slow"] == ["n1<->n3"]
+
+
 def test_cpu_quota_on_one_host_names_its_compute_only(rack, tmp_path: Path) -> None:
     with linkshape.cpu_quota(rack[3], 0.05):
         rec = run(rack, {"nodes"}, tmp_path)

@@ -222,3 +222,48 @@ def test_mad_and_reference_are_recorded() -> None:
     )
     assert numbers["median"] == 1.1 and numbers["mad"] == pytest.approx(0.1)
     assert numbers["reference"] == pytest.approx(1.2)  # each node's best: 1.2, 1.1, 1.2
+
+
+def _with_allreduce(links: list[dict], slow: dict[frozenset[str], float], good: float = 0.011):
+    for p in links:
+        busbw = slow.get(frozenset((p["a"], p["b"])), good)
+        p["allreduce"] = {"busbw_gb_s": busbw, "correct": True, "error": None}
+    return links
+
+
+def test_a_pairs_allreduce_is_judged_like_its_bandwidth() -> None:
+    """Bandwidth fine, the collective slow on one pair: that link, said as its allreduce."""
+    links = _with_allreduce(_links({}), {frozenset(("n1", "n3")): 0.004})
+    found, numbers = findings.judge({"rules": RULES, "links": links})
+    assert [f.check_id for f in found] == ["bench.link[n1<->n3]"]
+    assert found[0].observed.startswith("two-node allreduce busbw 0.004 GB/s, 0.36x rack median")
+    assert numbers["link_allreduce"]["reference"] == pytest.approx(0.011)
+    # slow in both: one finding for the link, both reasons
+    both = _with_allreduce(
+        _links({frozenset(("n1", "n3")): 0.09}), {frozenset(("n1", "n3")): 0.004}
+    )
+    (f,) = findings.judge({"rules": RULES, "links": both})[0]
+    assert f.check_id == "bench.link[n1<->n3]" and "; two-node allreduce busbw" in f.observed
+    # every allreduce of one node slow: the node, as for bandwidth
+    node = {frozenset(("n2", x)): 0.004 for x in ("n1", "n3", "n4")}
+    assert _judge(links=_with_allreduce(_links({}), node)) == ["bench.node[n2]"]
+    # a pair whose allreduce failed while the others ran counts as 0; none ran: not judged
+    failed = _with_allreduce(_links({}), {})
+    failed[0]["allreduce"] = {"error": "pair allreduce: timed out"}
+    assert _judge(links=failed) == [f"bench.link[{failed[0]['a']}<->{failed[0]['b']}]"]
+    none = [dict(p, allreduce={"error": "torch does not import"}) for p in _links({})]
+    assert _judge(links=none) == []
+    # a record from before the rule existed is judged as it was
+    old = {k: v for k, v in RULES.items() if k != "link_allreduce"}
+    assert findings.judge({"rules": old, "links": links})[0] == []
+
+
+def test_pair_allreduce_parses_rank0_and_says_why_not() -> None:
+    from validation.bench import pairallreduce
+
+    fig = {"rank": 0, "busbw_gb_s": 0.01, "correct": True}
+    assert pairallreduce.row_figures("noise\n" + json.dumps(fig))["error"] is None
+    bad = pairallreduce.row_figures("error: torch does not import: No module named 'torch'")
+    assert bad["error"] == "pair allreduce: error: torch does not import: No module named 'torch'"
+    wrong = pairallreduce.row_figures(json.dumps({**fig, "correct": False}))
+    assert wrong["error"] == "wrong allreduce result"

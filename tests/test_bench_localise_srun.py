@@ -28,7 +28,7 @@ def rack4(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield rack
 
 
-def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str]) -> dict:
+def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str], **kw: object) -> dict:
     slurm = rack.loaded.spec.slurm
     assert slurm is not None
     target = SrunTarget(partition=slurm.partition, immediate_s=30, client_conf=str(rack.lab.conf))
@@ -43,6 +43,7 @@ def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str]) -> dict:
         timeout_s=120,
         launcher="srun",
         slurm=target,
+        **kw,  # type: ignore[arg-type]
     )
     return localise(nodes_of(rack.hosts), opts, log=tmp_path / "localise.log")
 
@@ -51,13 +52,16 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
     a, c = rack4.hosts[0], rack4.hosts[2]
     linkshape.shape_link(a, c, LINE_MBIT * 0.5, line=LINE_MBIT)
     try:
-        rec = srun_localise(rack4, tmp_path, {"nodes", "links"})
+        rec = srun_localise(rack4, tmp_path, {"nodes", "links"}, pair_allreduce=True)
     finally:
         for h in (a, c):
             linkshape.unshape(h)
             linkshape.shape_host(h, LINE_MBIT)
     assert named(rec) == ["bench.link[node1<->node3]"], [f["message"] for f in rec["findings"]]
     assert rec["launcher"] == "srun" and rec["engine"] == "iperf3"
+    # the pair allreduce as one step per pair too: every link has its busbw
+    assert all(p["allreduce"]["error"] is None for p in rec["links"]), rec["links"]
+    assert rec["numbers"]["link_allreduce"]["slow"] == ["node1<->node3"], rec["numbers"]
     assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"]), rec["links"]
     slow = next(p for p in rec["links"] if {p["a"], p["b"]} == {"node1", "node3"})
     assert slow["gbps"] < 0.6 * LINE_MBIT / 1000, slow
@@ -66,8 +70,9 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
     assert all(n["error"] is None and n["units"] for n in rec["nodes"]), rec["nodes"]
     log = (tmp_path / "localise.log").read_text()
     assert log.count("== srun node stage") == 1
-    for i in range(3):  # three rounds, each two steps at once (#0, #1)
+    for i in range(3):  # three rounds, each two steps at once (#0, #1), twice
         assert f"== srun round {i} iperf3 #1 " in log, log[-3000:]
+        assert f"== srun round {i} pair allreduce #1 " in log, log[-3000:]
     t = rec["timing"]
     # two steps at once per round: well under six pairs one after another
     assert t["rounds"] == 3 and t["rounds_s"] < 0.75 * t["pairs"] * t["pair_s"], t

@@ -19,16 +19,20 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
       "k": null,                           # k-batch's k
       "engine": "iperf3",                  # iperf3 | ib_write_bw (the link stage's tool)
       "launcher": "ssh",                   # ssh | srun (Slurm job steps)
+      "pair_allreduce": true,              # each round's pairs also ran a 2-rank allreduce
       "nodes_measured": ["lab-node1", ...],
       "line_rate_gbps": 0.2, "line_rate_source": "certification.line_rate_gbps",
       "rules": {"link": {"metric": "bandwidth", "unit": "Gb/s", "median_fraction": 0.7,
                          "absolute_min": 0.16, "absolute_source": "0.8 x line rate ..."},
+                "link_allreduce": {...},   # the links' two-node allreduce busbw, GB/s
                 "gemm_gflops": {...}, "h2d_gb_s": {...}, "d2h_gb_s": {...}, "pcie": {...},
                 "node_allreduce": {...}, "rank": {...}},
       "rounds": [[["lab-node1", "lab-node4"], ["lab-node2", "lab-node3"]], ...],
       "links": [{"a": "lab-node1", "b": "lab-node4", "round": 0, "engine": "iperf3",
                  "gbps": 0.194, "forward_gbps": 0.195, "reverse_gbps": 0.194,
-                 "rtt_min_us": 41.0, "latency_us": null, "wall_s": 1.3, "error": null}],
+                 "rtt_min_us": 41.0, "latency_us": null, "wall_s": 1.3, "error": null,
+                 "allreduce": {"backend": "gloo", "busbw_gb_s": 0.011, "size_bytes": 1048576,
+                               "correct": true, "error": null, ...}}],  # with pair_allreduce
       "nodes": [{"node": "lab-node1", "device": "cpu", "engine": "numpy",
                  "units": [{"unit": "cpu" | "GPU0", "pci": null | "0000:17:00.0",
                             "gemm_gflops": 9.1, "memcpy_gb_s": 4.2,   # CPU
@@ -75,7 +79,7 @@ from rackcert.runs import RunDir
 from rackcert.spec import Spec
 from rackcert.stage_records import BenchRecord
 from validation.bench import findings as judging
-from validation.bench import linkprobe, localise_srun, perftest, schedule
+from validation.bench import linkprobe, localise_srun, pairallreduce, perftest, schedule
 from validation.bench.launch import Node
 from validation.bench.localise_srun import SrunTarget
 
@@ -102,6 +106,7 @@ class LocaliseOptions:
     engine: str = "auto"  # per-node stage: auto (torch on GPUs, numpy on CPUs) | torch | numpy
     stages: set[str] = field(default_factory=lambda: {"nodes", "links"})
     timeout_s: float = 300.0
+    pair_allreduce: bool = False  # each round's pairs also run a two-rank allreduce
     launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localise_srun)
     slurm: SrunTarget | None = None  # with srun: partition, reservation, client conf
 
@@ -252,9 +257,12 @@ def link_stage(
         for i, rnd in enumerate(rounds):
             progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} Slurm step(s) at once")
             t0 = time.monotonic()
-            results += localise_srun.link_round(
+            rows = localise_srun.link_round(
                 i, rnd, by_name, engine, opts.pair_seconds, srun, opts.timeout_s, log
             )
+            if opts.pair_allreduce:
+                localise_srun.pair_allreduce_round(i, rnd, by_name, opts, srun, log, rows)
+            results += rows
             round_walls.append(time.monotonic() - t0)
         return rounds, results, engine, round_walls
     if engine == "iperf3":
@@ -264,9 +272,12 @@ def link_stage(
             progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} pair(s) at once")
             t0 = time.monotonic()
             if engine == "iperf3":
-                results += _iperf3_round(i, rnd, by_name, opts, log)
+                rows = _iperf3_round(i, rnd, by_name, opts, log)
             else:
-                results += _rdma_round(i, rnd, by_name, opts, log)
+                rows = _rdma_round(i, rnd, by_name, opts, log)
+            if opts.pair_allreduce:
+                _pair_allreduce_round(i, rnd, by_name, opts, log, rows)
+            results += rows
             round_walls.append(time.monotonic() - t0)
     finally:
         if engine == "iperf3":
@@ -360,6 +371,31 @@ def _rdma_round(
     return out
 
 
+def _pair_allreduce_round(
+    i: int,
+    rnd: list[tuple[str, str]],
+    by_name: dict[str, Node],
+    opts: LocaliseOptions,
+    log: Path | None,
+    rows: list[dict[str, Any]],
+) -> None:
+    """Every pair's two-rank allreduce at once (validation.bench.pairallreduce): rank 0 on
+    the pair's first node, rank 1 on its second; `allreduce` added to each row."""
+    jobs: list[tuple[list[str], str | None]] = []
+    for a, b in rnd:
+        na, nb = by_name[a], by_name[b]
+        for rank, node in ((0, na), (1, nb)):
+            line = pairallreduce.command(
+                opts.python, rank, na.address, nb.address, device=opts.device
+            )
+            jobs.append(([*node.ssh_argv(), line], None))
+    answers = run_all(jobs, opts.timeout_s)
+    _log(log, f"round {i} pair allreduce", answers)
+    for j, row in enumerate(rows):
+        row["allreduce"] = pairallreduce.row_figures(answers[2 * j].out)
+        row["allreduce"]["wall_s"] = max(answers[2 * j].wall_s, answers[2 * j + 1].wall_s)
+
+
 # -- stage 3: the scaling runs' ranks -------------------------------------------------------
 def scaling_ranks(bench_data: dict[str, Any]) -> list[dict[str, Any]]:
     """Each recorded ResNet50 launch's per-rank images/s, with the rank's host and GPU."""
@@ -399,6 +435,7 @@ def localise(
         "k": opts.k if opts.pattern == "k-batch" else None,
         "engine": None,
         "launcher": opts.launcher,
+        "pair_allreduce": opts.pair_allreduce,
         "nodes_measured": [n.name for n in nodes],
         "line_rate_gbps": opts.line_rate_gbps,
         "line_rate_source": opts.line_rate_source,
@@ -420,13 +457,14 @@ def localise(
         t1 = time.monotonic()
         rounds, links, engine, walls = link_stage(nodes, opts, log, progress)
         wall = time.monotonic() - t1
-        pair = statistics.median(p["wall_s"] for p in links) if links else None
+        # one pair's time: its bandwidth run plus its allreduce (when run), SSH included
+        pair = statistics.median(_pair_wall(p) for p in links) if links else None
         rec.update(rounds=[[list(p) for p in r] for r in rounds], links=links, engine=engine)
         rec["timing"].update(
             link_stage_s=wall,  # with the RDMA probe and iperf3 daemons' start and stop
             rounds=len(rounds),
             rounds_s=sum(walls),
-            pair_s=pair,  # one pair's time: the median pair's, SSH included
+            pair_s=pair,  # one pair's time: the median pair's
             rounds_over_pair=sum(walls) / pair if pair else None,
             pairs=len(links),
         )
@@ -437,6 +475,10 @@ def localise(
     rec["numbers"] = numbers
     rec["findings"] = [f.to_dict() for f in found]
     return rec
+
+
+def _pair_wall(row: dict[str, Any]) -> float:
+    return float(row["wall_s"]) + float((row.get("allreduce") or {}).get("wall_s") or 0.0)
 
 
 def line_rate(spec: Spec, option_gbps: float | None) -> tuple[float | None, str]:
@@ -473,7 +515,19 @@ def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
             immediate_s=spec.slurm.job_timeout_s,
             client_conf=spec.slurm.client_conf,
         )
+    if given.get("pair_allreduce") is None:
+        given["pair_allreduce"] = pair_allreduce_default(spec, bench)
     return LocaliseOptions(**{**base, **given})
+
+
+def pair_allreduce_default(spec: Spec, bench: Any) -> bool:
+    """On where it is cheap next to the round: GPU nodes (NCCL, a rack's fabric), where a
+    rank's start is small beside what it tells. Off on CPU-only nodes (the lab), where one
+    torch start per rank per round (2-5 s on a busy 2-core machine) costs more than the
+    round's iperf3 itself."""
+    from validation.bench.suite import select_vms
+
+    return any(spec.template(vm.template).gpus > 0 for vm in select_vms(spec, bench.vms))
 
 
 def run_into(

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from validation.bench import linkprobe, perftest
+from validation.bench import linkprobe, pairallreduce, perftest
 from validation.bench.launch import NODE_PATH, Node
 
 NODE_TAG = "rackcert-node"
@@ -333,3 +333,31 @@ def _rdma_figures(text: str) -> dict[str, Any]:
     except linkprobe.LinkProbeError:
         out["latency_us"] = None
     return out
+
+
+def pair_allreduce_round(
+    i: int,
+    rnd: list[tuple[str, str]],
+    by_name: dict[str, Node],
+    opts: Any,
+    target: SrunTarget,
+    log: Path | None,
+    rows: list[dict[str, Any]],
+) -> None:
+    """Every pair's two-rank allreduce, one step per pair, all at once (rank 0 on the
+    pair's first node); `allreduce` added to each row."""
+    steps = []
+    for a, b in rnd:
+        na, nb = by_name[a], by_name[b]
+        ranks = {
+            name: pairallreduce.command(opts.python, r, na.address, nb.address, device=opts.device)
+            for r, name in ((0, a), (1, b))
+        }
+        steps.append((srun_argv(target, [a, b], "rackcert-localise-allreduce"),
+                      task_script(by_node(ranks))))  # fmt: skip
+    answers = run_steps(steps, target, opts.timeout_s)
+    _log(log, f"round {i} pair allreduce", answers)
+    for (a, _b), ans, row in zip(rnd, answers, rows, strict=True):
+        text = "\n".join(ans.node_lines().get(a, []))
+        row["allreduce"] = pairallreduce.row_figures(text or f"no answer: {ans.why()}")
+        row["allreduce"]["wall_s"] = ans.wall_s
