@@ -267,3 +267,74 @@ def test_pair_allreduce_parses_rank0_and_says_why_not() -> None:
     assert bad["error"] == "pair allreduce: error: torch does not import: No module named 'torch'"
     wrong = pairallreduce.row_figures(json.dumps({**fig, "correct": False}))
     assert wrong["error"] == "wrong allreduce result"
+
+
+# -- confirmation of suspects (validation.bench.confirm) ---------------------------------------
+def _record(links: list[dict], nodes: list[dict] | None = None) -> dict:
+    rec = {"rules": RULES, "links": links, "nodes": nodes or []}
+    rec["findings"] = [f.to_dict() for f in findings.judge(rec)[0]]
+    return rec
+
+
+def _rejudge(rec: dict) -> list[dict]:
+    return [f.to_dict() for f in findings.judge(rec)[0]]
+
+
+def _cpu(node: str, gflops: float) -> dict:
+    return {"node": node, "error": None, "units": [{"unit": "cpu", "gemm_gflops": gflops}]}
+
+
+def test_confirm_keeps_a_link_slow_twice_and_clears_a_moment() -> None:
+    from validation.bench import confirm
+
+    n13, n24 = frozenset(("n1", "n3")), frozenset(("n2", "n4"))
+    rec = _record(_links({n13: 0.09, n24: 0.1}))
+    assert [f["id"] for f in rec["findings"]] == ["bench.link[n1<->n3]", "bench.link[n2<->n4]"]
+    asked: list = []
+
+    def again(rounds: list) -> list[dict]:  # n1<->n3 slow again, n2<->n4 fine this time
+        asked.append(rounds)
+        return [{"a": a, "b": b, "gbps": 0.095 if {a, b} == set(n13) else 0.19}
+                for r in rounds for a, b in r]  # fmt: skip
+
+    confirm.confirm(rec, again, lambda: pytest.fail("no node finding"), _rejudge)
+    assert asked == [[[("n1", "n3"), ("n2", "n4")]]]  # disjoint: one round, both at once
+    assert [f["id"] for f in rec["findings"]] == ["bench.link[n1<->n3]"]
+    c = rec["confirm"]
+    assert c["tried"] == ["bench.link[n1<->n3]", "bench.link[n2<->n4]"]
+    assert c["cleared"] == ["bench.link[n2<->n4]"] and c["nodes_again"] is False
+    row = next(p for p in rec["links"] if {p["a"], p["b"]} == set(n13))
+    assert (row["first_gbps"], row["confirm_gbps"], row["gbps"]) == (0.09, 0.095, 0.095)
+    assert _rejudge(rec) == rec["findings"]  # the verdict judges the record to the same
+
+
+def test_confirm_measures_every_link_of_a_named_node_and_reruns_the_node_stage() -> None:
+    from validation.bench import confirm
+
+    bad = {frozenset(("n2", x)): 0.09 for x in ("n1", "n3", "n4")}
+    nodes = [_cpu("n1", 50.0), _cpu("n2", 51.0), _cpu("n3", 49.0), _cpu("n4", 20.0)]
+    rec = _record(_links(bad), nodes)
+    assert sorted(f["id"] for f in rec["findings"]) == ["bench.compute[n4]", "bench.node[n2]"]
+    pairs, again_nodes, _tried = confirm.plan(rec)
+    assert sorted(map(frozenset, pairs)) == sorted(bad) and again_nodes
+    assert confirm.pack(pairs) == [[p] for p in pairs]  # all share n2: one per round
+    second = [_cpu("n1", 48.0), _cpu("n2", 50.0), _cpu("n3", 50.0), _cpu("n4", 47.0)]
+    confirm.confirm(
+        rec,
+        lambda rounds: [{"a": a, "b": b, "gbps": 0.085} for r in rounds for a, b in r],
+        lambda: second,
+        _rejudge,
+    )
+    assert [f["id"] for f in rec["findings"]] == ["bench.node[n2]"]
+    assert rec["confirm"]["cleared"] == ["bench.compute[n4]"]
+    n4 = next(n for n in rec["nodes"] if n["node"] == "n4")["units"][0]
+    assert n4["gemm_gflops"] == 47.0 and n4["first"] == {"gemm_gflops": 20.0}
+
+
+def test_confirm_takes_a_second_probe_that_answered() -> None:
+    from validation.bench import confirm
+
+    row = {"node": "n1", "error": "exit 255, no output", "units": []}
+    confirm.merge_node(row, _cpu("n1", 50.0))
+    assert row["error"] is None and row["first_error"] == "exit 255, no output"
+    assert row["units"][0]["gemm_gflops"] == 50.0

@@ -59,6 +59,11 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
             linkshape.shape_host(h, LINE_MBIT)
     assert named(rec) == ["bench.link[node1<->node3]"], [f["message"] for f in rec["findings"]]
     assert rec["launcher"] == "srun" and rec["engine"] == "iperf3"
+    # measured again as its own step (and its allreduce), slow again: kept
+    c = rec["confirm"]
+    assert "bench.link[node1<->node3]" in c["tried"], c
+    assert "bench.link[node1<->node3]" not in c["cleared"], c
+    assert ["node1", "node3"] in [p for r in c["rounds"] for p in r], c
     # the pair allreduce as one step per pair too: every link has its busbw
     assert all(p["allreduce"]["error"] is None for p in rec["links"]), rec["links"]
     assert rec["numbers"]["link_allreduce"]["slow"] == ["node1<->node3"], rec["numbers"]

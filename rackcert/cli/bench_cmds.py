@@ -244,7 +244,8 @@ def bench(
             help="With --localise: each round's pairs also run a two-rank allreduce"
             " (torch.distributed, NCCL or Gloo), judged per link like bandwidth. Costs one"
             " torch start per node and a 1 MiB x 5 allreduce per round (2-5 s a round on a"
-            " busy 2-core machine). Default: on where the nodes have GPUs",
+            " busy 2-core machine). Default: on when the per-node stage finds GPUs on"
+            " every node",
         ),
     ] = None,
     junit: Annotated[

@@ -51,6 +51,8 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
                     "reference": 0.194, "ratio": 0.41, "observed": "...", "expected": "...",
                     "message": "bench.link[lab-node2<->lab-node5]: 0.08 Gb/s, 0.41x rack
                                 median 0.194 Gb/s"}],
+      "confirm": {"tried": ["bench.link[...]"], "cleared": [], "rounds": [...],
+                  "nodes_again": false, "new": [], "wall_s": 2.3},  # validation.bench.confirm
       "timing": {"node_stage_s": 7.0, "link_stage_s": 11.6, "rounds": 3, "rounds_s": 5.8,
                  "pair_s": 1.9, "rounds_over_pair": 3.1, "pairs": 6, "total_s": 19.8},
       "skipped": {"links": "one node: no pair"}     # a stage not run, and why
@@ -70,7 +72,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +80,8 @@ from rackcert.errors import InputError
 from rackcert.runs import RunDir
 from rackcert.spec import Spec
 from rackcert.stage_records import BenchRecord
+from validation.bench import confirm, linkprobe, localise_srun, pairallreduce, perftest, schedule
 from validation.bench import findings as judging
-from validation.bench import linkprobe, localise_srun, pairallreduce, perftest, schedule
 from validation.bench.launch import Node
 from validation.bench.localise_srun import SrunTarget
 
@@ -106,7 +108,10 @@ class LocaliseOptions:
     engine: str = "auto"  # per-node stage: auto (torch on GPUs, numpy on CPUs) | torch | numpy
     stages: set[str] = field(default_factory=lambda: {"nodes", "links"})
     timeout_s: float = 300.0
-    pair_allreduce: bool = False  # each round's pairs also run a two-rank allreduce
+    # each round's pairs also run a two-rank allreduce; None: where the per-node stage
+    # found GPUs on every node (pair_allreduce_auto)
+    pair_allreduce: bool | None = False
+    confirm: bool = True  # a named part is measured once more (validation.bench.confirm)
     launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localise_srun)
     slurm: SrunTarget | None = None  # with srun: partition, reservation, client conf
 
@@ -244,13 +249,18 @@ def link_stage(
     opts: LocaliseOptions,
     log: Path | None,
     progress: Progress,
+    rounds: list[list[tuple[str, str]]] | None = None,
+    engine: str | None = None,
 ) -> tuple[list[list[tuple[str, str]]], list[dict[str, Any]], str, list[float]]:
-    """(rounds, one record per pair, engine): each round's pairs at once."""
+    """(rounds, one record per pair, engine): each round's pairs at once. `rounds` and
+    `engine` given (a confirmation): those pairs, with that tool."""
     by_name = {n.name: n for n in nodes}
-    rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
+    if rounds is None:
+        rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
     srun = opts.slurm if opts.launcher == "srun" else None
-    no_rdma = localise_srun.rdma_ready(nodes, srun, log) if srun else rdma_ready(nodes, 60, log)
-    engine = "iperf3" if no_rdma else perftest.BINARY
+    if engine is None:
+        no_rdma = localise_srun.rdma_ready(nodes, srun, log) if srun else rdma_ready(nodes, 60, log)
+        engine = "iperf3" if no_rdma else perftest.BINARY
     results: list[dict[str, Any]] = []
     round_walls: list[float] = []
     if srun:  # one step per pair, each round's pairs at once; no daemons to start
@@ -453,6 +463,9 @@ def localise(
         progress(f"localise: per-node stage on {len(nodes)} node(s) at once")
         rec["nodes"] = node_stage(nodes, opts, log)
         rec["timing"]["node_stage_s"] = time.monotonic() - t0
+    if opts.pair_allreduce is None:
+        opts = replace(opts, pair_allreduce=pair_allreduce_auto(rec["nodes"]))
+    rec["pair_allreduce"] = opts.pair_allreduce
     if "links" in opts.stages and len(nodes) >= 2:
         t1 = time.monotonic()
         rounds, links, engine, walls = link_stage(nodes, opts, log, progress)
@@ -470,11 +483,29 @@ def localise(
         )
     elif "links" in opts.stages:
         rec["skipped"]["links"] = "one node: no pair to measure"
+    rec["findings"] = _judge(rec)
+    if opts.confirm:
+        rec["confirm"] = {"tried": [], "cleared": []}
+        if rec["findings"]:
+            t1 = time.monotonic()
+            confirm.confirm(
+                rec,
+                lambda rounds: link_stage(
+                    nodes, opts, log, progress, rounds=rounds, engine=rec["engine"]
+                )[1],
+                lambda: node_stage(nodes, opts, log),
+                _judge,
+                progress,
+            )
+            rec["timing"]["confirm_s"] = time.monotonic() - t1
     rec["timing"]["total_s"] = time.monotonic() - t0
-    found, numbers = judging.judge(rec)
-    rec["numbers"] = numbers
-    rec["findings"] = [f.to_dict() for f in found]
     return rec
+
+
+def _judge(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's findings (validation.bench.findings); its `numbers` set beside them."""
+    found, rec["numbers"] = judging.judge(rec)
+    return [f.to_dict() for f in found]
 
 
 def _pair_wall(row: dict[str, Any]) -> float:
@@ -515,19 +546,15 @@ def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
             immediate_s=spec.slurm.job_timeout_s,
             client_conf=spec.slurm.client_conf,
         )
-    if given.get("pair_allreduce") is None:
-        given["pair_allreduce"] = pair_allreduce_default(spec, bench)
     return LocaliseOptions(**{**base, **given})
 
 
-def pair_allreduce_default(spec: Spec, bench: Any) -> bool:
-    """On where it is cheap next to the round: GPU nodes (NCCL, a rack's fabric), where a
-    rank's start is small beside what it tells. Off on CPU-only nodes (the lab), where one
-    torch start per rank per round (2-5 s on a busy 2-core machine) costs more than the
-    round's iperf3 itself."""
-    from validation.bench.suite import select_vms
-
-    return any(spec.template(vm.template).gpus > 0 for vm in select_vms(spec, bench.vms))
+def pair_allreduce_auto(node_rows: list[dict[str, Any]]) -> bool:
+    """`--pair-allreduce` left to rackcert: on where it is cheap next to what it tells,
+    i.e. when the per-node stage found GPUs on every node (NCCL over the rack's fabric);
+    off on CPU nodes (the lab: one torch start per rank per round, 2-5 s on a busy 2-core
+    machine, costs more than the round's iperf3) and without a per-node stage."""
+    return bool(node_rows) and all(n.get("device") == "cuda" for n in node_rows)
 
 
 def run_into(
