@@ -63,8 +63,12 @@ def nodes_of(hosts: list[sshhosts.TestHost]) -> list[Node]:
     ]
 
 
+CONFIRM = True  # --no-confirm: judge the first measurement only (as before confirmation)
+
+
 def run(hosts: list[sshhosts.TestHost], stages: set[str], pair_s: int) -> dict[str, Any]:
     opts = LocaliseOptions(
+        confirm=CONFIRM,
         line_rate_gbps=LINE_MBIT / 1000,
         line_rate_source="the lab's declared line rate",
         pair_seconds=pair_s,
@@ -97,6 +101,11 @@ def planted(kind: str, hosts: list[sshhosts.TestHost], sev: float, share: float)
     else:
         with linkshape.cpu_quota(victim, sev * share):
             yield f"bench.compute[{victim.name}]"
+
+
+def _first(rec: dict[str, Any]) -> list[str]:
+    """The finding ids of the first measurement (before any confirmation)."""
+    return list((rec.get("confirm") or {}).get("first") or [f["id"] for f in rec["findings"]])
 
 
 def _id_sorted(found: str) -> str:
@@ -141,6 +150,9 @@ def bench(
             "pair_s": statistics.median(x["pair_s"] for x in t),
             "rounds_over_pair": statistics.median(x["rounds_over_pair"] for x in t),
             "false_findings": sum(len(r["findings"]) for r in clean),
+            # before confirmation (validation.bench.confirm): what the first measurement named
+            "false_findings_first": sum(len(_first(r)) for r in clean),
+            "confirm_s": statistics.median((x.get("confirm_s") or 0.0) for x in t),
             "runs_with_false_findings": sum(1 for r in clean if r["findings"]),
             "false": [f["message"] for r in clean for f in r["findings"]],
             "cpu_share_median": share,
@@ -148,7 +160,7 @@ def bench(
         faults: dict[str, Any] = {}
         for kind, stages in (("node", {"links"}), ("link", {"links"}), ("compute", {"nodes"})):
             for sev in severities:
-                exact = named = 0
+                exact = named = exact_first = 0
                 seen: list[
                     list[str]
                 ] = []  # each run's findings, whole (a failed probe's error too)
@@ -159,14 +171,17 @@ def bench(
                     seen.append([f["message"] for f in rec["findings"]])
                     named += culprit in ids
                     exact += ids == [culprit]
+                    exact_first += sorted(_id_sorted(i) for i in _first(rec)) == [culprit]
                 faults[f"{kind}@{sev}"] = {
                     "exact": exact,
+                    "exact_first": exact_first,
                     "named": named,
                     "runs": runs,
                     "findings": seen,
                 }
                 print(
-                    f"  {n} hosts, {kind} at {sev}x: named {named}/{runs}, alone {exact}/{runs}",
+                    f"  {n} hosts, {kind} at {sev}x: named {named}/{runs}, alone {exact}/{runs}"
+                    f" (first measurement alone: {exact_first}/{runs})",
                     flush=True,
                 )
         out["faults"] = faults
@@ -190,7 +205,14 @@ def main() -> int:
         help="fractions of the line rate (and CPU share) to plant",
     )
     p.add_argument("--json", type=Path, help="write every figure here")
+    p.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="judge each run's first measurement only (no suspect measured again)",
+    )
     args = p.parse_args()
+    global CONFIRM
+    CONFIRM = not args.no_confirm
     if os.geteuid() != 0:
         print("error: lab hosts need root (network namespaces)", file=sys.stderr)
         return 2
@@ -212,7 +234,9 @@ def main() -> int:
             f" {c['link_stage_s']:.1f} s); {c['rounds']} rounds of {c['pairs']} pairs"
             f" {c['rounds_s']:.1f} s = {c['rounds_over_pair']:.1f} x one pair's"
             f" {c['pair_s']:.2f} s; false findings {c['false_findings']} over"
-            f" {r['clean_runs']} clean runs; load {load:.1f} -> {r['load_after']:.1f}",
+            f" {r['clean_runs']} clean runs (first measurement: {c['false_findings_first']};"
+            f" confirmation {c['confirm_s']:.1f} s median); load {load:.1f} ->"
+            f" {r['load_after']:.1f}",
             flush=True,
         )
     head = " | ".join(f"{s:g}x" for s in args.severities)

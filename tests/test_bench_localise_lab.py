@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,7 +53,13 @@ def nodes_of(hosts: list[TestHost]) -> list[Node]:
     ]
 
 
-def run(hosts: list[TestHost], stages: set[str], tmp_path: Path, **kw: object) -> dict:
+def run(
+    hosts: list[TestHost],
+    stages: set[str],
+    tmp_path: Path,
+    progress: Callable[[str], None] = lambda _m: None,
+    **kw: object,
+) -> dict:
     opts = LocaliseOptions(
         line_rate_gbps=LINE_MBIT / 1000,
         line_rate_source="the lab's declared line rate",
@@ -65,7 +71,7 @@ def run(hosts: list[TestHost], stages: set[str], tmp_path: Path, **kw: object) -
         timeout_s=120,
         **kw,  # type: ignore[arg-type]
     )
-    return localise(nodes_of(hosts), opts, log=tmp_path / "localise.log")
+    return localise(nodes_of(hosts), opts, log=tmp_path / "localise.log", progress=progress)
 
 
 def named(rec: dict) -> list[str]:
@@ -92,6 +98,33 @@ def test_tbf_on_one_hosts_link_names_that_node_only(rack, tmp_path: Path) -> Non
         linkshape.shape_host(rack[1], LINE_MBIT)
     assert named(rec) == ["bench.node[n2]"], [f["message"] for f in rec["findings"]]
     assert "every link slow" in rec["findings"][0]["observed"]
+    # measured again (its three links), slow again: tried, not cleared
+    c = rec["confirm"]
+    assert "bench.node[n2]" in c["tried"] and "bench.node[n2]" not in c["cleared"], c
+
+
+def test_a_fault_gone_by_the_confirmation_is_cleared_and_recorded(rack, tmp_path: Path) -> None:
+    """n2's link at half rate for the first measurement, repaired when the confirmation
+    starts (the moment it says so): n2 was a suspect, measured again, and cleared."""
+    linkshape.shape_host(rack[1], LINE_MBIT * 0.5)
+    repaired: list[str] = []
+
+    def repair(message: str) -> None:
+        if "confirm:" in message and not repaired:
+            linkshape.shape_host(rack[1], LINE_MBIT)
+            repaired.append(message)
+
+    try:
+        rec = run(rack, {"links"}, tmp_path, progress=repair)
+    finally:
+        linkshape.shape_host(rack[1], LINE_MBIT)
+    assert repaired and repaired[0].startswith("  confirm: "), repaired  # n2's 3 links, at least
+    assert named(rec) == [], [f["message"] for f in rec["findings"]]
+    c = rec["confirm"]
+    assert all("bench.node[n2]" in c[k] for k in ("first", "tried", "cleared")), c
+    n2 = [p for p in rec["links"] if "n2" in (p["a"], p["b"])]
+    assert all(p["first_gbps"] < 0.6 * LINE_MBIT / 1000 for p in n2), n2
+    assert all(p["gbps"] >= 0.8 * LINE_MBIT / 1000 for p in n2), n2
 
 
 def test_htb_on_one_destination_names_that_link_only(rack, tmp_path: Path) -> None:
@@ -103,6 +136,27 @@ def test_htb_on_one_destination_names_that_link_only(rack, tmp_path: Path) -> No
             linkshape.unshape(h)
             linkshape.shape_host(h, LINE_MBIT)
     assert named(rec) == ["bench.link[n1<->n3]"], [f["message"] for f in rec["findings"]]
+
+
+def test_pair_allreduce_runs_on_every_pair_and_slows_with_the_link(rack, tmp_path: Path) -> None:
+    """Each round's pairs also run a two-rank Gloo allreduce at once; its busbw is in the
+    link's row and judged like bandwidth: the halved link is the one named, for both.
+    (The ring's two rounds: each round costs a torch start per node.)"""
+    linkshape.shape_link(rack[0], rack[1], LINE_MBIT * 0.5, line=LINE_MBIT)
+    try:
+        rec = run(rack, {"links"}, tmp_path, pair_allreduce=True, pattern="ring")
+    finally:
+        for h in (rack[0], rack[1]):
+            linkshape.unshape(h)
+            linkshape.shape_host(h, LINE_MBIT)
+    assert named(rec) == ["bench.link[n1<->n2]"], [f["message"] for f in rec["findings"]]
+    ars = {frozenset((p["a"], p["b"])): p["allreduce"] for p in rec["links"]}
+    assert "; two-node allreduce busbw" in rec["findings"][0]["observed"], ars
+    assert all(a["error"] is None and a["backend"] == "gloo" for a in ars.values()), ars
+    assert all(a["ifname"] == "eth0" for a in ars.values()), ars  # the lab's data interface
+    slow = ars.pop(frozenset(("n1", "n2")))["busbw_gb_s"]
+    assert slow < 0.7 * min(a["busbw_gb_s"] for a in ars.values()), (slow, ars)
+    assert rec["numbers"]["link_allreduce"]["slow"] == ["n1<->n2"]
 
 
 def test_cpu_quota_on_one_host_names_its_compute_only(rack, tmp_path: Path) -> None:

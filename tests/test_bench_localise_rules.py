@@ -222,3 +222,119 @@ def test_mad_and_reference_are_recorded() -> None:
     )
     assert numbers["median"] == 1.1 and numbers["mad"] == pytest.approx(0.1)
     assert numbers["reference"] == pytest.approx(1.2)  # each node's best: 1.2, 1.1, 1.2
+
+
+def _with_allreduce(links: list[dict], slow: dict[frozenset[str], float], good: float = 0.011):
+    for p in links:
+        busbw = slow.get(frozenset((p["a"], p["b"])), good)
+        p["allreduce"] = {"busbw_gb_s": busbw, "correct": True, "error": None}
+    return links
+
+
+def test_a_pairs_allreduce_is_judged_like_its_bandwidth() -> None:
+    """Bandwidth fine, the collective slow on one pair: that link, said as its allreduce."""
+    links = _with_allreduce(_links({}), {frozenset(("n1", "n3")): 0.004})
+    found, numbers = findings.judge({"rules": RULES, "links": links})
+    assert [f.check_id for f in found] == ["bench.link[n1<->n3]"]
+    assert found[0].observed.startswith("two-node allreduce busbw 0.004 GB/s, 0.36x rack median")
+    assert numbers["link_allreduce"]["reference"] == pytest.approx(0.011)
+    # slow in both: one finding for the link, both reasons
+    both = _with_allreduce(
+        _links({frozenset(("n1", "n3")): 0.09}), {frozenset(("n1", "n3")): 0.004}
+    )
+    (f,) = findings.judge({"rules": RULES, "links": both})[0]
+    assert f.check_id == "bench.link[n1<->n3]" and "; two-node allreduce busbw" in f.observed
+    # every allreduce of one node slow: the node, as for bandwidth
+    node = {frozenset(("n2", x)): 0.004 for x in ("n1", "n3", "n4")}
+    assert _judge(links=_with_allreduce(_links({}), node)) == ["bench.node[n2]"]
+    # a pair whose allreduce failed while the others ran counts as 0; none ran: not judged
+    failed = _with_allreduce(_links({}), {})
+    failed[0]["allreduce"] = {"error": "pair allreduce: timed out"}
+    assert _judge(links=failed) == [f"bench.link[{failed[0]['a']}<->{failed[0]['b']}]"]
+    none = [dict(p, allreduce={"error": "torch does not import"}) for p in _links({})]
+    assert _judge(links=none) == []
+    # a record from before the rule existed is judged as it was
+    old = {k: v for k, v in RULES.items() if k != "link_allreduce"}
+    assert findings.judge({"rules": old, "links": links})[0] == []
+
+
+def test_pair_allreduce_parses_rank0_and_says_why_not() -> None:
+    from validation.bench import pairallreduce
+
+    fig = {"rank": 0, "busbw_gb_s": 0.01, "correct": True}
+    assert pairallreduce.row_figures("noise\n" + json.dumps(fig))["error"] is None
+    bad = pairallreduce.row_figures("error: torch does not import: No module named 'torch'")
+    assert bad["error"] == "pair allreduce: error: torch does not import: No module named 'torch'"
+    wrong = pairallreduce.row_figures(json.dumps({**fig, "correct": False}))
+    assert wrong["error"] == "wrong allreduce result"
+
+
+# -- confirmation of suspects (validation.bench.confirm) ---------------------------------------
+def _record(links: list[dict], nodes: list[dict] | None = None) -> dict:
+    rec = {"rules": RULES, "links": links, "nodes": nodes or []}
+    rec["findings"] = [f.to_dict() for f in findings.judge(rec)[0]]
+    return rec
+
+
+def _rejudge(rec: dict) -> list[dict]:
+    return [f.to_dict() for f in findings.judge(rec)[0]]
+
+
+def _cpu(node: str, gflops: float) -> dict:
+    return {"node": node, "error": None, "units": [{"unit": "cpu", "gemm_gflops": gflops}]}
+
+
+def test_confirm_keeps_a_link_slow_twice_and_clears_a_moment() -> None:
+    from validation.bench import confirm
+
+    n13, n24 = frozenset(("n1", "n3")), frozenset(("n2", "n4"))
+    rec = _record(_links({n13: 0.09, n24: 0.1}))
+    assert [f["id"] for f in rec["findings"]] == ["bench.link[n1<->n3]", "bench.link[n2<->n4]"]
+    asked: list = []
+
+    def again(rounds: list) -> list[dict]:  # n1<->n3 slow again, n2<->n4 fine this time
+        asked.append(rounds)
+        return [{"a": a, "b": b, "gbps": 0.095 if {a, b} == set(n13) else 0.19}
+                for r in rounds for a, b in r]  # fmt: skip
+
+    confirm.confirm(rec, again, lambda: pytest.fail("no node finding"), _rejudge)
+    assert asked == [[[("n1", "n3"), ("n2", "n4")]]]  # disjoint: one round, both at once
+    assert [f["id"] for f in rec["findings"]] == ["bench.link[n1<->n3]"]
+    c = rec["confirm"]
+    assert c["tried"] == ["bench.link[n1<->n3]", "bench.link[n2<->n4]"]
+    assert c["cleared"] == ["bench.link[n2<->n4]"] and c["nodes_again"] is False
+    row = next(p for p in rec["links"] if {p["a"], p["b"]} == set(n13))
+    assert (row["first_gbps"], row["confirm_gbps"], row["gbps"]) == (0.09, 0.095, 0.095)
+    assert _rejudge(rec) == rec["findings"]  # the verdict judges the record to the same
+
+
+def test_confirm_measures_every_link_of_a_named_node_and_reruns_the_node_stage() -> None:
+    from validation.bench import confirm
+
+    bad = {frozenset(("n2", x)): 0.09 for x in ("n1", "n3", "n4")}
+    nodes = [_cpu("n1", 50.0), _cpu("n2", 51.0), _cpu("n3", 49.0), _cpu("n4", 20.0)]
+    rec = _record(_links(bad), nodes)
+    assert sorted(f["id"] for f in rec["findings"]) == ["bench.compute[n4]", "bench.node[n2]"]
+    pairs, again_nodes, _tried = confirm.plan(rec)
+    assert sorted(map(frozenset, pairs)) == sorted(bad) and again_nodes
+    assert confirm.pack(pairs) == [[p] for p in pairs]  # all share n2: one per round
+    second = [_cpu("n1", 48.0), _cpu("n2", 50.0), _cpu("n3", 50.0), _cpu("n4", 47.0)]
+    confirm.confirm(
+        rec,
+        lambda rounds: [{"a": a, "b": b, "gbps": 0.085} for r in rounds for a, b in r],
+        lambda: second,
+        _rejudge,
+    )
+    assert [f["id"] for f in rec["findings"]] == ["bench.node[n2]"]
+    assert rec["confirm"]["cleared"] == ["bench.compute[n4]"]
+    n4 = next(n for n in rec["nodes"] if n["node"] == "n4")["units"][0]
+    assert n4["gemm_gflops"] == 47.0 and n4["first"] == {"gemm_gflops": 20.0}
+
+
+def test_confirm_takes_a_second_probe_that_answered() -> None:
+    from validation.bench import confirm
+
+    row = {"node": "n1", "error": "exit 255, no output", "units": []}
+    confirm.merge_node(row, _cpu("n1", 50.0))
+    assert row["error"] is None and row["first_error"] == "exit 255, no output"
+    assert row["units"][0]["gemm_gflops"] == 50.0

@@ -237,6 +237,17 @@ def bench(
     pair_seconds: Annotated[
         int, typer.Option("--pair-seconds", min=1, help="With --localise: seconds per pair")
     ] = 2,
+    pair_allreduce: Annotated[
+        bool | None,
+        typer.Option(
+            "--pair-allreduce/--no-pair-allreduce",
+            help="With --localise: each round's pairs also run a two-rank allreduce"
+            " (torch.distributed, NCCL or Gloo), judged per link like bandwidth. Costs one"
+            " torch start per node and a 1 MiB x 5 allreduce per round (2-5 s a round on a"
+            " busy 2-core machine). Default: on when the per-node stage finds GPUs on"
+            " every node",
+        ),
+    ] = None,
     junit: Annotated[
         Path | None,
         typer.Option("--junit", help="Also write the verdict's checks as JUnit XML here (for CI)"),
@@ -303,7 +314,12 @@ def bench(
         from validation.bench.localise import options_for
 
         where = options_for(
-            loaded.spec, opts, pattern=pattern, k=k_batch, pair_seconds=pair_seconds
+            loaded.spec,
+            opts,
+            pattern=pattern,
+            k=k_batch,
+            pair_seconds=pair_seconds,
+            pair_allreduce=pair_allreduce,
         )
         if local:
             raise InputError(

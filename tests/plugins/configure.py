@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,10 @@ def spec_for_hosts(
     sources: dict[str, dict[str, str]] | None = None,
     export: Path | None = None,
     guest: dict[str, Any] | None = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> LoadedSpec:
-    """Write and load a spec like lab.yaml whose VMs are `hosts`."""
+    """Write and load a spec like lab.yaml whose VMs are `hosts` (`edit` changes the data
+    before it is loaded)."""
     data = yaml.safe_load(LAB_SPEC.read_text())
     template = data["vms"][0]["template"]
     esx = [h["name"] for h in data["hosts"]]
@@ -55,6 +58,8 @@ def spec_for_hosts(
     data["guest"].update(guest or {})
     if export is not None:
         data["storage"]["nfs"]["export"] = str(export)
+    if edit is not None:
+        edit(data)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "spec.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -13,6 +13,7 @@ controller port on its own bridge address, so runs side by side never meet.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -66,13 +67,23 @@ def with_slurm(loaded: LoadedSpec, block: dict[str, Any]) -> LoadedSpec:
     return load_spec(loaded.path)
 
 
-@pytest.fixture(scope="module")
-def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:
-    # Nothing hidden: the srun bench runs this checkout's worker with this interpreter, as the
-    # SSH bench beside it does (--remote-python, --remote-dir).
-    hosts = ssh_hosts_module(["node1", "node2"], private=[])
-    directory = tmp_path_factory.mktemp("slurm")
-    loaded = spec_for_hosts(hosts, directory)
+def _cpu_only(data: dict[str, Any]) -> None:
+    cpu = {**data["vm_templates"][0], "name": "cpu-only", "gpus": 0}
+    cpu.pop("nvlink", None)
+    data["vm_templates"].append(cpu)
+    for vm in data["vms"]:
+        vm["template"] = "cpu-only"
+
+
+@contextlib.contextmanager
+def slurm_rack_of(
+    hosts: list[TestHost], directory: Path, *, cpu_only: bool = False
+) -> Iterator[SlurmRack]:
+    """A real Slurm over `hosts`: controller up, nodes joined by the role, all idle.
+
+    cpu_only: the VMs from a template without GPUs (the lab's two ESXi hosts carry GPUs
+    for two 2-GPU VMs only; more nodes than that are CPU nodes)."""
+    loaded = spec_for_hosts(hosts, directory, edit=_cpu_only if cpu_only else None)
     gateway = hosts[0].subnet.rsplit(".", 1)[0] + ".1"
     nodes = [
         NodeDef(n.name, n.address, n.cpus, n.memory_mb) for n in node_lines(loaded.spec, gres=False)
@@ -99,3 +110,12 @@ def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> It
         for log in lab.directory.glob("*.log"):  # kept beside the test's files, for a failure
             shutil.copy(log, directory / log.name)
         lab.remove()
+
+
+@pytest.fixture(scope="module")
+def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:
+    # Nothing hidden: the srun bench runs this checkout's worker with this interpreter, as the
+    # SSH bench beside it does (--remote-python, --remote-dir).
+    hosts = ssh_hosts_module(["node1", "node2"], private=[])
+    with slurm_rack_of(hosts, tmp_path_factory.mktemp("slurm")) as rack:
+        yield rack

@@ -35,6 +35,9 @@ def rules(
     )
     out = {
         "link": Rule("bandwidth", "Gb/s", median_fraction, absolute, src),
+        # validation.bench.pairallreduce: judged against the rack's median only (a
+        # collective's busbw over TCP or RDMA has no line-rate fraction a rack agrees on)
+        "link_allreduce": Rule("two-node allreduce busbw", "GB/s", median_fraction),
         "pcie": Rule("PCIe link", "Gb/s", median_fraction),
         "node_allreduce": Rule("allreduce busbw inside the node", "GB/s", median_fraction),
         "rank": Rule("images/s", "images/s", median_fraction),
@@ -61,6 +64,25 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return list(out.values())
 
 
+def _pair_allreduce(record: dict[str, Any], r: dict[str, Rule]) -> tuple[list[Finding], Any]:
+    """Each link's two-node allreduce busbw (`allreduce` in its row), as bandwidth is
+    judged: a pair whose allreduce failed (or summed wrong) while others ran counts as 0."""
+    rows = [p for p in record.get("links") or [] if p.get("allreduce")]
+    if "link_allreduce" not in r or not any(p["allreduce"].get("busbw_gb_s") for p in rows):
+        return [], None
+    figures = {
+        (p["a"], p["b"]): 0.0 if ar.get("error") else (ar.get("busbw_gb_s") or 0.0)
+        for p in rows
+        if (ar := p["allreduce"]) is not None
+    }
+    if len(figures) < 2:
+        return [], None
+    found, numbers = judge_links(figures, r["link_allreduce"])
+    for f in found:
+        f.observed = f"two-node allreduce busbw {f.observed}"
+    return found, numbers
+
+
 def judge(record: dict[str, Any]) -> tuple[list[Finding], dict[str, Any]]:
     """(findings, numbers) of a `localise` record block; numbers: each reference and spread."""
     r = {k: Rule(**v) for k, v in record["rules"].items()}
@@ -70,6 +92,10 @@ def judge(record: dict[str, Any]) -> tuple[list[Finding], dict[str, Any]]:
     if pairs:
         found, numbers["links"] = judge_links(pairs, r["link"])
         findings += found
+    found, ar_numbers = _pair_allreduce(record, r)
+    if ar_numbers is not None:
+        numbers["link_allreduce"] = ar_numbers
+    findings += found
     nodes = [n for n in record.get("nodes") or [] if not n.get("error")]
     for n in record.get("nodes") or []:
         if n.get("error"):

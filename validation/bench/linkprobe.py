@@ -50,12 +50,14 @@ def server_stop(port: int = PORT) -> str:
     return f'if [ -f {f} ]; then kill "$(cat {f})" 2>/dev/null; rm -f {f}; fi; true'
 
 
-def client_command(server: str, seconds: int, port: int = PORT) -> str:
-    """Both directions at once for `seconds`; retried while the daemon is not listening."""
+def client_command(server: str, seconds: int, port: int = PORT, tries: int = 10) -> str:
+    """Both directions at once for `seconds`; retried (`tries` times, 0.3 s apart) while
+    the server is not listening."""
     argv = [IPERF3, "-c", server, "-p", str(port), "-t", str(seconds), "-i", str(INTERVAL_S)]
     line = shlex.join([*argv, "--bidir", "-J"])
     return (
-        f"for i in 1 2 3 4 5 6 7 8 9 10; do out=$({line}) && break;"
+        # Not `&& break`: iperf3 -J can exit 0 with an "error" key (e.g. a refused connect).
+        f"for i in $(seq {tries}); do out=$({line});"
         ' case "$out" in *"Connection refused"*) sleep 0.3;; *) break;; esac; done;'
         ' printf "%s\\n" "$out"'
     )

@@ -18,16 +18,21 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
       "pattern": "round-robin",            # round-robin | ring | all-pairs | k-batch
       "k": null,                           # k-batch's k
       "engine": "iperf3",                  # iperf3 | ib_write_bw (the link stage's tool)
+      "launcher": "ssh",                   # ssh | srun (Slurm job steps)
+      "pair_allreduce": true,              # each round's pairs also ran a 2-rank allreduce
       "nodes_measured": ["lab-node1", ...],
       "line_rate_gbps": 0.2, "line_rate_source": "certification.line_rate_gbps",
       "rules": {"link": {"metric": "bandwidth", "unit": "Gb/s", "median_fraction": 0.7,
                          "absolute_min": 0.16, "absolute_source": "0.8 x line rate ..."},
+                "link_allreduce": {...},   # the links' two-node allreduce busbw, GB/s
                 "gemm_gflops": {...}, "h2d_gb_s": {...}, "d2h_gb_s": {...}, "pcie": {...},
                 "node_allreduce": {...}, "rank": {...}},
       "rounds": [[["lab-node1", "lab-node4"], ["lab-node2", "lab-node3"]], ...],
       "links": [{"a": "lab-node1", "b": "lab-node4", "round": 0, "engine": "iperf3",
                  "gbps": 0.194, "forward_gbps": 0.195, "reverse_gbps": 0.194,
-                 "rtt_min_us": 41.0, "latency_us": null, "wall_s": 1.3, "error": null}],
+                 "rtt_min_us": 41.0, "latency_us": null, "wall_s": 1.3, "error": null,
+                 "allreduce": {"backend": "gloo", "busbw_gb_s": 0.011, "size_bytes": 1048576,
+                               "correct": true, "error": null, ...}}],  # with pair_allreduce
       "nodes": [{"node": "lab-node1", "device": "cpu", "engine": "numpy",
                  "units": [{"unit": "cpu" | "GPU0", "pci": null | "0000:17:00.0",
                             "gemm_gflops": 9.1, "memcpy_gb_s": 4.2,   # CPU
@@ -46,6 +51,8 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
                     "reference": 0.194, "ratio": 0.41, "observed": "...", "expected": "...",
                     "message": "bench.link[lab-node2<->lab-node5]: 0.08 Gb/s, 0.41x rack
                                 median 0.194 Gb/s"}],
+      "confirm": {"tried": ["bench.link[...]"], "cleared": [], "rounds": [...],
+                  "nodes_again": false, "new": [], "wall_s": 2.3},  # validation.bench.confirm
       "timing": {"node_stage_s": 7.0, "link_stage_s": 11.6, "rounds": 3, "rounds_s": 5.8,
                  "pair_s": 1.9, "rounds_over_pair": 3.1, "pairs": 6, "total_s": 19.8},
       "skipped": {"links": "one node: no pair"}     # a stage not run, and why
@@ -65,7 +72,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +80,10 @@ from rackcert.errors import InputError
 from rackcert.runs import RunDir
 from rackcert.spec import Spec
 from rackcert.stage_records import BenchRecord
+from validation.bench import confirm, linkprobe, localise_srun, pairallreduce, perftest, schedule
 from validation.bench import findings as judging
-from validation.bench import linkprobe, perftest, schedule
 from validation.bench.launch import Node
+from validation.bench.localise_srun import SrunTarget
 
 SCHEMA = 1
 PROBE_SOURCE = Path(__file__).with_name("nodeprobe.py")
@@ -100,6 +108,12 @@ class LocaliseOptions:
     engine: str = "auto"  # per-node stage: auto (torch on GPUs, numpy on CPUs) | torch | numpy
     stages: set[str] = field(default_factory=lambda: {"nodes", "links"})
     timeout_s: float = 300.0
+    # each round's pairs also run a two-rank allreduce; None: where the per-node stage
+    # found GPUs on every node (pair_allreduce_auto)
+    pair_allreduce: bool | None = False
+    confirm: bool = True  # a named part is measured once more (validation.bench.confirm)
+    launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localise_srun)
+    slurm: SrunTarget | None = None  # with srun: partition, reservation, client conf
 
     def __post_init__(self) -> None:
         if self.pattern not in schedule.PATTERNS:
@@ -108,6 +122,10 @@ class LocaliseOptions:
             )
         if self.k < 1:
             raise InputError("--k-batch: k must be at least 1")
+        if self.launcher not in ("ssh", "srun"):
+            raise InputError(f"localise launcher {self.launcher!r}: ssh or srun")
+        if self.launcher == "srun" and self.slurm is None:
+            self.slurm = SrunTarget()
         for name in ("median_fraction", "link_fraction"):
             if not 0 < getattr(self, name) <= 1:
                 raise InputError(f"{name} {getattr(self, name)}: want a fraction in (0, 1]")
@@ -196,6 +214,8 @@ def probe_command(opts: LocaliseOptions) -> str:
 def node_stage(nodes: list[Node], opts: LocaliseOptions, log: Path | None) -> list[dict[str, Any]]:
     """The probe on every node, all timed loops starting at one instant."""
     line = probe_command(opts)
+    if opts.slurm is not None and opts.launcher == "srun":
+        return localise_srun.node_stage(nodes, line, opts.slurm, opts.timeout_s, log)
     answers = run_all([([*n.ssh_argv(), line], None) for n in nodes], opts.timeout_s, barrier=True)
     _log(log, "node stage", answers)
     out = []
@@ -229,14 +249,32 @@ def link_stage(
     opts: LocaliseOptions,
     log: Path | None,
     progress: Progress,
+    rounds: list[list[tuple[str, str]]] | None = None,
+    engine: str | None = None,
 ) -> tuple[list[list[tuple[str, str]]], list[dict[str, Any]], str, list[float]]:
-    """(rounds, one record per pair, engine): each round's pairs at once."""
+    """(rounds, one record per pair, engine): each round's pairs at once. `rounds` and
+    `engine` given (a confirmation): those pairs, with that tool."""
     by_name = {n.name: n for n in nodes}
-    rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
-    no_rdma = rdma_ready(nodes, 60, log)
-    engine = "iperf3" if no_rdma else perftest.BINARY
+    if rounds is None:
+        rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
+    srun = opts.slurm if opts.launcher == "srun" else None
+    if engine is None:
+        no_rdma = localise_srun.rdma_ready(nodes, srun, log) if srun else rdma_ready(nodes, 60, log)
+        engine = "iperf3" if no_rdma else perftest.BINARY
     results: list[dict[str, Any]] = []
     round_walls: list[float] = []
+    if srun:  # one step per pair, each round's pairs at once; no daemons to start
+        for i, rnd in enumerate(rounds):
+            progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} Slurm step(s) at once")
+            t0 = time.monotonic()
+            rows = localise_srun.link_round(
+                i, rnd, by_name, engine, opts.pair_seconds, srun, opts.timeout_s, log
+            )
+            if opts.pair_allreduce:
+                localise_srun.pair_allreduce_round(i, rnd, by_name, opts, srun, log, rows)
+            results += rows
+            round_walls.append(time.monotonic() - t0)
+        return rounds, results, engine, round_walls
     if engine == "iperf3":
         run_all([([*n.ssh_argv(), linkprobe.server_start()], None) for n in nodes], 60)
     try:
@@ -244,9 +282,12 @@ def link_stage(
             progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} pair(s) at once")
             t0 = time.monotonic()
             if engine == "iperf3":
-                results += _iperf3_round(i, rnd, by_name, opts, log)
+                rows = _iperf3_round(i, rnd, by_name, opts, log)
             else:
-                results += _rdma_round(i, rnd, by_name, opts, log)
+                rows = _rdma_round(i, rnd, by_name, opts, log)
+            if opts.pair_allreduce:
+                _pair_allreduce_round(i, rnd, by_name, opts, log, rows)
+            results += rows
             round_walls.append(time.monotonic() - t0)
     finally:
         if engine == "iperf3":
@@ -340,6 +381,31 @@ def _rdma_round(
     return out
 
 
+def _pair_allreduce_round(
+    i: int,
+    rnd: list[tuple[str, str]],
+    by_name: dict[str, Node],
+    opts: LocaliseOptions,
+    log: Path | None,
+    rows: list[dict[str, Any]],
+) -> None:
+    """Every pair's two-rank allreduce at once (validation.bench.pairallreduce): rank 0 on
+    the pair's first node, rank 1 on its second; `allreduce` added to each row."""
+    jobs: list[tuple[list[str], str | None]] = []
+    for a, b in rnd:
+        na, nb = by_name[a], by_name[b]
+        for rank, node in ((0, na), (1, nb)):
+            line = pairallreduce.command(
+                opts.python, rank, na.address, nb.address, device=opts.device
+            )
+            jobs.append(([*node.ssh_argv(), line], None))
+    answers = run_all(jobs, opts.timeout_s)
+    _log(log, f"round {i} pair allreduce", answers)
+    for j, row in enumerate(rows):
+        row["allreduce"] = pairallreduce.row_figures(answers[2 * j].out)
+        row["allreduce"]["wall_s"] = max(answers[2 * j].wall_s, answers[2 * j + 1].wall_s)
+
+
 # -- stage 3: the scaling runs' ranks -------------------------------------------------------
 def scaling_ranks(bench_data: dict[str, Any]) -> list[dict[str, Any]]:
     """Each recorded ResNet50 launch's per-rank images/s, with the rank's host and GPU."""
@@ -378,6 +444,8 @@ def localise(
         "pattern": opts.pattern,
         "k": opts.k if opts.pattern == "k-batch" else None,
         "engine": None,
+        "launcher": opts.launcher,
+        "pair_allreduce": opts.pair_allreduce,
         "nodes_measured": [n.name for n in nodes],
         "line_rate_gbps": opts.line_rate_gbps,
         "line_rate_source": opts.line_rate_source,
@@ -395,27 +463,53 @@ def localise(
         progress(f"localise: per-node stage on {len(nodes)} node(s) at once")
         rec["nodes"] = node_stage(nodes, opts, log)
         rec["timing"]["node_stage_s"] = time.monotonic() - t0
+    if opts.pair_allreduce is None:
+        opts = replace(opts, pair_allreduce=pair_allreduce_auto(rec["nodes"]))
+    rec["pair_allreduce"] = opts.pair_allreduce
     if "links" in opts.stages and len(nodes) >= 2:
         t1 = time.monotonic()
         rounds, links, engine, walls = link_stage(nodes, opts, log, progress)
         wall = time.monotonic() - t1
-        pair = statistics.median(p["wall_s"] for p in links) if links else None
+        # one pair's time: its bandwidth run plus its allreduce (when run), SSH included
+        pair = statistics.median(_pair_wall(p) for p in links) if links else None
         rec.update(rounds=[[list(p) for p in r] for r in rounds], links=links, engine=engine)
         rec["timing"].update(
             link_stage_s=wall,  # with the RDMA probe and iperf3 daemons' start and stop
             rounds=len(rounds),
             rounds_s=sum(walls),
-            pair_s=pair,  # one pair's time: the median pair's, SSH included
+            pair_s=pair,  # one pair's time: the median pair's
             rounds_over_pair=sum(walls) / pair if pair else None,
             pairs=len(links),
         )
     elif "links" in opts.stages:
         rec["skipped"]["links"] = "one node: no pair to measure"
+    rec["findings"] = _judge(rec)
+    if opts.confirm:
+        rec["confirm"] = {"tried": [], "cleared": []}
+        if rec["findings"]:
+            t1 = time.monotonic()
+            confirm.confirm(
+                rec,
+                lambda rounds: link_stage(
+                    nodes, opts, log, progress, rounds=rounds, engine=rec["engine"]
+                )[1],
+                lambda: node_stage(nodes, opts, log),
+                _judge,
+                progress,
+            )
+            rec["timing"]["confirm_s"] = time.monotonic() - t1
     rec["timing"]["total_s"] = time.monotonic() - t0
-    found, numbers = judging.judge(rec)
-    rec["numbers"] = numbers
-    rec["findings"] = [f.to_dict() for f in found]
     return rec
+
+
+def _judge(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's findings (validation.bench.findings); its `numbers` set beside them."""
+    found, rec["numbers"] = judging.judge(rec)
+    return [f.to_dict() for f in found]
+
+
+def _pair_wall(row: dict[str, Any]) -> float:
+    return float(row["wall_s"]) + float((row.get("allreduce") or {}).get("wall_s") or 0.0)
 
 
 def line_rate(spec: Spec, option_gbps: float | None) -> tuple[float | None, str]:
@@ -444,7 +538,23 @@ def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
         "python": remote_python(spec, bench),
         "timeout_s": min(bench.timeout_s, 600.0),
     }
+    if bench.launcher == "srun" and spec.slurm is not None:
+        base["launcher"] = "srun"
+        base["slurm"] = SrunTarget(
+            partition=spec.slurm.partition,
+            reservation=bench.reservation,
+            immediate_s=spec.slurm.job_timeout_s,
+            client_conf=spec.slurm.client_conf,
+        )
     return LocaliseOptions(**{**base, **given})
+
+
+def pair_allreduce_auto(node_rows: list[dict[str, Any]]) -> bool:
+    """`--pair-allreduce` left to rackcert: on where it is cheap next to what it tells,
+    i.e. when the per-node stage found GPUs on every node (NCCL over the rack's fabric);
+    off on CPU nodes (the lab: one torch start per rank per round, 2-5 s on a busy 2-core
+    machine, costs more than the round's iperf3) and without a per-node stage."""
+    return bool(node_rows) and all(n.get("device") == "cuda" for n in node_rows)
 
 
 def run_into(

@@ -1,0 +1,102 @@
+"""Issue 34 under Slurm: localisation's measurements as job steps of the lab's real Slurm.
+
+Four SSH test hosts joined to one controller (tests/plugins/slurm.py: slurmd in each host's
+namespace, as on a rack), every link shaped to the lab's line rate (100 Mbit/s). The node
+stage is one step on the four nodes; each round of the link stage is one step per pair on
+the pair's two nodes, the round's pairs at once. One module fixture for every test here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rackcert.lab import linkshape
+from tests.plugins.slurm import SlurmRack, slurm_rack_of
+from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of
+from validation.bench.localise import LocaliseOptions, localise
+from validation.bench.localise_srun import SrunTarget
+
+
+@pytest.fixture(scope="module")
+def rack4(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:  # type: ignore[no-untyped-def]
+    hosts = ssh_hosts_module(["node1", "node2", "node3", "node4"], private=[])
+    linkshape.shape_hosts(hosts, LINE_MBIT / 1000)
+    with slurm_rack_of(hosts, tmp_path_factory.mktemp("slurm4"), cpu_only=True) as rack:
+        yield rack
+
+
+def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str], **kw: object) -> dict:
+    slurm = rack.loaded.spec.slurm
+    assert slurm is not None
+    target = SrunTarget(partition=slurm.partition, immediate_s=30, client_conf=str(rack.lab.conf))
+    opts = LocaliseOptions(
+        line_rate_gbps=LINE_MBIT / 1000,
+        line_rate_source="the lab's declared line rate",
+        pair_seconds=2,
+        node_seconds=1.0,
+        node_allreduce=False,
+        engine="numpy",
+        stages=stages,
+        timeout_s=120,
+        launcher="srun",
+        slurm=target,
+        **kw,  # type: ignore[arg-type]
+    )
+    return localise(nodes_of(rack.hosts), opts, log=tmp_path / "localise.log")
+
+
+def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: Path) -> None:
+    a, c = rack4.hosts[0], rack4.hosts[2]
+    linkshape.shape_link(a, c, LINE_MBIT * 0.5, line=LINE_MBIT)
+    try:
+        rec = srun_localise(rack4, tmp_path, {"nodes", "links"}, pair_allreduce=True)
+    finally:
+        for h in (a, c):
+            linkshape.unshape(h)
+            linkshape.shape_host(h, LINE_MBIT)
+    assert named(rec) == ["bench.link[node1<->node3]"], [f["message"] for f in rec["findings"]]
+    assert rec["launcher"] == "srun" and rec["engine"] == "iperf3"
+    # measured again as its own step (and its allreduce), slow again: kept
+    c = rec["confirm"]
+    assert "bench.link[node1<->node3]" in c["tried"], c
+    assert "bench.link[node1<->node3]" not in c["cleared"], c
+    assert ["node1", "node3"] in [p for r in c["rounds"] for p in r], c
+    # the pair allreduce as one step per pair too: every link has its busbw
+    assert all(p["allreduce"]["error"] is None for p in rec["links"]), rec["links"]
+    assert rec["numbers"]["link_allreduce"]["slow"] == ["node1<->node3"], rec["numbers"]
+    assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"]), rec["links"]
+    slow = next(p for p in rec["links"] if {p["a"], p["b"]} == {"node1", "node3"})
+    assert slow["gbps"] < 0.6 * LINE_MBIT / 1000, slow
+    # the node stage: one step, every node's CPU measured
+    assert [n["node"] for n in rec["nodes"]] == ["node1", "node2", "node3", "node4"]
+    assert all(n["error"] is None and n["units"] for n in rec["nodes"]), rec["nodes"]
+    log = (tmp_path / "localise.log").read_text()
+    assert log.count("== srun node stage") == 1
+    for i in range(3):  # three rounds, each two steps at once (#0, #1), twice
+        assert f"== srun round {i} iperf3 #1 " in log, log[-3000:]
+        assert f"== srun round {i} pair allreduce #1 " in log, log[-3000:]
+    t = rec["timing"]
+    # two steps at once per round: well under six pairs one after another
+    assert t["rounds"] == 3 and t["rounds_s"] < 0.75 * t["pairs"] * t["pair_s"], t
+    rack4.lab.wait_idle([h.name for h in rack4.hosts], timeout=30)
+
+
+def test_bench_launcher_srun_makes_localisation_slurm_steps(rack4: SlurmRack) -> None:
+    """`bench --localise --launcher srun`: the spec's slurm block says where the steps go."""
+    from validation.bench.localise import options_for
+    from validation.bench.suite import BenchOptions
+
+    spec = rack4.loaded.spec
+    assert spec.slurm is not None
+    opts = options_for(spec, BenchOptions(launcher="srun", reservation="maint"))
+    assert opts.launcher == "srun"
+    assert opts.slurm == SrunTarget(
+        partition=spec.slurm.partition,
+        reservation="maint",
+        immediate_s=spec.slurm.job_timeout_s,
+        client_conf=spec.slurm.client_conf,
+    )
+    assert options_for(spec, BenchOptions()).launcher == "ssh"
