@@ -77,7 +77,7 @@ def profile(events: list[dict[str, Any]]) -> tuple[dict[str, Task], float]:
             name = _name(data)
             task = tasks.setdefault(name, Task(name))
             task.hosts[data["host"]] += float(data.get("duration") or 0.0)
-    end = _when(events[-1]) if events else 0.0
+    end = max((_when(e) for e in events), default=0.0)
     for (t0, name), (t1, _) in zip(starts, [*starts[1:], (end, "")], strict=True):
         tasks[name].wall += t1 - t0
     total = end - _when(events[0]) if events else 0.0
