@@ -36,6 +36,9 @@ def test_horovod_across_two_nodes_from_node1_with_the_nodes_own_worker(
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
     result = configure(loaded, run, tags=["ssh_trust", "dl_runtime"])
     assert result.status == "ok", result.error
+    # configure ran no --check-build here (the image's Horovod imports and answers its three
+    # facts itself; dl_runtime/tasks/horovod.yml): this is where the lab proves that
+    # horovodrun's own check, through the launcher configure wrote, agrees.
     check = h1.ssh("/opt/rackcert/venv/bin/horovodrun --check-build", timeout=180)
     assert "[X] PyTorch" in check.stdout and "[X] Gloo" in check.stdout, check.stderr
     proc = bench_two_hosts(

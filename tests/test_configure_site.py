@@ -19,12 +19,16 @@ from tests.plugins.configure import air_gap, spec_for_hosts
 
 SECRET = "s3cr3t-Seeded-Become-7781"
 ENV_SECRET = "env-Only-Secret-4417"
+LEGACY = "/etc/apt/sources.list.d/rackcert-cuda.list"
 
 
 def _site(ssh_hosts, fake_vendor_repo, work):
     export = work / "export"
     hosts = ssh_hosts(["node1", "node2"], shared=[export])
     air_gap(hosts)
+    # node1 carries the one-line apt source an earlier rackcert wrote: vendor_package
+    # removes it (where rackcert_facts saw it), node2 has none to remove.
+    hosts[0].path(LEGACY).write_text("deb [trusted=yes] file:/opt/rackcert/gone ./\n")
     loaded = spec_for_hosts(hosts, work, sources=fake_vendor_repo.sources, export=export)
     runs = work / "runs"
     # A secret only the environment holds: ansible-runner copies the environment into
@@ -66,6 +70,10 @@ def _first_run_configures_every_host(site):
     for h in first.data.hosts.values():
         assert h.failed == 0 and not h.unreachable
         assert h.changed > 5, h.changed_tasks
+    removed = "vendor_package : Remove the one-line source earlier rackcert versions wrote"
+    assert removed in first.data.hosts["node1"].changed_tasks
+    assert removed not in first.data.hosts["node2"].changed_tasks
+    assert not site["hosts"][0].path(LEGACY).exists()
 
 
 def _second_run_changes_nothing_and_prints_summary(site):
