@@ -8,12 +8,17 @@ the pair's two nodes, the round's pairs at once. One module fixture for every te
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rackcert.lab import linkshape
+from rackcert.paths import REPO_ROOT
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
 from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of
 from validation.bench.localise import LocaliseOptions, localise
@@ -100,3 +105,32 @@ def test_bench_launcher_srun_makes_localisation_slurm_steps(rack4: SlurmRack) ->
         client_conf=spec.slurm.client_conf,
     )
     assert options_for(spec, BenchOptions()).launcher == "ssh"
+
+
+def test_cli_localise_under_srun_names_the_slow_node_in_the_verdict(
+    rack4: SlurmRack, tmp_path: Path
+) -> None:
+    """`rackcert bench --launcher srun --localise`: the spec's slurm block, Slurm steps, one
+    failed check for the node whose link is at a quarter rate, exit 1."""
+    argv = [sys.executable, "-m", "rackcert.cli", "bench", str(rack4.loaded.path),
+            "--launcher", "srun", "--vms", "node1,node2,node3,node4",
+            "--skip", "allreduce,resnet,storage,rdma", "--localise",
+            "--pair-seconds", "2", "--remote-python", "python3",
+            "--runs-dir", str(tmp_path / "runs"), "--json"]  # fmt: skip
+    victim = rack4.hosts[1]
+    linkshape.shape_host(victim, LINE_MBIT * 0.25)
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )  # fmt: skip
+    finally:
+        linkshape.shape_host(victim, LINE_MBIT)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    loc = data["localise"]
+    assert loc["launcher"] == "srun" and loc["pair_allreduce"] is False  # CPU nodes: off
+    assert [n["node"] for n in loc["nodes"] if n["error"] is None] == [h.name for h in rack4.hosts]
+    failed = [c["id"] for c in data["verdict"]["checks"] if c["status"] == "fail"]
+    assert failed == ["bench.node[node2]"], data["verdict"]
+    rack4.lab.wait_idle([h.name for h in rack4.hosts], timeout=30)
