@@ -21,7 +21,7 @@ import pytest
 
 from rackcert.runs import RunDir
 from validation import parsers
-from validation.bench import nccltests, perftest, storage
+from validation.bench import linkprobe, nccltests, perftest, storage
 from validation.bench.suite import BenchOptions, Engine, Point, run_nccl_tests
 from validation.checks import REGISTRY, NodeView, load_all, run_check
 from validation.expect import NodeExpect
@@ -243,6 +243,15 @@ def test_ib_write_bw_table_rows_and_header() -> None:
     assert [p["size_bytes"] for p in out["points"]] == [65536, 1048576]
     assert out["best_avg_gbps"] == 96.38 and out["gbits"] is True
     assert (out["device"], out["link_type"], out["mtu"]) == ("mlx5_0", "Ethernet", "4096[B]")
+
+
+def test_a_link_rows_rdma_figures_from_the_clients_output() -> None:
+    """One reading for the SSH and the Slurm paths: bandwidth or its error, latency or None."""
+    row = linkprobe.rdma_figures(IB_TABLE, "")
+    assert (row["gbps"], row["forward_gbps"], row["latency_us"]) == (96.38, 96.38, None)
+    assert "error" not in row
+    row = linkprobe.rdma_figures((FIX / "ib_write_bw-no-device.txt").read_text(), "")
+    assert row["gbps"] is None and "no RDMA device" in row["error"]
 
 
 def test_rdma_pairs_probe_and_skip_reasons() -> None:

@@ -133,3 +133,30 @@ def lat_server(device: str | None, port: int) -> str:
 def lat_client(server: str, device: str | None, port: int) -> str:
     line = lat_server(device, port) + " " + shlex.quote(server)
     return f"for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1; {line} && exit 0; done; exit 1"
+
+
+def iperf3_figures(text: str) -> dict[str, Any]:
+    """A link row's figures from iperf3 -J's output, or `gbps` None and the error: one
+    reading for the SSH and the Slurm paths (validation.bench.localise, localise_srun)."""
+    try:
+        return parse_iperf3(text)
+    except LinkProbeError as exc:
+        return {"gbps": None, "error": str(exc)}
+
+
+def rdma_figures(bw_text: str, lat_text: str) -> dict[str, Any]:
+    """A link row's figures from ib_write_bw's and ib_write_lat's client output: bandwidth
+    (or `gbps` None and the error) and the typical latency (None when it gave none)."""
+    from validation.bench import perftest
+
+    out: dict[str, Any] = {}
+    try:
+        best = perftest.parse(bw_text)["best_avg_gbps"]
+        out.update(gbps=best, forward_gbps=best)
+    except perftest.PerftestParseError as exc:
+        out.update(gbps=None, error=str(exc))
+    try:
+        out["latency_us"] = parse_lat(lat_text).get("t_typical_us")
+    except LinkProbeError:
+        out["latency_us"] = None
+    return out

@@ -325,10 +325,7 @@ def _iperf3_round(
             "latency_us": None,
             "error": None,
         }
-        try:
-            row.update(linkprobe.parse_iperf3(ans.out))
-        except linkprobe.LinkProbeError as exc:
-            row.update(gbps=None, error=str(exc))
+        row.update(linkprobe.iperf3_figures(ans.out))
         out.append(row)
     return out
 
@@ -368,15 +365,7 @@ def _rdma_round(
             "wall_s": bw[2 * j + 1].wall_s,
             "error": None,
         }
-        try:
-            parsed = perftest.parse(bw[2 * j + 1].out)
-            row.update(gbps=parsed["best_avg_gbps"], forward_gbps=parsed["best_avg_gbps"])
-        except perftest.PerftestParseError as exc:
-            row.update(gbps=None, error=str(exc))
-        try:
-            row["latency_us"] = linkprobe.parse_lat(lat[2 * j + 1].out).get("t_typical_us")
-        except linkprobe.LinkProbeError:
-            row["latency_us"] = None
+        row.update(linkprobe.rdma_figures(bw[2 * j + 1].out, lat[2 * j + 1].out))
         out.append(row)
     return out
 

@@ -310,28 +310,11 @@ def _pairs(
         if not text.strip():
             row.update(gbps=None, error=f"no answer from the Slurm step: {ans.why()}")
         elif engine == "iperf3":
-            try:
-                row.update(linkprobe.parse_iperf3(text))
-            except linkprobe.LinkProbeError as exc:
-                row.update(gbps=None, error=str(exc))
+            row.update(linkprobe.iperf3_figures(text))
         else:
-            row.update(_rdma_figures(text))
+            bw, _, lat = text.partition(LAT_MARK)
+            row.update(linkprobe.rdma_figures(bw, lat))
         out.append(row)
-    return out
-
-
-def _rdma_figures(text: str) -> dict[str, Any]:
-    bw, _, lat = text.partition(LAT_MARK)
-    out: dict[str, Any] = {}
-    try:
-        best = perftest.parse(bw)["best_avg_gbps"]
-        out.update(gbps=best, forward_gbps=best)
-    except perftest.PerftestParseError as exc:
-        out.update(gbps=None, error=str(exc))
-    try:
-        out["latency_us"] = linkprobe.parse_lat(lat).get("t_typical_us")
-    except linkprobe.LinkProbeError:
-        out["latency_us"] = None
     return out
 
 
