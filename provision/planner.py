@@ -172,7 +172,7 @@ def _host_actions(
         actions.append(manager)
     # NVIDIA's vGPU guide: the host reboots after the manager VIB is installed.
     manager_boot = (manager is not None and not manager.blocked) or (
-        _vgpu_manager_boot(host) and _wants_vgpu(spec, placements, spec_host)
+        _vgpu_manager_boot(host) and bool(_vgpu_vms(spec, placements, spec_host))
     )
     pending_boot = pending_boot or manager_boot
     graphics = _graphics_action(spec, placements, spec_host, host)
@@ -247,12 +247,9 @@ def _vgpu_manager_action(
     reboot is pending needs only the reboot (`_vgpu_manager_boot`).
     """
     wanted: dict[str, list[str]] = {}
-    for p in placements:
-        if p.host != spec_host.name or not p.gpus:
-            continue
-        tmpl = spec.template(next(v for v in spec.vms if v.name == p.vm).template)
-        if tmpl.gpu_mode is GpuMode.vgpu and tmpl.vgpu_profile not in host.vgpu_types:
-            wanted.setdefault(tmpl.vgpu_profile or "?", []).append(p.vm)
+    for vm, tmpl in _vgpu_vms(spec, placements, spec_host):
+        if tmpl.vgpu_profile not in host.vgpu_types:
+            wanted.setdefault(tmpl.vgpu_profile or "?", []).append(vm)
     if not wanted:
         return None
     profiles = ", ".join(sorted(wanted))
@@ -299,15 +296,16 @@ def _vgpu_manager_boot(host: ObservedHost) -> bool:
     return installed and host.reboot_required and not host.vgpu_types
 
 
-def _wants_vgpu(spec: Spec, placements: list[VmPlacement], spec_host: Any) -> bool:
-    """Whether a VM placed on this host has vGPUs."""
-    return any(
-        p.host == spec_host.name
-        and p.gpus
-        and spec.template(next(v for v in spec.vms if v.name == p.vm).template).gpu_mode
-        is GpuMode.vgpu
-        for p in placements
-    )
+def _vgpu_vms(spec: Spec, placements: list[VmPlacement], spec_host: Any) -> list[tuple[str, Any]]:
+    """(VM name, its template) of each VM placed on this host that takes vGPUs."""
+    out = []
+    for p in placements:
+        if p.host != spec_host.name or not p.gpus:
+            continue
+        tmpl = spec.template(next(v for v in spec.vms if v.name == p.vm).template)
+        if tmpl.gpu_mode is GpuMode.vgpu:
+            out.append((p.vm, tmpl))
+    return out
 
 
 def _graphics_action(
@@ -318,14 +316,7 @@ def _graphics_action(
     NVIDIA's vGPU guide for vSphere: Host Graphics set to "Shared Direct"
     (HostGraphicsManager.UpdateGraphicsConfig), in effect after a reboot.
     """
-    vgpu = [
-        p.vm
-        for p in placements
-        if p.host == spec_host.name
-        and p.gpus
-        and spec.template(next(v for v in spec.vms if v.name == p.vm).template).gpu_mode
-        is GpuMode.vgpu
-    ]
+    vgpu = [vm for vm, _tmpl in _vgpu_vms(spec, placements, spec_host)]
     if not vgpu or host.graphics_type == "sharedDirect":
         return None
     return Action(

@@ -48,8 +48,9 @@ def device_diff(
         >>> device_diff([vgpu, vgpu], [held]) == ([vgpu], [])
         True
     """
-    missing = Counter(d.key() for d in wanted) - Counter(present_key(d) for d in present)
-    surplus = Counter(present_key(d) for d in present) - Counter(d.key() for d in wanted)
+    want = Counter(d.key() for d in wanted)
+    have = Counter(present_key(d) for d in present)
+    missing, surplus = want - have, have - want
     add: list[DeviceWant] = []
     for d in wanted:
         if missing[d.key()] > 0:
