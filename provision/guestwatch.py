@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from provision.viewspec import view_filter_spec
+
 PATHS = ["runtime.powerState", "guest.ipAddress"]
 
 
@@ -26,21 +28,15 @@ class GuestWatch:
     """The last seen PATHS of every VM followed, kept current by one WaitForUpdatesEx loop."""
 
     def __init__(self, si: Any, wait_s: float = 1.0) -> None:
-        from pyVmomi import vim, vmodl
+        from pyVmomi import vim
 
-        pc = vmodl.query.PropertyCollector
         content = si.content
         self.si = si
         self.wait_s = wait_s
         self.view = content.viewManager.CreateListView(obj=[])
         self.collector = content.propertyCollector.CreatePropertyCollector()
-        traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ListView)
         self.collector.CreateFilter(
-            pc.FilterSpec(
-                objectSet=[pc.ObjectSpec(obj=self.view, skip=True, selectSet=[traverse])],
-                propSet=[pc.PropertySpec(type=vim.VirtualMachine, pathSet=PATHS)],
-            ),
-            partialUpdates=False,
+            view_filter_spec(self.view, {vim.VirtualMachine: PATHS}), partialUpdates=False
         )
         self.cond = threading.Condition()
         self.seen: dict[str, dict[str, Any]] = {}  # moid -> PATHS values and a change count
