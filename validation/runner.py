@@ -24,6 +24,7 @@ from typing import Any
 
 from rackcert.errors import InputError
 from rackcert.known_hosts import enroll, is_pinned, peer_lines, rack_file
+from rackcert.observed import Inventory
 from rackcert.results import CheckResult, Severity, Status
 from rackcert.runs import RunDir, atomic_write_bytes_checked, atomic_write_json, utc_now
 from rackcert.spec_loader import LoadedSpec
@@ -184,15 +185,14 @@ def _selection(checks: list[str] | None, skip: list[str] | None):
 
 def _hypervisor(
     loaded: LoadedSpec,
-    run: RunDir,
-    runs_root: Path,
+    found: tuple[Inventory, str] | None,
     nodes: list[str] | None,
     patterns: list[str],
     skip: list[str],
 ) -> tuple[list[CheckResult], str | None]:
-    """Hypervisor checks over the newest recorded discovery, and where it was read from."""
+    """Hypervisor checks over the newest recorded discovery (`found`: it and where it was
+    read from, validation.hypervisor.discovery_record), and where it was read from."""
     spec = loaded.spec
-    found = discovery_record(spec.metadata.name, run, runs_root)
     if found is None:
         return [no_discovery(spec.metadata.name)], None
     inventory, source = found
@@ -269,8 +269,12 @@ def validate(
     tgts = targets(
         loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
     )
-    if any(t.expect.vgpu for t in tgts):  # gpu.vgpu.branch judges the guest against its host
-        found = discovery_record(loaded.spec.metadata.name, run, runs_root)
+    # The recorded discovery (a provision record runs to megabytes) is read once: here when
+    # vGPU guests' expectations need it (gpu.vgpu.branch judges a guest against its host),
+    # else for the hypervisor checks while the guests answer.
+    vgpu = any(t.expect.vgpu for t in tgts)
+    found = discovery_record(loaded.spec.metadata.name, run, runs_root) if vgpu else None
+    if vgpu:
         tgts = with_vgpu_managers(tgts, loaded.spec, found[0] if found else None)
     names = [t.expect.node for t in tgts]
     mesh = _peer_plan(loaded, run, tgts, defs, peers) if not local else None
@@ -299,8 +303,10 @@ def validate(
     hv_results: list[CheckResult] = []
     hv_source: str | None = None  # hypervisor checks run here while the guests answer
     if hypervisor if hypervisor is not None else (hv_selected and not local):
+        if not vgpu:
+            found = discovery_record(loaded.spec.metadata.name, run, runs_root)
         scope = names if nodes else None
-        hv_results, hv_source = _hypervisor(loaded, run, runs_root, scope, hv_patterns, skip)
+        hv_results, hv_source = _hypervisor(loaded, found, scope, hv_patterns, skip)
 
     gathered, guest, suite_rc = _follow(procs, events, names, len(defs), console, deadline_s)
     guest += _not_run(defs, names, guest, art, suite_rc)
