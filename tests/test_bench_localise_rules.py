@@ -267,6 +267,13 @@ def test_pair_allreduce_parses_rank0_and_says_why_not() -> None:
     assert bad["error"] == "pair allreduce: error: torch does not import: No module named 'torch'"
     wrong = pairallreduce.row_figures(json.dumps({**fig, "correct": False}))
     assert wrong["error"] == "wrong allreduce result"
+    # a node's answer is untrusted: only rank 0's fields, figures as numbers, names cut
+    hostile = {**fig, "busbw_gb_s": "9e9", "extra": "x" * 10_000}
+    assert pairallreduce.row_figures(json.dumps(hostile))["error"] == (
+        "pair allreduce: no busbw_gb_s figure in rank 0's answer"
+    )
+    odd = pairallreduce.row_figures(json.dumps({**fig, "backend": "g" * 500, "extra": 1}))
+    assert "extra" not in odd and len(odd["backend"]) == 64 and odd["busbw_gb_s"] == 0.01
 
 
 # -- confirmation of suspects (validation.bench.confirm) ---------------------------------------
