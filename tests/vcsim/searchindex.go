@@ -214,3 +214,74 @@ func (s *SearchIndex) FindAllByUuid(req *types.FindAllByUuid) soap.HasFault {
 	return &methods.FindAllByUuidBody{Res: &types.FindAllByUuidResponse{
 		Returnval: find(searchKind(req.VmSearch), req.Datacenter, uuidMatch(req.Uuid, req.VmSearch, instance))}}
 }
+
+// childrenOf is what SearchIndex.FindChild searches under an entity (vSphere API
+// reference, SearchIndex.FindChild: "a datacenter's folders, a folder's child entities, a
+// compute resource's hosts and root resource pool, a resource pool's pools and VMs").
+func childrenOf(obj mo.Reference) []types.ManagedObjectReference {
+	var children []types.ManagedObjectReference
+	simulator.Map.WithLock(obj, func() {
+		switch e := obj.(type) {
+		case *simulator.Datacenter:
+			children = []types.ManagedObjectReference{e.VmFolder, e.HostFolder, e.DatastoreFolder, e.NetworkFolder}
+		case *simulator.Folder:
+			children = append(children, e.ChildEntity...)
+		case *mo.ComputeResource:
+			children = append(append(children, e.Host...), *e.ResourcePool)
+		case *simulator.ClusterComputeResource:
+			children = append(append(children, e.Host...), *e.ResourcePool)
+		case *simulator.ResourcePool:
+			children = append(append(children, e.ResourcePool.ResourcePool...), e.Vm...)
+		case *simulator.VirtualApp:
+			children = append(append(children, e.ResourcePool.ResourcePool...), e.Vm...)
+		}
+	})
+	return children
+}
+
+// registeredName is a child's inventory name, "" while the simulator is still building it.
+// Networks keep their name in their own Name field (mo.Ancestors).
+func registeredName(obj mo.Reference) string {
+	name := ""
+	simulator.Map.WithLock(obj, func() {
+		switch e := obj.(type) {
+		case *mo.Network:
+			name = e.Name
+		case *simulator.DistributedVirtualSwitch:
+			name = e.Name
+		case *simulator.DistributedVirtualPortgroup:
+			name = e.Name
+		case *mo.OpaqueNetwork:
+			name = e.Name
+		case mo.Entity:
+			name = e.Entity().Name
+		}
+	})
+	return name
+}
+
+// FindChild is SearchIndex.FindChild: the direct child of the entity with that name, or
+// none. A vCenter entity is created with its name (CreateVM_Task's config.name is
+// required, vSphere API reference, Folder.CreateVM_Task), so no child is ever nameless.
+// govmomi 0.24's simulator adds a VM to its folder before configuring it
+// (NewVirtualMachine: folderPutChild, then the name), and its FindChild panics on such a
+// child ("does not have a Name") while a parallel clone is under way: a child still being
+// built is not yet registered, and is skipped.
+func (s *SearchIndex) FindChild(req *types.FindChild) soap.HasFault {
+	body := &methods.FindChildBody{}
+	obj := simulator.Map.Get(req.Entity)
+	if obj == nil {
+		body.Fault_ = simulator.Fault("", &types.ManagedObjectNotFound{Obj: req.Entity})
+		return body
+	}
+	body.Res = new(types.FindChildResponse)
+	for _, ref := range childrenOf(obj) {
+		child := simulator.Map.Get(ref)
+		if child != nil && registeredName(child) == req.Name {
+			found := child.Reference()
+			body.Res.Returnval = &found
+			return body
+		}
+	}
+	return body
+}
