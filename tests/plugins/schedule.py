@@ -21,38 +21,36 @@ from typing import Any
 
 import pytest
 
-# Seconds per module: the full suite on 2 cores under load (~8), 2026-12-05, `-n 2
-# --durations=0`. Modules above ~25 s; the rest follow in collection order.
+# Seconds per module: the full suite with `-n 2 --durations=0` on this 2-core machine, quiet
+# but for the suite itself (load 0.4-2), 2026-12-05. Modules above ~15 s; the rest follow in
+# collection order.
 LONGEST_MODULES: dict[str, int] = {
-    "tests/test_configure_site.py": 382,
-    "tests/test_e2e_bootstrap.py": 283,
-    "tests/test_slurm_localise.py": 223,
-    "tests/test_bench_localise_srun.py": 182,
-    "tests/test_spec_fuzz.py": 175,
-    "tests/test_slurm_lab.py": 150,
-    "tests/test_bench_localise_lab.py": 146,
-    "tests/test_bench_nodes.py": 230,  # was 146, + test_bench_mpirun.py's 142 less a configure
-    "tests/test_provision_pace.py": 110,
-    "tests/test_configure_sources.py": 99,
-    "tests/test_twin_conformance.py": 80,
-    "tests/test_rehearse.py": 68,
-    "tests/test_bench_gloo.py": 61,
-    "tests/test_vsphere_provision.py": 60,
-    "tests/test_report_secrets.py": 58,
-    "tests/test_validate_local.py": 55,
-    "tests/test_validate_peers.py": 50,
-    "tests/test_configure_faults.py": 38,
-    "tests/test_configure_nccl_tests.py": 36,
-    "tests/test_validate_nodes.py": 33,
-    "tests/test_metrics_textfile.py": 33,
-    "tests/test_validate_after_upgrade.py": 32,
-    "tests/test_configure_byo.py": 31,
-    "tests/test_bench_horovod.py": 28,
-    "tests/test_lab_guest_agent.py": 27,
-    "tests/test_configure_vgpu_license.py": 27,
-    "tests/test_host_keys.py": 27,
-    "tests/test_twin_vsphere8.py": 26,
-    "tests/test_twin_esxcli.py": 25,
+    "tests/test_e2e_bootstrap.py": 213,
+    "tests/test_bench_localise_lab.py": 140,
+    "tests/test_configure_site.py": 138,
+    "tests/test_bench_nodes.py": 97,
+    "tests/test_bench_localise_srun.py": 96,
+    "tests/test_slurm_localise.py": 88,
+    "tests/test_provision_pace.py": 88,
+    "tests/test_slurm_lab.py": 80,
+    "tests/test_bench_gloo.py": 52,
+    "tests/test_vsphere_provision.py": 43,
+    "tests/test_configure_faults.py": 42,
+    "tests/test_configure_sources.py": 38,
+    "tests/test_configure_nccl_tests.py": 32,
+    "tests/test_twin_conformance.py": 31,
+    "tests/test_rehearse.py": 31,
+    "tests/test_spec_fuzz.py": 30,
+    "tests/test_lab_guest_agent.py": 24,
+    "tests/test_bench_horovod.py": 21,
+    "tests/test_configure_vgpu_license.py": 21,
+    "tests/test_configure_byo.py": 21,
+    "tests/test_configure_lint.py": 19,
+    "tests/test_report_secrets.py": 18,
+    "tests/test_twin_tools.py": 16,
+    "tests/test_bench_ssh.py": 15,
+    "tests/test_validate_local.py": 15,
+    "tests/test_host_keys.py": 15,
 }
 
 
