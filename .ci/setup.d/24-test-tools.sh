@@ -41,7 +41,7 @@ if [ "$rc" -eq 3 ]; then
   echo "test tools: present (${tools[*]})"
   exit 0
 fi
-"$PY" -m pip install -q --disable-pip-version-check --no-compile -c "$pins" "${tools[@]}" 2>&1 \
+"$PY" -m pip install -q --disable-pip-version-check -c "$pins" "${tools[@]}" 2>&1 \
   | grep -v "^WARNING: Location" || true
 "$PY" -c "import hypothesis, ansiblelint, selenium, mypy" && [ -x .venv/bin/ruff ] \
   || { echo "test tools did not install (${tools[*]})" >&2; exit 1; }

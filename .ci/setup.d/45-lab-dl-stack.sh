@@ -79,7 +79,7 @@ for name in sorted(seen):
             continue
         link(src, tmp / f)
         count += 1
-        # Set-up installs with pip --no-compile, so RECORD lists no bytecode: what .venv's
+        # Set-up installs torch with pip --no-compile, so its RECORD lists no bytecode: what .venv's
         # Python has compiled by now (torch, torchvision and Horovod, imported by the steps
         # before this one) comes along, so the nodes do not compile it again.
         if src.suffix == ".py":

@@ -30,7 +30,7 @@ done
 # Presence first (importing weasyprint and matplotlib costs seconds); imported after an install.
 if ! .venv/bin/python -c "import importlib.util as u, sys
 sys.exit(not all(u.find_spec(m) for m in ('matplotlib', 'weasyprint')))"; then
-  .venv/bin/pip install -q --disable-pip-version-check --no-compile \
+  .venv/bin/pip install -q --disable-pip-version-check \
     'matplotlib>=3.8,<4' 'weasyprint>=60' 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -c "import matplotlib, weasyprint" \
     || { echo "50-report: python deps did not install" >&2; exit 1; }
