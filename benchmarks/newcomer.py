@@ -8,7 +8,9 @@ stay installed (removing them would break whatever else runs here), so the apt l
 only what was missing.
 
 It prints set-up's steps (from the `==> step [N s]` lines set-up prints), the demo's stages
-(from its closing summary) and the time to the first verdict.
+(from its closing summary) and the time to the first verdict; then it waits for the test-only
+tools set-up left installing in the background (they ran beside the demo, niced) and says when
+they were done, counted from the end of set-up: what the README's second command would wait for.
 
     .venv/bin/python benchmarks/newcomer.py                     # setup + demo
     .venv/bin/python benchmarks/newcomer.py --json out.json --keep
@@ -66,6 +68,19 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[in
     return proc.returncode, time.monotonic() - t0, "".join(lines)
 
 
+def test_tools(clone: Path, setup_end: float, limit_s: float = 900.0) -> dict[str, Any]:
+    """Wait for set-up's background install (.venv/log/test-tools.rc, as the test session does)
+    and say its exit status and when it ended, in seconds after set-up ended."""
+    rc_file = clone / ".venv" / "log" / "test-tools.rc"
+    deadline = time.monotonic() + limit_s
+    while not rc_file.is_file() and time.monotonic() < deadline:
+        time.sleep(1.0)
+    if not rc_file.is_file():
+        return {"rc": None, "note": f"not done {limit_s:.0f} s later"}
+    ended = rc_file.stat().st_mtime - (time.time() - time.monotonic())  # on the monotonic clock
+    return {"rc": int(rc_file.read_text().strip() or -1), "after_setup_s": round(ended - setup_end)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", type=Path, help="Also write the figures here")
@@ -89,10 +104,13 @@ def main() -> int:
     result: dict[str, Any] = {"clone": str(clone)}
     print(f"fresh clone in {clone}; empty caches under {home}")
     rc, setup_s, out = timed(["bash", ".ci/setup"], clone, env, work / "setup.log")
+    setup_end = time.monotonic()
     result.update(setup_exit=rc, setup_s=round(setup_s, 1), setup_steps=steps(out, setup_s))
     if rc == 0 and not args.no_demo:
         rc, demo_s, out = timed([".venv/bin/rackcert", "demo"], clone, env, work / "demo.log")
         result.update(demo_exit=rc, demo_s=round(demo_s, 1), demo_stages=stages(out))
+    if result["setup_exit"] == 0:
+        result["test_tools"] = test_tools(clone, setup_end)
     print("\nset-up step | s")
     for what, s in result["setup_steps"]:
         print(f"{what[:70]} | {s:.0f}")
@@ -104,6 +122,10 @@ def main() -> int:
         print(f"demo total | {result['demo_s']:.0f} (exit {result['demo_exit']}; 1 = FAIL verdict)")
         first = result["setup_s"] + result["demo_s"]
         print(f"\nfresh clone to the first verdict: {first:.0f} s ({first / 60:.1f} min)")
+    if "test_tools" in result:
+        tools = result["test_tools"]
+        print(f"test-only tools (background): exit {tools['rc']}, done", end=" ")
+        print(tools.get("note") or f"{tools['after_setup_s']} s after set-up ended")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     if not args.keep:

@@ -78,11 +78,37 @@ def named(rec: dict) -> list[str]:
     return [f["id"] for f in rec["findings"]]
 
 
+def why(rec: dict) -> list[str]:
+    """What an assertion on the findings shows: each finding's message, then every row
+    whose tool gave no figure, with the tool's own error (a link "at 0 Gb/s" is often an
+    iperf3 that could not connect, not a slow link; the error says which), and each CPU
+    unit's GEMM with the share of a core its probe got."""
+    out = [f["message"] for f in rec["findings"]]
+    for p in rec.get("links") or []:
+        for key in ("first_error", "error"):
+            if p.get(key):
+                out.append(f"link {p['a']}<->{p['b']} (round {p['round']}) {key}: {p[key]}")
+        if (p.get("allreduce") or {}).get("error"):
+            out.append(f"allreduce {p['a']}<->{p['b']}: {p['allreduce']['error']}")
+    for n in rec.get("nodes") or []:
+        if n.get("error"):
+            out.append(f"node {n['node']}: {n['error']}")
+        # a CPU figure (best of two after a confirmation) and the share of a core the
+        # first probe got: starved by the machine's other work, or a slow node
+        out += [
+            f"node {n['node']} {u['unit']}: GEMM {u['gemm_gflops']:.3g} GFLOP/s; first probe"
+            f" {u.get('first', u)['gemm_gflops']:.3g} at {u['cpu_share']:.2f} of a core"
+            for u in n.get("units") or []
+            if u.get("cpu_share") is not None and u.get("gemm_gflops") is not None
+        ]
+    return out
+
+
 def test_clean_runs_name_nothing_and_rounds_set_the_wall_time(rack, tmp_path: Path) -> None:
     for _ in range(2):
         rec = run(rack, {"nodes", "links"}, tmp_path)
-        assert named(rec) == [], [f["message"] for f in rec["findings"]]
-        assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"])
+        assert named(rec) == [], why(rec)
+        assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"]), why(rec)
         assert all(0.8 * 0.1 <= p["gbps"] <= 0.1 for p in rec["links"]), rec["links"]
         t = rec["timing"]
         assert t["rounds"] == 3
@@ -96,11 +122,11 @@ def test_tbf_on_one_hosts_link_names_that_node_only(rack, tmp_path: Path) -> Non
         rec = run(rack, {"links"}, tmp_path)
     finally:
         linkshape.shape_host(rack[1], LINE_MBIT)
-    assert named(rec) == ["bench.node[n2]"], [f["message"] for f in rec["findings"]]
+    assert named(rec) == ["bench.node[n2]"], why(rec)
     assert "every link slow" in rec["findings"][0]["observed"]
     # measured again (its three links), slow again: tried, not cleared
     c = rec["confirm"]
-    assert "bench.node[n2]" in c["tried"] and "bench.node[n2]" not in c["cleared"], c
+    assert "bench.node[n2]" in c["tried"] and "bench.node[n2]" not in c["cleared"], (c, why(rec))
 
 
 def test_a_fault_gone_by_the_confirmation_is_cleared_and_recorded(rack, tmp_path: Path) -> None:
@@ -119,9 +145,9 @@ def test_a_fault_gone_by_the_confirmation_is_cleared_and_recorded(rack, tmp_path
     finally:
         linkshape.shape_host(rack[1], LINE_MBIT)
     assert repaired and repaired[0].startswith("  confirm: "), repaired  # n2's 3 links, at least
-    assert named(rec) == [], [f["message"] for f in rec["findings"]]
+    assert named(rec) == [], why(rec)
     c = rec["confirm"]
-    assert all("bench.node[n2]" in c[k] for k in ("first", "tried", "cleared")), c
+    assert all("bench.node[n2]" in c[k] for k in ("first", "tried", "cleared")), (c, why(rec))
     n2 = [p for p in rec["links"] if "n2" in (p["a"], p["b"])]
     assert all(p["first_gbps"] < 0.6 * LINE_MBIT / 1000 for p in n2), n2
     assert all(p["gbps"] >= 0.8 * LINE_MBIT / 1000 for p in n2), n2
@@ -135,7 +161,7 @@ def test_htb_on_one_destination_names_that_link_only(rack, tmp_path: Path) -> No
         for h in (rack[0], rack[2]):
             linkshape.unshape(h)
             linkshape.shape_host(h, LINE_MBIT)
-    assert named(rec) == ["bench.link[n1<->n3]"], [f["message"] for f in rec["findings"]]
+    assert named(rec) == ["bench.link[n1<->n3]"], why(rec)
 
 
 def test_pair_allreduce_runs_on_every_pair_and_slows_with_the_link(rack, tmp_path: Path) -> None:
@@ -149,7 +175,7 @@ def test_pair_allreduce_runs_on_every_pair_and_slows_with_the_link(rack, tmp_pat
         for h in (rack[0], rack[1]):
             linkshape.unshape(h)
             linkshape.shape_host(h, LINE_MBIT)
-    assert named(rec) == ["bench.link[n1<->n2]"], [f["message"] for f in rec["findings"]]
+    assert named(rec) == ["bench.link[n1<->n2]"], why(rec)
     ars = {frozenset((p["a"], p["b"])): p["allreduce"] for p in rec["links"]}
     assert "; two-node allreduce busbw" in rec["findings"][0]["observed"], ars
     assert all(a["error"] is None and a["backend"] == "gloo" for a in ars.values()), ars
@@ -162,7 +188,7 @@ def test_pair_allreduce_runs_on_every_pair_and_slows_with_the_link(rack, tmp_pat
 def test_cpu_quota_on_one_host_names_its_compute_only(rack, tmp_path: Path) -> None:
     with linkshape.cpu_quota(rack[3], 0.05):
         rec = run(rack, {"nodes"}, tmp_path)
-    assert named(rec) == ["bench.compute[n4]"], [f["message"] for f in rec["findings"]]
+    assert named(rec) == ["bench.compute[n4]"], why(rec)
 
 
 def _fake_smi(host: TestHost, config: dict) -> None:
@@ -191,7 +217,7 @@ def test_gpu_at_gen3_x8_names_that_gpu_only(rack, tmp_path: Path) -> None:
     finally:
         for h in rack:
             _no_fake_smi(h)
-    assert named(rec) == ["bench.gpu[n2 0000:1b:00.0]"], [f["message"] for f in rec["findings"]]
+    assert named(rec) == ["bench.gpu[n2 0000:1b:00.0]"], why(rec)
     smi = next(n for n in rec["nodes"] if n["node"] == "n2")["smi"]
     assert [(g["pcie_gen"], g["pcie_width"]) for g in smi] == [(5, 16), (3, 8)]
 

@@ -345,3 +345,12 @@ def test_confirm_takes_a_second_probe_that_answered() -> None:
     confirm.merge_node(row, _cpu("n1", 50.0))
     assert row["error"] is None and row["first_error"] == "exit 255, no output"
     assert row["units"][0]["gemm_gflops"] == 50.0
+
+
+def test_confirm_keeps_the_first_tries_error_beside_a_link_figure() -> None:
+    from validation.bench import confirm
+
+    row = {"a": "n1", "b": "n2", "gbps": None, "error": "iperf3: the server has terminated"}
+    confirm.merge_link(row, {"a": "n1", "b": "n2", "gbps": 0.09, "error": None})
+    assert row["gbps"] == 0.09 and row["error"] is None
+    assert row["first_error"] == "iperf3: the server has terminated" and row["first_gbps"] is None

@@ -20,7 +20,7 @@ import pytest
 from rackcert.lab import linkshape
 from rackcert.paths import REPO_ROOT
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
-from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of
+from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of, why
 from validation.bench.localise import LocaliseOptions, localise
 from validation.bench.localise_srun import SrunTarget
 
@@ -62,7 +62,7 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
         for h in (a, c):
             linkshape.unshape(h)
             linkshape.shape_host(h, LINE_MBIT)
-    assert named(rec) == ["bench.link[node1<->node3]"], [f["message"] for f in rec["findings"]]
+    assert named(rec) == ["bench.link[node1<->node3]"], why(rec)
     assert rec["launcher"] == "srun" and rec["engine"] == "iperf3"
     # measured again as its own step (and its allreduce), slow again: kept
     c = rec["confirm"]

@@ -19,7 +19,7 @@ fi
 echo "lab DL stack: $(mpirun --version | head -n 1)"
 TARGET=${RACKCERT_LAB_DL_SITE:-/opt/rackcert-lab/dl-site}
 "${RACKCERT_PYTHON:-.venv/bin/python}" - "$TARGET" "$(sha256sum .ci/setup.d/45-lab-dl-stack.sh | cut -c1-16)" <<'PYEOF'
-import hashlib, os, re, shutil, sys
+import hashlib, importlib.util, os, re, shutil, sys
 from importlib import metadata
 from pathlib import Path
 
@@ -59,6 +59,17 @@ if stamp.is_file() and stamp.read_text().strip() == key:
 tmp = target.with_name(target.name + ".tmp")
 shutil.rmtree(tmp, ignore_errors=True)
 count = 0
+
+def link(src: Path, dst: Path) -> None:
+    if dst.exists():  # a .pyc that RECORD lists too (a .venv installed with bytecode)
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 for name in sorted(seen):
     dist = metadata.distribution(name)
     base = Path(dist.locate_file(""))
@@ -66,13 +77,15 @@ for name in sorted(seen):
         src = base / f
         if not src.is_file() or ".." in f.parts:
             continue
-        dst = tmp / f
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
+        link(src, tmp / f)
         count += 1
+        # Set-up installs torch with pip --no-compile, so its RECORD lists no bytecode: what .venv's
+        # Python has compiled by now (torch, torchvision and Horovod, imported by the steps
+        # before this one) comes along, so the nodes do not compile it again.
+        if src.suffix == ".py":
+            pyc = Path(importlib.util.cache_from_source(str(src)))
+            if pyc.is_file():
+                link(pyc, Path(importlib.util.cache_from_source(str(tmp / f))))
 shutil.rmtree(target, ignore_errors=True)
 target.parent.mkdir(parents=True, exist_ok=True)
 (tmp / ".rackcert-stack").write_text(key + "\n")

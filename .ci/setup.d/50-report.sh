@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Report stage: poppler-utils (pdftoppm: the PDF render test turns a page into PNG),
 # Debian's chromium + chromium-driver (the history page and report are tested in a real
-# headless browser), DejaVu fonts for weasyprint and chromium, and selenium (the WebDriver
-# client) in the venv. Safe to re-run: it installs only what is missing.
+# headless browser), DejaVu fonts for weasyprint and chromium, and the report's matplotlib and
+# weasyprint in the venv (selenium, the WebDriver client of those tests, is one of pyproject's
+# test-tools: 24-test-tools.sh). Safe to re-run: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -28,9 +29,9 @@ for bin in pdftoppm chromium chromedriver; do
 done
 # Presence first (importing weasyprint and matplotlib costs seconds); imported after an install.
 if ! .venv/bin/python -c "import importlib.util as u, sys
-sys.exit(not all(u.find_spec(m) for m in ('selenium', 'matplotlib', 'weasyprint')))"; then
-  .venv/bin/pip install -q --disable-pip-version-check 'selenium>=4.20,<5' \
+sys.exit(not all(u.find_spec(m) for m in ('matplotlib', 'weasyprint')))"; then
+  .venv/bin/pip install -q --disable-pip-version-check \
     'matplotlib>=3.8,<4' 'weasyprint>=60' 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import selenium, matplotlib, weasyprint" \
+  .venv/bin/python -c "import matplotlib, weasyprint" \
     || { echo "50-report: python deps did not install" >&2; exit 1; }
 fi

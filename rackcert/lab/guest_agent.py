@@ -235,10 +235,11 @@ class GuestAgent:
         self._failed.discard(name)
         self.guests[name] = Guest(name, ident, host)
         self._event((name, "up"))
-        # The BIOS UUID from the config read above: the watch's copy of config.uuid was seen
-        # missing on a loaded machine (a VM cloned, customized and powered on in quick
-        # succession got "no BIOS UUID", its Tools never reported, and provision waited out
-        # its boot timeout); why the update lacked it is not known yet.
+        # The BIOS UUID from the config read above, not the watch's copy: govmomi 0.24's
+        # simulator adds a new VM to its folder (and so to the watched view) before it
+        # configures it (NewVirtualMachine: folderPutChild, then configure), and sets the
+        # config by plain assignment, which sends no property update. A watch that met the
+        # VM in that window never learned config.uuid ("no BIOS UUID" on a loaded machine).
         self._report_tools(
             name, config.uuid or self._vms.get(moid, {}).get("config.uuid") or "", host
         )

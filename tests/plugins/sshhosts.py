@@ -37,7 +37,7 @@ class SshHostFactory:
     def __call__(self, names: int | Sequence[str], **kwargs: Any) -> list[sshhosts.TestHost]:
         if isinstance(names, int):
             names = [f"node{i + 1}" for i in range(names)]
-        subnet = sshhosts.claim_subnet()
+        subnet = sshhosts.claim_subnet(kwargs.get("owner"))  # a set's bridge is its owner's
         index = len(self._sets)
         try:
             hosts = sshhosts.start_hosts(

@@ -1,8 +1,9 @@
 """The test session waits for the test-only tools that set-up installs in the background.
 
-Why: `.ci/setup` installs what the demo needs first and the tools only the tests use (the
-judges' virtual environment: clients nobody here wrote) after it, in the background, so a
-newcomer's demo never waits for them. The README's test command is plain pytest, so the
+Why: `.ci/setup` installs what the demo needs first and the tools only the tests use (pyproject's
+test-tools extra: ruff, mypy, hypothesis, ansible-lint, selenium; the judges' virtual
+environments: clients nobody here wrote) after it, in the background, so a newcomer's demo never
+waits for them. The README's test command is plain pytest, so the
 wait happens here, once, at the session's start: it says what it waits for and for how long,
 and stops the session with one line if that install failed.
 """

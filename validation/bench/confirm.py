@@ -74,6 +74,8 @@ def merge_link(row: dict[str, Any], again: dict[str, Any]) -> None:
         for key in ("gbps", "forward_gbps", "reverse_gbps", "latency_us", "rtt_min_us"):
             if key in again:
                 row[key] = again[key]
+        if row.get("error"):  # the first try's reason stays in the record beside the figure
+            row["first_error"] = row["error"]
         row["error"] = again.get("error")
     first, second = row.get("allreduce"), again.get("allreduce")
     if second is not None:

@@ -35,19 +35,32 @@ class LinkProbeError(ValueError):
     """A pair's tool gave no figure; the message is the tool's own reason."""
 
 
-def pidfile(port: int = PORT) -> str:
-    # Per node and port: on the lab's hosts /tmp is one shared directory.
-    return f"/tmp/rackcert-iperf3-$(hostname)-{port}.pid"
+def pidfile(node: str, port: int = PORT) -> str:
+    """The daemon's pidfile on the node `node` (the address the controller reaches it at).
+
+    Why the address and not `$(hostname)`: the lab's hosts share one /tmp and one pid
+    space, and two labs side by side (two test workers' racks) both have an `n1`; keyed on
+    the hostname, one lab's start killed the other's daemons (issue 34's open defect). An
+    address is one network namespace's, where the port is bound, in any lab or rack.
+    """
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", node)
+    return f"/tmp/rackcert-iperf3-{key}-{port}.pid"
 
 
-def server_start(port: int = PORT) -> str:
+def server_start(node: str, port: int = PORT) -> str:
     """Start an iperf3 daemon on the node (stops one this stage left before)."""
-    return f"{server_stop(port)}; {IPERF3} -s -D -p {port} -I {pidfile(port)}"
+    return f"{server_stop(node, port)}; {IPERF3} -s -D -p {port} -I {pidfile(node, port)}"
 
 
-def server_stop(port: int = PORT) -> str:
-    f = pidfile(port)
-    return f'if [ -f {f} ]; then kill "$(cat {f})" 2>/dev/null; rm -f {f}; fi; true'
+def server_stop(node: str, port: int = PORT) -> str:
+    """Stop the node's daemon by its pidfile, and only if that pid is an iperf3: the pid of
+    a daemon that died with its host (or a crashed run) may be any process's by now."""
+    f = pidfile(node, port)
+    return (
+        f'if [ -f {f} ]; then p="$(cat {f})";'
+        f' if [ "$(cat /proc/$p/comm 2>/dev/null)" = {IPERF3} ]; then kill "$p"; fi;'
+        f" rm -f {f}; fi; true"
+    )
 
 
 def client_command(server: str, seconds: int, port: int = PORT, tries: int = 10) -> str:

@@ -276,7 +276,7 @@ def link_stage(
             round_walls.append(time.monotonic() - t0)
         return rounds, results, engine, round_walls
     if engine == "iperf3":
-        run_all([([*n.ssh_argv(), linkprobe.server_start()], None) for n in nodes], 60)
+        run_all([([*n.ssh_argv(), linkprobe.server_start(n.address)], None) for n in nodes], 60)
     try:
         for i, rnd in enumerate(rounds):
             progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} pair(s) at once")
@@ -291,7 +291,7 @@ def link_stage(
             round_walls.append(time.monotonic() - t0)
     finally:
         if engine == "iperf3":
-            run_all([([*n.ssh_argv(), linkprobe.server_stop()], None) for n in nodes], 60)
+            run_all([([*n.ssh_argv(), linkprobe.server_stop(n.address)], None) for n in nodes], 60)
     return rounds, results, engine, round_walls
 
 

@@ -141,6 +141,25 @@ def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], i
     return allreduce.sweep_sizes(args.min_bytes, top), iters, warm
 
 
+def cpu_threads(device_type: str) -> int | None:
+    """One intra-op thread per CPU rank, unless OMP_NUM_THREADS says otherwise; None on GPUs.
+
+    Why: torch starts as many OpenMP threads as the node has cores in every rank, and the
+    ranks of a CPU launch share those cores; OpenMP's waiting threads spin, so two ranks of
+    two threads on two cores ran ResNet50's steps 5-8x slower than two ranks of one thread
+    (measured under horovodrun, which, unlike torchrun, leaves OMP_NUM_THREADS unset). The
+    local bench already runs one thread per rank (validation.bench.suite), torchrun sets it
+    for more than one process: now every launcher's CPU ranks run alike.
+    """
+    if device_type != "cpu":
+        return None
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+    return int(torch.get_num_threads())
+
+
 def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[str, Any]:
     comm = connect(args.backend, args.device)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -149,6 +168,9 @@ def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[s
         "world_size": comm.world_size,
         "device": comm.device.type,
     }
+    threads = cpu_threads(comm.device.type)
+    if threads is not None:
+        out["cpu_threads"] = threads
     if cache is not None:
         out["compile_cache"] = cache
     try:
