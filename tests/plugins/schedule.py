@@ -54,40 +54,26 @@ LONGEST_MODULES: dict[str, int] = {
 }
 
 
-# Modules that go to one worker as one unit, one after the other.
-TOGETHER: dict[str, str] = {
-    # Side by side (one per worker) these two fail: links of the lab module come back at
-    # 0 Gb/s (issue 34's open defect, being fixed). One after the other they pass.
-    "tests/test_bench_localise_lab.py": "localise",
-    "tests/test_bench_localise_srun.py": "localise",
-}
-
-
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
 def unit_of(nodeid: str) -> str:
-    """`tests/test_x.py::test_y[param]` -> `tests/test_x.py`, or its TOGETHER group."""
-    return TOGETHER.get(_module(nodeid), _module(nodeid))
+    """`tests/test_x.py::test_y[param]` -> `tests/test_x.py`: a module is one unit."""
+    return _module(nodeid)
 
 
 def _weight(unit: str) -> int:
-    members = [m for m, group in TOGETHER.items() if group == unit] or [unit]
-    return sum(LONGEST_MODULES.get(m, 0) for m in members)
+    return LONGEST_MODULES.get(unit, 0)
 
 
 def longest_first(nodeids: list[str]) -> list[str]:
-    """The order the workers get them: listed units by weight, then the rest as collected;
-    a unit's tests stay together, module by module, each in its own order."""
+    """The order the workers get them: listed modules by weight, then the rest as
+    collected; a module's tests stay together, in their own order."""
     first: dict[str, int] = {}
     for i, nodeid in enumerate(nodeids):
         first.setdefault(unit_of(nodeid), i)
-        first.setdefault(_module(nodeid), i)
-    return sorted(
-        nodeids,
-        key=lambda n: (-_weight(unit_of(n)), first[unit_of(n)], first[_module(n)]),
-    )
+    return sorted(nodeids, key=lambda n: (-_weight(unit_of(n)), first[unit_of(n)]))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -99,7 +85,7 @@ def _scheduler_class() -> Any:
     from xdist.scheduler import LoadFileScheduling
 
     class LongestFirstScheduling(LoadFileScheduling):  # type: ignore[misc]
-        """xdist's loadfile scheduling (one module, or TOGETHER group, per unit) in the
+        """xdist's loadfile scheduling (one module per unit) in the
         collection's order.
 
         xdist would otherwise sort the units by how many tests they hold
