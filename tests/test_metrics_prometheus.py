@@ -81,11 +81,27 @@ def watched(ssh_hosts_module, tmp_path_factory) -> Iterator[tuple[Monitoring, st
         )  # fmt: skip
         assert second.returncode == 1, second.stdout + second.stderr
         assert "drift node2 version nvidia_driver: 470.82.01 -> 470.103.01" in second.stdout
+        _scraped(mon)
         yield mon, second.stdout
     finally:
         mon.stop()
         server.shutdown()
         server.server_close()
+
+
+def _scraped(mon: Monitoring, deadline_s: float = 60.0) -> None:
+    """Wait until Prometheus has scraped the planted failure from both targets: the tests
+    read what it holds, and each must not depend on another having waited first (xdist may
+    give a module's tests to both workers, each with its own fresh Prometheus)."""
+    end = time.monotonic() + deadline_s
+    want = {("node", "node2"), ("rackcert-serve", "node2")}
+    while True:
+        failed = mon.query('rackcert_check_failed{check="gpu.persistence"} == 1')
+        got = {(r["metric"]["job"], r["metric"]["node"]) for r in failed}
+        if want <= got:
+            return
+        assert time.monotonic() < end, f"Prometheus has not scraped the planted failure: {got}"
+        time.sleep(0.5)
 
 
 def _firing(mon: Monitoring, want: set[tuple[str, str]], deadline_s: float = 60.0) -> list[dict]:
