@@ -91,6 +91,10 @@ def test_two_node_torchrun_gloo_allreduce_over_ssh(ssh_hosts, tmp_path: Path) ->
 
 def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_path: Path) -> None:
     h1, h2 = ssh_hosts(2)
+    # node1 is a working node (its worker installed), so the one failure is node2's: without
+    # it node1's launch failed too ("No such file", exit 127), and whichever failure came
+    # first was the one line (node2's "refused" only when its ssh lost the race).
+    python = _install_worker([h1], tmp_path)
     h2.kill()
     spec = yaml.safe_load((ROOT / "inventories" / "lab.yaml").read_text())
     spec["vms"][0].update(address=h1.address, ssh_port=h1.port)
@@ -104,7 +108,7 @@ def test_unreachable_node_is_one_error_line_and_a_failed_record(ssh_hosts, tmp_p
          "--gpus-per-node", "1", "--backend", "gloo", "--quick", "--skip", "resnet,storage",
          "--max-bytes", "64", "--known-hosts", str(h1.known_hosts),
          "--runs-dir", str(tmp_path / "runs"), "--timeout", "120",
-         "--remote-python", f"{NODE_VENV}/bin/python"],
+         "--remote-python", python],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

@@ -163,6 +163,17 @@ def _node(data, path):
     return data
 
 
+def _lookup(data, path):
+    """The node at `path`, or None where an earlier edit replaced a step of it (a list
+    turned into {"zz": 1} by scalar_to_map has no item 0)."""
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
 @st.composite
 def broken_spec(draw):
     """A spec with at least one certain defect: each edit alone makes it invalid."""
@@ -180,7 +191,7 @@ def broken_spec(draw):
             _node(data, path[:-1])[path[-1]] = {"zz": 1}
         elif op == "drop":
             path = draw(st.sampled_from(REQUIRED))
-            parent = _node(data, path[:-1])
+            parent = _lookup(data, path[:-1])
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
             else:
