@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,11 +156,39 @@ _NICS_WITH_PROCESSES = (
 )
 
 
-def test_nic_fact_built_ins_print_what_the_processes_printed() -> None:
-    # This machine has interfaces of every kind a node has: virtio, bridge, veth, lo, down
-    # ones whose speed cannot be read, some without a device link.
-    new = subprocess.run(["sh", "-c", NetInterfaces().command()], capture_output=True, text=True)
-    old = subprocess.run(["sh", "-c", _NICS_WITH_PROCESSES], capture_output=True, text=True)
+@pytest.fixture
+def nic_netns() -> Iterator[str]:
+    """A network namespace of its own with a bridge, a veth pair on it (one end down, its
+    speed unreadable), lo, addresses and a default route: interfaces that stay still while
+    the two commands read them. The machine's own namespace does not: the other test
+    worker's lab adds and removes bridges and veths (and a bridge's MAC follows its ports)."""
+    ns = f"rcnic{os.getpid()}"
+    steps = [
+        ["ip", "netns", "add", ns],
+        ["ip", "-n", ns, "link", "set", "lo", "up"],
+        ["ip", "-n", ns, "link", "add", "br0", "type", "bridge"],
+        ["ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb"],
+        ["ip", "-n", ns, "link", "set", "va", "master", "br0"],
+        ["ip", "-n", ns, "link", "set", "va", "up"],
+        ["ip", "-n", ns, "link", "set", "br0", "up"],
+        ["ip", "-n", ns, "addr", "add", "192.0.2.9/24", "dev", "br0"],
+        ["ip", "-n", ns, "route", "add", "default", "via", "192.0.2.1", "dev", "br0"],
+    ]
+    try:
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+
+
+def test_nic_fact_built_ins_print_what_the_processes_printed(nic_netns: str) -> None:
+    # Interfaces of the kinds a node has: bridge, veth, lo, a down one whose speed cannot be
+    # read, none with a device link (virtio's driver link is read by the same code).
+    here = ["ip", "netns", "exec", nic_netns, "sh", "-c"]
+    new = subprocess.run([*here, NetInterfaces().command()], capture_output=True, text=True)
+    old = subprocess.run([*here, _NICS_WITH_PROCESSES], capture_output=True, text=True)
+    assert new.stdout.count("if br0|") == 1 and "if vb|" in new.stdout, new.stdout
     assert new.stdout == old.stdout and new.stdout.count("if lo|") == 1, new.stdout
     assert new.stderr == old.stderr == ""
     state = NetInterfaces().process(new.stdout.splitlines())
