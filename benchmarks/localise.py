@@ -14,7 +14,10 @@ Figures:
   - node: tbf on one host's link, both directions (the verdict must name the node);
   - link: an htb class with a u32 filter between two hosts (that link only);
   - compute: a cgroup v1 CPU quota on one host at the severity x the CPU share its probe
-    got in the clean runs (that node's compute);
+    got in the clean runs (that node's compute). A CPU unit is judged per second of the
+    node's own time (validation.bench.nodeprobe.OwnTime: the wall clock less its waits
+    behind other processes), where the others run at a core's speed, so a quota of
+    severity x share reads below the severity (about 0.33x at 0.5 with half a core each);
 - false findings over the clean runs (any finding in a clean run is a false one).
 
 The hosts share this machine's cores with whatever else runs; say how loaded it was

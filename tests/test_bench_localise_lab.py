@@ -9,6 +9,7 @@ compute), a fake nvidia-smi with one GPU at PCIe Gen3 x8 (that GPU by PCI addres
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -97,7 +98,8 @@ def why(rec: dict) -> list[str]:
         # first probe got: starved by the machine's other work, or a slow node
         out += [
             f"node {n['node']} {u['unit']}: GEMM {u['gemm_gflops']:.3g} GFLOP/s; first probe"
-            f" {u.get('first', u)['gemm_gflops']:.3g} at {u['cpu_share']:.2f} of a core"
+            f" {u.get('first', u)['gemm_gflops']:.3g} at {u['cpu_share']:.2f} of a core,"
+            f" {u.get('cpu_waited') or 0:.2f} of the time queued behind others"
             for u in n.get("units") or []
             if u.get("cpu_share") is not None and u.get("gemm_gflops") is not None
         ]
@@ -189,6 +191,56 @@ def test_cpu_quota_on_one_host_names_its_compute_only(rack, tmp_path: Path) -> N
     with linkshape.cpu_quota(rack[3], 0.05):
         rec = run(rack, {"nodes"}, tmp_path)
     assert named(rec) == ["bench.compute[n4]"], why(rec)
+
+
+@contextlib.contextmanager
+def crowded_core(busy: list[TestHost], calm: list[TestHost]) -> Iterator[None]:
+    """`busy` hosts' processes (and what they start) on one CPU with four busy loops, `calm`
+    hosts' on another: the lab's nodes share this machine's cores, and the kernel can queue
+    some of them behind other work for a whole probe (a full run's clean localisation once
+    named two such nodes' compute at 0.5-0.7x the median)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(cpus) >= 2, "the crowded-core test needs two CPUs"
+    loops: list[subprocess.Popen] = []
+
+    def pin(hosts: list[TestHost], cpu: set[int]) -> None:
+        for pid in (p for h in hosts for p in linkshape.host_pids(h)):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(pid, cpu)
+
+    try:
+        pin(busy, {cpus[0]})
+        pin(calm, {cpus[1]})
+        for _ in range(4):
+            loops.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", "while True: pass"],
+                    preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}),
+                    # a session each: with autogroup scheduling (sched(7)) a core is shared
+                    # between sessions, so four loops in one session would weigh as one
+                    start_new_session=True,
+                )
+            )
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+        pin(busy + calm, set(cpus))
+
+
+def test_a_quota_is_named_and_a_crowded_core_is_not(rack, tmp_path: Path) -> None:
+    """n1 and n2 share a core with four busy loops, n3 and n4 share the other; n1 also has a
+    CPU quota. n2's probe waits behind the loops for most of its time, so its wall-clock
+    GEMM rate is well under the rack's median (about 0.6x when the wall clock judged), yet
+    only n1 is named: a CPU unit is judged per second of the node's own time
+    (validation.bench.nodeprobe.OwnTime), in which a quota still counts."""
+    with crowded_core(rack[:2], rack[2:]), linkshape.cpu_quota(rack[0], 0.05):
+        rec = run(rack, {"nodes"}, tmp_path)
+    units = {n["node"]: n["units"][0] for n in rec["nodes"]}
+    assert units["n2"]["cpu_waited"] > 0.4, units  # the condition this test is about
+    assert units["n1"]["cpu_throttled"] > 0.4, units
+    assert named(rec) == ["bench.compute[n1]"], why(rec)
 
 
 def _fake_smi(host: TestHost, config: dict) -> None:

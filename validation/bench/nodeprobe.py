@@ -105,17 +105,21 @@ def start_together(args: argparse.Namespace) -> None:
         time.sleep(delay)
 
 
-CPU_SHARE: list[float] = []  # CPU seconds per wall second of the last rate() (CPU units)
-
-
 def rate(fn: Any, duration: float, sync: Any = None, windows: int = 5) -> float:
     """Calls per second of fn over `duration`, the median of `windows` equal windows (after
     sync()): a moment of interference on a shared node does not move it, a CPU quota or a
     slow device (every window slow) does."""
-    rates = []
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    return statistics.median(calls / wall for calls, wall, _ in _windows(fn, duration, sync))
+
+
+def _windows(
+    fn: Any, duration: float, sync: Any = None, windows: int = 5, clock: Any = None
+) -> list[tuple[int, float, float]]:
+    """(calls, wall seconds, `clock` seconds) of each window; `clock` defaults to the wall."""
+    out = []
     for _ in range(windows):
         calls, t0 = 0, time.perf_counter()
+        own0 = clock() if clock else t0
         while True:
             fn()
             calls += 1
@@ -124,9 +128,121 @@ def rate(fn: Any, duration: float, sync: Any = None, windows: int = 5) -> float:
             elapsed = time.perf_counter() - t0
             if elapsed >= duration / windows:
                 break
-        rates.append(calls / elapsed)
-    CPU_SHARE[:] = [(time.process_time() - cpu0) / (time.perf_counter() - wall0)]
-    return statistics.median(rates)
+        out.append((calls, elapsed, (clock() - own0) if clock else elapsed))
+    return out
+
+
+def _cpu_stat_files() -> list[str]:
+    """cpu.stat of this process's CPU cgroup and of each group above it (a quota on any of
+    them throttles us): cgroup v1's cpu controller, else the v2 hierarchy."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [x.rstrip("\n").split(":", 2) for x in f]
+    except OSError:
+        return []
+    v1 = [path for _, ctl, path in lines if "cpu" in ctl.split(",")]
+    v2 = [path for _, ctl, path in lines if ctl == ""]
+    root = next(
+        (r for r in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct") if os.path.isdir(r)), ""
+    )
+    if v1 and root:
+        path = v1[0]
+    elif v2:
+        root, path = "/sys/fs/cgroup", v2[0]
+    else:
+        return []
+    parts = [x for x in path.split("/") if x]
+    files = (os.path.join(root, *parts[:depth], "cpu.stat") for depth in range(len(parts), -1, -1))
+    return [f for f in files if os.path.isfile(f)]
+
+
+class OwnTime:
+    """A CPU unit's own time: the wall clock less the time its thread waited on a run queue
+    behind other processes, beyond what its own cgroup's quota held it back.
+
+    Why: a CPU figure is judged against the rack's median, and where nodes share cores (the
+    lab's nodes share one machine's) the kernel can queue two of them behind other work for
+    a whole probe: their wall-clock rate is then low for a reason that is not theirs. The
+    thread's wait on a run queue is `run_delay` in /proc/thread-self/schedstat (the kernel's
+    Documentation/scheduler/sched-stats.rst); it includes the time a CFS quota throttled the
+    thread's group, which that group's cpu.stat counts as throttled time (sched-bwc.rst).
+    Wall less (wait - throttled) is the time the node's own configuration gave it: a quota
+    or a slow core reads slow, a neighbour's load does not. On a dedicated node the wait is
+    ~0 and this is the wall clock; without schedstat it is the wall clock (`own_clock`
+    false in the figures).
+    """
+
+    def __init__(self) -> None:
+        self.stat_files = _cpu_stat_files()
+        self.available = self._sched() is not None
+
+    @staticmethod
+    def _sched() -> tuple[int, int] | None:
+        try:
+            with open("/proc/thread-self/schedstat") as f:
+                cpu_ns, wait_ns, _slices = (int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            return None
+        return cpu_ns, wait_ns
+
+    def throttled_ns(self) -> int:
+        """The most any of our groups was throttled: the group that set the quota counts it."""
+        most = 0
+        for path in self.stat_files:
+            try:
+                with open(path) as f:
+                    for line in f:
+                        key, _, value = line.partition(" ")
+                        if key == "throttled_time":  # v1, ns
+                            most = max(most, int(value))
+                        elif key == "throttled_usec":  # v2
+                            most = max(most, int(value) * 1000)
+            except (OSError, ValueError):
+                continue
+        return most
+
+    def snapshot(self) -> tuple[float, float, float, float]:
+        """(wall, CPU, run-queue wait, throttled) seconds, all cumulative."""
+        wall = time.perf_counter()
+        cpu_ns, wait_ns = self._sched() or (0, 0)
+        return wall, cpu_ns / 1e9, wait_ns / 1e9, self.throttled_ns() / 1e9
+
+    def seconds(self) -> float:
+        """A clock that stands still while the thread waits behind other processes."""
+        wall, _cpu, wait, throttled = self.snapshot()
+        return wall - max(0.0, wait - throttled) if self.available else wall
+
+
+def cpu_rate(fn: Any, duration: float, windows: int = 5) -> dict[str, Any]:
+    """A CPU unit's calls per second of its own time (`OwnTime`; the figure judged) and per
+    wall second, with the shares of the wall time it ran, waited behind other processes,
+    and was throttled by its own cgroup."""
+    own = OwnTime()
+    before = own.snapshot()
+    runs = _windows(fn, duration, windows=windows, clock=own.seconds)
+    after = own.snapshot()
+    wall, cpu, wait, throttled = (b - a for a, b in zip(before, after, strict=True))
+    return {
+        "per_s": statistics.median(calls / max(o, 1e-9) for calls, _, o in runs),
+        "per_wall_s": statistics.median(calls / w for calls, w, _ in runs),
+        "cpu_share": cpu / wall if own.available else None,
+        "waited": max(0.0, wait - throttled) / wall if own.available else None,
+        "throttled": throttled / wall if own.available else None,
+        "own_clock": own.available,
+    }
+
+
+def cpu_gemm_figures(cpu: dict[str, Any], flops_per_call: float) -> dict[str, Any]:
+    """A CPU unit's GEMM entries in the record: `gemm_gflops` is judged (per second of the
+    node's own time), `gemm_gflops_wall` is what the wall clock saw."""
+    return {
+        "gemm_gflops": flops_per_call * cpu["per_s"] / 1e9,
+        "gemm_gflops_wall": flops_per_call * cpu["per_wall_s"] / 1e9,
+        "cpu_share": cpu["cpu_share"],  # of one core, during the GEMM: CPU s per wall s
+        "cpu_waited": cpu["waited"],  # share of the wall time queued behind other processes
+        "cpu_throttled": cpu["throttled"],  # share of it held back by the node's own quota
+        "own_clock": cpu["own_clock"],
+    }
 
 
 # -- torch: GPUs (and the same code on the CPU) ----------------------------------------------
@@ -139,8 +255,13 @@ def torch_unit(torch: Any, device: str, duration: float, gemm_n: int, copy_mb: i
     a = torch.randn(gemm_n, gemm_n, device=dev, dtype=dtype)
     b = torch.randn(gemm_n, gemm_n, device=dev, dtype=dtype)
     torch.matmul(a, b)
-    per_s = rate(lambda: torch.matmul(a, b), duration, sync)
-    out: dict[str, Any] = {"gemm_gflops": 2 * gemm_n**3 * per_s / 1e9, "gemm_n": gemm_n}
+    out: dict[str, Any] = {"gemm_n": gemm_n}
+    if cuda:
+        per_s = rate(lambda: torch.matmul(a, b), duration, sync)
+        out["gemm_gflops"] = 2 * gemm_n**3 * per_s / 1e9
+    else:
+        cpu = cpu_rate(lambda: torch.matmul(a, b), duration)
+        out.update(cpu_gemm_figures(cpu, 2 * gemm_n**3))
     nbytes = copy_mb << 20
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=cuda)
     if cuda:
@@ -211,14 +332,12 @@ def node_allreduce(ranks: int, size: int, iters: int) -> dict[str, Any]:
 def numpy_unit(np: Any, duration: float, gemm_n: int, copy_mb: int) -> dict[str, Any]:
     a = np.random.rand(gemm_n, gemm_n).astype(np.float32)
     b = np.random.rand(gemm_n, gemm_n).astype(np.float32)
-    per_s = rate(lambda: a @ b, duration)
-    share = CPU_SHARE[0]
+    cpu = cpu_rate(lambda: a @ b, duration)
     src = np.ones(copy_mb << 20, dtype=np.uint8)
     dst = np.empty_like(src)
     return {
-        "gemm_gflops": 2 * gemm_n**3 * per_s / 1e9,
+        **cpu_gemm_figures(cpu, 2 * gemm_n**3),
         "gemm_n": gemm_n,
-        "cpu_share": share,  # of one core, during the GEMM: what the node's CPU gave it
         "memcpy_gb_s": src.nbytes * rate(lambda: np.copyto(dst, src), duration / 2) / 1e9,
     }
 
