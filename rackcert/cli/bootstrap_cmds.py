@@ -59,8 +59,7 @@ def build_stages(
 
     validate and bench return their records whatever the checks said (failing checks are
     evidence; the report judges); a stage raises only when it could not do its work.
-    `skip` leaves bench parts out, as `rackcert bench --skip`; a part it does not know is
-    an InputError here, before any run directory is made.
+    `skip` leaves bench parts out, as `rackcert bench --skip` (bootstrap's --bench-skip).
     """
     import provision
     import rackcert.configure
@@ -210,10 +209,10 @@ def bootstrap_cmd(
             "--launcher", help="Bench launcher: auto, torchrun, horovodrun, mpirun or srun (Slurm)"
         ),
     ] = "auto",
-    skip: Annotated[
+    bench_skip: Annotated[
         str | None,
         typer.Option(
-            "--skip",
+            "--bench-skip",
             help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
             " allreduce,resnet,storage,rdma (the report says what was not judged)",
         ),
@@ -231,8 +230,20 @@ def bootstrap_cmd(
         runs_dir=runs_dir,
         rehearse=rehearse,
         launcher=launcher,
-        skip=frozenset(v.strip() for v in (skip or "").split(",") if v.strip()),
+        skip=_bench_parts(bench_skip),
     )
+
+
+def _bench_parts(text: str | None) -> frozenset[str]:
+    """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
+    from rackcert.errors import InputError
+    from validation.bench.suite import SKIPPABLE
+
+    parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
+    unknown = sorted(parts - set(SKIPPABLE))
+    if unknown:
+        raise InputError(f"--bench-skip {unknown[0]!r}: choose from {', '.join(SKIPPABLE)}")
+    return parts
 
 
 def _bootstrap(
