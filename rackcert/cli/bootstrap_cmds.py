@@ -53,11 +53,13 @@ def build_stages(
     runs_root: Path | None = None,
     rehearse: bool = False,
     launcher: str = "auto",
+    skip: frozenset[str] = frozenset(),
 ) -> tuple[list[Stage], Stage]:
     """The six stages of the design, each its package's entry point (`run(loaded, run)`).
 
     validate and bench return their records whatever the checks said (failing checks are
     evidence; the report judges); a stage raises only when it could not do its work.
+    `skip` leaves bench parts out, as `rackcert bench --skip` (bootstrap's --bench-skip).
     """
     import provision
     import rackcert.configure
@@ -70,7 +72,9 @@ def build_stages(
     root = runs_root or default_runs_root()
     rack = loaded.spec.metadata.name
     planned: list[ActionRecord] | None = None  # what the plan stage showed in this process
-    bench_options = BenchOptions(local=local_bench, quick=quick, backend=backend, launcher=launcher)
+    bench_options = BenchOptions(
+        local=local_bench, quick=quick, backend=backend, launcher=launcher, skip=set(skip)
+    )
 
     def plan(run: RunDir) -> None:
         nonlocal planned
@@ -205,6 +209,14 @@ def bootstrap_cmd(
             "--launcher", help="Bench launcher: auto, torchrun, horovodrun, mpirun or srun (Slurm)"
         ),
     ] = "auto",
+    bench_skip: Annotated[
+        str | None,
+        typer.Option(
+            "--bench-skip",
+            help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
+            " allreduce,resnet,storage,rdma (the report says what was not judged)",
+        ),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     _bootstrap(
@@ -218,7 +230,20 @@ def bootstrap_cmd(
         runs_dir=runs_dir,
         rehearse=rehearse,
         launcher=launcher,
+        skip=_bench_parts(bench_skip),
     )
+
+
+def _bench_parts(text: str | None) -> frozenset[str]:
+    """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
+    from rackcert.errors import InputError
+    from validation.bench.suite import SKIPPABLE
+
+    parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
+    unknown = sorted(parts - set(SKIPPABLE))
+    if unknown:
+        raise InputError(f"--bench-skip {unknown[0]!r}: choose from {', '.join(SKIPPABLE)}")
+    return parts
 
 
 def _bootstrap(
@@ -234,15 +259,12 @@ def _bootstrap(
     lab: bool = False,
     rehearse: bool = False,
     launcher: str = "auto",
+    skip: frozenset[str] = frozenset(),
 ) -> None:
-    """One load of the spec for the whole flow: the stages, the run and the summary."""
-    if resume is not None:
-        run = RunDir.open(resume, spec_sha256=loaded.sha256)
-    else:
-        run = RunDir.create(
-            runs_dir or default_runs_root(), loaded.spec.metadata.name, loaded.sha256, loaded.text
-        )
-    console.print(f"bootstrap {loaded.spec.metadata.name}: run {run.path}", markup=False)
+    """One load of the spec for the whole flow: the stages, the run and the summary.
+
+    The stages are built first: a bad option is its one line before a run directory exists.
+    """
     stages, report = build_stages(
         loaded,
         yes=yes,
@@ -253,7 +275,15 @@ def _bootstrap(
         runs_root=runs_dir,
         rehearse=rehearse,
         launcher=launcher,
+        skip=skip,
     )
+    if resume is not None:
+        run = RunDir.open(resume, spec_sha256=loaded.sha256)
+    else:
+        run = RunDir.create(
+            runs_dir or default_runs_root(), loaded.spec.metadata.name, loaded.sha256, loaded.text
+        )
+    console.print(f"bootstrap {loaded.spec.metadata.name}: run {run.path}", markup=False)
     result = run_pipeline(stages, run, resume=resume is not None, final=report, console=console)
     _finish(result, lab=lab)
 
