@@ -119,8 +119,16 @@ def _id_sorted(found: str) -> str:
     return found
 
 
+FAULTS = {"node": {"links"}, "link": {"links"}, "compute": {"nodes"}}  # kind: stages it needs
+
+
 def bench(
-    n: int, runs: int, clean_runs: int, pair_s: int, severities: tuple[float, ...] = SEVERITIES
+    n: int,
+    runs: int,
+    clean_runs: int,
+    pair_s: int,
+    severities: tuple[float, ...] = SEVERITIES,
+    kinds: tuple[str, ...] = tuple(FAULTS),
 ) -> dict[str, Any]:
     subnet = sshhosts.claim_subnet()
     work = Path(tempfile.mkdtemp(prefix="localise-bench-"))
@@ -161,7 +169,8 @@ def bench(
             "cpu_share_median": share,
         }
         faults: dict[str, Any] = {}
-        for kind, stages in (("node", {"links"}), ("link", {"links"}), ("compute", {"nodes"})):
+        for kind in kinds:
+            stages = FAULTS[kind]
             for sev in severities:
                 exact = named = exact_first = 0
                 seen: list[
@@ -207,6 +216,13 @@ def main() -> int:
         default=list(SEVERITIES),
         help="fractions of the line rate (and CPU share) to plant",
     )
+    p.add_argument(
+        "--faults",
+        nargs="+",
+        choices=tuple(FAULTS),
+        default=list(FAULTS),
+        help="which planted faults to measure (default: all three)",
+    )
     p.add_argument("--json", type=Path, help="write every figure here")
     p.add_argument(
         "--no-confirm",
@@ -226,7 +242,12 @@ def main() -> int:
     for n in args.hosts:
         load = os.getloadavg()[0]
         r = bench(
-            n, args.runs, args.clean_runs or args.runs, args.pair_seconds, tuple(args.severities)
+            n,
+            args.runs,
+            args.clean_runs or args.runs,
+            args.pair_seconds,
+            tuple(args.severities),
+            tuple(args.faults),
         )
         r["load_before"] = load
         r["load_after"] = os.getloadavg()[0]
@@ -245,7 +266,7 @@ def main() -> int:
     head = " | ".join(f"{s:g}x" for s in args.severities)
     print(f"\n| hosts | fault | {head} |\n|---|---|" + "---|" * len(args.severities))
     for r in results:
-        for kind in ("node", "link", "compute"):
+        for kind in args.faults:
             cells = [f"{r['faults'][f'{kind}@{s}']['exact']}/{r['runs']}" for s in args.severities]
             print(f"| {r['hosts']} | {kind} | " + " | ".join(cells) + " |")
     if args.json:
