@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 
 from rackcert.configure.runner import configure
 from rackcert.runs import RunDir
@@ -84,6 +85,17 @@ def _second_run_changes_nothing_and_prints_summary(site):
     record = json.loads((site["run2"] / "configure.json").read_text())
     assert record["status"] == "ok"
     assert {n: h["changed"] for n, h in record["data"]["hosts"].items()} == {"node1": 0, "node2": 0}
+    # Installed at the pinned versions, so the vendor sources were left alone: said, not
+    # looked up or rewritten (vendor_package skips its source steps on a rerun).
+    ran = Counter(
+        e["event_data"].get("task")
+        for path in site["run2"].glob("artifacts/configure/ansible/*/job_events/*.json")
+        for e in [json.loads(path.read_text())]
+        if e["event"] == "runner_on_ok"
+    )
+    assert ran["Say when the wanted version is already there"] == 4 * 2, ran
+    assert not ran["Add the package source"], ran
+    assert not ran["Find the package index in the local source"], ran
 
 
 def _version(host, package: str) -> str:

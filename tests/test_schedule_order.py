@@ -7,11 +7,11 @@ and its long tests would again start last: the list must name modules that exist
 from __future__ import annotations
 
 from rackcert.paths import REPO_ROOT
-from tests.plugins.schedule import LONGEST_MODULES, longest_first, unit_of
+from tests.plugins.schedule import LONGEST_MODULES, TOGETHER, longest_first, unit_of
 
 
 def test_every_listed_module_exists() -> None:
-    missing = [m for m in LONGEST_MODULES if not (REPO_ROOT / m).is_file()]
+    missing = [m for m in [*LONGEST_MODULES, *TOGETHER] if not (REPO_ROOT / m).is_file()]
     assert not missing, f"tests/plugins/schedule.py lists modules that are gone: {missing}"
 
 
@@ -41,3 +41,15 @@ def test_longest_modules_first_each_module_together_in_its_own_order() -> None:
         "tests/test_unlisted_a.py::test_two",
         "tests/test_unlisted_b.py::test_one",
     ]
+
+
+def test_together_modules_are_one_unit_and_keep_their_module_order() -> None:
+    (a, b) = [m for m, group in TOGETHER.items() if group == "slurm"]
+    nodeids = [f"{b}::test_b1", "tests/test_unlisted_a.py::test_one", f"{a}::test_a1",
+               f"{b}::test_b2", f"{a}::test_a2"]  # fmt: skip
+    order = longest_first(nodeids)
+    # One unit (one worker, so one session fixture), weighed as both modules together;
+    # inside it, module by module in collection order, each module's tests in their order.
+    assert unit_of(f"{a}::x") == unit_of(f"{b}::y") == "slurm"
+    assert order == [f"{b}::test_b1", f"{b}::test_b2", f"{a}::test_a1", f"{a}::test_a2",
+                     "tests/test_unlisted_a.py::test_one"]  # fmt: skip

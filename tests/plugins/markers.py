@@ -16,6 +16,7 @@ INTEGRATION_FIXTURES = {
     "vcsim_binary",
     "ssh_hosts",
     "ssh_hosts_module",
+    "ssh_hosts_session",
     "fake_vendor_repo",
     "built_pair",
     "small_mount",  # test_runs: a real tmpfs, which only root may mount

@@ -4,15 +4,16 @@ Why: `pytest -n 2` with xdist's default `--dist load` hands each worker a block 
 consecutive tests, then tops it up. Where a long test falls is chance: a 4-minute test
 that starts late runs alone while the other worker sits idle, and a module whose tests
 share a module fixture (a Slurm rack, a bench run) may be set up on both workers. Here
-each module is one unit of work (as xdist's `--dist loadfile`), and the units go out
-longest first, so the short tail fills the gaps at the end (longest-processing-time
-scheduling). Modules not listed keep their collection order after the listed ones.
+each module (or TOGETHER group of modules sharing a session fixture) is one unit of work
+(as xdist's `--dist loadfile`), and the units go out longest first, so the short tail
+fills the gaps at the end (longest-processing-time scheduling). Modules not listed keep
+their collection order after the listed ones.
 
 LONGEST_MODULES holds seconds per module (call + setup + teardown) from one full run with
 `--durations=0`; only the order matters, so the figures are refreshed when the order
-changes, not on every run. tests/test_schedule_order.py fails when a listed module no
-longer exists. Without -n, or with an explicit `--dist` other than load, nothing changes
-but the order of modules.
+changes, not on every run. tests/test_schedule_order.py fails when a listed (or
+TOGETHER) module no longer exists. Without -n, or with an explicit `--dist` other than
+load, nothing changes but the order of modules.
 """
 
 from __future__ import annotations
@@ -54,26 +55,40 @@ LONGEST_MODULES: dict[str, int] = {
 }
 
 
+# Modules that go to one worker as one unit, one after the other.
+TOGETHER: dict[str, str] = {
+    # One Slurm rack (session-scoped, tests/plugins/slurm.py) serves both: on one worker it
+    # is set up once; split over two workers, each would build its own.
+    "tests/test_slurm_lab.py": "slurm",
+    "tests/test_slurm_localise.py": "slurm",
+}
+
+
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
 def unit_of(nodeid: str) -> str:
-    """`tests/test_x.py::test_y[param]` -> `tests/test_x.py`: a module is one unit."""
-    return _module(nodeid)
+    """`tests/test_x.py::test_y[param]` -> `tests/test_x.py`, or its TOGETHER group."""
+    return TOGETHER.get(_module(nodeid), _module(nodeid))
 
 
 def _weight(unit: str) -> int:
-    return LONGEST_MODULES.get(unit, 0)
+    members = [m for m, group in TOGETHER.items() if group == unit] or [unit]
+    return sum(LONGEST_MODULES.get(m, 0) for m in members)
 
 
 def longest_first(nodeids: list[str]) -> list[str]:
-    """The order the workers get them: listed modules by weight, then the rest as
-    collected; a module's tests stay together, in their own order."""
+    """The order the workers get them: listed units by weight, then the rest as collected;
+    a unit's tests stay together, module by module, each in its own order."""
     first: dict[str, int] = {}
     for i, nodeid in enumerate(nodeids):
         first.setdefault(unit_of(nodeid), i)
-    return sorted(nodeids, key=lambda n: (-_weight(unit_of(n)), first[unit_of(n)]))
+        first.setdefault(_module(nodeid), i)
+    return sorted(
+        nodeids,
+        key=lambda n: (-_weight(unit_of(n)), first[unit_of(n)], first[_module(n)]),
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -85,7 +100,7 @@ def _scheduler_class() -> Any:
     from xdist.scheduler import LoadFileScheduling
 
     class LongestFirstScheduling(LoadFileScheduling):  # type: ignore[misc]
-        """xdist's loadfile scheduling (one module per unit) in the
+        """xdist's loadfile scheduling (one module, or TOGETHER group, per unit) in the
         collection's order.
 
         xdist would otherwise sort the units by how many tests they hold

@@ -4,9 +4,14 @@
         rack = slurm_rack                # .lab (SlurmLab), .hosts, .loaded (spec with slurm)
         rack.lab.client("sinfo")
 
-Module-scoped: the controller comes up in under a second, but joining the nodes is a real
+Session-scoped, shared by tests/test_slurm_lab.py and tests/test_slurm_localise.py (one
+unit of work under xdist, tests/plugins/schedule.py's TOGETHER, so one worker sets it up
+once): the controller comes up in under a second, but joining the nodes is a real
 `rackcert configure --tags slurm` run (ansible-runner over SSH) plus the DL environment's
-worker for the srun bench, which the tests of one module honestly share. Per test process
+worker for the srun bench. What the tests change they put back in `finally` (drains
+resumed, reservation deleted, HealthCheckProgram and Prolog back to `exit 0`); the one
+thing left is the health-check role's /etc/rackcert/rack.yaml on the nodes, which a join
+without `slurm.health_check` never reads or writes. Per test process
 (owner `<pid>x<n>`): its own directory under /run/rackcert-slurm/, munge socket and key,
 controller port on its own bridge address, so runs side by side never meet.
 """
@@ -112,10 +117,10 @@ def slurm_rack_of(
         lab.remove()
 
 
-@pytest.fixture(scope="module")
-def slurm_rack(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:
+@pytest.fixture(scope="session")
+def slurm_rack(ssh_hosts_session, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:
     # Nothing hidden: the srun bench runs this checkout's worker with this interpreter, as the
     # SSH bench beside it does (--remote-python, --remote-dir).
-    hosts = ssh_hosts_module(["node1", "node2"], private=[])
+    hosts = ssh_hosts_session(["node1", "node2"], private=[])
     with slurm_rack_of(hosts, tmp_path_factory.mktemp("slurm")) as rack:
         yield rack

@@ -9,7 +9,8 @@
 
 `ssh_hosts` tears its hosts down after the test; `ssh_hosts_module` after the
 module (for tests that honestly share one expensive set-up, such as one Ansible
-run checked by several assertions). Every call claims its own free /24
+run checked by several assertions); `ssh_hosts_session` at the end of the session
+(one set-up shared by several modules). Every call claims its own free /24
 (10.100-199.x.0/24, atomically, through the kernel) and names namespaces with
 this process's pid, so xdist workers, parallel runs and the lab (10.77.0.0/24,
 owner "lab") never collide. Leftovers of crashed runs are removed at start.
@@ -78,5 +79,13 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHostFacto
 @pytest.fixture(scope="module")
 def ssh_hosts_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHostFactory]:
     factory = SshHostFactory(tmp_path_factory.mktemp("sshhosts_mod"))
+    yield factory
+    factory.close()
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHostFactory]:
+    """Hosts that several modules share (the Slurm rack of tests/plugins/slurm.py)."""
+    factory = SshHostFactory(tmp_path_factory.mktemp("sshhosts_session"))
     yield factory
     factory.close()
