@@ -106,16 +106,18 @@ def why(rec: dict) -> list[str]:
     return out
 
 
-def test_clean_runs_name_nothing_and_rounds_set_the_wall_time(rack, tmp_path: Path) -> None:
-    for _ in range(2):
-        rec = run(rack, {"nodes", "links"}, tmp_path)
-        assert named(rec) == [], why(rec)
-        assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"]), why(rec)
-        assert all(0.8 * 0.1 <= p["gbps"] <= 0.1 for p in rec["links"]), rec["links"]
-        t = rec["timing"]
-        assert t["rounds"] == 3
-        # three rounds of two pairs at once: well under six pairs one after another
-        assert t["rounds_s"] < 0.75 * t["pairs"] * t["pair_s"], t
+def test_a_clean_run_names_nothing_and_rounds_set_the_wall_time(rack, tmp_path: Path) -> None:
+    """One clean run of both stages. Many clean runs in a row are the benchmark's figure
+    (benchmarks/localise.py: false findings over 20 clean runs); the crowded-core test below
+    is another run in which nothing but the planted quota may be named."""
+    rec = run(rack, {"nodes", "links"}, tmp_path)
+    assert named(rec) == [], why(rec)
+    assert len(rec["links"]) == 6 and all(p["error"] is None for p in rec["links"]), why(rec)
+    assert all(0.8 * 0.1 <= p["gbps"] <= 0.1 for p in rec["links"]), rec["links"]
+    t = rec["timing"]
+    assert t["rounds"] == 3
+    # three rounds of two pairs at once: well under six pairs one after another
+    assert t["rounds_s"] < 0.75 * t["pairs"] * t["pair_s"], t
 
 
 def test_tbf_on_one_hosts_link_names_that_node_only(rack, tmp_path: Path) -> None:
@@ -187,12 +189,6 @@ def test_pair_allreduce_runs_on_every_pair_and_slows_with_the_link(rack, tmp_pat
     assert rec["numbers"]["link_allreduce"]["slow"] == ["n1<->n2"]
 
 
-def test_cpu_quota_on_one_host_names_its_compute_only(rack, tmp_path: Path) -> None:
-    with linkshape.cpu_quota(rack[3], 0.05):
-        rec = run(rack, {"nodes"}, tmp_path)
-    assert named(rec) == ["bench.compute[n4]"], why(rec)
-
-
 @contextlib.contextmanager
 def crowded_core(busy: list[TestHost], calm: list[TestHost]) -> Iterator[None]:
     """`busy` hosts' processes (and what they start) on one CPU with four busy loops, `calm`
@@ -234,7 +230,8 @@ def test_a_quota_is_named_and_a_crowded_core_is_not(rack, tmp_path: Path) -> Non
     CPU quota. n2's probe waits behind the loops for most of its time, so its wall-clock
     GEMM rate is well under the rack's median (about 0.6x when the wall clock judged), yet
     only n1 is named: a CPU unit is judged per second of the node's own time
-    (validation.bench.nodeprobe.OwnTime), in which a quota still counts."""
+    (validation.bench.nodeprobe.OwnTime), in which a quota still counts. (It is also the
+    module's planted CPU quota: the one node named is the quota's.)"""
     with crowded_core(rack[:2], rack[2:]), linkshape.cpu_quota(rack[0], 0.05):
         rec = run(rack, {"nodes"}, tmp_path)
     units = {n["node"]: n["units"][0] for n in rec["nodes"]}
