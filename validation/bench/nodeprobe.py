@@ -354,7 +354,9 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         except ImportError:
             notes.append("torch does not import: CPU figures with numpy")
     cuda = torch is not None and torch.cuda.is_available() and args.device != "cpu"
-    if smi and not cuda:
+    if smi and args.device == "cpu":
+        notes.append("--device cpu: the GPUs nvidia-smi lists are not measured")
+    elif smi and not cuda:
         notes.append("nvidia-smi lists GPUs but torch sees no CUDA device: CPU figures only")
     if args.device == "cuda" and not cuda:
         raise SystemExit("--device cuda: no CUDA device usable by torch on this node")
