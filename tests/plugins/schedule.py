@@ -22,36 +22,33 @@ from typing import Any
 
 import pytest
 
-# Seconds per module: the full suite with `-n 2 --durations=0` on this 2-core machine, quiet
-# but for the suite itself (load 0.4-2), 2026-12-05. Modules above ~15 s; the rest follow in
-# collection order.
+# Seconds per module: the full suite with `-n 2 --durations=0` on a 2-core machine, quiet
+# but for the suite itself, 2026-12-06 (970 tests, 10 min 36 s). Modules above ~12 s; the
+# rest follow in collection order.
 LONGEST_MODULES: dict[str, int] = {
-    "tests/test_e2e_bootstrap.py": 213,
-    "tests/test_bench_localise_lab.py": 140,
-    "tests/test_configure_site.py": 138,
-    "tests/test_bench_nodes.py": 97,
-    "tests/test_bench_localise_srun.py": 96,
-    "tests/test_slurm_localise.py": 88,
-    "tests/test_provision_pace.py": 88,
-    "tests/test_slurm_lab.py": 80,
-    "tests/test_bench_gloo.py": 52,
-    "tests/test_vsphere_provision.py": 43,
-    "tests/test_configure_faults.py": 42,
-    "tests/test_configure_sources.py": 38,
-    "tests/test_configure_nccl_tests.py": 32,
-    "tests/test_twin_conformance.py": 31,
-    "tests/test_rehearse.py": 31,
-    "tests/test_spec_fuzz.py": 30,
-    "tests/test_lab_guest_agent.py": 24,
-    "tests/test_bench_horovod.py": 21,
-    "tests/test_configure_vgpu_license.py": 21,
-    "tests/test_configure_byo.py": 21,
-    "tests/test_configure_lint.py": 19,
-    "tests/test_report_secrets.py": 18,
+    "tests/test_bench_localise_lab.py": 108,
+    "tests/test_provision_pace.py": 86,
+    "tests/test_e2e_bootstrap.py": 74,
+    "tests/test_configure_site.py": 67,
+    "tests/test_bench_localise_srun.py": 64,
+    "tests/test_bench_nodes.py": 59,
+    "tests/test_slurm_lab.py": 57,
+    "tests/test_slurm_localise.py": 46,
+    "tests/test_vsphere_provision.py": 38,
+    "tests/test_bench_gloo.py": 32,
+    "tests/test_rehearse.py": 29,
+    "tests/test_configure_faults.py": 26,
+    "tests/test_configure_sources.py": 24,
+    "tests/test_twin_conformance.py": 21,
+    "tests/test_lab_guest_agent.py": 21,
+    "tests/test_spec_fuzz.py": 19,
+    "tests/test_configure_nccl_tests.py": 17,
     "tests/test_twin_tools.py": 16,
+    "tests/test_configure_lint.py": 16,
+    "tests/test_configure_vgpu_license.py": 15,
     "tests/test_bench_ssh.py": 15,
-    "tests/test_validate_local.py": 15,
-    "tests/test_host_keys.py": 15,
+    "tests/test_bench_horovod.py": 15,
+    "tests/test_configure_byo.py": 13,
 }
 
 
