@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from rackcert.lab.twin import TIME_SCALE
 from rackcert.paths import REPO_ROOT
 from tests.pace_helpers import rack_spec
 from tests.vsphere_helpers import cli, error_line, last_record
@@ -29,6 +30,9 @@ from tests.vsphere_helpers import cli, error_line, last_record
 pytestmark = pytest.mark.usefixtures("vcsim_binary")
 
 SCALE = 0.01  # 1/100: a host's chain is about 7 s here, far above this machine's overheads
+# The suite's usual clock (1/800, rackcert.lab.twin.TIME_SCALE), for the tests that assert
+# what provision does and leaves, not how long it takes: a chain of ~0.9 s there.
+STATE_SCALE = TIME_SCALE
 
 
 def _t(stamp: str) -> float:
@@ -178,7 +182,7 @@ def test_a_fault_on_one_host_stays_in_its_lane_and_a_rerun_finishes_it(rack_twin
     and its VMs."""
     bad = "esx002.example.internal"
     faults = {"fail": [{"method": "RebootHost_Task", "target": bad, "count": 1}]}
-    lab = _twin(rack_twin, tmp_path, 3, 2, faults=faults)
+    lab = _twin(rack_twin, tmp_path, 3, 2, faults=faults, scale=STATE_SCALE)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     line = error_line(err)
     assert code == 1 and bad in line and "failed host(s)" in line
@@ -344,7 +348,7 @@ def test_an_operators_maintenance_mode_is_never_closed_by_recovery(rack_twin, tm
     """A host the operator put in maintenance mode carries no rackcert mark: provision
     works inside it and leaves it there, run after run."""
     op = "esx001.example.internal"
-    lab = _twin(rack_twin, tmp_path, 2, 2, host_desc={op: {"maintenance": True}})
+    lab = _twin(rack_twin, tmp_path, 2, 2, host_desc={op: {"maintenance": True}}, scale=STATE_SCALE)
     code, _, _ = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert op in _inventory(lab)["maintenance"]
     cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
@@ -517,7 +521,7 @@ def test_a_vm_renamed_or_half_made_is_found_by_its_instance_uuid_and_adopted(
 
     from provision.vm_identity import instance_uuid
 
-    lab = _twin(rack_twin, tmp_path, 1, 2)
+    lab = _twin(rack_twin, tmp_path, 1, 2, scale=STATE_SCALE)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert code == 0, err
     rack = last_record(lab, "provision")["rack"]
