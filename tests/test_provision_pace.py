@@ -483,8 +483,10 @@ def test_a_clone_an_interrupted_run_left_in_flight_is_adopted_not_doubled(
     spec_path = rack_spec(tmp_path / "one.yaml", 1, 2)
     templates = site_templates(load_spec(spec_path).spec)
     for template in templates:
-        template["disk_gb"] = 160  # a clone of 4.3 s here: still in flight when provision plans
-    lab = rack_twin(spec_path, desc={"clock": {"scale": SCALE}}, templates=templates)
+        # A clone of 4.3 s on the 1/800 clock ((20 s + 1336 GB at 400 MB/s) / 800,
+        # tests/vcsim/clock.go): still in flight when provision plans.
+        template["disk_gb"] = 1336
+    lab = rack_twin(spec_path, desc={"clock": {"scale": STATE_SCALE}}, templates=templates)
     with lab.connect() as si:
         template = next(v for v in _vms(si) if v.config.template)
         host = template.runtime.host
