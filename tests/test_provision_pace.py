@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from rackcert.lab.twin import TIME_SCALE
 from rackcert.paths import REPO_ROOT
 from tests.pace_helpers import rack_spec
 from tests.vsphere_helpers import cli, error_line, last_record
@@ -29,6 +30,9 @@ from tests.vsphere_helpers import cli, error_line, last_record
 pytestmark = pytest.mark.usefixtures("vcsim_binary")
 
 SCALE = 0.01  # 1/100: a host's chain is about 7 s here, far above this machine's overheads
+# The suite's usual clock (1/800, rackcert.lab.twin.TIME_SCALE), for the tests that assert
+# what provision does and leaves, not how long it takes: a chain of ~0.9 s there.
+STATE_SCALE = TIME_SCALE
 
 
 def _t(stamp: str) -> float:
@@ -138,17 +142,23 @@ def _work_span(record: dict[str, Any]) -> float:
     return end - start
 
 
+def _no_guest_waits_1_s(data: dict[str, Any]) -> None:
+    """No guest boots on these twins: each wait runs out, after 1 s (the minimum) instead of
+    the plugin's 2. The chain measured ends at the last power-on, before any wait."""
+    data["network"]["management"]["boot_timeout_s"] = 1
+
+
 def test_eight_hosts_of_two_vms_go_at_the_pace_of_one(rack_twin, tmp_path, capsys):
     """8 hosts x 2 VMs against one host's chain, measured here on the same twin clock:
     the reboots all overlap (every host down at once), clones overlap, and the whole takes
     well under the 8 chains sequential work needs. No guest boots here, so every VM's wait
     ends at one shared deadline, and the error names all 16."""
-    one = _twin(rack_twin, tmp_path, 1, 2)
+    one = _twin(rack_twin, tmp_path, 1, 2, edit=_no_guest_waits_1_s)
     code, _, err = cli(one, capsys, "provision", str(one.spec_path), "--yes")
     assert code == 1 and "did not answer" in error_line(err)
     chain = _work_span(last_record(one, "provision"))
 
-    eight = _twin(rack_twin, tmp_path, 8, 2)
+    eight = _twin(rack_twin, tmp_path, 8, 2, edit=_no_guest_waits_1_s)
     code, _, err = cli(eight, capsys, "provision", str(eight.spec_path), "--yes", "--json")
     line = error_line(err)
     assert code == 1
@@ -178,7 +188,7 @@ def test_a_fault_on_one_host_stays_in_its_lane_and_a_rerun_finishes_it(rack_twin
     and its VMs."""
     bad = "esx002.example.internal"
     faults = {"fail": [{"method": "RebootHost_Task", "target": bad, "count": 1}]}
-    lab = _twin(rack_twin, tmp_path, 3, 2, faults=faults)
+    lab = _twin(rack_twin, tmp_path, 3, 2, faults=faults, scale=STATE_SCALE)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     line = error_line(err)
     assert code == 1 and bad in line and "failed host(s)" in line
@@ -344,7 +354,7 @@ def test_an_operators_maintenance_mode_is_never_closed_by_recovery(rack_twin, tm
     """A host the operator put in maintenance mode carries no rackcert mark: provision
     works inside it and leaves it there, run after run."""
     op = "esx001.example.internal"
-    lab = _twin(rack_twin, tmp_path, 2, 2, host_desc={op: {"maintenance": True}})
+    lab = _twin(rack_twin, tmp_path, 2, 2, host_desc={op: {"maintenance": True}}, scale=STATE_SCALE)
     code, _, _ = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert op in _inventory(lab)["maintenance"]
     cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
@@ -479,8 +489,10 @@ def test_a_clone_an_interrupted_run_left_in_flight_is_adopted_not_doubled(
     spec_path = rack_spec(tmp_path / "one.yaml", 1, 2)
     templates = site_templates(load_spec(spec_path).spec)
     for template in templates:
-        template["disk_gb"] = 160  # a clone of 4.3 s here: still in flight when provision plans
-    lab = rack_twin(spec_path, desc={"clock": {"scale": SCALE}}, templates=templates)
+        # A clone of 4.3 s on the 1/800 clock ((20 s + 1336 GB at 400 MB/s) / 800,
+        # tests/vcsim/clock.go): still in flight when provision plans.
+        template["disk_gb"] = 1336
+    lab = rack_twin(spec_path, desc={"clock": {"scale": STATE_SCALE}}, templates=templates)
     with lab.connect() as si:
         template = next(v for v in _vms(si) if v.config.template)
         host = template.runtime.host
@@ -517,7 +529,7 @@ def test_a_vm_renamed_or_half_made_is_found_by_its_instance_uuid_and_adopted(
 
     from provision.vm_identity import instance_uuid
 
-    lab = _twin(rack_twin, tmp_path, 1, 2)
+    lab = _twin(rack_twin, tmp_path, 1, 2, scale=STATE_SCALE)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes", "--no-power-on")
     assert code == 0, err
     rack = last_record(lab, "provision")["rack"]

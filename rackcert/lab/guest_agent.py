@@ -89,6 +89,7 @@ class GuestAgent:
     _failed: set[str] = field(default_factory=set)  # VMs whose host did not start: tried again
     _stop: threading.Event = field(default_factory=threading.Event)
     _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
+    _pc: Any = None  # the watch's own PropertyCollector, while it waits (stop() cancels it)
 
     def __post_init__(self) -> None:
         base = sshhosts.lab_state_dir(self.spec)
@@ -119,7 +120,18 @@ class GuestAgent:
         return thread
 
     def stop(self) -> None:
+        """Stop the watch now: its WaitForUpdatesEx is cancelled, not left to run out.
+
+        CancelWaitForUpdates (vSphere API reference, PropertyCollector) ends the pending
+        wait with RequestCanceled, so `lab down` and a test's teardown do not wait for the
+        rest of the watch's round (wait_s) before the guests are stopped. The call goes from
+        a thread of its own: `lab agent` calls stop() from a signal handler, which may have
+        interrupted the watch inside pyVmomi's (not reentrant) connection-pool lock.
+        """
         self._stop.set()
+        pc = self._pc
+        if pc is not None:
+            threading.Thread(target=_cancel_wait, args=(pc,), daemon=True).start()
 
     def _watch(self, si: Any) -> None:
         from pyVmomi import vim, vmodl
@@ -131,6 +143,7 @@ class GuestAgent:
         pc = content.propertyCollector.CreatePropertyCollector()
         spec = view_filter_spec(view, {vim.VirtualMachine: WATCHED})
         pc.CreateFilter(spec, partialUpdates=False)
+        self._pc = pc
         options = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=self.wait_s)
         version = ""
         try:
@@ -146,6 +159,7 @@ class GuestAgent:
                 powered_on = self._apply(update)
                 self._reconcile(si, powered_on)
         finally:
+            self._pc = None
             with contextlib.suppress(Exception):
                 pc.DestroyPropertyCollector()
             with contextlib.suppress(Exception):
@@ -323,6 +337,12 @@ class GuestAgent:
                 return True
             time.sleep(0.1)
         return set(self.guests) == names
+
+
+def _cancel_wait(pc: Any) -> None:
+    """End a watch's pending WaitForUpdatesEx (RequestCanceled); nothing if it is gone."""
+    with contextlib.suppress(Exception):  # the twin may be gone already, or the wait ended
+        pc.CancelWaitForUpdates()
 
 
 def guest_view(host: sshhosts.TestHost) -> dict[str, str]:
