@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,7 +80,12 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
     assert [n["node"] for n in rec["nodes"]] == ["node1", "node2", "node3", "node4"]
     assert all(n["error"] is None and n["units"] for n in rec["nodes"]), rec["nodes"]
     log = (tmp_path / "localise.log").read_text()
-    assert log.count("== srun node stage") == 1
+    # one step on all nodes; a second only where confirmation measured the stage again (a
+    # first measurement's compute suspect, cleared: the lab's two cores can differ in work
+    # per CPU second for a while, and which nodes share one is the kernel's choice)
+    stages = re.findall(r"== srun node stage #(\d+)", log)
+    assert stages == ["0"] * (2 if c["nodes_again"] else 1), (stages, c)
+    assert set(c["tried"]) - set(c["cleared"]) == {"bench.link[node1<->node3]"}, c
     for i in range(3):  # three rounds, each two steps at once (#0, #1), twice
         assert f"== srun round {i} iperf3 #1 " in log, log[-3000:]
         assert f"== srun round {i} pair allreduce #1 " in log, log[-3000:]
