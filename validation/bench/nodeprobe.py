@@ -213,35 +213,26 @@ class OwnTime:
         return wall - max(0.0, wait - throttled) if self.available else wall
 
 
-def cpu_rate(fn: Any, duration: float, windows: int = 5) -> dict[str, Any]:
-    """A CPU unit's calls per second of its own time (`OwnTime`; the figure judged) and per
-    wall second, with the shares of the wall time it ran, waited behind other processes,
-    and was throttled by its own cgroup."""
+def cpu_gemm(fn: Any, duration: float, flops_per_call: float, windows: int = 5) -> dict:
+    """A CPU unit's GEMM entries in the record: `gemm_gflops` per second of the node's own
+    time (`OwnTime`; the figure judged), `gemm_gflops_wall` per wall second, and the shares
+    of the wall time the GEMM ran, waited behind other processes, and was throttled by its
+    own cgroup (None where the kernel keeps no schedstat)."""
     own = OwnTime()
     before = own.snapshot()
     runs = _windows(fn, duration, windows=windows, clock=own.seconds)
     after = own.snapshot()
     wall, cpu, wait, throttled = (b - a for a, b in zip(before, after, strict=True))
+    known = own.available
+    per_own_s = statistics.median(calls / max(o, 1e-9) for calls, _, o in runs)
+    per_wall_s = statistics.median(calls / w for calls, w, _ in runs)
     return {
-        "per_s": statistics.median(calls / max(o, 1e-9) for calls, _, o in runs),
-        "per_wall_s": statistics.median(calls / w for calls, w, _ in runs),
-        "cpu_share": cpu / wall if own.available else None,
-        "waited": max(0.0, wait - throttled) / wall if own.available else None,
-        "throttled": throttled / wall if own.available else None,
-        "own_clock": own.available,
-    }
-
-
-def cpu_gemm_figures(cpu: dict[str, Any], flops_per_call: float) -> dict[str, Any]:
-    """A CPU unit's GEMM entries in the record: `gemm_gflops` is judged (per second of the
-    node's own time), `gemm_gflops_wall` is what the wall clock saw."""
-    return {
-        "gemm_gflops": flops_per_call * cpu["per_s"] / 1e9,
-        "gemm_gflops_wall": flops_per_call * cpu["per_wall_s"] / 1e9,
-        "cpu_share": cpu["cpu_share"],  # of one core, during the GEMM: CPU s per wall s
-        "cpu_waited": cpu["waited"],  # share of the wall time queued behind other processes
-        "cpu_throttled": cpu["throttled"],  # share of it held back by the node's own quota
-        "own_clock": cpu["own_clock"],
+        "gemm_gflops": flops_per_call * per_own_s / 1e9,
+        "gemm_gflops_wall": flops_per_call * per_wall_s / 1e9,
+        "cpu_share": cpu / wall if known else None,  # of one core: CPU s per wall s
+        "cpu_waited": max(0.0, wait - throttled) / wall if known else None,
+        "cpu_throttled": throttled / wall if known else None,
+        "own_clock": known,
     }
 
 
@@ -260,8 +251,7 @@ def torch_unit(torch: Any, device: str, duration: float, gemm_n: int, copy_mb: i
         per_s = rate(lambda: torch.matmul(a, b), duration, sync)
         out["gemm_gflops"] = 2 * gemm_n**3 * per_s / 1e9
     else:
-        cpu = cpu_rate(lambda: torch.matmul(a, b), duration)
-        out.update(cpu_gemm_figures(cpu, 2 * gemm_n**3))
+        out.update(cpu_gemm(lambda: torch.matmul(a, b), duration, 2 * gemm_n**3))
     nbytes = copy_mb << 20
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=cuda)
     if cuda:
@@ -332,11 +322,11 @@ def node_allreduce(ranks: int, size: int, iters: int) -> dict[str, Any]:
 def numpy_unit(np: Any, duration: float, gemm_n: int, copy_mb: int) -> dict[str, Any]:
     a = np.random.rand(gemm_n, gemm_n).astype(np.float32)
     b = np.random.rand(gemm_n, gemm_n).astype(np.float32)
-    cpu = cpu_rate(lambda: a @ b, duration)
+    gemm = cpu_gemm(lambda: a @ b, duration, 2 * gemm_n**3)
     src = np.ones(copy_mb << 20, dtype=np.uint8)
     dst = np.empty_like(src)
     return {
-        **cpu_gemm_figures(cpu, 2 * gemm_n**3),
+        **gemm,
         "gemm_n": gemm_n,
         "memcpy_gb_s": src.nbytes * rate(lambda: np.copyto(dst, src), duration / 2) / 1e9,
     }
