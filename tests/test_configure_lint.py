@@ -13,23 +13,24 @@ from rackcert.paths import playbooks_dir
 BIN = Path(sys.executable).parent
 
 
-def _env() -> dict[str, str]:
-    home = Path(os.environ.get("TMPDIR", "/tmp")) / f"rackcert-lint-{os.getpid()}"
+def _env(home: Path) -> dict[str, str]:
+    """Ansible's home and the collection link under the test's own tmp_path: nothing is left
+    in /tmp afterwards (one directory per worker used to stay there for good)."""
     return dict(
         os.environ,
         ANSIBLE_ROLES_PATH=str(playbooks_dir() / "roles"),
         # site.yml names the roles rackcert.gpu.*: the checkout's playbooks/ as that collection.
         ANSIBLE_COLLECTIONS_PATH=str(collections_root(home / "collections")),
-        ANSIBLE_HOME=os.environ.get("TMPDIR", "/tmp") + f"/rackcert-lint-{os.getpid()}",
+        ANSIBLE_HOME=str(home / "ansible-home"),
         PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     )
 
 
-def test_site_yml_syntax_check():
+def test_site_yml_syntax_check(tmp_path: Path) -> None:
     proc = subprocess.run(
         [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
         cwd=playbooks_dir(),
-        env=_env(),
+        env=_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=300,
@@ -38,12 +39,12 @@ def test_site_yml_syntax_check():
     assert "playbook: site.yml" in proc.stdout
 
 
-def test_ansible_lint_production_profile():
+def test_ansible_lint_production_profile(tmp_path: Path) -> None:
     proc = subprocess.run(
         [str(BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor"]
         + ["-f", "pep8"],
         cwd=playbooks_dir(),
-        env=_env(),
+        env=_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=600,
