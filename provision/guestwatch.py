@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,8 +93,18 @@ class GuestWatch:
                 self.cond.notify_all()
 
     def close(self) -> None:
+        """Stop the watch now. CancelWaitForUpdates (vSphere API reference, PropertyCollector)
+        ends the pending WaitForUpdatesEx with RequestCanceled, so apply does not sit out the
+        rest of its round (up to wait_s) after the last VM answered. The call goes on its own
+        connection from pyVmomi's pool, beside the one the wait holds. It cancels only a wait
+        already outstanding: one the loop was about to send when the cancel arrived would
+        run its round, so the cancel is repeated until the loop has ended."""
         self.stopped.set()
-        self.thread.join(timeout=self.wait_s + 30)
+        deadline = time.monotonic() + self.wait_s + 30
+        while self.thread.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # the wait may have ended, or the session
+                self.collector.CancelWaitForUpdates()
+            self.thread.join(timeout=0.2)
         with contextlib.suppress(Exception):  # best effort: the session's logout ends them too
             self.collector.DestroyPropertyCollector()
         with contextlib.suppress(Exception):

@@ -562,7 +562,10 @@ def test_a_vm_renamed_or_half_made_is_found_by_its_instance_uuid_and_adopted(
 def test_one_guest_watch_follows_every_waited_vm_and_wakes_on_change(rack_twin, tmp_path):
     """The boot waits' watch (one WaitForUpdatesEx over a ListView): a VM added to it shows
     its power state at once, a power-on wakes its waiter long before the poll interval
-    would, and a watch that breaks says so (each wait then reads its VM itself)."""
+    would, a watch that breaks says so (each wait then reads its VM itself), and closing a
+    watch cancels its pending wait."""
+    from pyVmomi import vmodl
+
     from provision.guestwatch import GuestWatch
     from provision.vsphere_ops import wait_task
 
@@ -589,3 +592,12 @@ def test_one_guest_watch_follows_every_waited_vm_and_wakes_on_change(rack_twin, 
             watch.stopped.set()
             with contextlib.suppress(Exception):
                 watch.view.DestroyView()
+        # Closing a watch whose wait is pending cancels that wait (CancelWaitForUpdates):
+        # apply does not sit out the rest of its round once the last VM answered.
+        idle_watch = GuestWatch(si, wait_s=20)
+        idle_watch.thread.start()
+        assert idle_watch.follow(vm) and idle_watch.look(vm._moId, -1, 10) is not None
+        started = time.monotonic()
+        idle_watch.close()
+        assert not idle_watch.thread.is_alive() and time.monotonic() - started < 10
+        assert isinstance(idle_watch.failed, vmodl.fault.RequestCanceled), idle_watch.failed
