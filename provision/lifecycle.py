@@ -181,9 +181,14 @@ def wait_up(
     pause = interval if interval is not None else WAIT_POLL_S["interval"]
     watch = _watch_for(vm)
     since = -1
+    looked = False
     while True:
-        seen = watch.look(vm_moid, since, 0 if since < 0 else pause) if watch else None
-        if seen is None:  # no watch, or it failed: read the VM itself
+        # The first look does not wait (the VM may have answered already); later ones wait
+        # on the watch, up to `pause`, for the VM's next change (its first, when the watch
+        # has not reported it yet), so an answer is seen when vCenter reports it.
+        seen = watch.look(vm_moid, since, pause if looked else 0) if watch else None
+        looked = True
+        if seen is None:  # no watch, it failed, or it has not reported the VM: read the VM
             power = str(vm.runtime.powerState)
             guest_ip = vm.guest.ipAddress if vm.guest else None
         else:
@@ -204,7 +209,7 @@ def wait_up(
             f"{action.target}: waiting for {p['address']}:{p['port']}"
             f" ({elapsed:.0f} s of {p['timeout_s']} s)",
         )
-        if seen is None:
+        if watch is None or watch.failed is not None:  # nothing to wait on: poll
             time.sleep(pause)
 
 
