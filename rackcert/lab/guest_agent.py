@@ -126,12 +126,22 @@ class GuestAgent:
         wait with RequestCanceled, so `lab down` and a test's teardown do not wait for the
         rest of the watch's round (wait_s) before the guests are stopped. The call goes from
         a thread of its own: `lab agent` calls stop() from a signal handler, which may have
-        interrupted the watch inside pyVmomi's (not reentrant) connection-pool lock.
+        interrupted the watch inside pyVmomi's (not reentrant) connection-pool lock. A cancel
+        ends only a wait already outstanding (one the loop sends just after it runs its
+        round), so that thread cancels again until the watch has ended.
         """
         self._stop.set()
-        pc = self._pc
-        if pc is not None:
-            threading.Thread(target=_cancel_wait, args=(pc,), daemon=True).start()
+        if self._pc is not None:
+            threading.Thread(target=self._cancel_until_ended, daemon=True).start()
+
+    def _cancel_until_ended(self) -> None:
+        deadline = time.monotonic() + self.wait_s + 5
+        while time.monotonic() < deadline:
+            pc = self._pc
+            if pc is None:  # the watch has ended (it clears _pc on its way out)
+                return
+            _cancel_wait(pc)
+            time.sleep(0.1)
 
     def _watch(self, si: Any) -> None:
         from pyVmomi import vim, vmodl
