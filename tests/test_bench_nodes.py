@@ -6,10 +6,11 @@ trust configure set up: mpirun (Debian's openmpi-bin) with torch.distributed ran
 that take their rank from Open MPI's OMPI_COMM_WORLD_* variables, then Horovod across both
 hosts with horovodrun.
 
-One pair of hosts, configured once (ssh_trust, dl_runtime), serves both launchers: neither
-bench changes what configure set up, and a configure run costs tens of seconds on two
-cores. Each bench writes its own run. The Horovod test runs last and re-keys node2 to
-prove the hop is strict, then puts the key back.
+One pair of hosts, configured once by site.yml (tests/plugins/site.py: the same two runs
+tests/test_configure_site.py judges), serves both launchers: neither bench changes what
+configure set up, and a configure run costs tens of seconds on two cores. Each bench writes
+its own run. The Horovod test runs last and re-keys node2 to prove the hop is strict, then
+puts the key back.
 Needs root (the ssh_hosts fixture), openmpi-bin and the lab DL stack
 (.ci/setup.d/45-lab-dl-stack.sh)."""
 
@@ -30,12 +31,12 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.configure.runner import configure
 from rackcert.lab.sshhosts import LAB_DL_SITE, TestHost
 from rackcert.paths import REPO_ROOT
 from rackcert.runs import RunDir
 from rackcert.spec_loader import LoadedSpec
-from tests.plugins.configure import bench_two_hosts, spec_for_hosts
+from tests.plugins.configure import bench_two_hosts
+from tests.plugins.site import ConfiguredSite
 from tests.test_host_keys import _rekey
 
 SECRET = "env-Only-Vcenter-Secret-5531"
@@ -46,31 +47,28 @@ class Pair:
     h1: TestHost
     h2: TestHost
     loaded: LoadedSpec
-    runs: Path
+    site: ConfiguredSite
 
     def run(self) -> RunDir:
         """A run of its own for one bench (the rack's known_hosts is shared beside it)."""
-        return RunDir.create(self.runs, "lab", self.loaded.sha256, self.loaded.text)
+        return self.site.run()
 
 
 @pytest.fixture(scope="module")
-def configured_pair(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Pair:
+def configured_pair(configured_site: ConfiguredSite) -> Pair:
     assert shutil.which("mpirun") and (LAB_DL_SITE / "torch").is_dir(), (
         "run .ci/setup.d/45-lab-dl-stack.sh (openmpi-bin and the lab DL stack)"
     )
     assert (LAB_DL_SITE / "horovod").is_dir(), "run .ci/setup.d/45-lab-dl-stack.sh"
-    h1, h2 = ssh_hosts_module(["node1", "node2"])
+    site = configured_site
+    assert site.first.status == "ok", site.first.error
+    h1, h2 = site.hosts
     # The nodes cannot see the controller's code or packages.
     for path in (REPO_ROOT / "validation" / "bench" / "worker.py", Path(sys.prefix) / "bin"):
         assert h1.ssh(f"test -e {shlex.quote(str(path))}").returncode == 1, path
-    work = tmp_path_factory.mktemp("pair")
     # lab.yaml's guest: horovod, dl_system_site_packages; network.interface eth0.
-    loaded = spec_for_hosts([h1, h2], work)
-    assert loaded.spec.guest.horovod and loaded.spec.network.interface == "eth0"
-    pair = Pair(h1, h2, loaded, work / "runs")
-    result = configure(loaded, pair.run(), tags=["ssh_trust", "dl_runtime"])
-    assert result.status == "ok", result.error
-    return pair
+    assert site.loaded.spec.guest.horovod and site.loaded.spec.network.interface == "eth0"
+    return Pair(h1, h2, site.loaded, site)
 
 
 def _incomplete(proc: subprocess.CompletedProcess[str]) -> dict:

@@ -1,61 +1,27 @@
 """site.yml for real: two SSH test hosts, FAKE vendor packages from a local apt repo.
 
-One first run and one second run (each costs a minute or more on two cores) are
-checked by one test, section by section: pytest-xdist spreads the tests of a
-module over its workers, and a module fixture would then run Ansible once per
-worker. Every check reads real state on the hosts or the real record.
+One first run and one second run (tests/plugins/site.py, shared with the bench on the
+nodes, tests/test_bench_nodes.py) are checked by one test, section by section. Every
+check reads real state on the hosts or the real record.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 
-from rackcert.configure.runner import configure
-from rackcert.runs import RunDir
-from tests.plugins.configure import air_gap, spec_for_hosts
-
-SECRET = "s3cr3t-Seeded-Become-7781"
-ENV_SECRET = "env-Only-Secret-4417"
-LEGACY = "/etc/apt/sources.list.d/rackcert-cuda.list"
+from tests.plugins.site import ENV_SECRET, LEGACY, SECRET, ConfiguredSite
 
 
-def _site(ssh_hosts, fake_vendor_repo, work):
-    export = work / "export"
-    hosts = ssh_hosts(["node1", "node2"], shared=[export])
-    air_gap(hosts)
-    # node1 carries the one-line apt source an earlier rackcert wrote: vendor_package
-    # removes it (where rackcert_facts saw it), node2 has none to remove.
-    hosts[0].path(LEGACY).write_text("deb [trusted=yes] file:/opt/rackcert/gone ./\n")
-    loaded = spec_for_hosts(hosts, work, sources=fake_vendor_repo.sources, export=export)
-    runs = work / "runs"
-    # A secret only the environment holds: ansible-runner copies the environment into
-    # its `command` artifact, and REDACTOR has never heard of this value.
-    os.environ["RACKCERT_TEST_UNRELATED_PASSWORD"] = ENV_SECRET
-    try:
-        run1 = RunDir.create(runs, "lab", loaded.sha256, loaded.text)
-        first = configure(loaded, run1, become_password=SECRET)
-        # The second run goes through the CLI, as an operator would run it.
-        env = dict(os.environ, RC_TEST_BECOME=SECRET)
-        cli = subprocess.run(
-            [sys.executable, "-m", "rackcert.cli", "configure", str(loaded.path)]
-            + ["--runs-dir", str(runs), "--become-password-env", "RC_TEST_BECOME"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-        )
-    finally:
-        os.environ.pop("RACKCERT_TEST_UNRELATED_PASSWORD", None)
-    run2 = [p for p in (runs / "lab").iterdir() if p.is_dir() and p != run1.path][0]
-    return {"hosts": hosts, "first": first, "cli": cli, "run1": run1.path, "run2": run2}
-
-
-def test_site_configures_two_hosts_then_changes_nothing(ssh_hosts, fake_vendor_repo, tmp_path):
-    site = _site(ssh_hosts, fake_vendor_repo, tmp_path)
+def test_site_configures_two_hosts_then_changes_nothing(configured_site: ConfiguredSite) -> None:
+    site = {
+        "hosts": configured_site.hosts,
+        "first": configured_site.first,
+        "cli": configured_site.cli,
+        "run1": configured_site.run1,
+        "run2": configured_site.run2,
+    }
     _first_run_configures_every_host(site)
     _second_run_changes_nothing_and_prints_summary(site)
     _vendor_packages_installed_at_the_pinned_versions(site)

@@ -28,9 +28,9 @@ import pytest
 LONGEST_MODULES: dict[str, int] = {
     "tests/test_bench_localise_lab.py": 108,
     "tests/test_e2e_bootstrap.py": 74,
-    "tests/test_configure_site.py": 67,
+    "tests/test_configure_site.py": 75,  # both site.yml runs (tests/plugins/site.py)
     "tests/test_bench_localise_srun.py": 64,
-    "tests/test_bench_nodes.py": 59,
+    "tests/test_bench_nodes.py": 45,
     "tests/test_provision_pace.py": 58,
     "tests/test_slurm_lab.py": 57,
     "tests/test_slurm_localise.py": 46,
@@ -57,6 +57,10 @@ TOGETHER: dict[str, str] = {
     # is set up once; split over two workers, each would build its own.
     "tests/test_slurm_lab.py": "slurm",
     "tests/test_slurm_localise.py": "slurm",
+    # Two hosts configured by site.yml (session-scoped, tests/plugins/site.py): the configure
+    # test judges the runs, the bench on the nodes runs there.
+    "tests/test_bench_nodes.py": "site",
+    "tests/test_configure_site.py": "site",
 }
 
 
