@@ -10,12 +10,13 @@ a cable; so does localisation, once:
 - a finding of the per-node stage (compute, GPU, the node's allreduce, a failed probe):
   the per-node stage again on every node at once, so the node is measured under the same
   load as the first time (all nodes busy) and the rack's median means the same.
-Each figure is then the best of its two (`first_*` keeps the first), and the record is
-judged again: a part stays a finding only if its second measurement was slow too. The
-pairs measured again run in rounds of disjoint pairs (as many at once as can be), not
-alone, so a pair is not cleared by measuring it on an idle fabric only; a link that is
-slow only with every pair of the rack loaded is still seen by the first measurement and
-is cleared only if it is fine the second time as well.
+Each figure is then the best of its two (`first_*` keeps the first; a unit's second
+figures are put on the first stage's scale by the ratio of the two rack medians, see
+rack_scale), and the record is judged again: a part stays a finding only if its second
+measurement was slow too. The pairs measured again run in rounds of disjoint pairs (as
+many at once as can be), not alone, so a pair is not cleared by measuring it on an idle
+fabric only; a link that is slow only with every pair of the rack loaded is still seen by
+the first measurement and is cleared only if it is fine the second time as well.
 
 The record says what was tried and what cleared (`confirm` in the localise block):
     {"first": [...], "tried": ["bench.link[n1<->n3]", ...], "cleared": ["bench.compute[n4]"],
@@ -90,9 +91,50 @@ def _busbw(block: dict[str, Any] | None) -> float:
     return float(block.get("busbw_gb_s") or 0.0)
 
 
-def merge_node(row: dict[str, Any], again: dict[str, Any]) -> None:
-    """Best of two per unit and metric, and for the node's allreduce; a failed first probe
-    is replaced by a second that answered."""
+def _figures(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+    """Every unit's figure by (kind, metric): kind "cpu" or "gpu", as the rules compare them."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        if row.get("error"):
+            continue
+        for u in row.get("units") or []:
+            kind = "cpu" if u.get("unit") == "cpu" else "gpu"
+            for key, value in u.items():
+                if key.endswith(("_gflops", "_gb_s")) and isinstance(value, int | float):
+                    out.setdefault((kind, key), []).append(float(value))
+    return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def rack_scale(
+    first: list[dict[str, Any]], again: list[dict[str, Any]]
+) -> dict[tuple[str, str], float]:
+    """Per (kind, metric): the first stage's rack median over the second's.
+
+    The rules judge a unit against the rack's median, so each stage's figures mean
+    something only beside that stage's median. Between the two stages the whole machine can
+    change speed: seen in the lab, a clean run whose first stage read 130-150 GFLOP/s on
+    three nodes and 96 on one, and whose second read 87-90 on all four (best of two in
+    absolute figures kept 96 against a median of 139: named). The second stage's figures
+    are put on the first's scale before the best of two is taken."""
+    one, two = _figures(first), _figures(again)
+    scale: dict[tuple[str, str], float] = {}
+    for key, values in one.items():
+        if key in two and _median(two[key]) > 0 and _median(values) > 0:
+            scale[key] = _median(values) / _median(two[key])
+    return scale
+
+
+def merge_node(
+    row: dict[str, Any], again: dict[str, Any], scale: dict[tuple[str, str], float] | None = None
+) -> None:
+    """Best of two per unit and metric (the second on the first's scale: rack_scale), and
+    for the node's allreduce; a failed first probe is replaced by a second that answered."""
     if row.get("error") and not again.get("error"):
         row.update({**again, "first_error": row["error"]})
         return
@@ -101,10 +143,13 @@ def merge_node(row: dict[str, Any], again: dict[str, Any]) -> None:
     units = {u["unit"]: u for u in again.get("units") or []}
     for u in row.get("units") or []:
         other = units.get(u["unit"]) or {}
+        kind = "cpu" if u.get("unit") == "cpu" else "gpu"
         for key, value in other.items():
             if key.endswith(("_gflops", "_gb_s")) and isinstance(value, int | float):
                 u.setdefault("first", {})[key] = u.get(key)
-                u[key] = max(value, u.get(key) or 0.0)
+                u.setdefault("again", {})[key] = value
+                scaled = value * (scale or {}).get((kind, key), 1.0)
+                u[key] = max(scaled, u.get(key) or 0.0)
     ar, ar2 = row.get("allreduce"), again.get("allreduce")
     if ar and ar2 and (ar2.get("busbw_gb_s") or 0.0) > (ar.get("busbw_gb_s") or 0.0):
         row["allreduce"] = {**ar2, "first_busbw_gb_s": ar.get("busbw_gb_s")}
@@ -121,6 +166,7 @@ def confirm(
     again; `record["confirm"]` says what was tried and what cleared."""
     pairs, nodes_again, tried = plan(record)
     t0 = time.monotonic()
+    scale: dict[tuple[str, str], float] = {}
     rounds = pack(pairs)
     if rounds:
         progress(f"  confirm: {len(pairs)} link(s) again in {len(rounds)} round(s)")
@@ -129,10 +175,12 @@ def confirm(
             merge_link(rows[(again["a"], again["b"])], again)
     if nodes_again:
         progress("  confirm: the per-node stage again")
-        by_node = {n["node"]: n for n in measure_nodes()}
+        second = measure_nodes()
+        scale = rack_scale(record["nodes"], second)
+        by_node = {n["node"]: n for n in second}
         for row in record["nodes"]:
             if row["node"] in by_node:
-                merge_node(row, by_node[row["node"]])
+                merge_node(row, by_node[row["node"]], scale)
     before = {f["id"] for f in record.get("findings") or []}
     record["findings"] = judge(record)
     after = {f["id"] for f in record["findings"]}
@@ -142,6 +190,8 @@ def confirm(
         "cleared": [i for i in tried if i not in after],
         "rounds": [[list(p) for p in r] for r in rounds],
         "nodes_again": nodes_again,
+        # per "kind metric": the first stage's rack median over the second's (rack_scale)
+        "node_scale": {f"{k} {m}": round(v, 4) for (k, m), v in scale.items()},
         "new": sorted(after - before),  # named only after the figures moved (not measured again)
         "wall_s": time.monotonic() - t0,
     }
