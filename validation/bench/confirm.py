@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from validation.bench import colocated
+
 Pair = tuple[str, str]
 LINK_METRICS = ("bandwidth", "two-node allreduce busbw")  # judge_links' rules (findings.rules)
 NODE_KINDS = ("compute", "gpu", "node_allreduce")
@@ -143,6 +145,7 @@ def merge_node(
     units = {u["unit"]: u for u in again.get("units") or []}
     for u in row.get("units") or []:
         other = units.get(u["unit"]) or {}
+        colocated.merge(u, other)
         kind = "cpu" if u.get("unit") == "cpu" else "gpu"
         for key, value in other.items():
             if key.endswith(("_gflops", "_gb_s")) and isinstance(value, int | float):
@@ -176,6 +179,7 @@ def confirm(
     if nodes_again:
         progress("  confirm: the per-node stage again")
         second = measure_nodes()
+        colocated.mark(second)
         scale = rack_scale(record["nodes"], second)
         by_node = {n["node"]: n for n in second}
         for row in record["nodes"]:

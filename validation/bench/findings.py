@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from validation.bench import colocated
 from validation.bench.outliers import Finding, Rule, Unit, judge_links, judge_units
 
 # PCIe per-lane data rate after encoding, Gb/s (PCI-SIG base specifications: Gen1/2 8b/10b,
@@ -121,6 +122,13 @@ def judge(record: dict[str, Any]) -> tuple[list[Finding], dict[str, Any]]:
         ]
         if len(units) >= 2:
             found, numbers[metric] = judge_units(units, r[metric], "compute")
+            if metric == "gemm_gflops":  # a CPU's own slowness, shared by its nodes
+                aside = colocated.set_aside(nodes)
+                kept = [f for f in found if not (f.pci is None and f.target in aside)]
+                numbers[metric]["shared_cpu_set_aside"] = sorted(
+                    f.target for f in found if f not in kept
+                )
+                found = kept
             findings += found
     pcie = []
     for n in nodes:

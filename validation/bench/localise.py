@@ -80,7 +80,15 @@ from rackcert.errors import InputError
 from rackcert.runs import RunDir
 from rackcert.spec import Spec
 from rackcert.stage_records import BenchRecord
-from validation.bench import confirm, linkprobe, localise_srun, pairallreduce, perftest, schedule
+from validation.bench import (
+    colocated,
+    confirm,
+    linkprobe,
+    localise_srun,
+    pairallreduce,
+    perftest,
+    schedule,
+)
 from validation.bench import findings as judging
 from validation.bench.launch import Node
 from validation.bench.localise_srun import SrunTarget
@@ -451,6 +459,7 @@ def localise(
     if "nodes" in opts.stages:
         progress(f"localise: per-node stage on {len(nodes)} node(s) at once")
         rec["nodes"] = node_stage(nodes, opts, log)
+        colocated.mark(rec["nodes"])
         rec["timing"]["node_stage_s"] = time.monotonic() - t0
     if opts.pair_allreduce is None:
         opts = replace(opts, pair_allreduce=pair_allreduce_auto(rec["nodes"]))

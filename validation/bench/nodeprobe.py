@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 SMI_FIELDS = (
@@ -213,15 +214,46 @@ class OwnTime:
         return wall - max(0.0, wait - throttled) if self.available else wall
 
 
+def _on_cpu() -> int | None:
+    """The CPU this thread runs on now (proc(5): /proc/thread-self/stat, field 39)."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _machine() -> str | None:
+    """The running kernel's boot_id (proc(5)): nodes that share it share one machine's CPUs
+    (the lab), and validation.bench.colocated reads a CPU's slowness as the CPU's."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 def cpu_gemm(fn: Any, duration: float, flops_per_call: float, windows: int = 5) -> dict:
     """A CPU unit's GEMM entries in the record: `gemm_gflops` per second of the node's own
     time (`OwnTime`; the figure judged), `gemm_gflops_wall` per wall second, and the shares
     of the wall time the GEMM ran, waited behind other processes, and was throttled by its
     own cgroup (None where the kernel keeps no schedstat)."""
     own = OwnTime()
+    seen: Counter[int] = Counter()  # the CPU it ran on, looked at every 16th call
+    calls = 0
+
+    def looked_at() -> Any:
+        nonlocal calls
+        calls += 1
+        if calls % 16 == 0 and (cpu := _on_cpu()) is not None:
+            seen[cpu] += 1
+        return fn()
+
     before = own.snapshot()
-    runs = _windows(fn, duration, windows=windows, clock=own.seconds)
+    runs = _windows(looked_at, duration, windows=windows, clock=own.seconds)
     after = own.snapshot()
+    cpu_id, looks = seen.most_common(1)[0] if seen else (None, 0)
     wall, cpu, wait, throttled = (b - a for a, b in zip(before, after, strict=True))
     known = own.available
     per_own_s = statistics.median(calls / max(o, 1e-9) for calls, _, o in runs)
@@ -233,6 +265,10 @@ def cpu_gemm(fn: Any, duration: float, flops_per_call: float, windows: int = 5) 
         "cpu_waited": max(0.0, wait - throttled) / wall if known else None,
         "cpu_throttled": throttled / wall if known else None,
         "own_clock": known,
+        # where it ran: the CPU of at least 80 % of the looks (else None: it moved) and the
+        # machine; validation.bench.colocated
+        "cpu_id": cpu_id if looks >= 0.8 * sum(seen.values()) else None,
+        "machine": _machine(),
     }
 
 
