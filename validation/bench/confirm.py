@@ -27,6 +27,7 @@ are not in `tried`.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -93,24 +94,22 @@ def _busbw(block: dict[str, Any] | None) -> float:
     return float(block.get("busbw_gb_s") or 0.0)
 
 
+def _kind(unit: dict[str, Any]) -> str:
+    """The unit's kind, cpu or gpu: the units whose figures the rules compare together."""
+    return "cpu" if unit.get("unit") == "cpu" else "gpu"
+
+
 def _figures(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
-    """Every unit's figure by (kind, metric): kind "cpu" or "gpu", as the rules compare them."""
+    """Every unit's figure by (kind, metric)."""
     out: dict[tuple[str, str], list[float]] = {}
     for row in rows:
         if row.get("error"):
             continue
         for u in row.get("units") or []:
-            kind = "cpu" if u.get("unit") == "cpu" else "gpu"
             for key, value in u.items():
                 if key.endswith(("_gflops", "_gb_s")) and isinstance(value, int | float):
-                    out.setdefault((kind, key), []).append(float(value))
+                    out.setdefault((_kind(u), key), []).append(float(value))
     return out
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def rack_scale(
@@ -127,8 +126,8 @@ def rack_scale(
     one, two = _figures(first), _figures(again)
     scale: dict[tuple[str, str], float] = {}
     for key, values in one.items():
-        if key in two and _median(two[key]) > 0 and _median(values) > 0:
-            scale[key] = _median(values) / _median(two[key])
+        if key in two and statistics.median(two[key]) > 0 and statistics.median(values) > 0:
+            scale[key] = statistics.median(values) / statistics.median(two[key])
     return scale
 
 
@@ -146,12 +145,11 @@ def merge_node(
     for u in row.get("units") or []:
         other = units.get(u["unit"]) or {}
         colocated.merge(u, other)
-        kind = "cpu" if u.get("unit") == "cpu" else "gpu"
         for key, value in other.items():
             if key.endswith(("_gflops", "_gb_s")) and isinstance(value, int | float):
                 u.setdefault("first", {})[key] = u.get(key)
                 u.setdefault("again", {})[key] = value
-                scaled = value * (scale or {}).get((kind, key), 1.0)
+                scaled = value * (scale or {}).get((_kind(u), key), 1.0)
                 u[key] = max(scaled, u.get(key) or 0.0)
     ar, ar2 = row.get("allreduce"), again.get("allreduce")
     if ar and ar2 and (ar2.get("busbw_gb_s") or 0.0) > (ar.get("busbw_gb_s") or 0.0):

@@ -241,13 +241,13 @@ def cpu_gemm(fn: Any, duration: float, flops_per_call: float, windows: int = 5) 
     own cgroup (None where the kernel keeps no schedstat)."""
     own = OwnTime()
     seen: Counter[int] = Counter()  # the CPU it ran on, looked at every 16th call
-    calls = 0
+    made = 0
 
     def looked_at() -> Any:
-        nonlocal calls
-        calls += 1
-        if calls % 16 == 0 and (cpu := _on_cpu()) is not None:
-            seen[cpu] += 1
+        nonlocal made
+        made += 1
+        if made % 16 == 0 and (on := _on_cpu()) is not None:
+            seen[on] += 1
         return fn()
 
     before = own.snapshot()
