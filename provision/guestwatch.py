@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from provision.viewspec import view_filter_spec
@@ -96,19 +96,26 @@ class GuestWatch:
         """Stop the watch now. CancelWaitForUpdates (vSphere API reference, PropertyCollector)
         ends the pending WaitForUpdatesEx with RequestCanceled, so apply does not sit out the
         rest of its round (up to wait_s) after the last VM answered. The call goes on its own
-        connection from pyVmomi's pool, beside the one the wait holds. It cancels only a wait
-        already outstanding: one the loop was about to send when the cancel arrived would
-        run its round, so the cancel is repeated until the loop has ended."""
+        connection from pyVmomi's pool, beside the one the wait holds, and is repeated until
+        the loop has ended (cancel_waits)."""
         self.stopped.set()
-        deadline = time.monotonic() + self.wait_s + 30
-        while self.thread.is_alive() and time.monotonic() < deadline:
-            with contextlib.suppress(Exception):  # the wait may have ended, or the session
-                self.collector.CancelWaitForUpdates()
-            self.thread.join(timeout=0.2)
+        cancel_waits(lambda: self.collector if self.thread.is_alive() else None, self.wait_s + 30)
         with contextlib.suppress(Exception):  # best effort: the session's logout ends them too
             self.collector.DestroyPropertyCollector()
         with contextlib.suppress(Exception):
             self.view.DestroyView()
+
+
+def cancel_waits(collector: Callable[[], Any], timeout: float) -> None:
+    """CancelWaitForUpdates on `collector()` until it returns None (its watch has ended) or
+    `timeout` s have passed. A cancel ends only a wait already outstanding (vSphere API
+    reference, PropertyCollector.CancelWaitForUpdates): a watch loop that sends its next
+    WaitForUpdatesEx just after a cancel would sit out that round, so it is cancelled again."""
+    deadline = time.monotonic() + timeout
+    while (pc := collector()) is not None and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # the wait may have ended, or the session
+            pc.CancelWaitForUpdates()
+        time.sleep(0.1)
 
 
 # The watch of the running apply, if any (lifecycle.wait_up looks here).

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provision.guestwatch import cancel_waits
 from provision.viewspec import view_filter_spec
 from rackcert.lab import linkshape, sshhosts
 
@@ -131,17 +132,10 @@ class GuestAgent:
         round), so that thread cancels again until the watch has ended.
         """
         self._stop.set()
-        if self._pc is not None:
-            threading.Thread(target=self._cancel_until_ended, daemon=True).start()
-
-    def _cancel_until_ended(self) -> None:
-        deadline = time.monotonic() + self.wait_s + 5
-        while time.monotonic() < deadline:
-            pc = self._pc
-            if pc is None:  # the watch has ended (it clears _pc on its way out)
-                return
-            _cancel_wait(pc)
-            time.sleep(0.1)
+        if self._pc is not None:  # the watch clears _pc on its way out
+            threading.Thread(
+                target=cancel_waits, args=(lambda: self._pc, self.wait_s + 5), daemon=True
+            ).start()
 
     def _watch(self, si: Any) -> None:
         from pyVmomi import vim, vmodl
@@ -347,12 +341,6 @@ class GuestAgent:
                 return True
             time.sleep(0.1)
         return set(self.guests) == names
-
-
-def _cancel_wait(pc: Any) -> None:
-    """End a watch's pending WaitForUpdatesEx (RequestCanceled); nothing if it is gone."""
-    with contextlib.suppress(Exception):  # the twin may be gone already, or the wait ended
-        pc.CancelWaitForUpdates()
 
 
 def guest_view(host: sshhosts.TestHost) -> dict[str, str]:
