@@ -15,23 +15,16 @@ from tests.plugins.site import ENV_SECRET, LEGACY, SECRET, ConfiguredSite
 
 
 def test_site_configures_two_hosts_then_changes_nothing(configured_site: ConfiguredSite) -> None:
-    site = {
-        "hosts": configured_site.hosts,
-        "first": configured_site.first,
-        "cli": configured_site.cli,
-        "run1": configured_site.run1,
-        "run2": configured_site.run2,
-    }
-    _first_run_configures_every_host(site)
-    _second_run_changes_nothing_and_prints_summary(site)
-    _vendor_packages_installed_at_the_pinned_versions(site)
-    _jumbo_frames_ssh_trust_and_shared_mount(site)
-    _dl_runtime_environment_runs(site)
-    _record_and_artifacts_hold_no_secret(site)
+    _first_run_configures_every_host(configured_site)
+    _second_run_changes_nothing_and_prints_summary(configured_site)
+    _vendor_packages_installed_at_the_pinned_versions(configured_site)
+    _jumbo_frames_ssh_trust_and_shared_mount(configured_site)
+    _dl_runtime_environment_runs(configured_site)
+    _record_and_artifacts_hold_no_secret(configured_site)
 
 
-def _first_run_configures_every_host(site):
-    first = site["first"]
+def _first_run_configures_every_host(site: ConfiguredSite) -> None:
+    first = site.first
     assert first.status == "ok", first.error
     assert sorted(first.data.hosts) == ["node1", "node2"]
     for h in first.data.hosts.values():
@@ -40,22 +33,22 @@ def _first_run_configures_every_host(site):
     removed = "vendor_package : Remove the one-line source earlier rackcert versions wrote"
     assert removed in first.data.hosts["node1"].changed_tasks
     assert removed not in first.data.hosts["node2"].changed_tasks
-    assert not site["hosts"][0].path(LEGACY).exists()
+    assert not site.hosts[0].path(LEGACY).exists()
 
 
-def _second_run_changes_nothing_and_prints_summary(site):
-    cli = site["cli"]
+def _second_run_changes_nothing_and_prints_summary(site: ConfiguredSite) -> None:
+    cli = site.cli
     assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
     assert "per-host result" in cli.stdout
     assert "2 hosts: 2 ok, 0 failed, 0 unreachable; 0 changes" in " ".join(cli.stdout.split())
-    record = json.loads((site["run2"] / "configure.json").read_text())
+    record = json.loads((site.run2 / "configure.json").read_text())
     assert record["status"] == "ok"
     assert {n: h["changed"] for n, h in record["data"]["hosts"].items()} == {"node1": 0, "node2": 0}
     # Installed at the pinned versions, so the vendor sources were left alone: said, not
     # looked up or rewritten (vendor_package skips its source steps on a rerun).
     ran = Counter(
         e["event_data"].get("task")
-        for path in site["run2"].glob("artifacts/configure/ansible/*/job_events/*.json")
+        for path in site.run2.glob("artifacts/configure/ansible/*/job_events/*.json")
         for e in [json.loads(path.read_text())]
         if e["event"] == "runner_on_ok"
     )
@@ -70,8 +63,8 @@ def _version(host, package: str) -> str:
     return out.stdout
 
 
-def _vendor_packages_installed_at_the_pinned_versions(site):
-    for host in site["hosts"]:
+def _vendor_packages_installed_at_the_pinned_versions(site: ConfiguredSite) -> None:
+    for host in site.hosts:
         # The newer decoys in the repo were not taken: the pin from the spec was.
         assert _version(host, "rackcert-fake-cuda-drivers-470") == "470.82.01-1"
         assert _version(host, "rackcert-fake-mlnx-ofed-all") == "5.4-3.1.0.0-1"
@@ -93,8 +86,8 @@ def _vendor_packages_installed_at_the_pinned_versions(site):
     )
 
 
-def _jumbo_frames_ssh_trust_and_shared_mount(site):
-    h1, h2 = site["hosts"]
+def _jumbo_frames_ssh_trust_and_shared_mount(site: ConfiguredSite) -> None:
+    h1, h2 = site.hosts
     for h in (h1, h2):
         assert h.path("/sys/class/net/eth0/mtu").read_text().strip() == "9000"
     # Keyless SSH between the nodes, by name and by address, with the cluster key.
@@ -107,7 +100,7 @@ def _jumbo_frames_ssh_trust_and_shared_mount(site):
     assert len(keys) == 1
     # The nodes trust exactly the host keys the controller enrolled (no ssh-keyscan of
     # their own): every key in a node's known_hosts is one from the rack's known_hosts.
-    rack = {tuple(ln.split()[1:3]) for ln in (site["run1"].parent / "known_hosts").open()}
+    rack = {tuple(ln.split()[1:3]) for ln in (site.run1.parent / "known_hosts").open()}
     node = h1.path("/root/.ssh/known_hosts").read_text().splitlines()
     trusted = {tuple(ln.split()[1:3]) for ln in node if ln and not ln.startswith("#")}
     assert trusted and trusted <= rack
@@ -118,8 +111,8 @@ def _jumbo_frames_ssh_trust_and_shared_mount(site):
     assert "/mnt/rackcert-data none bind" in h2.path("/etc/fstab").read_text()
 
 
-def _dl_runtime_environment_runs(site):
-    for h in site["hosts"]:
+def _dl_runtime_environment_runs(site: ConfiguredSite) -> None:
+    for h in site.hosts:
         out = h.ssh("/opt/rackcert/venv/bin/python -c 'import sys; print(sys.prefix)'")
         assert out.stdout.strip() == "/opt/rackcert/venv", out.stderr
         # The bench's compile cache (validation/bench/compilecache.py): the SSH user's alone.
@@ -128,16 +121,16 @@ def _dl_runtime_environment_runs(site):
         assert out.stdout.split() == ["700", h.user], out.stdout + out.stderr
 
 
-def _record_and_artifacts_hold_no_secret(site):
-    record = json.loads((site["run1"] / "configure.json").read_text())
+def _record_and_artifacts_hold_no_secret(site: ConfiguredSite) -> None:
+    record = json.loads((site.run1 / "configure.json").read_text())
     assert record["stage"] == "configure"
     for host in record["data"]["hosts"].values():
         assert set(host) >= {"ok", "changed", "failed", "unreachable", "failures", "status"}
-    events = list((site["run1"] / "artifacts/configure/ansible").glob("*/job_events/*.json"))
+    events = list((site.run1 / "artifacts/configure/ansible").glob("*/job_events/*.json"))
     assert len(events) > 50
     # The cluster's private key went from node1 to node2 through Ansible, under no_log.
-    key = site["hosts"][0].path("/root/.ssh/id_rackcert_cluster").read_text().splitlines()[2]
-    for run in (site["run1"], site["run2"]):
+    key = site.hosts[0].path("/root/.ssh/id_rackcert_cluster").read_text().splitlines()[2]
+    for run in (site.run1, site.run2):
         for path in run.rglob("*"):
             if path.is_file():
                 data = path.read_bytes()

@@ -6,7 +6,8 @@
 # then builds the nodes' environment over it (guest.dl_system_site_packages) and installs
 # the bench worker there. Hard links of .venv's installed files (same file system): no copy,
 # no download, ~2 s, then byte-compiled (below); the hosts never see .venv or the checkout
-# themselves. Laid anew only when the distributions' versions (or this script) changed: $TARGET/.rackcert-stack holds their key.
+# themselves. Laid anew only when the distributions' versions (or this script) changed:
+# $TARGET/.rackcert-stack holds their key.
 # Open MPI's mpirun (Debian's openmpi-bin), the bench's second launcher, is part of that
 # image too (NVIDIA's NGC PyTorch images carry Open MPI): installed into this machine's
 # /usr, which every test host sees through its own /usr overlay (tests/test_bench_nodes.py, the mpirun test).
@@ -90,8 +91,9 @@ for name in sorted(seen):
 # Debian's packages). The hosts see /opt through an overlay of their own, so without it each
 # new host compiled torch, torchvision, numpy and Horovod again at its first import: measured,
 # `import torch, torch.distributed, torchvision.models, numpy, horovod.torch` 7.6 s without,
-# 2.4 s with. A few seconds on 2 cores, once per stack. What is already compiled (the hard-linked .pyc)
-# is left alone; a few files are for newer Pythons (torch's py312_intrinsics) and fail here.
+# 2.4 s with. ~9 s on 2 cores when nothing is compiled yet, once per stack. What is already
+# compiled (the hard-linked .pyc) is left alone; a few files are for newer Pythons (torch's
+# py312_intrinsics) and fail here.
 compileall.compile_dir(str(tmp), quiet=2, workers=0)
 pycs = sum(1 for _ in tmp.rglob("*.pyc"))
 shutil.rmtree(target, ignore_errors=True)
