@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from provision.discovery import discover  # noqa: E402
 from provision.roundtrips import count_round_trips  # noqa: E402
 from provision.session import connect  # noqa: E402
+from rackcert.core.paths import REPO_ROOT  # noqa: E402
+from rackcert.core.spec_loader import load_spec  # noqa: E402
 from rackcert.lab import twin  # noqa: E402
-from rackcert.paths import REPO_ROOT  # noqa: E402
-from rackcert.spec_loader import load_spec  # noqa: E402
 
 
 def naive_walk(si: Any) -> int:

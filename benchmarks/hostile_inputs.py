@@ -52,8 +52,8 @@ def _gpu_name(length: int) -> str:
 
 
 def pdf(lengths: list[int]) -> None:
+    from rackcert.core.runs import read_json
     from rackcert.report.build import build_report
-    from rackcert.runs import read_json
     from tests.plugins.report import facts, write_run
 
     print("chars  wall s  cpu s  pdf written  note")
@@ -84,7 +84,7 @@ def pdf(lengths: list[int]) -> None:
 
 def serve(sparse_gb: float) -> None:
     from rackcert.report.build import build_report
-    from rackcert.report.serve import index_page
+    from rackcert.serve import index_page
     from tests.plugins.report import write_run
 
     with tempfile.TemporaryDirectory(prefix="rackcert-bench-", dir="/tmp") as tmp:
@@ -113,7 +113,7 @@ def redact(strings: int) -> None:
     """What masking costs over a big record: the redactor over `strings` short strings."""
     import json
 
-    from rackcert.secrets import Redactor
+    from rackcert.core.secrets import Redactor
 
     redactor = Redactor()
     redactor.add("correct-horse-battery")

@@ -42,8 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from rackcert.core.ssh_target import SshTarget  # noqa: E402
 from rackcert.lab import linkshape, sshhosts  # noqa: E402
-from rackcert.ssh_target import SshTarget  # noqa: E402
 from validation.bench.launch import Node  # noqa: E402
 from validation.bench.localise import LocaliseOptions, localise  # noqa: E402
 

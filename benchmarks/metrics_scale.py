@@ -28,6 +28,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(1, str(ROOT))
 
+from rackcert.core.results import (  # noqa: E402
+    AllreducePoint,
+    AllreduceResult,
+    CheckResult,
+    ScalingPoint,
+    ScalingResult,
+    Status,
+)
+from rackcert.core.stage_records import (  # noqa: E402
+    BenchData,
+    BenchRecord,
+    StorageNode,
+    StorageResult,
+    ValidateData,
+    ValidateNode,
+    ValidateRecord,
+)
 from rackcert.metrics.bench_figures import BenchFigure, figures_of, localise_figures  # noqa: E402
 from rackcert.metrics.drift import DriftItem  # noqa: E402
 from rackcert.metrics.families import (  # noqa: E402
@@ -37,23 +54,6 @@ from rackcert.metrics.families import (  # noqa: E402
     validate_families,
 )
 from rackcert.metrics.textfile import write_textfile  # noqa: E402
-from rackcert.results import (  # noqa: E402
-    AllreducePoint,
-    AllreduceResult,
-    CheckResult,
-    ScalingPoint,
-    ScalingResult,
-    Status,
-)
-from rackcert.stage_records import (  # noqa: E402
-    BenchData,
-    BenchRecord,
-    StorageNode,
-    StorageResult,
-    ValidateData,
-    ValidateNode,
-    ValidateRecord,
-)
 
 STAMP = {
     "rack": "big",
@@ -238,8 +238,8 @@ def serve_scrape(
     the rack, both with facts.json: what each Prometheus scrape of serve costs."""
     import json
 
+    from rackcert.core.runs import RunDir
     from rackcert.metrics.latest import runs_exposition
-    from rackcert.runs import RunDir
 
     for n in range(2):
         run = RunDir.create(root, "big", "0" * 64, "spec")

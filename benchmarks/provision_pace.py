@@ -4,7 +4,7 @@ Provisions twins of 16 hosts x 2 VMs and 64 hosts x 4 VMs (Dell R750xa, 4 x A100
 twice each: with `--parallelism 1` (provision's order before lanes: one host, then the
 next, one vCenter task at a time) and with the defaults (a new rack's hosts all at once,
 10 tasks in flight). The twin's clock runs a real rack's task durations times `--scale`
-(tests/vcsim/clock.go: a host reboot 9 minutes, a clone 20 s + disk at 400 MB/s, guest
+(twin/clock.go: a host reboot 9 minutes, a clone 20 s + disk at 400 MB/s, guest
 boot 90 s), so a measured wall time divided by the scale is the modelled real time. That
 figure is the apply's span in provision.json (first action's start to the last one's end;
 discovery and planning, seconds at any size, are left out); it includes this controller's
@@ -87,8 +87,8 @@ def one_run(hosts: int, vms_per_host: int, parallelism: int, scale: float) -> di
     """Provision one twin in this process; the figures for it."""
     from provision.pace import Pace
     from provision.stage import run as provision
-    from rackcert.runs import RunDir
-    from rackcert.spec_loader import load_spec
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import load_spec
     from tests.pace_helpers import rack_spec
     from tests.plugins.vcsim import TwinFactory
 

@@ -9,7 +9,7 @@ and measures:
 - capture: provision.capture.capture (the same retrieval with more properties, plus
   QueryConfigTarget where a VM holds a fixed passthrough device), median, and its
   ratio to discovery (the issue's bound: at most 2x);
-- rehearse: provision.rehearse.rehearse end to end (capture, twin from the capture,
+- rehearse: rackcert.rehearse.rehearse end to end (capture, twin from the capture,
   plan, apply with every host's maintenance mode and reboot, clones, power-on, read
   back, second plan), with its parts.
 
@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from provision.capture import capture  # noqa: E402
 from provision.discovery import discover  # noqa: E402
-from provision.rehearse import rehearse  # noqa: E402
 from provision.session import connect  # noqa: E402
+from rackcert.core.paths import REPO_ROOT  # noqa: E402
+from rackcert.core.runs import RunDir  # noqa: E402
+from rackcert.core.spec_loader import load_spec  # noqa: E402
 from rackcert.lab import twin  # noqa: E402
-from rackcert.paths import REPO_ROOT  # noqa: E402
-from rackcert.runs import RunDir  # noqa: E402
-from rackcert.spec_loader import load_spec  # noqa: E402
+from rackcert.rehearse import rehearse  # noqa: E402
 
 BASE = REPO_ROOT / "inventories" / "r750xa-4node.yaml"
 

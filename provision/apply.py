@@ -44,9 +44,9 @@ from provision.vsphere_ops import (
     vm_ref,
     wait_task,
 )
-from rackcert.runs import utc_now
-from rackcert.stage_records import DoneAction, ProvisionData, SkippedAction
-from rackcert.vsphere_rules import TRANSIENT_FAULTS
+from rackcert.core.runs import utc_now
+from rackcert.core.stage_records import DoneAction, ProvisionData, SkippedAction
+from rackcert.core.vsphere_rules import TRANSIENT_FAULTS
 
 __all__ = ["ApplyError", "Pace", "Timeouts", "apply", "wait_task"]
 

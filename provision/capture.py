@@ -28,8 +28,8 @@ from provision.discovery import (
     retrieve_all,
     speaks_device_groups,
 )
-from rackcert.capture.digest import inventory_digest
-from rackcert.capture.model import (
+from rackcert.core.capture.digest import inventory_digest
+from rackcert.core.capture.model import (
     About,
     AdvancedOption,
     AllowedDevice,
@@ -53,10 +53,10 @@ from rackcert.capture.model import (
     VmDevice,
     VmDeviceGroup,
 )
-from rackcert.capture.redact import SERVED_WITHHELD, WITHHELD, is_secret_key, sha256
-from rackcert.observed import Inventory
-from rackcert.runs import utc_now
-from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
+from rackcert.core.capture.redact import SERVED_WITHHELD, WITHHELD, is_secret_key, sha256
+from rackcert.core.observed import Inventory
+from rackcert.core.runs import utc_now
+from rackcert.core.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
 # Discovery asks for single fields of these; the capture records the whole objects.
 HOST_MORE = [

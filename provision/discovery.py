@@ -35,9 +35,9 @@ from typing import Any
 from provision.objectcontent import Reader, option_type_named, truthy, u16
 from provision.soapstream import Page, Sent, call_streamed, receive, send
 from provision.viewspec import view_filter_spec
-from rackcert.errors import RackcertError
-from rackcert.observed import EsxcliHost, Inventory, ObservedHost, ObservedVm
-from rackcert.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
+from rackcert.core.errors import RackcertError
+from rackcert.core.observed import EsxcliHost, Inventory, ObservedHost, ObservedVm
+from rackcert.core.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
 ATS_VALUE = f'config.option["{ATS_OPTION}"]'
 ATS_DEF = f'config.optionDef["{ATS_OPTION}"]'

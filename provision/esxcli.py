@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
-from rackcert.observed import EsxcliDevice, EsxcliHost, EsxcliVib
+from rackcert.core.observed import EsxcliDevice, EsxcliHost, EsxcliVib
 
 KERNEL_MOID = "ha-cli-handler-system-settings-kernel"
 KERNEL_LIST = "vim.EsxCLI.system.settings.kernel.list"

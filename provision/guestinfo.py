@@ -34,8 +34,8 @@ from typing import Any
 
 import yaml
 
-from rackcert.errors import InputError
-from rackcert.spec import Spec, Vm
+from rackcert.core.errors import InputError
+from rackcert.core.spec import Spec, Vm
 
 METADATA = "guestinfo.metadata"
 USERDATA = "guestinfo.userdata"

@@ -14,8 +14,8 @@ from typing import Any
 
 from provision.hostboot import REBOOT_TIMEOUT_S, RebootError, reboot_host, refresh_passthrough
 from provision.vsphere_ops import ApplyError, Event, host_ref, wait_task
-from rackcert.stage_records import ActionRecord
-from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS
+from rackcert.core.stage_records import ActionRecord
+from rackcert.core.vsphere_rules import ATS_OPTION, ESXCLI_ATS
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def _leave_maintenance_after_fault(host: Any, name: str) -> str:
     then refuses to power VMs on there). Returns what to add to the error line."""
     from pyVmomi import vmodl
 
-    from rackcert.vsphere_rules import TRANSIENT_FAULTS
+    from rackcert.core.vsphere_rules import TRANSIENT_FAULTS
 
     failed: tuple[type[BaseException], ...] = (ApplyError, vmodl.MethodFault, *TRANSIENT_FAULTS)
     try:

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from rackcert.errors import RackcertError
-from rackcert.vsphere_rules import TRANSIENT_FAULTS
+from rackcert.core.errors import RackcertError
+from rackcert.core.vsphere_rules import TRANSIENT_FAULTS
 
 Progress = Callable[[str], None]
 REBOOT_TIMEOUT_S = 1800.0

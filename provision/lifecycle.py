@@ -42,7 +42,7 @@ from provision.vsphere_ops import (
     vm_ref,
     wait_task,
 )
-from rackcert.stage_records import ActionRecord as Action
+from rackcert.core.stage_records import ActionRecord as Action
 
 
 def clone(si: Any, action: Action, on_event: Event) -> tuple[str, str]:

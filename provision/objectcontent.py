@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.soapstream import XSI_TYPE, Page
-from rackcert.observed import (
+from rackcert.core.observed import (
     ObservedHost,
     ObservedVm,
     PassthroughDevice,

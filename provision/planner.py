@@ -1,6 +1,6 @@
 """What must change so the rack matches its spec: a pure, deterministic diff.
 
-`plan(spec, inventory)` compares the spec (through `rackcert.placement.place`,
+`plan(spec, inventory)` compares the spec (through `rackcert.core.placement.place`,
 which decides which VM gets which GPUs) with what discovery saw, and returns
 ordered actions: hosts first, in spec order (ATS on, devices to passthrough,
 reboot so both take effect), then VMs in spec order (create or reconfigure).
@@ -22,14 +22,14 @@ from provision.vmsettings import (
     power_conflicts,
     wanted_devices,
 )
-from rackcert.device_groups import describe, wanted_group
-from rackcert.errors import RackcertError
-from rackcert.observed import Inventory, ObservedHost, ObservedVm
-from rackcert.pci import is_nvidia_gpu
-from rackcert.placement import VmPlacement, place
-from rackcert.spec import GpuMode, Spec
-from rackcert.stage_records import ActionRecord
-from rackcert.vsphere_rules import ATS_OPTION, ESXCLI_ATS, wanted_extra_config
+from rackcert.core.device_groups import describe, wanted_group
+from rackcert.core.errors import RackcertError
+from rackcert.core.observed import Inventory, ObservedHost, ObservedVm
+from rackcert.core.pci import is_nvidia_gpu
+from rackcert.core.placement import VmPlacement, place
+from rackcert.core.spec import GpuMode, Spec
+from rackcert.core.stage_records import ActionRecord
+from rackcert.core.vsphere_rules import ATS_OPTION, ESXCLI_ATS, wanted_extra_config
 
 HOST_KINDS = (
     "host.gpus",

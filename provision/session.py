@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from provision.renew import renewing
-from rackcert.errors import RackcertError
-from rackcert.secrets import resolve_secret
-from rackcert.spec import Spec, VCenter
-from rackcert.vsphere_rules import with_retries
+from rackcert.core.errors import RackcertError
+from rackcert.core.secrets import resolve_secret
+from rackcert.core.spec import Spec, VCenter
+from rackcert.core.vsphere_rules import with_retries
 
 
 class SessionError(RackcertError):

@@ -27,7 +27,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 
 from provision.roundtrips import note_call
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
 
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 XSI_TYPE = f"{{{XSI}}}type"

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rackcert.errors import InputError, RackcertError
-from rackcert.placement import gpudirect_warnings, place
-from rackcert.runs import RunDir, utc_now
-from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import PlanData, PlanRecord, ProvisionData, ProvisionRecord
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.placement import gpudirect_warnings, place
+from rackcert.core.runs import RunDir, utc_now
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.stage_records import PlanData, PlanRecord, ProvisionData, ProvisionRecord
 
 Confirm = Callable[[list[Any]], bool]
 """Called with the planned actions before any change; return True to apply them."""

@@ -1,7 +1,7 @@
 """The VM devices rackcert computes from the spec: passthrough devices, NIC ports, conflicts.
 
 Pure functions for the planner (what the VM must look like). The extraConfig
-rules (MMIO window, P2P, NUMA) live in `rackcert.vsphere_rules`, where the
+rules (MMIO window, P2P, NUMA) live in `rackcert.core.vsphere_rules`, where the
 hypervisor checks read them too.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from rackcert.observed import Inventory, PassthroughDevice
-from rackcert.placement import VmPlacement
-from rackcert.spec import GpuMode, NicMode, Spec, VmTemplate
+from rackcert.core.observed import Inventory, PassthroughDevice
+from rackcert.core.placement import VmPlacement
+from rackcert.core.spec import GpuMode, NicMode, Spec, VmTemplate
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rackcert.errors import RackcertError
-from rackcert.stage_records import ActionRecord
+from rackcert.core.errors import RackcertError
+from rackcert.core.stage_records import ActionRecord
 
 Event = Callable[[str, ActionRecord | None, str], None]
 """apply's progress hook: (kind, action, detail), kind start/progress/done/skipped."""

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.text import Text
 
-from rackcert.errors import RackcertError
-from rackcert.runs import RunDir
+from rackcert.core.errors import RackcertError
+from rackcert.core.runs import RunDir
 
 StageFn = Callable[[RunDir], None]
 
@@ -64,7 +64,7 @@ def run_pipeline(
     console: Console | None = None,
 ) -> PipelineResult:
     """Run `stages` in order, then `final` (the report) whatever happened before it."""
-    from rackcert.runs import utc_now
+    from rackcert.core.runs import utc_now
 
     console = console or Console(highlight=False)
     result = PipelineResult(run=run)

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
+from rackcert.core.observed import Inventory, ObservedHost, PciDevice
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import parse_spec
 from rackcert.lab import twin
-from rackcert.observed import Inventory, ObservedHost, PciDevice
-from rackcert.spec import Spec
-from rackcert.spec_loader import parse_spec
 from tests.spec_helpers import LAB, R750, example_data
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 BASE = REPO_ROOT / "inventories" / "r750xa-4node.yaml"
 

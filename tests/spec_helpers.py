@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from rackcert.paths import inventories_dir
+from rackcert.core.paths import inventories_dir
 
 EXAMPLES = sorted(inventories_dir().glob("*.yaml"))
 R750 = inventories_dir() / "r750xa-4node.yaml"

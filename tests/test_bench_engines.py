@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.runs import RunDir
+from rackcert.core.runs import RunDir
 from validation import parsers
 from validation.bench import linkprobe, nccltests, perftest, storage
 from validation.bench.suite import BenchOptions, Engine, Point, run_nccl_tests

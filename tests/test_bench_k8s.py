@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 from validation.bench import k8s
 
 ROOT = Path(__file__).resolve().parents[1]

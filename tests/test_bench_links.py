@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rackcert.spec import Certification
-from rackcert.stage_records import BenchLaunch
+from rackcert.core.spec import Certification
+from rackcert.core.stage_records import BenchLaunch
 from validation.bench import environment, links, verdict
 from validation.bench.launch import Launch
 from validation.bench.suite import Engine, allreduce_result, launch_entry

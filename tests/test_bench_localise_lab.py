@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rackcert.core.ssh_target import SshTarget
 from rackcert.lab import linkshape
 from rackcert.lab.sshhosts import TestHost
-from rackcert.ssh_target import SshTarget
 from tests.spec_helpers import gateway_on_subnet_of
 from validation.bench.launch import Node
 from validation.bench.localise import LocaliseOptions, localise

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.spec import Certification
+from rackcert.core.spec import Certification
 from validation.bench import findings, linkprobe, nodeprobe, outliers, schedule, verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import linkshape
-from rackcert.paths import REPO_ROOT
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
 from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of, why
 from validation.bench.localise import LocaliseOptions, localise

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import LoadedSpec
 from rackcert.lab.sshhosts import LAB_DL_SITE, TestHost
-from rackcert.paths import REPO_ROOT
-from rackcert.runs import RunDir
-from rackcert.spec_loader import LoadedSpec
 from tests.plugins.configure import bench_two_hosts
 from tests.plugins.site import ConfiguredSite
 from tests.test_host_keys import _rekey

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.paths import REPO_ROOT
-from rackcert.runs import RunDir
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.runs import RunDir
 from validation.bench import compilecache, launch
 from validation.bench.suite import write_record
 

@@ -9,11 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.errors import InputError
-from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult, Status
-from rackcert.spec import Certification
-from rackcert.spec_loader import load_spec
-from rackcert.ssh_target import SshTarget
+from rackcert.core.errors import InputError
+from rackcert.core.results import (
+    AllreducePoint,
+    AllreduceResult,
+    ScalingPoint,
+    ScalingResult,
+    Status,
+)
+from rackcert.core.spec import Certification
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.ssh_target import SshTarget
 from validation.bench import allreduce, launch, resnet, storage, verdict, worker
 from validation.bench.suite import BenchOptions, Engine, choose_engine, plan_points
 
@@ -311,7 +317,7 @@ def test_the_horovod_ssh_wrapper_drops_horovods_options_and_pins_the_enrolled_ke
     known_hosts of its own, any spelling) is gone, the shipped file is the one trusted."""
     import subprocess
 
-    from rackcert.ssh_target import hop_options
+    from rackcert.core.ssh_target import hop_options
 
     where = tmp_path / "w"
     where.mkdir()

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from rackcert.core.results import Status, Verdict, VerdictCheckId
+from rackcert.core.runs import RunDir
+from rackcert.core.spec import Certification, Spec
+from rackcert.core.spec_loader import load_spec
 from rackcert.report.assemble import assemble
-from rackcert.results import Status, Verdict, VerdictCheckId
-from rackcert.runs import RunDir
-from rackcert.spec import Certification, Spec
-from rackcert.spec_loader import load_spec
 from tests.test_bench_units import _ar, _sc
 from validation.bench import verdict
 
@@ -162,7 +162,7 @@ def test_bench_skipping_everything_is_incomplete_and_says_why(tmp_path: Path) ->
 
 
 def test_bench_junit_agrees_with_the_verdict() -> None:
-    from rackcert.results import Status, VerdictCheck
+    from rackcert.core.results import Status, VerdictCheck
     from validation.junit import bench_results
 
     passed = VerdictCheck(id="resnet50.images_per_gpu", status=Status.passed, required=True)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from rackcert.configure.runner import configure
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
 from tests.plugins.validate import FAKE_SMI
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import typer
 
 from rackcert.cli import main
 from rackcert.cli.common import app
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
 
 
 @app.command("zz-test-exit", hidden=True)

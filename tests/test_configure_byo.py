@@ -16,9 +16,9 @@ import yaml
 from rackcert.cli import main
 from rackcert.configure.inventory import build_inventory
 from rackcert.configure.runner import _extra_vars_label
-from rackcert.errors import InputError
-from rackcert.spec import Spec
-from rackcert.spec_loader import load_spec
+from rackcert.core.errors import InputError
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import load_spec
 from tests.spec_helpers import LAB, R750, example_data, mutated, write_spec
 
 

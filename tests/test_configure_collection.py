@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from rackcert.paths import playbooks_dir
+from rackcert.core.paths import playbooks_dir
 from tests.plugins.configure import spec_for_hosts
 
 BIN = Path(sys.executable).parent

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from rackcert.configure.runner import configure
-from rackcert.runs import RunDir
+from rackcert.core.runs import RunDir
 from tests.plugins.configure import air_gap, spec_for_hosts
 
 FAKE_OS = 'NAME="Plan 9 from Rack Space"\nID=rackcertplan9\nVERSION_ID="4"\n'

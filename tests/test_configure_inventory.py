@@ -10,8 +10,8 @@ import yaml
 
 from rackcert.configure.events import EventCollector, task_message
 from rackcert.configure.inventory import build_inventory, write_inventory
-from rackcert.spec import PackageSource
-from rackcert.spec_loader import load_spec
+from rackcert.core.spec import PackageSource
+from rackcert.core.spec_loader import load_spec
 
 LAB = Path("inventories/lab.yaml")
 
@@ -197,7 +197,7 @@ def test_live_board_and_summary_render_hosts_tasks_and_failures():
 
 def test_a_hosts_long_failure_is_cut_in_configure_json_and_points_to_the_events(tmp_path):
     from rackcert.configure.runner import _write_record
-    from rackcert.runs import RunDir
+    from rackcert.core.runs import RunDir
 
     loaded = load_spec(LAB)
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rackcert.configure.collection import collections_root
-from rackcert.paths import playbooks_dir
+from rackcert.core.paths import playbooks_dir
 
 BIN = Path(sys.executable).parent
 

@@ -20,9 +20,9 @@ import pytest
 
 from rackcert.configure.inventory import build_inventory
 from rackcert.configure.runner import configure
-from rackcert.errors import SpecError
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
+from rackcert.core.errors import SpecError
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
 from tests.plugins.configure import spec_for_hosts
 from tests.spec_helpers import example_data, write_spec
 

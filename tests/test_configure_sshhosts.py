@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
+from rackcert.core.spec_loader import load_spec
 from rackcert.lab import sshhosts
-from rackcert.spec_loader import load_spec
 
 
 def test_hosts_answer_ssh_with_own_name_address_and_mtu(ssh_hosts):

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from rackcert.configure.runner import configure
-from rackcert.runs import RunDir
+from rackcert.core.runs import RunDir
 from tests.plugins.configure import spec_for_hosts
 
 TOKEN_PATH = "/etc/nvidia/ClientConfigToken/client_configuration_token.tok"

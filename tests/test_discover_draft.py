@@ -7,15 +7,15 @@ import re
 import pytest
 import yaml
 
+from rackcert.core.errors import InputError
+from rackcert.core.observed import Inventory, ObservedHost, PciDevice
+from rackcert.core.placement import place
+from rackcert.core.spec_loader import parse_spec
 from rackcert.discover.catalog import load_catalog, parse_catalog
 from rackcert.discover.drift import hardware_drift
 from rackcert.discover.hardware import host_names
 from rackcert.discover.inventory_to_spec import Endpoint, inventory_to_spec
 from rackcert.discover.yaml_writer import render
-from rackcert.errors import InputError
-from rackcert.observed import Inventory, ObservedHost, PciDevice
-from rackcert.placement import place
-from rackcert.spec_loader import parse_spec
 from tests.discover_helpers import LAB, R750, edited, inventory_of, rack_data, spec_of
 from tests.spec_helpers import example_data
 

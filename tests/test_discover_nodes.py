@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackcert.spec_loader import load_spec
+from rackcert.core.spec_loader import load_spec
 from tests.discover_helpers import add_passthrough, rack_data, rackcert, running_twin, spec_of
 from tests.test_discover_twin import USER
 
@@ -175,12 +175,12 @@ def test_nodes_needs_a_spec_with_the_vms(capsys):
 def test_probe_names_a_vm_without_nvidia_smi_and_its_ssh_sees_no_secret(
     ssh_hosts, tmp_path, monkeypatch
 ):
-    """The ssh client starts with rackcert.childenv's named variables, never this process's
+    """The ssh client starts with rackcert.core.childenv's named variables, never this process's
     whole environment (before: every variable, the vCenter password's included). An `ssh`
     first on PATH records what the real client would have been given, then runs it."""
+    from rackcert.core.errors import InputError
+    from rackcert.core.ssh_target import SshTarget
     from rackcert.discover.nodes import Target, probe
-    from rackcert.errors import InputError
-    from rackcert.ssh_target import SshTarget
 
     (bare,) = ssh_hosts(["bare"])
     seen, wrap = tmp_path / "ssh-env", tmp_path / "bin"

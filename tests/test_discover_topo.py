@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.core.errors import InputError
+from rackcert.core.observed import ObservedVm, PassthroughDevice
 from rackcert.discover.catalog import load_catalog
 from rackcert.discover.hardware import host_hardware
 from rackcert.discover.topo import (
@@ -17,8 +19,6 @@ from rackcert.discover.topo import (
     parse_bus_ids,
     parse_topo,
 )
-from rackcert.errors import InputError
-from rackcert.observed import ObservedVm, PassthroughDevice
 from tests.discover_helpers import observed_host, rack_data, spec_of
 
 FAKES = Path(__file__).parent / "fakes"

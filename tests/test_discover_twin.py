@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from rackcert.core.spec_loader import load_spec, parse_spec
 from rackcert.discover.drift import hardware_drift
-from rackcert.spec_loader import load_spec, parse_spec
 from tests.discover_helpers import (
     LAB,
     R750,

@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 
 from provision.lifecycle import ssh_answers
-from rackcert.paths import REPO_ROOT
-from rackcert.runs import list_runs
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.runs import list_runs
 
 INJECTED = "injected: datastore lab-ds full"
 
@@ -202,9 +202,9 @@ def _summary_says_what_the_lab_lacks(out: str, run: Path) -> None:
     from rich.console import Console
 
     from rackcert.cli.display import show_run_summary
+    from rackcert.core.runs import RunDir
     from rackcert.lab.explain import lab_limited
     from rackcert.pipeline import PipelineResult
-    from rackcert.runs import RunDir
 
     tail = out[out.index("summary of run") :]
     for stage in ("plan", "provision", "configure", "validate", "bench", "report"):
@@ -216,7 +216,7 @@ def _summary_says_what_the_lab_lacks(out: str, run: Path) -> None:
     text = buffer.getvalue()
     results = json.loads((run / "validate.json").read_text())["data"]["results"]
     failing = [r for r in results if r["status"] in ("fail", "error")]
-    from rackcert.results import CheckResult
+    from rackcert.core.results import CheckResult
 
     alone = [r for r in failing if lab_limited(CheckResult.model_validate(r))]
     assert ("lab-node1", "gpu.count") in {(r["node"], r["id"]) for r in alone}

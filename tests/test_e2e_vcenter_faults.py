@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 
 def _provision(spec_path, runs, *, wait=True):

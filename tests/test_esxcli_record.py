@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.observed import EsxcliDevice, EsxcliHost, EsxcliVib, ObservedHost
+from rackcert.core.observed import EsxcliDevice, EsxcliHost, EsxcliVib, ObservedHost
+from rackcert.core.results import Status
+from rackcert.core.spec_loader import load_spec
 from rackcert.report.assemble import _esxcli_record
 from rackcert.report.diff import _host_versions
 from rackcert.report.record import Hardware, HostRecord, RunRecord
-from rackcert.results import Status
-from rackcert.spec_loader import load_spec
 from validation.checks.hypervisor import HostCtx, host_esxcli_passthrough, host_vaai_ats
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provision.discovery import discover
-from rackcert.observed import Inventory
+from rackcert.core.observed import Inventory
 from rackcert.report.assemble import _hardware
 from rackcert.report.matrix import compare, find_reference
 from rackcert.report.software import versions_from_facts
@@ -89,7 +89,7 @@ def test_the_probe_runs_on_a_real_host_and_finds_no_firmware_on_virtual_nics(ssh
     assert out.returncode == 0, out.stderr
     assert parse_nic_firmware(out.stdout.splitlines()) == {"version": "", "devices": {}}
     # ...and as one of the facts validate's probe session gathers (facts.json).
-    from rackcert.ssh_target import SshTarget
+    from rackcert.core.ssh_target import SshTarget
     from validation.checks import NodeView
     from validation.expect import NodeExpect
     from validation.facts.net import NicFirmware

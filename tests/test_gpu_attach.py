@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.gpu_attach import (
+from rackcert.core.gpu_attach import (
     DEVICE_GROUP_API,
     NVAIE_NVSWITCH,
     TABLE,
@@ -17,7 +17,7 @@ from rackcert.gpu_attach import (
     host_line,
     support_table_markdown,
 )
-from rackcert.spec import GpuMode
+from rackcert.core.spec import GpuMode
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ root complex.
 
 from __future__ import annotations
 
-from rackcert.results import Severity, Status
+from rackcert.core.results import Severity, Status
 from tests.test_validate_checks import H200, h200_expect, h200_outputs, judge
 from validation.probes import ProbeOutput
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from provision import guestinfo
-from rackcert.spec_loader import parse_spec as load_text
+from rackcert.core.spec_loader import parse_spec as load_text
 
 LAB = Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDMy7s0i4DhC2XcUbyrLz7Y1Fh0k8oGkq8y8hyZQ2nNm rackcert"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
-from rackcert.errors import SpecError
-from rackcert.spec_loader import load_spec
-from rackcert.ssh_target import SshTarget
+from rackcert.core.errors import SpecError
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.ssh_target import SshTarget
 from tests.spec_helpers import LAB, R750, example_data, mutated, write_spec
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
@@ -145,7 +145,7 @@ def test_ssh_destination_after_double_dash(tmp_path):
 def test_configure_extra_vars_are_never_templated(tmp_path):
     """The real ansible-runner run: extra vars rackcert passes reach the play as data."""
     from rackcert.configure.runner import configure
-    from rackcert.runs import RunDir
+    from rackcert.core.runs import RunDir
 
     marker = tmp_path / "pwned-extra"
     hostile = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.paths import inventories_dir
-from rackcert.results import Status
-from rackcert.spec_loader import load_spec
+from rackcert.core.paths import inventories_dir
+from rackcert.core.results import Status
+from rackcert.core.spec_loader import load_spec
 from validation.checks import REGISTRY, NodeView, load_all, run_check
 from validation.expect import expectations
 from validation.probes import ProbeOutput

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from provision.planner import plan
-from rackcert.paths import inventories_dir
+from rackcert.core.paths import inventories_dir
 from tests.discover_helpers import inventory_of, spec_of
 from tests.spec_helpers import example_data
 

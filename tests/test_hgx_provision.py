@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from rackcert.device_groups import wanted_group
+from rackcert.core.device_groups import wanted_group
+from rackcert.core.paths import inventories_dir
+from rackcert.core.placement import place
 from rackcert.lab import twin
-from rackcert.paths import inventories_dir
-from rackcert.placement import place
 from tests.test_rehearse import _round_trip
 from tests.twin_judges import find
 from tests.vsphere_helpers import cli, plan_json
@@ -70,9 +70,9 @@ def test_provision_gives_each_vm_its_partition_and_a_second_plan_is_empty(
     from provision.discovery import discover
     from provision.guestinfo import read_authorized_keys
     from provision.planner import plan
-    from provision.rehearse import twin_of
     from provision.session import connect
-    from rackcert.capture.model import load_capture
+    from rackcert.core.capture.model import load_capture
+    from rackcert.rehearse import twin_of
 
     replay = twin_of(load_capture(tmp_path / "first.json"), spec, tmp_path / "again")
     with replay as (_t, spec2), connect(spec2) as si:

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from rackcert.errors import SpecError
-from rackcert.paths import inventories_dir
-from rackcert.placement import place
-from rackcert.spec_loader import load_spec, parse_spec
+from rackcert.core.errors import SpecError
+from rackcert.core.paths import inventories_dir
+from rackcert.core.placement import place
+from rackcert.core.spec_loader import load_spec, parse_spec
 from tests.spec_helpers import R750, example_data, mutated, write_spec
 
 pytestmark = pytest.mark.unit

@@ -144,7 +144,7 @@ def test_a_peer_whose_key_changed_fails_ssh_peers_from_the_other_node(
 def test_lookup_reads_plain_and_hashed_entries_as_ssh_keygen_finds_them(tmp_path):
     """known()/peer_lines() read the file in-process (no ssh-keygen per node and peer); the
     answers are ssh-keygen -F's, hashed names included; patterns are left to ssh-keygen."""
-    from rackcert.known_hosts import _keygen_lookup, lookup
+    from rackcert.core.known_hosts import _keygen_lookup, lookup
 
     key = "AAAAC3NzaC1lZDI1NTE5AAAAIBq3nTPdGBd4BZ9Ppqgyw2FY1JhT7z7ZcVzG3O5Hk1Dm"
     path = tmp_path / "known_hosts"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.core.spec_loader import load_spec
 from rackcert.lab import sshhosts
-from rackcert.spec_loader import load_spec
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from rackcert.core.results import CheckResult, Status
 from rackcert.lab.explain import BenchFailure, explain, lab_limited
-from rackcert.results import CheckResult, Status
 
 pytestmark = pytest.mark.unit
 

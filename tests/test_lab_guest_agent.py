@@ -125,8 +125,8 @@ def test_missing_template_is_one_line_and_creates_nothing(rack_twin, capsys):
 
 
 def test_bios_template_is_refused_at_plan_time(rack_twin, capsys):
+    from rackcert.core.spec_loader import load_spec
     from rackcert.lab import twin as lab_twin
-    from rackcert.spec_loader import load_spec
 
     spec = load_spec("inventories/lab.yaml").spec
     lab = rack_twin(

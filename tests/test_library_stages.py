@@ -10,9 +10,9 @@ from __future__ import annotations
 import provision
 import rackcert.report
 import validation.bench
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
-from rackcert.stage_records import BenchRecord, PlanRecord, ProvisionRecord, ReportRecord
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.stage_records import BenchRecord, PlanRecord, ProvisionRecord, ReportRecord
 
 
 def test_stages_run_from_python_and_return_typed_records(rack_twin, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 
 def test_license_file_is_the_apache_2_text_pyproject_names():

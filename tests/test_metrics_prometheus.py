@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.core.runs import RunDir, list_runs
 from rackcert.lab.monitoring import Monitoring, start_monitoring
-from rackcert.report.serve import make_server
-from rackcert.runs import RunDir, list_runs
+from rackcert.serve import make_server
 from tests.test_validate_nodes import A100, write_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -61,7 +61,7 @@ def test_a_broken_rule_fails_its_unit_test(tmp_path: Path) -> None:
 
 def _written_names() -> set[str]:
     """Every family name rackcert can write (the families' own definitions, with no data)."""
-    from rackcert.stage_records import BenchData, BenchRecord, ValidateData, ValidateRecord
+    from rackcert.core.stage_records import BenchData, BenchRecord, ValidateData, ValidateRecord
 
     at = "2026-01-01T00:00:00Z"
     stamp = {"rack": "r", "spec_sha256": "0", "status": "ok", "started_at": at, "finished_at": at}

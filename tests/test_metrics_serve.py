@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rackcert.report.serve import make_server
-from rackcert.results import CheckResult, Status
-from rackcert.runs import RunDir
-from rackcert.stage_records import (
+from rackcert.core.results import CheckResult, Status
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import (
     BenchData,
     StorageNode,
     StorageResult,
     ValidateData,
     ValidateNode,
 )
+from rackcert.serve import make_server
 
 pytestmark = pytest.mark.unit
 

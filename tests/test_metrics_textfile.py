@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.runs import RunDir, list_runs
+from rackcert.core.stage_records import BenchRecord, ValidateData, ValidateNode, ValidateRecord
 from rackcert.metrics.bench_figures import BenchFigure
 from rackcert.metrics.drift import figure_drift
 from rackcert.metrics.families import (
@@ -20,9 +23,6 @@ from rackcert.metrics.families import (
     validate_families,
 )
 from rackcert.metrics.labels import LABEL_CAP
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.runs import RunDir, list_runs
-from rackcert.stage_records import BenchRecord, ValidateData, ValidateNode, ValidateRecord
 from tests.test_validate_local import H200_SPEC, ROOT, rackcert
 
 H200_BENCH = ROOT / "docs" / "evidence" / "h200-bench.json"  # a real one-H200 bench.json
@@ -380,8 +380,8 @@ def test_firmware_vbios_and_link_drift_from_facts(tmp_path: Path) -> None:
 def test_bench_drift_lines_and_textfile_against_the_certified_bench(tmp_path: Path) -> None:
     """What `rackcert bench` does after its figures: compare with the certified run's bench,
     write its textfile, print one line per figure beyond tolerance (none with --json)."""
+    from rackcert.core.stage_records import BenchData, StorageNode, StorageResult
     from rackcert.metrics.record_metrics import bench_drift_lines
-    from rackcert.stage_records import BenchData, StorageNode, StorageResult
 
     root = tmp_path / "runs"
 

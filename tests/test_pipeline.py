@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
 from rackcert.pipeline import Stage, completed, run_pipeline
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
 from tests.spec_helpers import LAB
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rackcert.placement import PlacementError, place
-from rackcert.spec import Spec
+from rackcert.core.placement import PlacementError, place
+from rackcert.core.spec import Spec
 from tests.spec_helpers import example_data, mutated
 
 

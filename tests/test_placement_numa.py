@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.placement import gpudirect_warnings, place
-from rackcert.spec import Spec
+from rackcert.core.placement import gpudirect_warnings, place
+from rackcert.core.spec import Spec
 from tests.spec_helpers import example_data, mutated, write_spec
 
 CROSSING = {"s1-pair", "s3-pair-a", "s3-pair-b"}

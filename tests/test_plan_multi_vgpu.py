@@ -16,7 +16,7 @@ import yaml
 
 from provision.planner import plan
 from provision.vmsettings import DeviceWant, device_diff
-from rackcert.observed import ObservedVm, PassthroughDevice, VirtualDisk
+from rackcert.core.observed import ObservedVm, PassthroughDevice, VirtualDisk
 from tests.discover_helpers import inventory_of, spec_of
 from tests.spec_helpers import LAB, example_data
 from tests.vsphere_helpers import cli, plan_json

@@ -1,6 +1,6 @@
 """Rack pace: the twin's clock, provision in bounded parallel, faults in their lane, kills.
 
-The twin runs a real rack's task durations shrunk by one scale (tests/vcsim/clock.go). This
+The twin runs a real rack's task durations shrunk by one scale (twin/clock.go). This
 machine is shared and loaded, so the tests assert structure (hosts down at the same time,
 clones queued at vCenter's limits) and ratios with margins that sequential work could
 never meet; benchmarks/provision_pace.py reports the figures.
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from rackcert.core.paths import REPO_ROOT
 from rackcert.lab.twin import TIME_SCALE
-from rackcert.paths import REPO_ROOT
 from tests.pace_helpers import rack_spec
 from tests.vsphere_helpers import cli, error_line, last_record
 
@@ -326,7 +326,7 @@ def test_the_record_is_written_at_most_every_half_second_and_last_at_the_end(tmp
     """A thousand changes in a second cost a few writes, not a thousand; `final` writes
     after the thread has stopped, so nothing older replaces it."""
     from provision.record_flush import flushing
-    from rackcert.stage_records import ProvisionData
+    from rackcert.core.stage_records import ProvisionData
 
     writes: list[tuple[float, str, int]] = []
 
@@ -444,7 +444,7 @@ def test_progress_is_a_live_table_on_a_terminal_and_plain_lines_off_it():
     from rich.console import Console
 
     from rackcert.cli.provision_live import ProvisionProgress
-    from rackcert.stage_records import ActionRecord
+    from rackcert.core.stage_records import ActionRecord
 
     host = ActionRecord(kind="host.reboot", target="esx[red]01", change="reboot", reason="",
                         host="esx[red]01")  # fmt: skip
@@ -483,14 +483,14 @@ def test_a_clone_an_interrupted_run_left_in_flight_is_adopted_not_doubled(
     own clone then meets DuplicateName, and provision customizes the VM that is there."""
     from pyVmomi import vim
 
+    from rackcert.core.spec_loader import load_spec
     from rackcert.lab.twin import site_templates
-    from rackcert.spec_loader import load_spec
 
     spec_path = rack_spec(tmp_path / "one.yaml", 1, 2)
     templates = site_templates(load_spec(spec_path).spec)
     for template in templates:
         # A clone of 4.3 s on the 1/800 clock ((20 s + 1336 GB at 400 MB/s) / 800,
-        # tests/vcsim/clock.go): still in flight when provision plans.
+        # twin/clock.go): still in flight when provision plans.
         template["disk_gb"] = 1336
     lab = rack_twin(spec_path, desc={"clock": {"scale": STATE_SCALE}}, templates=templates)
     with lab.connect() as si:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from provision import guestinfo
-from rackcert.errors import InputError
-from rackcert.spec_loader import parse_spec
+from rackcert.core.errors import InputError
+from rackcert.core.spec_loader import parse_spec
 
 LAB = Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml"
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from rackcert.capture.model import comparable, load_capture
+from rackcert.core.capture.model import comparable, load_capture
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
 from rackcert.lab import twin
-from rackcert.paths import REPO_ROOT
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
 from tests.vsphere_helpers import cli, error_line
 
 LAB = "inventories/lab.yaml"
@@ -175,7 +175,7 @@ def _round_trip(capsys: Any, tmp_path: Path, lab: Any) -> dict[str, Any]:
     """Capture `lab`, serve the capture with `lab up --capture`, capture that: both equal."""
     first = _capture(lab, capsys, tmp_path / "first.json")
     from provision.capture import capture
-    from provision.rehearse import twin_of
+    from rackcert.rehearse import twin_of
 
     with twin_of(load_capture(tmp_path / "first.json"), lab.spec, tmp_path / "replay") as (
         _twin,
@@ -193,7 +193,7 @@ def _round_trip(capsys: Any, tmp_path: Path, lab: Any) -> dict[str, Any]:
 def test_checked_in_capture_schema_is_current() -> None:
     import jsonschema
 
-    from rackcert.capture.model import json_schema
+    from rackcert.core.capture.model import json_schema
 
     path = REPO_ROOT / "schemas" / "capture.schema.json"
     assert json.loads(path.read_text()) == json_schema(), (
@@ -244,7 +244,7 @@ def test_a_capture_holds_no_secret_and_anonymize_is_consistent(rack_twin, capsys
 
     from provision.apply import wait_task
     from provision.guestinfo import USERDATA, guestinfo, read_authorized_keys
-    from rackcert.capture.anonymize import aliases
+    from rackcert.core.capture.anonymize import aliases
     from tests.test_vsphere_poweron import _find
 
     lab = rack_twin(LAB, guests=True)

@@ -18,12 +18,12 @@ import threading
 
 import pytest
 
-from rackcert.errors import RackcertError, RecordError
-from rackcert.report import serve
+from rackcert.core.errors import RackcertError, RecordError
+from rackcert.core.secrets import Redactor
+from rackcert import serve
 from rackcert.report.assemble import assemble
 from rackcert.report.build import build_report
 from rackcert.report.manifest import verify
-from rackcert.secrets import Redactor
 from tests.plugins.report import facts, write_run
 
 LONG = ("NVIDIA-A100-" * 900)[:10_000]

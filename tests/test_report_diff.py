@@ -95,8 +95,8 @@ def test_matrix_row_that_stops_matching_is_a_regression(report_runs):
 
 
 def test_last_certified_is_the_newest_pass(report_runs):
+    from rackcert.core.runs import last_certified
     from rackcert.report.build import build_report
-    from rackcert.report.diff import last_certified
 
     first = report_runs()
     build_report(first, formats=("json",))
@@ -122,9 +122,9 @@ def test_last_certified_reads_no_record_of_runs_without_a_verdict(report_runs, m
     # validate runs after every upgrade and looks for the last certified run: the history's
     # validate-only runs (their validate.json grows with the nodes) must not be parsed, and a
     # newer certified run with an unreadable record is passed over as before.
-    import rackcert.runs
+    import rackcert.core.runs
+    from rackcert.core.runs import last_certified
     from rackcert.report.build import build_report
-    from rackcert.report.diff import last_certified
 
     certified = report_runs()
     build_report(certified, formats=("json",))
@@ -133,8 +133,8 @@ def test_last_certified_reads_no_record_of_runs_without_a_verdict(report_runs, m
     (broken.path / "bench.json").write_text("{not json")
     later = [report_runs(stages=("validate",)) for _ in range(3)]
     read: list[str] = []
-    real = rackcert.runs.read_json
-    monkeypatch.setattr(rackcert.runs, "read_json", lambda p: read.append(str(p)) or real(p))
+    real = rackcert.core.runs.read_json
+    monkeypatch.setattr(rackcert.core.runs, "read_json", lambda p: read.append(str(p)) or real(p))
 
     assert last_certified(report_runs.root, "r750xa-4node").path == certified.path
     assert not any(str(run.path) in path for run in later for path in read), read

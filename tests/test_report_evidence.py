@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
 from rackcert.report.assemble import assemble
 from rackcert.report.html import render_html
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 EVIDENCE = REPO / "docs" / "evidence"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rackcert.localisation import read_localisation
+from rackcert.core.localisation import read_localisation
 from rackcert.report.assemble import assemble
 from rackcert.report.diff import diff_records, format_diff
 from rackcert.report.html import render_html

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rackcert.cli import main
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 from rackcert.report.assemble import assemble
 from rackcert.report.matrix import (
     Rule,

@@ -68,7 +68,7 @@ def test_cli_report_writes_the_files_and_the_stage_record(report_runs, capsys):
     record = json.loads((run.path / "report.json").read_text())
     assert record["stage"] == "report" and record["data"]["verdict"] == "PASS"
     assert record["data"]["files"] == ["run.json", "report.html", "report.json", "MANIFEST.sha256"]
-    from rackcert.runs import list_runs
+    from rackcert.core.runs import list_runs
 
     assert [r.verdict for r in list_runs(run.path.parents[1])] == ["PASS"]
 

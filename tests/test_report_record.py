@@ -8,10 +8,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from rackcert.core.runs import RunDir
 from rackcert.report.assemble import assemble
 from rackcert.report.html import render_html
 from rackcert.report.record import json_schema
-from rackcert.runs import RunDir
 from tests.plugins.report import TABLE2
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "run.schema.json"
@@ -118,7 +118,7 @@ def test_unreadable_stage_and_foreign_spec_are_reported_not_crashed(report_runs)
 
 
 def test_a_key_no_model_names_is_refused_before_anything_is_written(report_runs):
-    from rackcert.errors import RecordError
+    from rackcert.core.errors import RecordError
 
     run = report_runs(stages=("validate", "bench"))
     # the "ansible stats" shape the report once read and configure never wrote
@@ -128,7 +128,7 @@ def test_a_key_no_model_names_is_refused_before_anything_is_written(report_runs)
 
 
 def test_failed_configure_host_shows_its_task_messages(report_runs):
-    from rackcert.stage_records import ConfigureHost, TaskProblem
+    from rackcert.core.stage_records import ConfigureHost, TaskProblem
 
     run = report_runs(stages=("validate", "bench"))
     bad = ConfigureHost(name="mn-node1", ok=40, changed=2, failed=1, status="failed")
@@ -205,7 +205,7 @@ def test_incomplete_bench_makes_the_run_incomplete_and_says_what_was_not_judged(
     rec = json.loads((run.path / "bench.json").read_text())
     data = rec["data"]
     data.pop("allreduce")  # as `rackcert bench --skip allreduce` records it
-    from rackcert.spec_loader import load_spec
+    from rackcert.core.spec_loader import load_spec
     from validation.bench.verdict import rejudge
 
     spec = load_spec(run.path / "spec.yaml").spec

@@ -172,9 +172,9 @@ def test_secret_with_html_characters_is_masked_in_report_and_pdf(tmp_path):
 
 def test_live_render_masks_the_escaped_form(tmp_path):
     """/live renders in memory: the record is scrubbed before the template escapes it."""
+    from rackcert.core.secrets import Redactor
     from rackcert.report.assemble import assemble
     from rackcert.report.html import render_html
-    from rackcert.secrets import Redactor
 
     secret = HOSTILE.format(uuid.uuid4().hex[:8])
     run = write_run(tmp_path / "runs")
@@ -204,8 +204,8 @@ def test_secret_too_short_to_mask_is_refused(tmp_path, value):
 
 def test_password_file_must_be_a_small_regular_file(tmp_path):
     """A FIFO as password_file hung the reader; a huge file is no password."""
-    from rackcert.errors import InputError
-    from rackcert.secrets import resolve_secret
+    from rackcert.core.errors import InputError
+    from rackcert.core.secrets import resolve_secret
 
     fifo = tmp_path / "pw.fifo"
     os.mkfifo(fifo)

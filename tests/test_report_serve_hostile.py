@@ -180,7 +180,7 @@ def test_runs_list_shows_a_malformed_run_and_lists_the_rest(site):
 
 def test_large_files_are_streamed_and_cut(tmp_path, monkeypatch):
     """A 3 MiB log with a 1 MiB cap: the first MiB and a note, never the file whole in memory."""
-    from rackcert.report import serve
+    from rackcert import serve
 
     monkeypatch.setattr(serve, "MAX_SERVED", 1 << 20)
     run = write_run(tmp_path / "runs", stages=("plan",))

@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
-from rackcert.errors import RecordError
+from rackcert.core.errors import RecordError
+from rackcert.core.runs import RunDir
 from rackcert.report.manifest import file_digests
-from rackcert.runs import RunDir
 from tests.plugins.report import write_run
 
 

@@ -9,10 +9,10 @@ import textwrap
 
 import pytest
 
-from rackcert.errors import RecordError
-from rackcert.runs import SCHEMA_VERSION, RunDir, atomic_write_json, list_runs
-from rackcert.secrets import MASK, REDACTOR, resolve_secret
-from rackcert.spec_loader import load_spec
+from rackcert.core.errors import RecordError
+from rackcert.core.runs import SCHEMA_VERSION, RunDir, atomic_write_json, list_runs
+from rackcert.core.secrets import MASK, REDACTOR, resolve_secret
+from rackcert.core.spec_loader import load_spec
 from tests.spec_helpers import LAB
 
 
@@ -64,7 +64,7 @@ CRASHER = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from rackcert import runs
+    from rackcert.core import runs
     target = Path(sys.argv[1])
     real_replace = os.replace
     def crash(*args, **kwargs):
@@ -161,7 +161,7 @@ def test_resolved_secrets_never_reach_records(tmp_path, monkeypatch):
 
 
 def test_missing_secret_is_an_input_error(tmp_path):
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
 
     with pytest.raises(InputError, match="RACKCERT_UNSET_VAR is not set"):
         resolve_secret("RACKCERT_UNSET_VAR", None, "vcenter")

@@ -6,7 +6,7 @@ and its long tests would again start last: the list must name modules that exist
 
 from __future__ import annotations
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 from tests.plugins.schedule import LONGEST_MODULES, TOGETHER, longest_first, unit_of
 
 

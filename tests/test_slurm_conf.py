@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackcert.ansible_vars import spec_group_vars
-from rackcert.paths import REPO_ROOT
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.slurm.conf import health_check_lines, site_lines
-from rackcert.spec_loader import load_spec
+from rackcert.core.ansible_vars import spec_group_vars
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.slurm.conf import health_check_lines, site_lines
+from rackcert.core.spec_loader import load_spec
 from validation.bench import slurm_launch
 from validation.healthcheck import _REASON_RE, _last_own_drain, append_record, reason_for
 
@@ -191,7 +191,7 @@ def test_drain_reason_and_own_drain_record(tmp_path: Path) -> None:
 def test_report_includes_the_health_check_records(tmp_path: Path) -> None:
     import json
 
-    from rackcert.runs import RunDir
+    from rackcert.core.runs import RunDir
 
     loaded = load_spec(_spec(tmp_path))
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from rackcert.configure.runner import configure
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 from tests.plugins.slurm import SlurmRack
 
 PYTHON = sys.executable
@@ -260,9 +260,9 @@ def test_lab_up_slurm_is_per_lab_and_writes_the_spec_with_its_block(tmp_path: Pa
     """`lab up --slurm`'s flow for a lab spec of its own name and subnet: the controller on
     the subnet's bridge, files under /run/rackcert-slurm/lab-<name>/, a spec that loads with
     its slurm block pointing there; `lab down`'s flow removes them."""
+    from rackcert.core.spec_loader import load_spec
     from rackcert.lab import sshhosts
     from rackcert.lab.slurm import start_lab_slurm, stop_lab_slurm
-    from rackcert.spec_loader import load_spec
 
     subnet = sshhosts.claim_subnet()
     sshhosts.release_subnet(subnet)  # the lab owns its bridge: let start_lab_slurm make it

@@ -16,10 +16,10 @@ from pathlib import Path
 import yaml
 
 from rackcert.configure.runner import configure
-from rackcert.localisation import Localisation, read_localisation
-from rackcert.paths import REPO_ROOT
-from rackcert.slurm.conf import health_check_script
-from rackcert.spec_loader import load_spec
+from rackcert.core.localisation import Localisation, read_localisation
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.slurm.conf import health_check_script
+from rackcert.core.spec_loader import load_spec
 from tests.plugins.slurm import SlurmRack
 from validation.bench.drain import drain_named
 

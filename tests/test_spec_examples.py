@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 import yaml
 
-from rackcert.placement import place
-from rackcert.spec import Spec
-from rackcert.spec_loader import load_spec, parse_spec
+from rackcert.core.placement import place
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import load_spec, parse_spec
 from tests.spec_helpers import EXAMPLES, R750, example_data
 
 

@@ -16,8 +16,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rackcert.errors import SpecError
-from rackcert.spec_loader import parse_spec
+from rackcert.core.errors import SpecError
+from rackcert.core.spec_loader import parse_spec
 from tests.spec_helpers import LAB, R750
 
 TEXTS = [R750.read_text(), LAB.read_text()]

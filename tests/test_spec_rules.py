@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rackcert.errors import SpecError
-from rackcert.spec_loader import load_spec, parse_spec
+from rackcert.core.errors import SpecError
+from rackcert.core.spec_loader import load_spec, parse_spec
 from tests.spec_helpers import R750, example_data, mutated, write_spec
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from rackcert.errors import InputError, RecordError
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
-from rackcert.stage_records import RECORDS, Model, json_schema
+from rackcert.core.errors import InputError, RecordError
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.stage_records import RECORDS, Model, json_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"

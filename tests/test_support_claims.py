@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from rackcert.paths import REPO_ROOT, playbooks_dir
+from rackcert.core.paths import REPO_ROOT, playbooks_dir
 
 CODENAMES = {"focal": "20.04", "jammy": "22.04", "noble": "24.04", "bookworm": "12"}
 EL = ("RedHat", "Rocky", "AlmaLinux")

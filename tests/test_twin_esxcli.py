@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from rackcert.core.observed import Inventory
 from rackcert.lab import twin
 from rackcert.lab.guest_agent import tools_rpc
-from rackcert.observed import Inventory
 from tests.esxcli_judge import READS, esxcli_batch, esxcli_one
 from tests.plugins.vcsim import TwinFactory
 from tests.twin_judges import find, task_fault

@@ -4,7 +4,7 @@ vCenter answers every call, with a value (null for an unset optional property) o
 it never drops the connection. The twin's SOAP handler panicked on ordinary reads (Fetch of an
 unset property such as a VM's snapshot or a template's resourcePool, the host OptionManager's
 own properties, SearchIndex.FindByDnsName), which a client sees as a dropped connection and
-rackcert retries as a flaky network. The twin counts its handler panics (tests/vcsim/intercept.go)
+rackcert retries as a flaky network. The twin counts its handler panics (twin/intercept.go)
 and the rack_twin fixture fails any test during which one happened.
 """
 

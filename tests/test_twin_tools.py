@@ -4,7 +4,7 @@ vSphere API reference, GuestInfo: guest information is "collected by VMware Tool
 before Tools report, ipAddress is unset and toolsRunningStatus is guestToolsNotRunning,
 and the guest information is reset when the VM powers off. The twin reads nothing of
 the cloud-init guestinfo rackcert writes: only the lab's guest agent reports, over the
-twin's Tools channel (tests/vcsim/tools.go), once the VM's SSH host answers. So
+twin's Tools channel (twin/tools.go), once the VM's SSH host answers. So
 `wait_for: tools` waits for a guest that booted, not for its own input echoed back.
 """
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from provision.discovery import discover
-from rackcert.device_groups import partition_group_name, partition_of_group
-from rackcert.errors import InputError
+from rackcert.core.device_groups import partition_group_name, partition_of_group
+from rackcert.core.errors import InputError
+from rackcert.core.paths import inventories_dir
+from rackcert.core.spec_loader import load_spec
 from rackcert.lab import twin
-from rackcert.paths import inventories_dir
-from rackcert.spec_loader import load_spec
 from tests.spec_helpers import example_data, write_spec
 from tests.twin_judges import Judge, find, read_sweep, run_modules, task_fault
 

@@ -20,8 +20,8 @@ import xml.etree.ElementTree as ET
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.untrusted import _CONTROLS, _SEQUENCES, cap, strip_controls, visible, xml_text
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.untrusted import _CONTROLS, _SEQUENCES, cap, strip_controls, visible, xml_text
 from tests.plugins.report import write_run
 from validation.junit import junit_xml
 from validation.probes import BEGIN, END, split_output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rackcert.runs import RunDir, list_runs
+from rackcert.core.runs import RunDir, list_runs
 from tests.test_validate_local import H200_SPEC, rackcert
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.results import Status
+from rackcert.core.results import Status
 from validation.checks import REGISTRY, NodeView, load_all, run_check, select
 from validation.expect import MountExpect, NodeExpect, Peer
 from validation.facts.system import Hostname
@@ -166,7 +166,7 @@ def test_every_check_has_id_summary_fix_and_select_patterns():
         assert d.summary and d.fix and "." in d.id
     assert {d.id for d in select(["gpu"])} == {i for i in defs if i.startswith("gpu.")}
     assert [d.id for d in select(["gpu.driver"])] == ["gpu.driver"]
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
 
     with pytest.raises(InputError, match="unknown check id nope"):
         select(["nope"])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackcert.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
-from rackcert.placement import nic_function, place
-from rackcert.results import Status
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
-from rackcert.vsphere_rules import mmio_size_gb
+from rackcert.core.observed import Inventory, ObservedHost, ObservedVm, PassthroughDevice, PciDevice
+from rackcert.core.placement import nic_function, place
+from rackcert.core.results import Status
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.vsphere_rules import mmio_size_gb
 from validation.hypervisor import discovery_record, hypervisor_results
 
 SPEC = Path(__file__).parent.parent / "inventories" / "r750xa-4node.yaml"
@@ -138,7 +138,7 @@ def test_discovery_read_from_provision_record_else_plan(tmp_path):
 def test_discovery_lookup_reads_no_record_of_validate_only_runs(tmp_path, monkeypatch):
     # Every validate looks for the newest discovery; the validate-only runs after it (each
     # validate.json grows with the nodes) are not parsed, and an unreadable run is passed over.
-    import rackcert.runs
+    import rackcert.core.runs
 
     loaded = load_spec(SPEC)
     rack = loaded.spec.metadata.name
@@ -150,8 +150,8 @@ def test_discovery_lookup_reads_no_record_of_validate_only_runs(tmp_path, monkey
     for run in later:
         (run.path / "validate.json").write_text('{"stage": "validate", "data": {}}')
     read: list[str] = []
-    real = rackcert.runs.read_json
-    monkeypatch.setattr(rackcert.runs, "read_json", lambda p: read.append(str(p)) or real(p))
+    real = rackcert.core.runs.read_json
+    monkeypatch.setattr(rackcert.core.runs, "read_json", lambda p: read.append(str(p)) or real(p))
 
     got, source = discovery_record(rack, later[-1], tmp_path)
     assert source == str(old.path / "plan.json") and got.vm("mn-node1") is not None

@@ -210,7 +210,7 @@ def test_a_failing_warning_check_prints_warn_exits_0_and_junit_agrees(tmp_path):
 
 
 def test_junit_failures_are_exactly_the_error_severity_ones():
-    from rackcert.results import CheckResult, Severity, Status
+    from rackcert.core.results import CheckResult, Severity, Status
     from validation.junit import junit_xml
 
     results = [

@@ -83,9 +83,9 @@ def test_validate_rotates_peers_on_real_hosts_and_covers_the_mesh_in_bound_runs(
     assert [r["round"] for r in (first, second, mesh)] == [1, 2, 3]
     assert all(a < b for a, b in pairwise(p.parent.name for p in dirs))
     # The report shows how much of the mesh is covered (from validate's record only).
+    from rackcert.core.runs import RunDir
     from rackcert.report.assemble import assemble
     from rackcert.report.html import render_html
-    from rackcert.runs import RunDir
 
     record = assemble(RunDir.open(dirs[-1].parent))
     assert record.ssh_mesh is not None and record.ssh_mesh.covered == 20

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rackcert.observed import EsxcliHost, EsxcliVib, Inventory
-from rackcert.paths import inventories_dir
-from rackcert.results import Status
-from rackcert.spec_loader import load_spec
+from rackcert.core.observed import EsxcliHost, EsxcliVib, Inventory
+from rackcert.core.paths import inventories_dir
+from rackcert.core.results import Status
+from rackcert.core.spec_loader import load_spec
 from tests.discover_helpers import inventory_of
 from tests.spec_helpers import LAB, example_data
 from tests.test_hgx_checks import FAKE, _expect, _outputs

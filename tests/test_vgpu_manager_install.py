@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from provision.planner import plan
-from rackcert.errors import SpecError
-from rackcert.observed import EsxcliHost, EsxcliVib
-from rackcert.paths import inventories_dir
-from rackcert.spec_loader import load_spec
+from rackcert.core.errors import SpecError
+from rackcert.core.observed import EsxcliHost, EsxcliVib
+from rackcert.core.paths import inventories_dir
+from rackcert.core.spec_loader import load_spec
 from tests.discover_helpers import inventory_of, spec_of
 from tests.spec_helpers import example_data, write_spec
 from tests.vsphere_helpers import cli, plan_json

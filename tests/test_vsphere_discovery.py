@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from provision.discovery import discover
 from provision.planner import plan
-from rackcert.vsphere_rules import mmio_size_gb
+from rackcert.core.vsphere_rules import mmio_size_gb
 
 R750 = "inventories/r750xa-4node.yaml"
 

@@ -13,7 +13,7 @@ import pytest
 
 from provision import soapstream
 from provision.discovery import DiscoveryError, discover, retrieve_all
-from rackcert.observed import ObservedHost, ObservedVm
+from rackcert.core.observed import ObservedHost, ObservedVm
 
 R750 = "inventories/r750xa-4node.yaml"
 WIDE_HOST = ["summary.hardware", "hardware.systemInfo", "config.graphicsConfig"]
@@ -327,7 +327,7 @@ def test_the_next_page_is_asked_for_before_this_pages_objects_are_read(rack_twin
 def test_an_answer_that_is_not_xml_is_one_line(body):
     import io
 
-    from rackcert.errors import RackcertError
+    from rackcert.core.errors import RackcertError
 
     with pytest.raises(RackcertError, match="not well-formed XML") as caught:
         soapstream._parse(io.BytesIO(body), "urn:vim25", lambda _item, _page: None, None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from rackcert.cli import main
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 
 def _free_port() -> int:

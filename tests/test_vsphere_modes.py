@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 from tests.vsphere_helpers import cli, error_line, plan_json, read_hosts, read_vms
 
 

@@ -16,16 +16,14 @@ from typing import Any
 import pytest
 
 from provision.planner import plan
-from rackcert.discover.catalog import shipped_catalog
-from rackcert.errors import InputError
-from rackcert.lab import twin
-from rackcert.observed import ObservedVm, PassthroughDevice, VirtualDisk, VirtualNic
-from rackcert.pci import MELLANOX, NVIDIA
-from rackcert.placement import place
-from rackcert.results import Status
-from rackcert.spec import Gpu, Nic
-from rackcert.spec_loader import load_spec
-from rackcert.vsphere_rules import (
+from rackcert.core.errors import InputError
+from rackcert.core.observed import ObservedVm, PassthroughDevice, VirtualDisk, VirtualNic
+from rackcert.core.pci import MELLANOX, NVIDIA
+from rackcert.core.placement import place
+from rackcert.core.results import Status
+from rackcert.core.spec import Gpu, Nic
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.vsphere_rules import (
     ALLOW_P2P,
     MMIO_ENABLE,
     MMIO_SIZE,
@@ -35,6 +33,8 @@ from rackcert.vsphere_rules import (
     mmio_size_gb,
     with_retries,
 )
+from rackcert.discover.catalog import shipped_catalog
+from rackcert.lab import twin
 from tests.discover_helpers import inventory_of, spec_of
 from tests.spec_helpers import EXAMPLES, example_data
 from validation.hypervisor import hypervisor_results

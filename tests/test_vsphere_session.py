@@ -11,8 +11,8 @@ import pytest
 
 from provision.discovery import discover
 from provision.session import InsecureSessionWarning, SessionError, connect
-from rackcert.paths import REPO_ROOT
-from rackcert.spec_loader import load_spec
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.spec_loader import load_spec
 from tests.vsphere_helpers import cli, error_line
 
 LAB = "inventories/lab.yaml"

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 LAB = REPO_ROOT / "inventories" / "lab.yaml"
 
@@ -89,7 +89,7 @@ def test_plain_http_off_the_loopback_is_refused(tmp_path, host):
 
 def test_plain_http_opt_in_is_accepted_and_warned(tmp_path):
     from provision.session import InsecureSessionWarning, ssl_context
-    from rackcert.spec_loader import load_spec
+    from rackcert.core.spec_loader import load_spec
 
     spec = _spec(tmp_path, "10.20.30.40", 80, "\n  allow_plain_http: true")
     loaded = load_spec(spec)

@@ -7,7 +7,7 @@ import re
 
 from provision import planner
 from provision.apply import STEPS
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 
 def _emitted_kinds() -> set[str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import twin
-from rackcert.paths import REPO_ROOT
 from tests.vsphere_helpers import cli
 
-STOCK = REPO_ROOT / "tests" / "vcsim" / "stock"
+STOCK = REPO_ROOT / "twin" / "stock"
 HOSTS = ["DC0_C0_H0", "DC0_C0_H1"]  # the stock VPX inventory's cluster hosts
 
 

@@ -1,4 +1,4 @@
-"""Clients nobody here wrote, pointed at the rack twin: the judges of tests/vcsim.
+"""Clients nobody here wrote, pointed at the rack twin: the judges of twin/.
 
 - `run_modules`: Ansible's community.vmware modules (PyPI's `ansible` 12.3.0, community.vmware
   5.10.0, with pyVmomi and `requests`), installed by .ci/setup.d/25-vsphere-judges.sh into their

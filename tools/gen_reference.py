@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from rackcert import spec as spec_models
+from rackcert.core import spec as spec_models
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_DOC = ROOT / "docs" / "spec-reference.md"
@@ -62,7 +62,7 @@ def spec_reference() -> str:
     lines = [
         "# Spec reference",
         "",
-        "Generated from `rackcert/spec.py` by `tools/gen_reference.py`; do not edit by hand.",
+        "Generated from `rackcert/core/spec.py` by `tools/gen_reference.py`; do not edit by hand.",
         "Unknown keys are errors everywhere; `rackcert spec schema` prints it as JSON Schema.",
         "",
     ]

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rackcert.localisation import read_localisation
+from rackcert.core.localisation import read_localisation
 from rackcert.report.plots import link_heatmap_figure
 
 NODES = [f"lab-node{i}" for i in range(1, 9)]

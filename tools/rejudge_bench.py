@@ -18,10 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from rackcert.errors import RackcertError
-from rackcert.runs import atomic_write_json, read_json
-from rackcert.spec import Spec
-from rackcert.spec_loader import LoadedSpec
+from rackcert.core.errors import RackcertError
+from rackcert.core.runs import atomic_write_json, read_json
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import LoadedSpec
 from validation.bench.verdict import rejudge
 
 

@@ -6,7 +6,7 @@ Layout, one job per module:
                 tool, pure parse into a typed value); checks declare the ones they read.
 - `probes`      those facts' commands as ONE script per node, cut back per fact.
 - `parsers`     pure functions turning outputs into values (tested on captured output).
-- `expect`      what each node must be, derived from the spec and `rackcert.placement`.
+- `expect`      what each node must be, derived from the spec and `rackcert.core.placement`.
 - `checks/`     the judges: one small function per check id, by area (gpu, nic, os, ...).
 - `peers`       which peers ssh.peers checks: ring neighbours + k, rotating (not n^2).
 - `suite/`      the pytest module and plugin that run the checks through testinfra

@@ -1,4 +1,4 @@
-"""What each node must be, derived from the spec alone (and `rackcert.placement`).
+"""What each node must be, derived from the spec alone (and `rackcert.core.placement`).
 
 Checks never read the spec: they read a `NodeExpect`, so every expectation has
 one place where it comes from, and the runner can hand it to the pytest process
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from rackcert.placement import place
-from rackcert.spec import GpuMode, NicMode, Spec
+from rackcert.core.placement import place
+from rackcert.core.spec import GpuMode, NicMode, Spec
 
 
 class Peer(BaseModel):
@@ -74,7 +74,7 @@ class NodeExpect(BaseModel):
     peer_known_hosts: list[str] | None = Field(
         None,
         description="known_hosts lines of the peers, as the controller enrolled or the spec"
-        " pinned them (rackcert.known_hosts): the only keys ssh.peers trusts; none: the"
+        " pinned them (rackcert.core.known_hosts): the only keys ssh.peers trusts; none: the"
         " node's own known_hosts (what configure's ssh_trust role installed), strictly",
     )
     dcgm_diag_level: int = 1

@@ -1,6 +1,6 @@
 """Asking one node its probes over testinfra: one script, one SSH session, per node.
 
-`Target` says how to reach a node (a rackcert.ssh_target.SshTarget, rendered as
+`Target` says how to reach a node (a rackcert.core.ssh_target.SshTarget, rendered as
 testinfra's host spec; none for this machine) and what it must be; `gather` runs the
 probe script there (the commands of the fact classes the checks read, and of the
 report's snapshot when asked) and returns the outputs, or the reason the node could
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 from pyinfra.api import FactBase
 
-from rackcert.ssh_target import SshTarget
+from rackcert.core.ssh_target import SshTarget
 from validation.expect import NodeExpect
 from validation.probes import ProbeOutput, build_script, split_output
 

@@ -35,9 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.spec import Spec
+from rackcert.core.errors import InputError
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.spec import Spec
 from validation.checks import REGISTRY, NodeView, facts_of, load_all, run_check
 from validation.expect import expectations
 from validation.facts import key_of

@@ -4,7 +4,7 @@ A vGPU guest's driver must come from the release branch of the NVIDIA vGPU manag
 runs (NVIDIA's vGPU release notes for VMware vSphere, "Compatibility Requirements for the
 NVIDIA vGPU Manager and Guest VM Driver"). The spec names the guest's driver; only the host
 says which manager it runs, through esxcli `software vib list`, which provision's discovery
-records (`rackcert.observed.EsxcliHost`). This module hands that record to the guest checks
+records (`rackcert.core.observed.EsxcliHost`). This module hands that record to the guest checks
 in their `NodeExpect`, so `gpu.vgpu.branch` judges evidence on record and never asks vCenter.
 
     >>> found = discovery_record(rack, run, runs_root)      # validation.hypervisor
@@ -13,8 +13,8 @@ in their `NodeExpect`, so `gpu.vgpu.branch` judges evidence on record and never 
 
 from __future__ import annotations
 
-from rackcert.observed import Inventory
-from rackcert.spec import Spec
+from rackcert.core.observed import Inventory
+from rackcert.core.spec import Spec
 from validation.expect import VgpuManager
 from validation.gather import Target
 

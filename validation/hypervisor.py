@@ -3,11 +3,11 @@
 The checks themselves live in `validation.checks.hypervisor` and register
 through the one `@check` registry with scope `host`, `vm` or `rack`; this
 module builds what each judges and runs them. They read a recorded
-`rackcert.observed.Inventory` (provision.json `data.observed_after`, else
+`rackcert.core.observed.Inventory` (provision.json `data.observed_after`, else
 plan.json `data.observed`), never vCenter itself: validate judges evidence that
 is already on record, and `validation` never imports `provision`. The
-expectations come from the spec, `rackcert.placement.place(spec)` and
-`rackcert.vsphere_rules`, the same functions the planner uses.
+expectations come from the spec, `rackcert.core.placement.place(spec)` and
+`rackcert.core.vsphere_rules`, the same functions the planner uses.
 
     >>> results = hypervisor_results(spec, inventory)
     >>> [r.id for r in results if r.status == "fail"]
@@ -18,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rackcert.observed import Inventory
-from rackcert.placement import place
-from rackcert.results import CheckResult
-from rackcert.runs import RunDir, run_paths, summarize
-from rackcert.spec import NicMode, Spec
+from rackcert.core.observed import Inventory
+from rackcert.core.placement import place
+from rackcert.core.results import CheckResult
+from rackcert.core.runs import RunDir, run_paths, summarize
+from rackcert.core.spec import NicMode, Spec
 from validation.checks import HYPERVISOR, REGISTRY, CheckDef, ids, load_all, run_on
 from validation.checks.hypervisor import HostCtx, VmCtx
 

@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-from rackcert.results import CheckResult, Severity, Status, Verdict
-from rackcert.runs import atomic_write_bytes_checked
-from rackcert.untrusted import xml_text
+from rackcert.core.results import CheckResult, Severity, Status, Verdict
+from rackcert.core.runs import atomic_write_bytes_checked
+from rackcert.core.untrusted import xml_text
 
 
 def junit_xml(results: list[CheckResult], name: str = "rackcert.validate") -> bytes:

@@ -162,7 +162,7 @@ def bound(n: int, k: int) -> int:
 
 def parse_k(text: str | None) -> int | str:
     """`--peers`: 'all', or the number of peers beyond the ring neighbours."""
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
 
     if text is None:
         return DEFAULT_K

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from rackcert.untrusted import strip_controls
+from rackcert.core.untrusted import strip_controls
 from validation.expect import NodeExpect
 from validation.facts import Fact, command_of, key_of
 

@@ -22,15 +22,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError
-from rackcert.known_hosts import enroll, is_pinned, peer_lines, rack_file
-from rackcert.observed import Inventory
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.runs import RunDir, atomic_write_bytes_checked, atomic_write_json, utc_now
-from rackcert.spec_loader import LoadedSpec
-from rackcert.ssh_target import SshTarget
-from rackcert.stage_records import ValidateRecord
-from rackcert.untrusted import cap_strings
+from rackcert.core.errors import InputError
+from rackcert.core.known_hosts import enroll, is_pinned, peer_lines, rack_file
+from rackcert.core.observed import Inventory
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.runs import RunDir, atomic_write_bytes_checked, atomic_write_json, utc_now
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.ssh_target import SshTarget
+from rackcert.core.stage_records import ValidateRecord
+from rackcert.core.untrusted import cap_strings
 from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
@@ -124,8 +124,8 @@ def _suite_cmd(job_path: Path, art: Path) -> list[str]:
 
 
 def _child_env() -> dict[str, str]:
-    """A short named environment (rackcert.childenv): no password variable reaches the suite."""
-    from rackcert.childenv import child_env
+    """A short named environment (rackcert.core.childenv): no password variable reaches it."""
+    from rackcert.core.childenv import child_env
 
     root = str(Path(__file__).resolve().parent.parent)
     path = root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")

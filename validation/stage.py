@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rackcert.runs import RunDir
-from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import ValidateRecord
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.stage_records import ValidateRecord
 from validation.runner import validate
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The vSphere rack twin: govmomi's simulator (Debian source package) plus rackcert's Go harness
-# in tests/vcsim/, built in GOPATH mode into ~/.cache/rackcert/vcsim/<source hash>/.
+# in twin/, built in GOPATH mode into ~/.cache/rackcert/vcsim/<source hash>/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 missing=()

@@ -36,7 +36,7 @@ rc "bench" $? $((SECONDS - t0))
 # The platform team certifies that run (its report says PASS), then validates again.
 python3 - "$(ls -d "$RUNS"/*/* | tail -1)" <<'PY'
 import sys
-from rackcert.runs import RunDir
+from rackcert.core.runs import RunDir
 RunDir.open(sys.argv[1]).write_stage("report", {"verdict": "PASS", "reasons": ["h200 evidence"]})
 PY
 t0=$SECONDS

@@ -18,7 +18,7 @@ from typer import _click as click
 from typer.core import TyperArgument, TyperOption
 
 from rackcert.cli.common import app, err_console
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
 
 __all__ = ["app", "main"]
 

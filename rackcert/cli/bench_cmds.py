@@ -26,11 +26,11 @@ from rackcert.cli.common import (
     print_json,
 )
 from rackcert.cli.display import show_bench
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 if TYPE_CHECKING:
-    from rackcert.runs import RunDir
-    from rackcert.spec import Spec
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec import Spec
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -359,8 +359,8 @@ def _drain(
     import json
     from dataclasses import asdict
 
-    from rackcert.localisation import read_localisation
-    from rackcert.untrusted import markup
+    from rackcert.core.localisation import read_localisation
+    from rackcert.core.untrusted import markup
     from validation.bench.drain import RECORD_NAME, drain_named
 
     loc = read_localisation(data)

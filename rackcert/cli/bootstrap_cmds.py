@@ -36,10 +36,10 @@ from rackcert.cli.display import (
     show_validate,
     show_verdict,
 )
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.stage_records import ActionRecord
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
-from rackcert.runs import RunDir
-from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import ActionRecord
 
 
 def build_stages(
@@ -135,8 +135,8 @@ def build_stages(
 
 def _rehearsal_stage(loaded: LoadedSpec, power_cycle: bool) -> Stage:
     """bootstrap --rehearse: the rehearsal as the first stage; a refusal stops the flow."""
-    from provision.rehearse import rehearse
-    from rackcert.errors import RackcertError
+    from rackcert.core.errors import RackcertError
+    from rackcert.rehearse import rehearse
     from rackcert.report.rehearsal import line
 
     def run_it(run: RunDir) -> None:
@@ -151,7 +151,7 @@ def _rehearsal_stage(loaded: LoadedSpec, power_cycle: bool) -> Stage:
 
 def _rehearsed_guard(run: RunDir, loaded: LoadedSpec) -> Any:
     """bootstrap --rehearse: provision acts only on the inventory the rehearsal captured."""
-    from provision.rehearse import check_rehearsed
+    from rackcert.rehearse import check_rehearsed
 
     return check_rehearsed(run.path, loaded)
 
@@ -236,7 +236,7 @@ def bootstrap_cmd(
 
 def _bench_parts(text: str | None) -> frozenset[str]:
     """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
     from validation.bench.suite import SKIPPABLE
 
     parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
@@ -315,7 +315,7 @@ def demo_cmd(
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> None:
     from rackcert.cli.lab_cmds import down, up
-    from rackcert.paths import inventories_dir
+    from rackcert.core.paths import inventories_dir
 
     spec_path = inventories_dir() / "lab.yaml"
     down(spec_path)

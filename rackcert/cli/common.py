@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from rackcert.errors import InputError
-from rackcert.runs import DEFAULT_ROOT, RunDir
-from rackcert.spec_loader import LoadedSpec, load_spec
-from rackcert.untrusted import SafeConsole
+from rackcert.core.errors import InputError
+from rackcert.core.runs import DEFAULT_ROOT, RunDir
+from rackcert.core.spec_loader import LoadedSpec, load_spec
+from rackcert.core.untrusted import SafeConsole
 
 app = typer.Typer(
     name="rackcert",
@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 # No emoji codes: ":ab:" inside a fingerprint or PCI address must print as typed.
 # Off a terminal (CI logs, pipes) a line is never wrapped at 80 columns: soft wrap. Safe:
-# no control character from a node or a run file reaches the terminal (rackcert.untrusted).
+# no control character from a node or a run file reaches the terminal (rackcert.core.untrusted).
 console = SafeConsole(highlight=False, emoji=False, soft_wrap=not sys.stdout.isatty())
 err_console = SafeConsole(
     stderr=True, highlight=False, emoji=False, soft_wrap=not sys.stderr.isatty()
@@ -148,6 +148,6 @@ def confirm_apply(actions: list[Any]) -> bool:
 
 def print_json(obj: Any) -> None:
     """JSON on stdout, masked like every record (a secret that slipped in never prints)."""
-    from rackcert.secrets import REDACTOR
+    from rackcert.core.secrets import REDACTOR
 
     typer.echo(REDACTOR.scrub(json.dumps(obj, indent=2, default=str)))

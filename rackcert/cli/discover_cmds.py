@@ -16,10 +16,10 @@ import typer
 
 from rackcert.cli.common import console, err_console
 from rackcert.cli.spec_cmds import spec_app
+from rackcert.core.errors import RackcertError
+from rackcert.core.observed import Inventory
+from rackcert.core.spec import VCenter
 from rackcert.discover.flow import DEFAULT_PASSWORD_ENV, DiscoverRequest, EndpointOptions
-from rackcert.errors import RackcertError
-from rackcert.observed import Inventory
-from rackcert.spec import VCenter
 
 
 class DriftFound(RackcertError):
@@ -126,6 +126,7 @@ def discover_cmd(
     Example: rackcert spec discover --vcenter vc.example --user admin -o inventories/new.yaml
     """
     from rackcert.discover import run
+    from rackcert.lab.routes import require_lab_up
 
     request = DiscoverRequest(
         endpoint=EndpointOptions(
@@ -136,6 +137,7 @@ def discover_cmd(
         from_spec=from_spec, name=name, output=output, diff=diff, nodes=nodes,
         known_hosts=known_hosts, inventory_file=inventory_file,
         catalog_files=list(catalog_files or []),
+        before_ssh=require_lab_up,  # the lab's addresses, with the lab down, lead off the machine
     )  # fmt: skip
     result = run(request, _live_inventory, lambda line: err_console.print(line, soft_wrap=True))
     if output is None and diff is None:

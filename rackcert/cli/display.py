@@ -20,10 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from rackcert.cli.output import show_table
-from rackcert.lab.explain import BenchFailure, LabExplanation, explain
-from rackcert.pipeline import PipelineResult
-from rackcert.runs import STAGES
-from rackcert.stage_records import (
+from rackcert.core.runs import STAGES
+from rackcert.core.stage_records import (
     ActionRecord,
     BenchRecord,
     ConfigureRecord,
@@ -34,6 +32,8 @@ from rackcert.stage_records import (
     ValidateNode,
     ValidateRecord,
 )
+from rackcert.lab.explain import BenchFailure, LabExplanation, explain
+from rackcert.pipeline import PipelineResult
 
 _VERDICT_STYLE = {"PASS": "green", "FAIL": "red"}
 

@@ -31,9 +31,9 @@ from rackcert.cli.common import (
     load,
     print_json,
 )
-from rackcert.errors import InputError
-from rackcert.paths import inventories_dir
-from rackcert.untrusted import markup
+from rackcert.core.errors import InputError
+from rackcert.core.paths import inventories_dir
+from rackcert.core.untrusted import markup
 
 lab_app = typer.Typer(
     help="Start and stop the embedded lab (vcsim twin, SSH hosts).", no_args_is_help=True

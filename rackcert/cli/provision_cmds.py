@@ -152,7 +152,7 @@ def provision_cmd(
     loaded = load(spec_path)
     guard = None
     if rehearsed is not None:
-        from provision.rehearse import check_rehearsed
+        from rackcert.rehearse import check_rehearsed
 
         guard = check_rehearsed(rehearsed, loaded)
         run = run or rehearsed  # the real provision joins its rehearsal's run

@@ -2,7 +2,7 @@
 
 capture: read the spec's vCenter (read-only) into one versioned JSON file.
 rehearse: capture, start the twin from the capture on loopback, provision it, read it
-back, and record rehearsal.json. The flow lives in provision/rehearse.py; this module
+back, and record rehearsal.json. The flow lives in rackcert/rehearse.py; this module
 only parses options and prints.
 """
 
@@ -25,7 +25,7 @@ from rackcert.cli.common import (
     print_json,
 )
 from rackcert.cli.display import show_rehearsal
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 CAPTURE_HELP = (
     "Write what the spec's vCenter holds into one JSON file (read-only)."
@@ -65,7 +65,7 @@ def capture_cmd(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    from rackcert.capture.model import json_schema
+    from rackcert.core.capture.model import json_schema
 
     if schema:
         print_json(json_schema())
@@ -74,9 +74,9 @@ def capture_cmd(
         raise InputError("capture: give the spec and -o FILE (rackcert capture SPEC -o FILE)")
     from provision.capture import capture
     from provision.session import connect
-    from rackcert.capture.anonymize import anonymize as anonymized
-    from rackcert.runs import atomic_write_bytes
-    from rackcert.secrets import REDACTOR
+    from rackcert.core.capture.anonymize import anonymize as anonymized
+    from rackcert.core.runs import atomic_write_bytes
+    from rackcert.core.secrets import REDACTOR
 
     loaded = load(spec_path)
     with connect(loaded.spec) as si:
@@ -124,8 +124,8 @@ def rehearse_cmd(
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
 ) -> None:
-    from provision.rehearse import rehearse
-    from rackcert.capture.model import load_capture
+    from rackcert.core.capture.model import load_capture
+    from rackcert.rehearse import rehearse
 
     loaded = load(spec_path)
     taken = load_capture(capture) if capture is not None else None

@@ -17,10 +17,10 @@ import typer
 from typer.core import TyperGroup
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
-from rackcert.errors import InputError, RackcertError, RecordError
-from rackcert.runs import RunDir, list_runs
-from rackcert.secrets import REDACTOR
-from rackcert.untrusted import markup
+from rackcert.core.errors import InputError, RackcertError, RecordError
+from rackcert.core.runs import RunDir, list_runs
+from rackcert.core.secrets import REDACTOR
+from rackcert.core.untrusted import markup
 
 
 def say(text: str) -> None:
@@ -303,9 +303,9 @@ def schema_cmd(
     ),
 ) -> None:
     """Print the JSON Schema of run.json or of one stage record (schemas/<name>.schema.json)."""
+    from rackcert.core.stage_records import RECORDS
+    from rackcert.core.stage_records import json_schema as stage_schema
     from rackcert.report.record import json_schema
-    from rackcert.stage_records import RECORDS
-    from rackcert.stage_records import json_schema as stage_schema
 
     if stage == "run":
         typer.echo(json.dumps(json_schema(), indent=2))
@@ -328,7 +328,7 @@ def serve_cmd(
     Prometheus scrapes /metrics: the latest validate and bench run of each rack
     (docs/monitoring.md).
     """
-    from rackcert.report.serve import make_server
+    from rackcert.serve import make_server
 
     root = runs_dir or default_runs_root()
     try:

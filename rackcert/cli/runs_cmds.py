@@ -8,8 +8,8 @@ from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
 from rackcert.cli.output import show_table
-from rackcert.runs import list_runs
-from rackcert.untrusted import markup
+from rackcert.core.runs import list_runs
+from rackcert.core.untrusted import markup
 
 runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")

@@ -1,7 +1,7 @@
 """`rackcert slurm conf|health-check-conf`: what the site adds to its slurm.conf for the rack.
 
 rackcert does not own the controller's configuration; these print lines for the site to
-add (rackcert.slurm.conf builds them from the spec).
+add (rackcert.core.slurm.conf builds them from the spec).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from rackcert.cli.common import SpecArg, app, load
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 slurm_app = typer.Typer(
     help="Lines for the site's slurm.conf: the rack's nodes and rackcert's health check.",
@@ -31,7 +31,7 @@ def conf_cmd(spec_path: SpecArg) -> None:
     CPUs and RealMemory come from each VM's template (95 % of its memory), Gres=gpu:<type>:<n>
     from its GPUs. rackcert does not own the controller's slurm.conf: the site adds these.
     """
-    from rackcert.slurm.conf import site_lines
+    from rackcert.core.slurm.conf import site_lines
 
     for line in site_lines(load(spec_path).spec):
         typer.echo(line)
@@ -69,7 +69,7 @@ def health_check_conf_cmd(
     the program and the spec by absolute path. With a `slurm.health_check` block,
     `rackcert configure --tags slurm` installs this wrapper and the spec on the nodes.
     """
-    from rackcert.slurm.conf import health_check_lines, health_check_script
+    from rackcert.core.slurm.conf import health_check_lines, health_check_script
 
     loaded = load(spec_path)
     block = loaded.spec.slurm.health_check if loaded.spec.slurm else None

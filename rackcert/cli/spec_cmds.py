@@ -11,9 +11,9 @@ from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, SpecArg, app, console, load, print_json
 from rackcert.cli.output import show_table
-from rackcert.device_groups import describe, wanted_group
-from rackcert.placement import VmPlacement, place
-from rackcert.spec import Spec
+from rackcert.core.device_groups import describe, wanted_group
+from rackcert.core.placement import VmPlacement, place
+from rackcert.core.spec import Spec
 
 spec_app = typer.Typer(help="Check rack specs and print their schema.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec")

@@ -25,9 +25,9 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.display import health_check_json, show_health_check, show_validate
 from rackcert.cli.output import show_table
-from rackcert.errors import InputError, RackcertError
-from rackcert.stage_records import ValidateRecord
-from rackcert.untrusted import markup
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.stage_records import ValidateRecord
+from rackcert.core.untrusted import markup
 
 
 @app.command("validate")

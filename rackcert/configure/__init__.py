@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rackcert.runs import RunDir
-    from rackcert.spec_loader import LoadedSpec
-    from rackcert.stage_records import ConfigureRecord
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import LoadedSpec
+    from rackcert.core.stage_records import ConfigureRecord
 
 
 def run(loaded: LoadedSpec, run_dir: RunDir, **options: Any) -> ConfigureRecord:
@@ -21,7 +21,7 @@ def run(loaded: LoadedSpec, run_dir: RunDir, **options: Any) -> ConfigureRecord:
         >>> record.data.totals.failed
     """
     from rackcert.configure.runner import configure
-    from rackcert.errors import RackcertError
+    from rackcert.core.errors import RackcertError
 
     record = configure(loaded, run_dir, **options)
     if record.status != "ok":

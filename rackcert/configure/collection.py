@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackcert.paths import playbooks_dir
+from rackcert.core.paths import playbooks_dir
 
 NAMESPACE, NAME = "rackcert", "gpu"
 COLLECTION = f"{NAMESPACE}.{NAME}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from rackcert.stage_records import ConfigureHost, TaskProblem
+from rackcert.core.stage_records import ConfigureHost, TaskProblem
 
 _MAX_MSG = 600
 # A role reports what became of its component (installed, found, skipped and why) as a fact

@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from rackcert.ansible_vars import ansible_var_problems, spec_group_vars
-from rackcert.errors import InputError
-from rackcert.placement import place
-from rackcert.spec import Spec
+from rackcert.core.ansible_vars import ansible_var_problems, spec_group_vars
+from rackcert.core.errors import InputError
+from rackcert.core.placement import place
+from rackcert.core.spec import Spec
 
 
 def _group_name(text: str) -> str:

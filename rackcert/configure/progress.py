@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rackcert.configure.events import EventCollector
-from rackcert.stage_records import ConfigureHost
+from rackcert.core.stage_records import ConfigureHost
 
 _STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold red"}
 

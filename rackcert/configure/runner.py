@@ -30,24 +30,31 @@ from typing import Any
 
 import yaml
 
-from rackcert.childenv import secret_variables
 from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
-from rackcert.errors import InputError
-from rackcert.known_hosts import Enrolled, enroll, is_pinned, peer_lines, rack_file, ssh_options
-from rackcert.paths import playbooks_dir
-from rackcert.runs import RunDir, utc_now
-from rackcert.secrets import REDACTOR
-from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import ConfigureData, ConfigureRecord
-from rackcert.untrusted import cap_strings
+from rackcert.core.childenv import secret_variables
+from rackcert.core.errors import InputError
+from rackcert.core.known_hosts import (
+    Enrolled,
+    enroll,
+    is_pinned,
+    peer_lines,
+    rack_file,
+    ssh_options,
+)
+from rackcert.core.paths import playbooks_dir
+from rackcert.core.runs import RunDir, utc_now
+from rackcert.core.secrets import REDACTOR
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.stage_records import ConfigureData, ConfigureRecord
+from rackcert.core.untrusted import cap_strings
 
 EventHook = Callable[[dict[str, Any], EventCollector], None]
 
 
 def _ssh_args(known_hosts: Path) -> str:
-    """Ansible's ssh options: the rack's enrolled keys only (rackcert.known_hosts), strictly."""
+    """Ansible's ssh options: only the rack's enrolled keys (rackcert.core.known_hosts)."""
     return " ".join(
         [
             "-o ControlMaster=auto -o ControlPersist=120s",
@@ -113,9 +120,9 @@ def _runner_env(
 
     What runner itself set or changed (its callback plugin path, our ANSIBLE_*
     settings) stays; what it merely copied from this process goes, unless
-    rackcert.childenv names it. The password variables are withheld outright.
+    rackcert.core.childenv names it. The password variables are withheld outright.
     """
-    from rackcert.childenv import child_env
+    from rackcert.core.childenv import child_env
 
     own = {k: v for k, v in prepared.items() if os.environ.get(k) != v or k in ours}
     return child_env(own, withheld=withheld)

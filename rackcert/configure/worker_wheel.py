@@ -18,7 +18,7 @@ import hashlib
 import zipfile
 from pathlib import Path
 
-from rackcert.paths import REPO_ROOT
+from rackcert.core.paths import REPO_ROOT
 
 NAME = "rackcert_bench_worker"
 VERSION = "0.1.0"

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from rackcert.errors import InputError
-from rackcert.spec import normalize_pci
+from rackcert.core.errors import InputError
+from rackcert.core.spec import normalize_pci
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")

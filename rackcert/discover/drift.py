@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rackcert.core.spec import Gpu, HardwareProfile, Host, Nic, Spec
 from rackcert.discover.inventory_to_spec import natural_key
-from rackcert.spec import Gpu, HardwareProfile, Host, Nic, Spec
 
 
 @dataclass(frozen=True)

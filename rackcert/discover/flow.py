@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError, SpecError
-from rackcert.observed import Inventory
-from rackcert.pci import NVIDIA, vendor
-from rackcert.spec import Spec, VCenter
+from rackcert.core.errors import InputError, SpecError
+from rackcert.core.observed import Inventory
+from rackcert.core.pci import NVIDIA, vendor
+from rackcert.core.spec import Spec, VCenter
 
 DEFAULT_PASSWORD_ENV = "RACKCERT_VCENTER_PASSWORD"
 Say = Callable[[str], None]
@@ -57,6 +57,10 @@ class DiscoverRequest:
     known_hosts: Path | None = None
     inventory_file: Path | None = None
     catalog_files: list[Path] = field(default_factory=list)
+    # Called with the --from spec before any SSH to its VMs: the CLI passes the lab's route
+    # check (a lab spec with the lab down would send SSH off the machine). A hook, because
+    # the lab sits above this stage and a stage never imports upwards.
+    before_ssh: Callable[[Spec], None] = field(default=lambda _spec: None)
 
 
 @dataclass
@@ -78,12 +82,12 @@ def run(request: DiscoverRequest, live_inventory: LiveInventory, say: Say) -> Di
     the result. Raises InputError for bad options and SpecError if the draft does not
     validate (a rackcert bug).
     """
+    from rackcert.core.spec_loader import load_spec, parse_spec
     from rackcert.discover.catalog import load_catalog
     from rackcert.discover.drift import hardware_drift
     from rackcert.discover.inventory_to_spec import build_draft, inventory_hardware
     from rackcert.discover.topo import apply_links
     from rackcert.discover.yaml_writer import render
-    from rackcert.spec_loader import load_spec, parse_spec
 
     output, diff = request.output, request.diff
     for given, flag in ((request.from_spec, "--from"), (diff, "--diff")):
@@ -109,10 +113,12 @@ def run(request: DiscoverRequest, live_inventory: LiveInventory, say: Say) -> Di
     hardware = inventory_hardware(inventory, catalog, _cluster_hosts(inventory, endpoint.cluster))
     sources = {}
     if request.nodes:
-        from rackcert.childenv import secret_variables
+        from rackcert.core.childenv import secret_variables
 
         secrets = secret_variables(source, request.endpoint.password_env, endpoint.password_env)
-        links = _node_links(inventory, source, hardware, request.known_hosts, secrets, say)
+        links = _node_links(
+            inventory, source, hardware, request.known_hosts, secrets, say, request.before_ssh
+        )
         sources = apply_links(hardware, links)
     draft = build_draft(hardware, endpoint, rack, pair_sources=sources)
     text = render(draft.data, draft.notes, draft.header)
@@ -226,18 +232,17 @@ def _node_links(
     known_hosts: Path | None,
     withheld: list[str],
     say: Say,
+    before_ssh: Callable[[Spec], None],
 ) -> list[Any]:
     """Run --nodes against the VMs `source` lists that vCenter also has; the ssh clients never
     see the variables `withheld` (the vCenter password's)."""
+    from rackcert.core.ssh_target import SshTarget
     from rackcert.discover.nodes import Target, probe
     from rackcert.discover.topo import gpu_passthrough, map_to_host, parse_bus_ids, parse_topo
-    from rackcert.ssh_target import SshTarget
 
     if source is None:
         raise InputError("--nodes needs --from SPEC: the VMs' addresses and SSH key come from it")
-    from rackcert.lab.routes import require_lab_up
-
-    require_lab_up(source)  # the lab's addresses, with the lab down, lead off the machine
+    before_ssh(source)
     ssh = source.guest.ssh
     by_vc_name = {hw.vc_name: hw for hw in hardware}
     targets: list[Any] = []

@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rackcert.core.observed import ObservedHost, PciDevice
+from rackcert.core.pci import is_mellanox_nic, is_nvidia_gpu
+from rackcert.core.spec import normalize_pci
 from rackcert.discover.catalog import Catalog, ServerModel
-from rackcert.observed import ObservedHost, PciDevice
-from rackcert.pci import is_mellanox_nic, is_nvidia_gpu
-from rackcert.spec import normalize_pci
 
 MAX_NOTES = 5
 

@@ -27,10 +27,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackcert.core.observed import Inventory
 from rackcert.discover.catalog import Catalog
 from rackcert.discover.hardware import HostHardware, host_hardware, host_names
 from rackcert.discover.yaml_writer import Notes
-from rackcert.observed import Inventory
 
 TEMPLATE_PAIR = "dl-2gpu-nvlink"
 TEMPLATE_SINGLE = "dl-1gpu"

@@ -2,9 +2,9 @@
 
 Why OpenSSH: the guest layer reaches VMs with the same client (Ansible, torchrun), so
 a VM that discover can reach is one the later stages can reach too, and host keys are
-checked the same way (rackcert.ssh_target: BatchMode, StrictHostKeyChecking=yes against
+checked the same way (rackcert.core.ssh_target: BatchMode, StrictHostKeyChecking=yes against
 --known-hosts or the user's known_hosts). The ssh client gets a short named environment
-(rackcert.childenv), never this process's whole one: a vCenter password variable would
+(rackcert.core.childenv), never this process's whole one: a vCenter password variable would
 otherwise reach a ProxyCommand, a LocalCommand or anything ~/.ssh/config starts.
 
 One SSH round trip per VM runs both commands; VMs are asked in parallel. Any VM that
@@ -23,9 +23,9 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rackcert.childenv import child_env
-from rackcert.errors import InputError
-from rackcert.ssh_target import SshTarget
+from rackcert.core.childenv import child_env
+from rackcert.core.errors import InputError
+from rackcert.core.ssh_target import SshTarget
 
 MARK = "@@rackcert-topo@@"
 REMOTE = (
@@ -80,7 +80,7 @@ def probe(targets: list[Target], *, withheld: list[str] | None = None) -> dict[s
     """Run the topology commands on every target; raise InputError naming the first failure.
 
     `withheld`: variable names that must not reach the ssh client even if the named list
-    (rackcert.childenv.PASSED) had them (the spec's password_env).
+    (rackcert.core.childenv.PASSED) had them (the spec's password_env).
     """
     env = child_env(withheld=withheld or ())
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(targets)))) as pool:

@@ -29,11 +29,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rackcert.core.errors import InputError
+from rackcert.core.observed import ObservedVm
+from rackcert.core.pci import NVIDIA, vendor
+from rackcert.core.spec import normalize_pci
 from rackcert.discover.hardware import HostHardware
-from rackcert.errors import InputError
-from rackcert.observed import ObservedVm
-from rackcert.pci import NVIDIA, vendor
-from rackcert.spec import normalize_pci
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GPU = re.compile(r"^GPU(\d+)$")

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from rackcert.results import CheckResult
+from rackcert.core.results import CheckResult
 
 # What a lab without hardware cannot have: GPUs, MLNX_OFED, RDMA NICs. A check fails for that
 # reason alone when the tool of the missing hardware is not there to answer it.

@@ -16,7 +16,7 @@ through the real vSphere API, a PropertyCollector filter over every VM
   vmtoolsd reports guest information to the VMX: "tools.set.version", then
   "SetGuestInfo" with the hostname and the address the guest itself has on eth0,
   over the twin's Tools channel (POST /guestrpc/<BIOS UUID>, loopback only;
-  tests/vcsim/tools.go). Only then does vCenter show guest.ipAddress and
+  twin/tools.go). Only then does vCenter show guest.ipAddress and
   toolsRunningStatus guestToolsRunning; the twin resets both at power-off;
 - when a VM powers off or is destroyed, its host goes down;
 - every running guest's /etc/hosts lists all running guests: the lab's stand-in

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000

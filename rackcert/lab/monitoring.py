@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
 
 RULES = Path(__file__).resolve().parent.parent.parent / "monitoring" / "prometheus"
 RULES_FILE = RULES / "rackcert.rules.yml"

@@ -4,7 +4,7 @@ The hosts go through the ordinary description (rackcert/lab/twin.py's shape), so
 twin's behaviours (passthrough, ATS, reboots, maintenance, vCLS, power-on rules) apply
 to the captured hosts, with the server model, PCI functions and options taken from the
 capture, not from the catalog or a spec. What a description cannot say travels in its
-`replay` block (tests/vcsim/capture.go). `static_lines` says, one line each, what the
+`replay` block (twin/capture.go). `static_lines` says, one line each, what the
 twin serves as data only, without the behaviour a real vCenter has behind it.
 """
 
@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rackcert.capture.model import Capture, Host, HostDeviceGroup
-from rackcert.capture.redact import served, sha256
+from rackcert.core.capture.model import Capture, Host, HostDeviceGroup
+from rackcert.core.capture.redact import served, sha256
+from rackcert.core.spec import Spec
 from rackcert.lab.twin import (
     DEFAULT_DATASTORE,
     DEFAULT_NETWORK,
@@ -26,7 +27,6 @@ from rackcert.lab.twin import (
     TWIN_VCENTER_RELEASES,
     TwinFiles,
 )
-from rackcert.spec import Spec
 
 # PCI classes whose behaviour the twin models: passthrough of GPUs (display/3D controllers),
 # NICs (Ethernet, InfiniBand) and their bridges, and the chipset functions every host has.
@@ -220,7 +220,7 @@ def capture_description(
 
     Says, one line each, what is served as static data only.
     """
-    from rackcert.capture.model import load_capture
+    from rackcert.core.capture.model import load_capture
 
     capture = load_capture(path)
     desc = description_from_capture(capture, files, user=spec.vcenter.user, tls=base["tls"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 from rackcert.lab.sshhosts import bridge_name, route_device
 
 LAB_RACK = "lab"  # metadata.name of the lab spec (inventories/lab.yaml) and of its test copies

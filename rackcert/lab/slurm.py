@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import RackcertError
+from rackcert.core.errors import RackcertError
 
 RUN_ROOT = Path("/run/rackcert-slurm")
 MUNGED = "/usr/sbin/munged"
@@ -426,9 +426,9 @@ def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab
 
     import yaml
 
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
+    from rackcert.core.slurm.conf import node_lines
     from rackcert.lab import sshhosts
-    from rackcert.slurm.conf import node_lines
 
     if not spec.vms:
         raise InputError("lab up --slurm: the lab spec has no vms to be Slurm nodes")

@@ -67,9 +67,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError, RackcertError
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import timesync
-from rackcert.paths import REPO_ROOT
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"

@@ -1,6 +1,6 @@
 """The vcsim rack twin: build it, describe a rack to it, start and stop it.
 
-The twin is a small Go program in `tests/vcsim/` on top of govmomi's vCenter
+The twin is a small Go program in `twin/` on top of govmomi's vCenter
 simulator. This module turns a rack spec (or a host count, for the discovery
 benchmark) into the JSON description the Go side reads: hosts with the PCI
 devices of their hardware profile (GPUs, NIC ports, the bridges they hang off),
@@ -23,20 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.device_groups import pair_group_name, partition_group_name
+from rackcert.core.device_groups import pair_group_name, partition_group_name
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.pci import DELL, INTEL
+from rackcert.core.spec import Gpu, HardwareProfile, Nic, Spec
 from rackcert.discover.catalog import shipped_catalog
-from rackcert.errors import InputError, RackcertError
-from rackcert.paths import REPO_ROOT
-from rackcert.pci import DELL, INTEL
-from rackcert.spec import Gpu, HardwareProfile, Nic, Spec
 
-SOURCE_DIR = REPO_ROOT / "tests" / "vcsim"
+SOURCE_DIR = REPO_ROOT / "twin"
 GOPATH = "/usr/share/gocode"
 
 
 # Short enough for tests; a real R750xa takes minutes, which the code's bounded wait allows.
 REBOOT_TIMING = {"connected_ms": 150, "down_ms": 600}
-# The twin's clock runs 800 times faster than a real rack's (tests/vcsim/clock.go): a 9-minute
+# The twin's clock runs 800 times faster than a real rack's (twin/clock.go): a 9-minute
 # host reboot takes 0.68 s, a 16 GB template's clone 0.07 s. The suite's timing stays what it was
 # with the fixed reboot above; RACKCERT_TWIN_TIME_SCALE overrides it for one twin process.
 TIME_SCALE = 1 / 800
@@ -184,7 +184,7 @@ def server_cpu(server_model: str) -> dict[str, Any]:
 # ESXi builds of the releases the twin models (VMware release notes: ESXi 7.0 Update 3c,
 # ESXi 8.0 Update 3); another version keeps the older placeholder build.
 ESXI_BUILDS = {"7.0.3": "19193900", "8.0.3": "24022510"}
-# The vCenter releases the twin stands for (tests/vcsim/vsphere8.go).
+# The vCenter releases the twin stands for (twin/vsphere8.go).
 TWIN_VCENTER_RELEASES = ("7.0.3", "8.0.3")
 
 
@@ -510,7 +510,7 @@ PANIC_MARK = "rackcert-vcsim: handler panic"
 
 
 def handler_panics(workdir: Path) -> list[str]:
-    """The twin's handler-panic lines in its log (tests/vcsim/intercept.go counts them).
+    """The twin's handler-panic lines in its log (twin/intercept.go counts them).
 
     vCenter answers every call; a panic in the twin's handler is a twin bug that a client
     would otherwise see as a dropped connection and retry as a flaky network.

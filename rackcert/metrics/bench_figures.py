@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackcert.stage_records import BenchData
+from rackcert.core.stage_records import BenchData
 
 # metric (rackcert_bench_<metric>) -> help text and whether higher is better.
 METRICS: dict[str, tuple[str, bool]] = {

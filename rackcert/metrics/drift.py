@@ -6,7 +6,7 @@ on one node, a PCIe link retrained to x8, a GPU gone, a check that passed at
 certification and fails now, a node's bench figure down beyond its tolerance: each is a
 `DriftItem`, exported as `rackcert_drift` and printed as one line by validate.
 
-The certified run is the report's baseline (`rackcert.report.diff.last_certified`); this
+The certified run is the report's baseline (`rackcert.core.runs.last_certified`); this
 module only reads the two runs' records, never the spec.
 
     >>> items = validate_drift(certified_run, this_run)  # bench_drift: the figures
@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rackcert.core.results import Status
+from rackcert.core.runs import RunDir, read_json
+from rackcert.core.stage_records import BenchRecord, ValidateRecord
+from rackcert.core.untrusted import cap, visible
 from rackcert.metrics.bench_figures import BenchFigure, figures_of
-from rackcert.results import Status
-from rackcert.runs import RunDir, read_json
-from rackcert.stage_records import BenchRecord, ValidateRecord
-from rackcert.untrusted import cap, visible
 
 # Checks whose observed value is a version or a hardware property: a change is drift even
 # when both values pass (a driver moved within its pinned branch). Not gpu.pcie.link: its

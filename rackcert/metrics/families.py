@@ -25,11 +25,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from rackcert.core.results import CheckResult, Status
+from rackcert.core.stage_records import BenchRecord, StageRecord, ValidateRecord
 from rackcert.metrics.bench_figures import METRICS, BenchFigure, figures_of, gpus_of
 from rackcert.metrics.drift import DriftItem
 from rackcert.metrics.labels import label
-from rackcert.results import CheckResult, Status
-from rackcert.stage_records import BenchRecord, StageRecord, ValidateRecord
 
 _BAD = (Status.failed, Status.error)
 PREFIX = "rackcert_"

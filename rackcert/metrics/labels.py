@@ -13,7 +13,7 @@ label value goes through `label()`.
 
 from __future__ import annotations
 
-from rackcert.untrusted import visible
+from rackcert.core.untrusted import visible
 
 LABEL_CAP = 128  # characters; DCGM exporter's longest labels (UUID, modelName) are ~40
 

@@ -17,14 +17,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rackcert.core.runs import RunDir, run_paths
+from rackcert.core.stage_records import BenchRecord, ValidateRecord
 from rackcert.metrics.families import Family, exposition, validate_families
 from rackcert.metrics.record_metrics import (
     bench_run_families,
     drift_since_certified,
     validate_inputs,
 )
-from rackcert.runs import RunDir, run_paths
-from rackcert.stage_records import BenchRecord, ValidateRecord
 
 MAX_RACKS = 1000  # rack directories looked at per scrape; more is not a rack's history
 

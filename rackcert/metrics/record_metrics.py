@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import BenchRecord, ValidateRecord
 from rackcert.metrics.drift import DriftItem, bench_drift, gpu_rows, validate_drift
 from rackcert.metrics.families import (
     Family,
@@ -19,8 +21,6 @@ from rackcert.metrics.families import (
     health_families,
     validate_families,
 )
-from rackcert.runs import RunDir
-from rackcert.stage_records import BenchRecord, ValidateRecord
 
 
 def drift_since_certified(
@@ -28,7 +28,7 @@ def drift_since_certified(
 ) -> tuple[list[DriftItem], str] | None:
     """Drift of this run's `stage` (validate or bench) from the rack's last certified (PASS)
     run before it, with that run's id; None: there is no certified run."""
-    from rackcert.report.diff import last_certified
+    from rackcert.core.runs import last_certified
 
     certified = last_certified(root, run.meta["rack"], before=run.path)
     if certified is None:
@@ -71,8 +71,8 @@ def bench_drift_lines(
     `textfile` when given; returns the lines to print (none with `quiet`, i.e. --json).
 
     One call from the CLI, so that bench's command stays a list of steps."""
+    from rackcert.core.untrusted import visible
     from rackcert.metrics.textfile import write_textfile
-    from rackcert.untrusted import visible
 
     found = drift_since_certified(run, root, "bench")
     if textfile is not None:

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 from rackcert.metrics.families import Family, exposition
 
 SUFFIX = ".prom"  # the only files node_exporter's textfile collector reads

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rackcert.runs import RunDir
-    from rackcert.spec_loader import LoadedSpec
-    from rackcert.stage_records import ReportRecord
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import LoadedSpec
+    from rackcert.core.stage_records import ReportRecord
 
 
 def run(loaded: LoadedSpec | None, run_dir: RunDir, **options: Any) -> ReportRecord:

@@ -1,6 +1,6 @@
 """Assemble run.json from a run directory's stage files, each read through its model.
 
-Every stage file is read with `model_validate` of its record (rackcert.stage_records), the
+Every stage file is read with `model_validate` of its record (rackcert.core.stage_records), the
 same model its producer wrote through; a missing stage, or one that does not fit its model
 (another version of rackcert, a hand edit), is recorded as such instead of failing the
 report: a report of a partial run says what is missing.
@@ -23,9 +23,22 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel
 
-from rackcert import pci
-from rackcert.errors import RecordError
-from rackcert.observed import Inventory, ObservedHost
+from rackcert.core import pci
+from rackcert.core.errors import RecordError
+from rackcert.core.observed import Inventory, ObservedHost
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.runs import STAGES, RunDir, read_capped, read_capped_bytes, read_json, utc_now
+from rackcert.core.spec_loader import MAX_SPEC_BYTES
+from rackcert.core.stage_records import (
+    BenchData,
+    ConfigureData,
+    PlanData,
+    ProvisionData,
+    ValidateData,
+)
+from rackcert.core.stage_records import Model as DataModel
+from rackcert.core.stage_records import StageRecord as StageRecordModel
+from rackcert.core.untrusted import cap, cap_strings
 from rackcert.report import matrix as matrix_mod
 from rackcert.report.record import (
     Bench,
@@ -52,19 +65,6 @@ from rackcert.report.software import (
     versions_from_facts,
     versions_from_packages,
 )
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.runs import STAGES, RunDir, read_capped, read_capped_bytes, read_json, utc_now
-from rackcert.spec_loader import MAX_SPEC_BYTES
-from rackcert.stage_records import (
-    BenchData,
-    ConfigureData,
-    PlanData,
-    ProvisionData,
-    ValidateData,
-)
-from rackcert.stage_records import Model as DataModel
-from rackcert.stage_records import StageRecord as StageRecordModel
-from rackcert.untrusted import cap, cap_strings
 
 M = TypeVar("M", bound=DataModel)
 PciRecord = TypeVar("PciRecord", GpuRecord, NicRecord)
@@ -457,7 +457,7 @@ def _bench(records: dict[str, StageRecordModel]) -> Bench:
 
 def _localisation_part(data: BenchData) -> dict[str, Any] | None:
     """bench.json's localisation part (`data.localise`) as a plain dict: its model lives with
-    the bench stage; the report reads it through rackcert.localisation only."""
+    the bench stage; the report reads it through rackcert.core.localisation only."""
     part = getattr(data, "localise", None)
     if isinstance(part, BaseModel):
         part = part.model_dump(mode="json")

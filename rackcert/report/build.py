@@ -20,14 +20,14 @@ from typing import Any
 
 import yaml
 
-from rackcert.errors import InputError, RackcertError, RecordError
+from rackcert.core.errors import InputError, RackcertError, RecordError
+from rackcert.core.runs import RunDir, atomic_write_bytes, atomic_write_json, read_capped, utc_now
+from rackcert.core.secrets import REDACTOR, Redactor, read_secret_file
+from rackcert.core.spec_loader import MAX_SPEC_BYTES
+from rackcert.core.stage_records import ReportRecord
 from rackcert.report.assemble import assemble
 from rackcert.report.manifest import MANIFEST_NAME, write_manifest
 from rackcert.report.record import RunRecord
-from rackcert.runs import RunDir, atomic_write_bytes, atomic_write_json, read_capped, utc_now
-from rackcert.secrets import REDACTOR, Redactor, read_secret_file
-from rackcert.spec_loader import MAX_SPEC_BYTES
-from rackcert.stage_records import ReportRecord
 
 FORMATS = ("json", "html", "pdf")
 FILE_NAMES = {"json": "run.json", "html": "report.html", "pdf": "report.pdf"}
@@ -101,7 +101,7 @@ def add_health_records(run: RunDir, records: list[Path]) -> list[Path]:
     the manifest cover them; a missing or unreadable file is an input error, nothing copied."""
     import shutil
 
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
     from rackcert.report.assemble import HEALTH_DIR
 
     for path in records:

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from rackcert.localisation import read_localisation
+from rackcert.core.localisation import read_localisation
+from rackcert.core.results import Severity, Status
+from rackcert.core.untrusted import markup
 from rackcert.report.record import RunRecord
-from rackcert.results import Severity, Status
-from rackcert.runs import RunDir, run_paths, summarize
-from rackcert.untrusted import markup
 
 _BAD = {Status.failed, Status.error}
 _RANK = {"PASS": 2, "INCOMPLETE": 1, "FAIL": 0}
@@ -356,17 +354,3 @@ def format_diff(d: Diff) -> list[str]:
     else:
         lines.append("[green]no regression[/]")
     return lines
-
-
-def last_certified(root: Path, rack: str, *, before: Path | None = None) -> RunDir | None:
-    """The newest run of `rack` whose report verdict is PASS (older than `before` if given):
-    what `rackcert validate` compares an after-upgrade run with."""
-    for path in reversed(run_paths(root, rack)):
-        if before is not None and path.name >= Path(before).name:
-            continue
-        if not (path / "report.json").is_file():  # no verdict: read nothing of it
-            continue
-        summary = summarize(path)
-        if summary.problem is None and summary.verdict == "PASS":
-            return RunDir.open(path)
-    return None

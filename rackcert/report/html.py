@@ -14,11 +14,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rackcert.localisation import read_localisation
+from rackcert.core.localisation import read_localisation
+from rackcert.core.results import CheckResult, Status
+from rackcert.core.secrets import REDACTOR, Redactor
+from rackcert.core.untrusted import cap_strings
 from rackcert.report.record import RunRecord
-from rackcert.results import CheckResult, Status
-from rackcert.secrets import REDACTOR, Redactor
-from rackcert.untrusted import cap_strings
 
 TEMPLATES = Path(__file__).parent / "templates"
 # The policy report.html carries itself, for when it is opened from disk (no server sends a

@@ -20,8 +20,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackcert.errors import RecordError
-from rackcert.runs import atomic_write_bytes, read_capped_bytes
+from rackcert.core.errors import RecordError
+from rackcert.core.runs import atomic_write_bytes, read_capped_bytes
 
 MANIFEST_NAME = "MANIFEST.sha256"
 SIGNATURE_NAME = MANIFEST_NAME + ".sig"  # rackcert.report.signing: beside the manifest, not in it

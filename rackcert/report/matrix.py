@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rackcert.errors import InputError
-from rackcert.paths import REPO_ROOT
+from rackcert.core.errors import InputError
+from rackcert.core.paths import REPO_ROOT
 from rackcert.report.record import Hardware, MatrixComparison, MatrixRow
 
 DISCLAIMER = (

@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rackcert.childenv import child_env
-from rackcert.errors import RackcertError
+from rackcert.core.childenv import child_env
+from rackcert.core.errors import RackcertError
 
 TIMEOUT_ENV = "RACKCERT_PDF_TIMEOUT"
 DEFAULT_TIMEOUT_S = 120.0

@@ -12,9 +12,9 @@ from __future__ import annotations
 import io
 import re
 
-from rackcert.localisation import Localisation
+from rackcert.core.localisation import Localisation
+from rackcert.core.results import AllreduceResult, ScalingResult
 from rackcert.report.record import ReferenceFigure
-from rackcert.results import AllreduceResult, ScalingResult
 
 _BLUE, _GREY, _ORANGE, _RED = "#1f5fa8", "#888888", "#d9822b", "#b3261e"
 

@@ -12,7 +12,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
+from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 
 RECORD_SCHEMA: Final = "rackcert/run"
 RECORD_VERSION: Final = 1
@@ -169,7 +169,7 @@ class Bench(Model):
     localise: dict[str, Any] | None = Field(
         None,
         description="bench's localisation part (bench.json data.localise) as recorded: per-node"
-        " and per-link figures, the outlier rules, findings; read through rackcert.localisation",
+        " and per-link figures, the outlier rules, findings; read by rackcert.core.localisation",
     )
 
 

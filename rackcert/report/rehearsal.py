@@ -7,9 +7,9 @@ refused. Nothing when the run has no rehearsal.
 
 from __future__ import annotations
 
-from rackcert.errors import RecordError
-from rackcert.runs import RunDir
-from rackcert.stage_records import RehearsalData
+from rackcert.core.errors import RecordError
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import RehearsalData
 
 
 def line(data: RehearsalData) -> str:

@@ -29,11 +29,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rackcert.childenv import child_env
-from rackcert.errors import InputError, RecordError
+from rackcert.core.childenv import child_env
+from rackcert.core.errors import InputError, RecordError
+from rackcert.core.runs import atomic_write_bytes, read_capped_bytes
+from rackcert.core.untrusted import visible
 from rackcert.report.manifest import MANIFEST_NAME, SIGNATURE_NAME, STATEMENT_NAME
-from rackcert.runs import atomic_write_bytes, read_capped_bytes
-from rackcert.untrusted import visible
 
 NAMESPACE = "rackcert"  # ssh-keygen -n: a signature for rackcert runs and nothing else
 _IDENTITY = "rackcert-signer"

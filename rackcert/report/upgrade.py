@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackcert.results import CheckResult, Severity, Status
-from rackcert.runs import RunDir, atomic_write_json
+from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.runs import RunDir, atomic_write_json
 
 COMPARISON_FILE = "comparison.json"
 
@@ -55,8 +55,9 @@ def since_certified(run_dir: RunDir, runs_root: Path) -> Comparison | None:
     A validate-only run has no benchmark figures, so only versions, settings, hardware and
     checks are compared; a missing bench is not a regression.
     """
+    from rackcert.core.runs import last_certified
     from rackcert.report.assemble import assemble
-    from rackcert.report.diff import diff_records, format_diff, last_certified
+    from rackcert.report.diff import diff_records, format_diff
 
     certified = last_certified(runs_root, run_dir.meta["rack"], before=run_dir.path)
     if certified is None:

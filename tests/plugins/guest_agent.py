@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from rackcert.core.spec import Spec
 from rackcert.lab.guest_agent import GuestAgent
-from rackcert.spec import Spec
 
 
 @dataclass

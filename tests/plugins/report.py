@@ -1,6 +1,6 @@
 """Run directories for the report tests, written through RunDir like the real stages do.
 
-Every record is built from the stage models (rackcert.stage_records) and the producers'
+Every record is built from the stage models (rackcert.core.stage_records) and the producers'
 own pieces (discovery's Inventory models, configure's ConfigureHost, validate's summary and
 JUnit, bench's scaling arithmetic and verdict), never as a hand-written dict, so the
 report tests read exactly the shapes that occur.
@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from rackcert.observed import (
+from rackcert.core.observed import (
     Inventory,
     ObservedHost,
     ObservedVm,
     PassthroughDevice,
     PciDevice,
 )
-from rackcert.results import (
+from rackcert.core.results import (
     AllreducePoint,
     AllreduceResult,
     CheckResult,
@@ -37,9 +37,9 @@ from rackcert.results import (
     Severity,
     Status,
 )
-from rackcert.runs import RunDir
-from rackcert.spec_loader import load_spec
-from rackcert.stage_records import (
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import load_spec
+from rackcert.core.stage_records import (
     BenchData,
     ConfigureData,
     ConfigureHost,
@@ -415,7 +415,7 @@ def write_run(
         doc = facts(driver, drivers)
         for node, more in (extra_facts or {}).items():
             doc["nodes"].setdefault(node, {}).update(more)
-        from rackcert.runs import atomic_write_json
+        from rackcert.core.runs import atomic_write_json
 
         atomic_write_json(run.path / "facts.json", doc)
         results = checks(driver, fail)

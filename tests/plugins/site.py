@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 
 from rackcert.configure.runner import configure
+from rackcert.core.runs import RunDir
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.stage_records import ConfigureRecord
 from rackcert.lab.sshhosts import TestHost
-from rackcert.runs import RunDir
-from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import ConfigureRecord
 from tests.plugins.configure import air_gap, spec_for_hosts
 
 SECRET = "s3cr3t-Seeded-Become-7781"

@@ -32,12 +32,12 @@ import pytest
 import yaml
 
 from rackcert.configure.runner import configure
+from rackcert.core.runs import RunDir
+from rackcert.core.slurm.conf import node_lines
+from rackcert.core.spec_loader import LoadedSpec, load_spec
+from rackcert.core.stage_records import ConfigureRecord
 from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block
 from rackcert.lab.sshhosts import TestHost
-from rackcert.runs import RunDir
-from rackcert.slurm.conf import node_lines
-from rackcert.spec_loader import LoadedSpec, load_spec
-from rackcert.stage_records import ConfigureRecord
 from tests.plugins.configure import spec_for_hosts
 
 _COUNTER = itertools.count(1)

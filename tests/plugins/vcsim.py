@@ -39,11 +39,11 @@ from typing import Any
 import pytest
 import yaml
 
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import load_spec
 from rackcert.lab import sshhosts, twin
 from rackcert.lab.guest_agent import GuestAgent
-from rackcert.paths import REPO_ROOT
-from rackcert.spec import Spec
-from rackcert.spec_loader import load_spec
 
 
 @dataclass

@@ -6,7 +6,7 @@ Two halves that meet only through JSON:
 - orchestration side (`launch`, `suite`, `k8s`, `verdict`): runs where `rackcert bench`
   runs, starts the workers through an existing engine (torchrun with a c10d rendezvous
   over SSH, horovodrun, or Kubernetes manifests), and turns their output into the
-  `rackcert.results` models that the report reads.
+  `rackcert.core.results` models that the report reads.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rackcert.runs import RunDir
-    from rackcert.spec_loader import LoadedSpec
-    from rackcert.stage_records import BenchRecord
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import LoadedSpec
+    from rackcert.core.stage_records import BenchRecord
     from validation.bench.localise import LocaliseOptions
     from validation.bench.suite import BenchOptions, Progress
 
@@ -34,7 +34,7 @@ def run(
 
     `options` (or BenchOptions' fields as keywords) say what to run; `localise` adds
     localisation after the bench (validation.bench.localise: one check per finding). With
-    no known_hosts given, the rack's known_hosts (rackcert.known_hosts) is the one trusted. A
+    no known_hosts given, the rack's known_hosts (rackcert.core.known_hosts) is the one trusted. A
     verdict of FAIL or INCOMPLETE is evidence, returned in the record; a launch that fails
     raises a RackcertError after recording what was measured before it.
 
@@ -46,7 +46,7 @@ def run(
     from validation.bench.suite import BenchOptions, run_bench
 
     opts = replace(options or BenchOptions(), **fields)
-    from rackcert.known_hosts import rack_file
+    from rackcert.core.known_hosts import rack_file
 
     recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys
     if opts.known_hosts is None and recorded.is_file():

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rackcert.errors import InputError
-from rackcert.localisation import Finding, Localisation
+from rackcert.core.errors import InputError
+from rackcert.core.localisation import Finding, Localisation
 from validation.healthcheck import REASON_PREFIX, _scontrol, append_record, node_state
 
 RECORD_NAME = "slurm-drains.jsonl"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 K8S_VERSION = "1.30"

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import RackcertError
-from rackcert.ssh_target import SshTarget, hop_options, node_known_hosts
+from rackcert.core.errors import RackcertError
+from rackcert.core.ssh_target import SshTarget, hop_options, node_known_hosts
 
 MARKER = "RACKCERT_RESULT "  # validation.bench.worker.MARKER, without importing torch-side code
 WORKER = ["-m", "validation.bench.worker"]
@@ -58,7 +58,7 @@ class LaunchError(RackcertError):
 
 @dataclass(frozen=True)
 class Node:
-    """One node to start ranks on, reached over SSH (rackcert.ssh_target)."""
+    """One node to start ranks on, reached over SSH (rackcert.core.ssh_target)."""
 
     name: str
     ssh: SshTarget
@@ -281,7 +281,7 @@ def ssh_mpirun(
     host_keys: list[str] | None = None,
 ) -> list[str]:
     """Open MPI's mpirun (Debian's openmpi-bin) started on the first node: the second
-    launcher. Its ssh hops take `plm_rsh_args`, so they are strict (rackcert.ssh_target's
+    launcher. Its ssh hops take `plm_rsh_args`, so they are strict (rackcert.core.ssh_target's
     hop options): `host_keys`, the controller's enrolled keys shipped with the launch into
     a private file on the first node, else `known_hosts` there (the file configure's
     ssh_trust role fills), StrictHostKeyChecking=yes. Ranks get only the variables named
@@ -469,11 +469,11 @@ def _failure(launch: Launch, log: Path, texts: list[str], failed: tuple[int, int
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a launcher child gets: rackcert.childenv's named variables (never this
+    """The environment a launcher child gets: rackcert.core.childenv's named variables (never this
     process's whole environment, which may hold RACKCERT_VCENTER_PASSWORD, a become password
     or a token), this machine's toolchain (TOOLCHAIN_ENV), the engines' own variables
     (NCCL_, GLOO_, ...), then what the launch adds."""
-    from rackcert.childenv import child_env as named
+    from rackcert.core.childenv import child_env as named
 
     keep = {
         k: v

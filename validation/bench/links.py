@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackcert.spec import Certification, LinkExpectation
+from rackcert.core.spec import Certification, LinkExpectation
 from validation.parsers import ParseError, topo_matrix
 
 # NVLink figures in NVIDIA's datasheets are both directions added; nccl-tests' busbw is what

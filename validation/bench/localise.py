@@ -76,10 +76,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError
-from rackcert.runs import RunDir
-from rackcert.spec import Spec
-from rackcert.stage_records import BenchRecord
+from rackcert.core.errors import InputError
+from rackcert.core.runs import RunDir
+from rackcert.core.spec import Spec
+from rackcert.core.stage_records import BenchRecord
 from validation.bench import (
     colocated,
     confirm,

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError, RackcertError
-from rackcert.known_hosts import peer_lines
-from rackcert.paths import REPO_ROOT
-from rackcert.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
-from rackcert.runs import RunDir, utc_now
-from rackcert.spec import Certification, Spec, Vm
-from rackcert.ssh_target import SshTarget
-from rackcert.stage_records import BenchRecord
-from rackcert.untrusted import cap_strings
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.known_hosts import peer_lines
+from rackcert.core.paths import REPO_ROOT
+from rackcert.core.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
+from rackcert.core.runs import RunDir, utc_now
+from rackcert.core.spec import Certification, Spec, Vm
+from rackcert.core.ssh_target import SshTarget
+from rackcert.core.stage_records import BenchRecord
+from rackcert.core.untrusted import cap_strings
 from validation.bench import (
     compilecache,
     k8s,
@@ -236,7 +236,7 @@ def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
 
     Multi-node scaling means across hosts (the seed's Scenario 2: one 1-GPU VM on each of
     four hosts); two VMs sharing a host would share its PCIe and NIC. Hosts come from
-    rackcert.placement, the same answer the provision planner uses.
+    rackcert.core.placement, the same answer the provision planner uses.
     """
     if not spec.vms:
         raise InputError("the spec has no vms: nothing to bench across nodes (try --local)")
@@ -246,7 +246,7 @@ def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
         if missing:
             raise InputError(f"--vms {missing[0]}: no such VM in the spec")
         return [known[n] for n in names]
-    from rackcert.placement import place
+    from rackcert.core.placement import place
 
     host_of = {p.vm: p.host for p in place(spec)}
     first = spec.vms[0].template

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rackcert.results import AllreduceResult, ScalingResult, Status, Verdict, VerdictCheck
-from rackcert.spec import Certification, Spec
+from rackcert.core.results import AllreduceResult, ScalingResult, Status, Verdict, VerdictCheck
+from rackcert.core.spec import Certification, Spec
 
 
 def _check(

@@ -13,7 +13,7 @@ receives:
 It returns an `Outcome`. Its docstring's first line says what is expected; a
 line starting with `Fix:` is the one-line hint shown when it fails.
 `run_check` (a node) and `run_on` (any scope) turn the outcome into a
-`rackcert.results.CheckResult` and turn a crash into status `error`, so one
+`rackcert.core.results.CheckResult` and turn a crash into status `error`, so one
 broken check never hides the others.
 
     @check("gpu.driver", facts=(GpuQuery,))
@@ -36,7 +36,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from rackcert.results import CheckResult, Severity, Status
+from rackcert.core.results import CheckResult, Severity, Status
 from validation.expect import NodeExpect
 from validation.facts import key_of
 from validation.parsers import ParseError
@@ -209,7 +209,7 @@ def select(patterns: list[str] | None, scopes: tuple[str, ...] = GUEST) -> list[
         return checks
     unknown = [p for p in patterns if not any(matches(c.id, p) for c in checks)]
     if unknown:
-        from rackcert.errors import InputError
+        from rackcert.core.errors import InputError
 
         raise InputError(
             f"unknown check id {', '.join(unknown)}; known: {', '.join(c.id for c in checks)}"

@@ -2,8 +2,8 @@
 
 They register through the same `@check` registry as the guest checks, with the
 scope `host` (an ESXi host: `HostCtx`), `vm` (a VM in vCenter: `VmCtx`) or
-`rack`. The expectations come from the spec, `rackcert.placement.place(spec)`
-(the planner's placement) and `rackcert.vsphere_rules` (the planner's
+`rack`. The expectations come from the spec, `rackcert.core.placement.place(spec)`
+(the planner's placement) and `rackcert.core.vsphere_rules` (the planner's
 extraConfig): what provision writes is what these checks expect.
 `validation.hypervisor` builds the contexts and runs them.
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackcert.observed import ObservedHost, ObservedVm
-from rackcert.placement import VmPlacement
-from rackcert.results import Severity, Status
-from rackcert.spec import GpuMode, NicMode, Spec, VmTemplate
-from rackcert.vsphere_rules import (
+from rackcert.core.observed import ObservedHost, ObservedVm
+from rackcert.core.placement import VmPlacement
+from rackcert.core.results import Severity, Status
+from rackcert.core.spec import GpuMode, NicMode, Spec, VmTemplate
+from rackcert.core.vsphere_rules import (
     ATS_OPTION,
     ESXCLI_ATS,
     MMIO_ENABLE,
@@ -56,7 +56,7 @@ class VmCtx:
         return self.spec.template(vm.template)
 
     def wanted(self) -> dict[str, str]:
-        """The extraConfig provision writes for this VM (rackcert.vsphere_rules)."""
+        """The extraConfig provision writes for this VM (rackcert.core.vsphere_rules)."""
         profile = self.spec.host_profile(self.placement.host)
         return wanted_extra_config(self.template, self.placement, profile)
 

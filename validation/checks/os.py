@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rackcert.results import Severity
+from rackcert.core.results import Severity
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
 from validation.facts.system import Clock, LinuxDistribution
 

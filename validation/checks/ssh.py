@@ -21,7 +21,7 @@ def peers(view: NodeView) -> Outcome:
     The peers are the two ring neighbours and k more, the ones this node has gone longest
     without checking (validation.peers; `--peers all`: every other VM). Host keys are
     checked strictly (StrictHostKeyChecking=yes) against the keys the controller enrolled
-    or the spec pinned (rackcert.known_hosts), sent with the probe: a peer answering with
+    or the spec pinned (rackcert.core.known_hosts), sent with the probe: a peer answering with
     another key fails, never is trusted anew.
 
     Fix: share the cluster key (role ssh_trust); for a changed host key see docs/security.md.

@@ -14,7 +14,7 @@ through `validation.host_software` into `NodeExpect.vgpu_manager`); the guest's 
 
 from __future__ import annotations
 
-from rackcert.results import Status
+from rackcert.core.results import Status
 from validation.checks import NodeView, Outcome, check, failed, passed, skipped
 from validation.checks.match import driver_branch as branch
 from validation.facts.gpu import SmiHeader

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from rackcert.ssh_target import hop_options, node_known_hosts
+from rackcert.core.ssh_target import hop_options, node_known_hosts
 from validation import parsers
 from validation.expect import NodeExpect, Peer
 from validation.facts.base import Fact

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rackcert.runs import utc_now
-from rackcert.ssh_target import SshTarget
+from rackcert.core.runs import utc_now
+from rackcert.core.ssh_target import SshTarget
 from validation.checks import select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
@@ -63,8 +63,8 @@ def job_from_hosts(
     events: str | None = None,
 ) -> Job:
     """The validate job for these testinfra hosts, judged against this spec."""
-    from rackcert.errors import RackcertError
-    from rackcert.spec_loader import load_spec
+    from rackcert.core.errors import RackcertError
+    from rackcert.core.spec_loader import load_spec
 
     try:
         spec = load_spec(Path(spec_path)).spec

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.results import CheckResult, Status
+from rackcert.core.results import CheckResult, Status
 from validation.checks import REGISTRY, NodeView, Outcome, facts_of, load_all, result, run_check
 from validation.gather import Gathered, Job, Target, gather
 
@@ -152,7 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _testinfra_job(config: pytest.Config, spec: str) -> Job:
     """The job of `pytest --hosts=... --rackcert-spec SPEC` (validation.suite.hosts)."""
-    from rackcert.errors import InputError
+    from rackcert.core.errors import InputError
     from validation.peers import parse_k
     from validation.suite.hosts import HostsError, job_from_hosts
 
@@ -203,7 +203,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         write_junit(Path(junit), results)
     if out:
-        from rackcert.runs import atomic_write_json
+        from rackcert.core.runs import atomic_write_json
 
         atomic_write_json(Path(out), [r.model_dump(mode="json") for r in results])
 
@@ -308,7 +308,7 @@ def rackcert_gathered(rackcert_job: Job, rackcert_events: Events) -> Iterator[di
 def _write_facts(path: Path, judged: list[Judged], facts: list, seconds: float) -> None:
     """facts.json from the gathered answers; facts are evidence, not a verdict: a failure to
     build them is recorded as the document's error, never a failed suite."""
-    from rackcert.runs import atomic_write_json
+    from rackcert.core.runs import atomic_write_json
     from validation.snapshot import build_facts
 
     reached = {j.gathered.node: j.view for j in judged if j.gathered.reachable}

@@ -6,7 +6,7 @@ pytest on this file with the plugin validation.suite.plugin.
 
 from __future__ import annotations
 
-from rackcert.results import Status
+from rackcert.core.results import Status
 from validation.suite.plugin import CheckFailed, CheckSkipped
 
 

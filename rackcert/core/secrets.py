@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 MASK = "********"
 MIN_SECRET_LEN = 4  # a shorter value cannot be masked without masking ordinary words

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from rackcert.paths import playbooks_dir
-from rackcert.spec import PackageSource, SourceComponent, Spec
+from rackcert.core.paths import playbooks_dir
+from rackcert.core.spec import PackageSource, SourceComponent, Spec
 
 VENDOR_COMPONENTS: tuple[SourceComponent, ...] = (
     "ofed",
@@ -125,7 +125,7 @@ def _slurm_vars(spec: Spec) -> dict[str, Any]:
     slurm = spec.slurm
     if slurm is None:
         return {"slurm_node_enabled": False}
-    from rackcert.slurm.conf import gres_type
+    from rackcert.core.slurm.conf import gres_type
 
     return {
         "slurm_node_enabled": True,
@@ -142,11 +142,11 @@ def _slurm_vars(spec: Spec) -> dict[str, Any]:
 
 def _health_check_vars(spec: Spec) -> dict[str, Any]:
     """The wrapper the role installs where slurm.conf names the health check: the same text
-    `rackcert slurm health-check-conf` prints (one source, rackcert.slurm.conf)."""
+    `rackcert slurm health-check-conf` prints (one source, rackcert.core.slurm.conf)."""
     check = spec.slurm.health_check if spec.slurm else None
     if check is None:
         return {"slurm_node_health_check": False}
-    from rackcert.slurm.conf import health_check_script
+    from rackcert.core.slurm.conf import health_check_script
 
     return {
         "slurm_node_health_check": True,

@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rackcert.capture.model import Capture
-from rackcert.errors import InputError, RackcertError
-from rackcert.runs import RunDir, atomic_write_bytes, utc_now
-from rackcert.secrets import REDACTOR
-from rackcert.spec import Spec
-from rackcert.spec_loader import LoadedSpec
-from rackcert.stage_records import RehearsalData, RehearsalRecord
+from rackcert.core.capture.model import Capture
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.runs import RunDir, atomic_write_bytes, utc_now
+from rackcert.core.secrets import REDACTOR
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import LoadedSpec
+from rackcert.core.stage_records import RehearsalData, RehearsalRecord
 
 Say = Callable[[str], None]
 WAIT_NOTE = "{n} wait(s) for a guest skipped: no guest boots in a twin ({vms})"
@@ -106,9 +106,9 @@ def rehearse(
     """
     from provision.capture import capture as take_capture
     from provision.session import connect
-    from rackcert.capture.digest import inventory_digest
+    from rackcert.core.capture.digest import inventory_digest
+    from rackcert.core.stage_records import CaptureInfo
     from rackcert.lab.replay import restore_withheld, static_lines
-    from rackcert.stage_records import CaptureInfo
 
     started_at, t0 = utc_now(), time.perf_counter()
     data = RehearsalData()
@@ -170,7 +170,7 @@ def _provision_twin(
     from provision.discovery import discover
     from provision.session import connect
     from provision.stage import vm_states
-    from rackcert.stage_records import Refusal
+    from rackcert.core.stage_records import Refusal
 
     twin_loaded = LoadedSpec(spec=spec, path=loaded.path, text=loaded.text, sha256=loaded.sha256)
     with connect(spec) as si:
@@ -234,7 +234,7 @@ def _apply_all(si: Any, actions: list[Any], power_cycle: bool, data: RehearsalDa
     """
     from provision.apply import ApplyError, Timeouts, apply
     from provision.discovery import discover
-    from rackcert.stage_records import ProvisionData, Refusal
+    from rackcert.core.stage_records import ProvisionData, Refusal
 
     total = ProvisionData()
     remaining = [a.model_copy(deep=True) for a in actions]  # params may learn a moid below
@@ -309,7 +309,7 @@ def check_rehearsed(run_path: Path, loaded: LoadedSpec) -> Callable[[Any], None]
     Reads the rehearsal first, so a wrong RUN fails before vCenter is touched; the guard
     it returns compares the digest of what provision discovered with the capture's.
     """
-    from rackcert.capture.digest import inventory_digest
+    from rackcert.core.capture.digest import inventory_digest
 
     rehearsed = RunDir.open(run_path, spec_sha256=loaded.sha256)
     record = rehearsed.read_record("rehearsal")

@@ -11,7 +11,7 @@ every run and forge the results behind a certification. So:
 - every connection after that uses StrictHostKeyChecking=yes against the file:
   a changed key is a refused connection, never a silent re-trust.
 
-configure, validate and bench use this module (through rackcert.ssh_target, which
+configure, validate and bench use this module (through rackcert.core.ssh_target, which
 renders these options for every client); the ssh_trust role distributes the keys
 enrolled here (`peer_lines`) instead of scanning the peers itself, and validate's
 ssh.peers probe and the launchers' hops from the first node carry the same lines.
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 FILE_NAME = "known_hosts"
 KEY_TYPES = "ed25519,ecdsa,rsa"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rackcert.errors import InputError
-from rackcert.spec import Slurm, Spec, Vm
+from rackcert.core.errors import InputError
+from rackcert.core.spec import Slurm, Spec, Vm
 
 # The guest kernel and firmware keep part of a VM's memory; Slurm drains a node whose
 # RealMemory exceeds what slurmd finds, so the line asks for 95 % of the template's.

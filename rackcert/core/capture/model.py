@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rackcert.errors import InputError
+from rackcert.core.errors import InputError
 
 CAPTURE_FORMAT: Final = "rackcert-capture"
 CAPTURE_VERSION: Final = 1
@@ -254,7 +254,7 @@ class Vm(CModel):
 
 
 class Capture(CModel):
-    """One vCenter as read at `taken_at`; no secret in it (see rackcert/capture/redact.py)."""
+    """One vCenter as read at `taken_at`; no secret in it (see rackcert/core/capture/redact.py)."""
 
     format: Literal["rackcert-capture"] = CAPTURE_FORMAT
     version: Literal[1] = CAPTURE_VERSION
@@ -262,7 +262,7 @@ class Capture(CModel):
     anonymized: bool = False
     inventory_digest: str = Field(
         "",
-        description="sha256 of the fields provision reads (rackcert/capture/digest.py), of"
+        description="sha256 of the fields provision reads (rackcert/core/capture/digest.py), of"
         " the vCenter as read; `provision --rehearsed` compares it with the live one",
     )
     round_trips: int = 0

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackcert.untrusted import cap, strip_controls
+from rackcert.core.untrusted import cap, strip_controls
 
 NAME_CAP = 120  # a node name, PCI address or figure name as shown
 # What a finding names: a link (two nodes), or one node: the node itself (all its links slow),

@@ -20,9 +20,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rackcert.observed import Inventory
-from rackcert.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
-from rackcert.spec import Certification
+from rackcert.core.observed import Inventory
+from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
+from rackcert.core.spec import Certification
 
 SCHEMA_VERSION: Final = 1
 StageStatus = Literal["ok", "failed", "partial"]
@@ -149,7 +149,7 @@ class EnrolledKey(Model):
 
 
 class HostKeys(Model):
-    """The rack's known_hosts this stage trusted (rackcert.known_hosts) and what it enrolled."""
+    """The rack's known_hosts this stage trusted (rackcert.core.known_hosts), what it enrolled."""
 
     known_hosts: str
     pinned: bool = Field(False, description="The spec's guest.ssh.known_hosts: nothing enrolled")

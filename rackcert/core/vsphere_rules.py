@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from rackcert.placement import VmPlacement
-from rackcert.spec import GpuMode, HardwareProfile, NicMode, VmTemplate
+from rackcert.core.placement import VmPlacement
+from rackcert.core.spec import GpuMode, HardwareProfile, NicMode, VmTemplate
 
 # -- extraConfig keys rackcert owns on a VM ----------------------------------------------------
 MMIO_ENABLE = "pciPassthru.use64bitMMIO"

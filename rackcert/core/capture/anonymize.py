@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from rackcert.capture.model import Capture
+from rackcert.core.capture.model import Capture
 
 _IPV4 = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
 

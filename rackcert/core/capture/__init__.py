@@ -6,6 +6,6 @@ rehearse SPEC` does both and provisions the twin first. The models live in the
 spine because both sides (the vSphere reader and the twin) read them.
 """
 
-from rackcert.capture.model import CAPTURE_FORMAT, CAPTURE_VERSION, Capture, load_capture
+from rackcert.core.capture.model import CAPTURE_FORMAT, CAPTURE_VERSION, Capture, load_capture
 
 __all__ = ["CAPTURE_FORMAT", "CAPTURE_VERSION", "Capture", "load_capture"]

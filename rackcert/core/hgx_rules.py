@@ -1,8 +1,8 @@
 """Spec rules for HGX boards and vendor device groups: what NVIDIA and vSphere 8 refuse.
 
-Each rule yields (location, message) pairs; `rackcert.spec_rules` turns them into
+Each rule yields (location, message) pairs; `rackcert.core.spec_rules` turns them into
 file:line errors. The decision itself (passthrough, vGPU or device group, by GPU kind
-and vSphere release) is `rackcert.gpu_attach.decide`; these rules only say where in
+and vSphere release) is `rackcert.core.gpu_attach.decide`; these rules only say where in
 the spec a refused combination sits and what to change.
 
 Sources: NVIDIA AI Enterprise on NVSwitch systems (vGPU only under vSphere; vGPUs that
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from rackcert.gpu_attach import DEVICE_GROUP_API, NVAIE_NVSWITCH, GpuKind, decide, host_line
-from rackcert.spec import Board, Host, Spec, Vm, VmTemplate
+from rackcert.core.gpu_attach import DEVICE_GROUP_API, NVAIE_NVSWITCH, GpuKind, decide, host_line
+from rackcert.core.spec import Board, Host, Spec, Vm, VmTemplate
 
 Loc = tuple[str | int, ...]
 Found = Iterator[tuple[Loc, str]]

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from rackcert.errors import InputError, RecordError
-from rackcert.secrets import REDACTOR
+from rackcert.core.errors import InputError, RecordError
+from rackcert.core.secrets import REDACTOR
 
 if TYPE_CHECKING:
-    from rackcert.stage_records import StageRecord
+    from rackcert.core.stage_records import StageRecord
 
 SCHEMA_VERSION = 1
 STAGES = ("plan", "provision", "configure", "validate", "bench", "report")
@@ -234,11 +234,11 @@ class RunDir:
     ) -> StageRecord:
         """Record one stage's observations; status is ok, failed or partial; the typed record.
 
-        The record goes through the stage's model (rackcert.stage_records): a shape the
+        The record goes through the stage's model (rackcert.core.stage_records): a shape the
         model does not name is refused with one line, before anything is written. The stage
         gets back the record it wrote, so nothing re-reads its own file.
         """
-        from rackcert.stage_records import RECORDS
+        from rackcert.core.stage_records import RECORDS
 
         meta = self.meta
         raw = {
@@ -267,7 +267,7 @@ class RunDir:
     def read_record(self, stage: str) -> StageRecord | None:
         """`<stage>.json` through its model; None when not recorded, RecordError when it does
         not fit (another version of rackcert, or a hand edit)."""
-        from rackcert.stage_records import RECORDS
+        from rackcert.core.stage_records import RECORDS
 
         raw = self.read_stage(stage)
         if raw is None:
@@ -308,7 +308,7 @@ def refuse_links_out(run_path: Path) -> None:
         for name in dirnames + filenames:
             entry = Path(dirpath) / name
             if entry.is_symlink() and not entry.resolve().is_relative_to(root):
-                from rackcert.untrusted import visible
+                from rackcert.core.untrusted import visible
 
                 rel = entry.relative_to(root).as_posix()
                 raise RecordError(
@@ -408,3 +408,17 @@ def list_runs(
         if summary.problem is None or include_unreadable:
             out.append(summary)
     return out
+
+
+def last_certified(root: Path, rack: str, *, before: Path | None = None) -> RunDir | None:
+    """The newest run of `rack` whose report verdict is PASS (older than `before` if given):
+    what `rackcert validate` compares an after-upgrade run with."""
+    for path in reversed(run_paths(root, rack)):
+        if before is not None and path.name >= Path(before).name:
+            continue
+        if not (path / "report.json").is_file():  # no verdict: read nothing of it
+            continue
+        summary = summarize(path)
+        if summary.problem is None and summary.verdict == "PASS":
+            return RunDir.open(path)
+    return None

@@ -43,7 +43,7 @@ type replayDoc struct {
 	Replay *Replay `json:"replay"`
 }
 
-// Replay is the part of a capture a description cannot carry (rackcert/capture/model.py).
+// Replay is the part of a capture a description cannot carry (rackcert/core/capture/model.py).
 type Replay struct {
 	About struct {
 		Name          string `json:"name"`

@@ -10,7 +10,7 @@ value for all of its modules.
 What every rendering holds:
 - `BatchMode=yes`: a password or passphrase prompt is a failure, never a hang;
 - `StrictHostKeyChecking=yes`, always. There is no knob to loosen it: trust on first
-  contact happens in one place only, `rackcert.known_hosts.enroll` (ssh-keyscan, shown
+  contact happens in one place only, `rackcert.core.known_hosts.enroll` (ssh-keyscan, shown
   and recorded); with a known_hosts file (the rack's, or the spec's pinned one) the
   client trusts exactly that file (`UserKnownHostsFile`, no global file, no
   `UpdateHostKeys`); without one, the user's own known_hosts, strictly;
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rackcert.known_hosts import host_name, ssh_options
+from rackcert.core.known_hosts import host_name, ssh_options
 
 
 def _options(*, identity: bool, known_hosts: str | None, connect_timeout: int) -> list[str]:
@@ -56,7 +56,7 @@ class SshTarget(BaseModel):
     port: int = 22
     identity_file: str | None = Field(None, description="Private key (the spec's key_file)")
     known_hosts: str | None = Field(
-        None, description="The only host keys trusted (rackcert.known_hosts); none: the user's"
+        None, description="The only host keys trusted (rackcert.core.known_hosts); none: the user's"
     )
     ssh_config: str | None = Field(None, description="An ssh_config to read (-F), if asked")
     connect_timeout: int = 5

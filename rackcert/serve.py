@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from rackcert.core.runs import RunDir, list_runs
+from rackcert.core.secrets import Redactor
 from rackcert.report.html import PAGE_CSP
 from rackcert.report.manifest import MANIFEST_NAME
-from rackcert.runs import RunDir, list_runs
-from rackcert.secrets import Redactor
 
 # What a run file is sent as. Anything a browser would run (HTML other than the
 # report, SVG, XML with an XHTML namespace) is text/plain or an attachment.
@@ -81,7 +81,7 @@ def manifest_state(run_path: Path) -> str:
     (a 20 GB artifact cost 21 s per page). A run holding more than MAX_HASHED bytes is
     "unchecked" here; `rackcert report verify` checks it.
     """
-    from rackcert.errors import RecordError
+    from rackcert.core.errors import RecordError
     from rackcert.report.manifest import verify
 
     if not (run_path / MANIFEST_NAME).is_file():
@@ -337,7 +337,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"\0" * left + note)  # a file that shrank keeps Content-Length true
 
     def _live(self, run_path: Path, head: bool) -> None:
-        from rackcert.errors import RackcertError
+        from rackcert.core.errors import RackcertError
         from rackcert.report.assemble import assemble
         from rackcert.report.html import render_html
 

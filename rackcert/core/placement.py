@@ -33,7 +33,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rackcert.spec import HardwareProfile, NicMode, NumaPolicy, NvlinkPolicy, Spec, Vm, VmTemplate
+from rackcert.core.spec import (
+    HardwareProfile,
+    NicMode,
+    NumaPolicy,
+    NvlinkPolicy,
+    Spec,
+    Vm,
+    VmTemplate,
+)
 
 
 @dataclass(frozen=True)

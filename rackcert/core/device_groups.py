@@ -2,7 +2,7 @@
 
 A pure function of the spec and one placement, so the spec check, the planner and (later)
 discovery describe a group the same way. Whether a VM gets a device group at all is
-`rackcert.gpu_attach.decide` (GPU kind, vSphere release, gpu_mode); this module only names
+`rackcert.core.gpu_attach.decide` (GPU kind, vSphere release, gpu_mode); this module only names
 the group: an HGX board's Fabric Manager partition, or an NVLink-bridged PCIe pair on
 vSphere 8.
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackcert.gpu_attach import GpuKind, Mechanism, decide, host_line
-from rackcert.placement import VmPlacement
-from rackcert.spec import Spec
+from rackcert.core.gpu_attach import GpuKind, Mechanism, decide, host_line
+from rackcert.core.placement import VmPlacement
+from rackcert.core.spec import Spec
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.parser import RoundTripParser
 
-from rackcert.errors import SpecError
-from rackcert.spec import Spec
-from rackcert.spec_rules import Loc, find_problems
+from rackcert.core.errors import SpecError
+from rackcert.core.spec import Spec
+from rackcert.core.spec_rules import Loc, find_problems
 
 MAX_SPEC_BYTES = 1024 * 1024  # the largest example is a few KiB; 1 MiB is a rack of thousands
 MAX_NODES = 30_000  # scalars, mappings and sequences: a 1,000-VM rack needs about 15,000

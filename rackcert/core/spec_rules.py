@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from rackcert.ansible_vars import ansible_var_problems
-from rackcert.hgx_rules import board_problems, vm_problems
-from rackcert.placement import PlacementError, place
-from rackcert.spec import NvlinkPolicy, Spec
+from rackcert.core.ansible_vars import ansible_var_problems
+from rackcert.core.hgx_rules import board_problems, vm_problems
+from rackcert.core.placement import PlacementError, place
+from rackcert.core.spec import NvlinkPolicy, Spec
 
 Loc = tuple[str | int, ...]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+# This file is rackcert/core/paths.py: the package is one folder up, the checkout two.
+_PACKAGE = Path(__file__).resolve().parent.parent
 REPO_ROOT = _PACKAGE.parent
 
 

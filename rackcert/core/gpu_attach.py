@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rackcert.spec import GpuMode
+from rackcert.core.spec import GpuMode
 
 NVAIE_NVSWITCH = (
     "NVIDIA AI Enterprise: GPU passthrough is not supported on NVSwitch systems under VMware"

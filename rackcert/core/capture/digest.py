@@ -2,7 +2,7 @@
 
 A rehearsal is only worth something while the inventory it rehearsed on is the one
 provision will meet. The digest covers the fields the planner and apply read from
-discovery (rackcert.observed.Inventory): hosts' devices, passthrough state, ATS,
+discovery (rackcert.core.observed.Inventory): hosts' devices, passthrough state, ATS,
 maintenance, connection, pending reboot, graphics; VMs' and templates' configuration.
 It leaves out what changes without changing a plan: boot times, Tools' guest IP, how
 long discovery took, managed-object ids, device keys, and the VMs vCenter extensions
@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any
 
-from rackcert.observed import Inventory
+from rackcert.core.observed import Inventory
 
 _HOST_VOLATILE = ("moid", "boot_time")
 _VM_VOLATILE = ("moid", "guest_ip")

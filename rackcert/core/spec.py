@@ -3,8 +3,8 @@
 Every stage reads these models and nothing else about the user's intent. Models
 forbid unknown keys so a typo in a spec is an error, not a silently ignored
 wish. Cross-field rules (references, NVLink pairs, GPU ownership) live in
-`rackcert.spec_rules`; loading from YAML with file:line errors lives in
-`rackcert.spec_loader`.
+`rackcert.core.spec_rules`; loading from YAML with file:line errors lives in
+`rackcert.core.spec_loader`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from rackcert.results import VerdictCheckId
+from rackcert.core.results import VerdictCheckId
 
 API_VERSION: Final = "rackcert/v1"
 KIND: Final = "Rack"
