@@ -4,13 +4,17 @@ Why a test: a cycle (provision/apply.py and provision/lifecycle.py once imported
 means two modules cannot be understood, changed or tested apart, and the next change makes it
 worse. Every import statement counts, the lazy ones inside functions too: a lazy import hides
 a cycle from Python, not from the reader. The layering is DESIGN.md's: `provision` and
-`validation` import the spine (`rackcert`), never each other, and the spine imports neither
-except from the CLI (`rackcert.cli`, which wires the stages) and the lab (below).
+`validation` import the spine (`rackcert.core`), never each other; the floors are
+pyproject.toml's import-linter contract, which this test reads and checks with its own graph.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -105,28 +109,64 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     assert _cycles(graph) == [["a", "b", "c"]]
 
 
-# The spine's parts allowed above the stages: the CLI wires them together, and the lab's guest
-# agent plays the VMs' guests by reading what provision wrote into guestinfo.
-SPINE_MAY_REACH = {"rackcert.cli", "rackcert.lab"}
+def _floors() -> list[list[str]]:
+    """pyproject.toml's layer contract: one list of sibling packages a floor, highest first."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
+    return [[part.strip() for part in floor.split("|")] for floor in layers]
 
 
-@pytest.mark.parametrize(
-    ("lower", "upper"),
-    [
-        ("provision", "validation"),
-        ("validation", "provision"),
-        ("rackcert", "provision"),
-        ("rackcert", "validation"),
-    ],
-)
-def test_layers_import_downwards(lower, upper):
-    graph = _graph()
-    wrong = sorted(
-        f"{name} -> {target}"
-        for name, targets in graph.items()
-        if name.split(".")[0] == lower
-        and not any(name == p or name.startswith(p + ".") for p in SPINE_MAY_REACH)
-        for target in targets
-        if target.split(".")[0] == upper
-    )
-    assert wrong == []
+def _floor_of(module: str, floors: list[list[str]]) -> tuple[int, str] | None:
+    for level, siblings in enumerate(floors):
+        for package in siblings:
+            if module == package or module.startswith(package + "."):
+                return level, package
+    return None
+
+
+def test_every_module_stands_on_a_floor():
+    """A module outside every floor escapes the contracts: a new package must be placed."""
+    floors = _floors()
+    loose = [m for m in _graph() if m != "rackcert" and _floor_of(m, floors) is None]
+    assert loose == []
+
+
+def test_imports_go_down_the_floors_and_never_sideways():
+    """The contracts, read by this test's own graph (lazy imports included): import-linter
+    judges the same in .ci/run; two readers of one rule."""
+    floors = _floors()
+    wrong = []
+    for name, targets in _graph().items():
+        here = _floor_of(name, floors)
+        for target in targets:
+            there = _floor_of(target, floors)
+            if here is None or there is None or here[1] == there[1]:
+                continue
+            if there[0] < here[0] or there[0] == here[0]:
+                wrong.append(f"{name} -> {target}")
+    assert sorted(wrong) == []
+
+
+@pytest.mark.integration
+def test_import_linter_breaks_on_a_planted_back_import(tmp_path):
+    """The CI step fails when the spine imports the lab: shown on a copy of the tree."""
+    lint = ROOT / ".venv" / "bin" / "lint-imports"
+    if not lint.exists():
+        lint = Path(shutil.which("lint-imports") or "lint-imports")
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    def lint_imports() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(lint), "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    kept = lint_imports()
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    with (tmp_path / "rackcert" / "core" / "pci.py").open("a") as f:
+        f.write("\nimport rackcert.lab.twin  # planted\n")
+    broken = lint_imports()
+    assert broken.returncode == 1
+    assert "rackcert.core is not allowed to import rackcert.lab" in broken.stdout
