@@ -342,6 +342,17 @@ class HostSoftware(Strict):
         description="The NVIDIA vGPU manager VIB for hosts of vGPU VMs: provision installs it"
         " in maintenance mode and reboots the host; none: plan reports what to install",
     )
+    vgpu_manager_version: str | None = Field(
+        None,
+        pattern=r"^[0-9][0-9A-Za-z._-]*$",
+        description="The vGPU manager (host VIB) version the hosts run, e.g. 550.127.06;"
+        " `rackcert upgrade` refuses a guest driver of a newer branch",
+    )
+    components: dict[str, str] = Field(
+        default_factory=dict,
+        description="Other ESXi image components the hosts run, by vLCM component name"
+        " (e.g. nmlx5-core: 4.23.0.66); a change is a host-image layer of `rackcert upgrade`",
+    )
 
 
 class NvlinkPolicy(StrEnum):
@@ -580,6 +591,7 @@ class Guest(Strict):
     cuda: str | None = Field(None, description="CUDA toolkit version, e.g. 11.4")
     ofed: str | None = Field(None, description="MLNX_OFED / DOCA-OFED version, e.g. 5.4-3.1.0.0")
     container_toolkit: str | None = Field(None, description="nvidia-container-toolkit version")
+    nccl: str | None = Field(None, description="NCCL version the DL runtime uses, e.g. 2.21.5")
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
@@ -799,6 +811,29 @@ class Slurm(Strict):
     )
 
 
+class UpgradeHooks(Strict):
+    """A site without Slurm names how its scheduler drains, counts jobs on and resumes a node.
+
+    Each is a command line run by `rackcert upgrade` on this machine (no shell), with
+    `{node}` and `{reason}` replaced; jobs_command prints the node's running job count.
+    With neither Slurm nor these, the roll asks before taking each node out.
+    """
+
+    drain_command: list[str] = Field(
+        min_length=1, description="argv that drains {node} with {reason}"
+    )
+    jobs_command: list[str] = Field(
+        min_length=1, description="argv that prints how many jobs run on {node}"
+    )
+    resume_command: list[str] = Field(min_length=1, description="argv that resumes {node}")
+
+
+class Upgrade(Strict):
+    """How `rackcert upgrade` reaches the scheduler where the site runs no Slurm."""
+
+    hooks: UpgradeHooks | None = None
+
+
 class Certification(Strict):
     reference: str | None = Field(None, description="Certified-matrix entry to compare against")
     scaling_efficiency_min: float = Field(
@@ -868,6 +903,10 @@ class Spec(Strict):
     slurm: Slurm | None = Field(
         None,
         description="The site's Slurm: nodes join it, bench runs as its jobs (--launcher srun)",
+    )
+    upgrade: Upgrade = Field(
+        default_factory=Upgrade,
+        description="Scheduler hooks `rackcert upgrade` uses where the site runs no Slurm",
     )
 
     # Lookups every stage needs; cheap enough to rebuild on each call.
