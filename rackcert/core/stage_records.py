@@ -498,6 +498,105 @@ class RehearsalData(Model):
     seconds: dict[str, float] = Field(default_factory=dict)
 
 
+# -- upgrade ------------------------------------------------------------------------------------
+UpgradeNodeState = Literal[
+    "pending",
+    "draining",
+    "drained",
+    "down",
+    "host",
+    "powered_on",
+    "guest",
+    "validating",
+    "resumed",
+    "failed",
+    "skipped",
+    "left_alone",
+    "rolled_back",
+]
+UpgradeHostState = Literal[
+    "pending", "maintenance", "image", "rebooting", "exited", "unchanged", "done", "failed"
+]
+
+
+class UpgradeStep(Model):
+    """One transition of a node or host: written as started before the world is touched,
+    then done, skipped or failed, so a re-run knows what it may have left half done."""
+
+    step: str
+    status: Literal["started", "done", "skipped", "failed"]
+    started_at: str
+    ended_at: str = ""
+    detail: str = ""
+
+
+class UpgradeChange(Model):
+    layer: Literal["host", "guest"]
+    component: str
+    before: str | None = None
+    after: str | None = None
+    hosts: list[str] = Field(default_factory=list)
+
+
+class UpgradeNode(Model):
+    name: str
+    host: str
+    partitions: list[str] = Field(default_factory=list)
+    state: UpgradeNodeState = "pending"
+    reason: str = Field("", description="The drain reason Slurm shows, or why it was skipped")
+    forced_power_off: bool = Field(
+        False, description="The guest did not shut down in time: powered off (recorded)"
+    )
+    versions_before: dict[str, str] = Field(default_factory=dict)
+    versions_after: dict[str, str] = Field(default_factory=dict)
+    baseline: dict[str, Any] = Field(
+        default_factory=dict, description="The node before the roll: versions, checks, figures"
+    )
+    findings: list[str] = Field(default_factory=list)
+    steps: list[UpgradeStep] = Field(default_factory=list)
+
+
+class UpgradeHost(Model):
+    name: str
+    nodes: list[str] = Field(default_factory=list)
+    state: UpgradeHostState = "pending"
+    boot_time_before: str = ""
+    boot_time_after: str = ""
+    image_before: dict[str, str] = Field(default_factory=dict)
+    image_after: dict[str, str] = Field(default_factory=dict)
+    steps: list[UpgradeStep] = Field(default_factory=list)
+
+
+class UpgradeLeftAlone(Model):
+    node: str
+    reason: str
+
+
+class UpgradeData(Model):
+    """`upgrade.json`: the roll as it goes, rewritten atomically after every transition."""
+
+    mode: Literal["roll", "rollback"] = "roll"
+    certified_run: str = Field(description="The run whose spec the roll started from")
+    scheduler: Literal["slurm", "hooks", "ask"]
+    max_unavailable: str
+    max_failures: int
+    order: str
+    allow_uncertified: bool = False
+    uncertified: list[str] = Field(default_factory=list)
+    changes: list[UpgradeChange] = Field(default_factory=list)
+    waves: list[list[str]] = Field(default_factory=list, description="Hosts, wave by wave")
+    status: Literal["running", "done", "stopped"] = "running"
+    stopped_because: str = ""
+    failures: int = 0
+    nodes: list[UpgradeNode] = Field(default_factory=list)
+    hosts: list[UpgradeHost] = Field(default_factory=list)
+    left_alone: list[UpgradeLeftAlone] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    out_of_service_max: dict[str, int] = Field(
+        default_factory=dict, description="Per partition, the most nodes out at once, as seen"
+    )
+
+
 # -- the envelope -------------------------------------------------------------------------------
 class StageRecord(Model):
     """What every `<stage>.json` carries around its data."""
@@ -548,6 +647,11 @@ class RehearsalRecord(StageRecord):
     data: RehearsalData
 
 
+class UpgradeRecord(StageRecord):
+    stage: Literal["upgrade"] = "upgrade"
+    data: UpgradeData
+
+
 RECORDS: dict[str, type[StageRecord]] = {
     "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
@@ -556,6 +660,7 @@ RECORDS: dict[str, type[StageRecord]] = {
     "validate": ValidateRecord,
     "bench": BenchRecord,
     "report": ReportRecord,
+    "upgrade": UpgradeRecord,
 }
 
 

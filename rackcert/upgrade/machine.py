@@ -1,0 +1,587 @@
+"""The roll: one state machine per host and its VMs, wave by wave, within the budget.
+
+Per host (its nodes go out together): drain each node with the reason `rackcert upgrade
+<run>`; wait until Slurm shows them DRAINED (no job), with a timeout and a policy (wait,
+skip the host, stop the roll); shut each guest down through Tools (PowerOff only after a
+timeout, recorded); when the host image changes, enter maintenance with rackcert's mark,
+apply the image, reboot (a later bootTime proves it), exit maintenance; power the VMs on;
+apply the guest layer; certify each node and resume it only when the new versions are
+observed and nothing got worse than its baseline. A node that fails stays drained with
+the finding in its reason; after --max-failures failures the roll stops and the hosts
+not reached are never touched.
+
+    roll = Roll(plan, run, ports, Timing(), data=None)
+    data = roll.run()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import (
+    UpgradeChange,
+    UpgradeData,
+    UpgradeHost,
+    UpgradeLeftAlone,
+    UpgradeNode,
+)
+from rackcert.upgrade.budget import Unit, cost
+from rackcert.upgrade.judge import judge, rack_medians
+from rackcert.upgrade.plan import UpgradePlan
+from rackcert.upgrade.ports import (
+    Certificate,
+    Certifier,
+    Clock,
+    Guest,
+    HostImage,
+    Hypervisor,
+    NodeState,
+    PortError,
+    RealClock,
+    Scheduler,
+    drain_reason,
+)
+from rackcert.upgrade.record import Recorder
+
+TERMINAL = ("resumed", "failed", "skipped", "left_alone", "rolled_back")
+Policy = Literal["wait", "skip", "stop"]
+
+
+@dataclass
+class Ports:
+    scheduler: Scheduler
+    hypervisor: Hypervisor
+    guest: Guest
+    certifier: Certifier
+    host_image: HostImage | None = None
+    clock: Clock = field(default_factory=RealClock)
+
+
+@dataclass(frozen=True)
+class Timing:
+    drain_timeout: float = 3600.0
+    drain_policy: Policy = "wait"
+    shutdown_timeout: float = 300.0
+    reboot_timeout: float = 1800.0
+    budget_timeout: float = 3600.0
+    poll: float = 5.0
+    median_fraction: float = 0.7
+
+
+class StopRoll(Exception):
+    """The roll stops here (a policy, the budget, --max-failures); the message says why."""
+
+
+class UnitFailed(Exception):
+    def __init__(self, step: str, message: str):
+        super().__init__(f"{step}: {message}")
+        self.step = step
+
+
+def new_record(plan: UpgradePlan) -> UpgradeData:
+    """The record a fresh roll starts from: every node pending, every host pending."""
+    host_of = {n: u.host for u in plan.units for n in u.nodes}
+    nodes = [
+        UpgradeNode(
+            name=n,
+            host=host_of.get(n, ""),
+            partitions=list(plan.partitions.get(n, ())),
+            state="left_alone" if n in plan.left_alone else "pending",
+            reason=plan.left_alone.get(n, ""),
+            versions_before=dict(plan.before_guest),
+        )
+        for n in [*host_of, *(n for n in plan.left_alone if n not in host_of)]
+    ]
+    hosts = [
+        UpgradeHost(
+            name=u.host,
+            nodes=list(u.nodes),
+            state="pending" if plan.host_changes(u.host) else "unchanged",
+            image_before=dict(plan.before_host.get(u.host, {})),
+        )
+        for u in plan.units
+    ]
+    order = plan.options.order
+    return UpgradeData(
+        certified_run=plan.certified_run,
+        scheduler=plan.scheduler,  # type: ignore[arg-type]
+        max_unavailable=str(plan.options.budget),
+        max_failures=plan.options.max_failures,
+        order=",".join(order) if order else "spec",
+        allow_uncertified=plan.options.allow_uncertified,
+        uncertified=list(plan.refusals.uncertified) if plan.options.allow_uncertified else [],
+        changes=[
+            UpgradeChange(
+                layer=c.layer,
+                component=c.component,
+                before=c.before,
+                after=c.after,
+                hosts=list(c.hosts),
+            )
+            for c in plan.changes
+        ],
+        waves=[[u.host for u in w] for w in plan.waves],
+        nodes=nodes,
+        hosts=hosts,
+        left_alone=[UpgradeLeftAlone(node=n, reason=r) for n, r in sorted(plan.left_alone.items())],
+    )
+
+
+def _later(a: str, b: str) -> bool:
+    """bootTime `a` is later than `b` (ISO 8601; an empty one is never later)."""
+    if not a or not b:
+        return bool(a) and not b
+    return datetime.fromisoformat(a.replace("Z", "+00:00")) > datetime.fromisoformat(
+        b.replace("Z", "+00:00")
+    )
+
+
+class Roll:
+    """Drives the plan's waves through the ports, recording every transition."""
+
+    def __init__(
+        self,
+        plan: UpgradePlan,
+        run: RunDir,
+        ports: Ports,
+        timing: Timing,
+        *,
+        data: UpgradeData | None = None,
+        say: Callable[[str], None] | None = None,
+    ):
+        self.plan = plan
+        self.ports = ports
+        self.timing = timing
+        self.run_name = run.path.name
+        self.rec = Recorder(run, data or new_record(plan))
+        self.say = say or (lambda line: None)
+        self.baselines: dict[str, Certificate] = {}
+        self.medians: dict[str, float] = {}
+
+    # -- the whole roll ------------------------------------------------------------------
+    def run(self) -> UpgradeData:
+        """Roll every wave; returns the record (status done or stopped)."""
+        data = self.rec.data
+        if self.plan.host_layer and self.ports.host_image is None:
+            raise InputError(
+                "the host image changes, but no host-image client is wired (vLCM or esxcli);"
+                " roll the guest layer alone, or use a rackcert with the host-image client"
+            )
+        with self.rec.editing():
+            data.status, data.stopped_because = "running", ""
+        self._recover()
+        self._take_baselines()
+        try:
+            for index, wave in enumerate(self.plan.waves, 1):
+                todo = [u for u in wave if not self._unit_finished(u)]
+                if not todo:
+                    continue
+                if data.failures >= data.max_failures:
+                    raise StopRoll(
+                        f"{data.failures} node(s) failed (--max-failures {data.max_failures});"
+                        " the hosts not reached are untouched"
+                    )
+                self.say(f"wave {index}: {', '.join(u.host for u in todo)}")
+                self._admit(todo)
+                with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+                    outcomes = list(pool.map(self._unit, todo))
+                stop = [o for o in outcomes if o]
+                if stop:
+                    raise StopRoll(stop[0])
+            with self.rec.editing():
+                data.status = "done"
+        except StopRoll as exc:
+            with self.rec.editing():
+                data.status, data.stopped_because = "stopped", str(exc)
+            self.say(f"stopped: {exc}")
+        return data
+
+    def _unit_finished(self, unit: Unit) -> bool:
+        nodes_done = all(self.rec.node(n).state in TERMINAL for n in unit.nodes)
+        host = self.rec.host(unit.host)
+        return nodes_done and (bool(unit.nodes) or host.state in ("done", "unchanged", "failed"))
+
+    def _recover(self) -> None:
+        """Close what an interrupted run left that this record does not hold: a host in
+        rackcert's maintenance the record has not started, a node drained by this roll
+        the record shows pending."""
+        known = {
+            h.name for h in self.rec.data.hosts if h.state in ("maintenance", "image", "rebooting")
+        }
+        for host in self.ports.hypervisor.marked_hosts():
+            if host in known:
+                continue
+            self.ports.hypervisor.exit_maintenance(host)
+            with self.rec.editing() as data:
+                data.notes.append(f"{host}: closed a maintenance window an interrupted run left")
+            self.say(f"{host}: taken out of a maintenance window an interrupted run left")
+        names = [n.name for n in self.rec.data.nodes]
+        states = self.ports.scheduler.nodes(names) if names else {}
+        for name, state in states.items():
+            node = self.rec.node(name)
+            if node.state == "pending" and state.drained_by(self.run_name):
+                self.ports.scheduler.resume(name)
+                with self.rec.editing() as data:
+                    data.notes.append(
+                        f"{name}: resumed, drained by this roll before it was recorded"
+                    )
+
+    def _take_baselines(self) -> None:
+        """Each node before the roll, recorded once: what `judge` compares against."""
+        missing = [n.name for n in self.rec.data.nodes if not n.baseline and n.state == "pending"]
+        if missing:
+            got = self.ports.certifier.baseline(missing)
+            with self.rec.editing():
+                for name, cert in got.items():
+                    self.rec.node(name).baseline = cert.to_dict()
+        self.baselines = {
+            n.name: Certificate.from_dict(n.baseline) for n in self.rec.data.nodes if n.baseline
+        }
+        self.medians = rack_medians(self.baselines)
+
+    # -- the budget ----------------------------------------------------------------------
+    def _out_of_service(self, states: dict[str, NodeState], skip: set[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, state in states.items():
+            if name in skip or state.in_service or state.operator_drained(self.run_name):
+                continue
+            for part in self.plan.partitions.get(name, state.partitions):
+                out[part] = out.get(part, 0) + 1
+        return out
+
+    def _admit(self, units: list[Unit]) -> None:
+        """Wait until the wave fits the budget as the scheduler counts it now."""
+        wave_nodes = {n for u in units for n in u.nodes}
+        all_nodes = [n.name for n in self.rec.data.nodes]
+        started = self.ports.clock.monotonic()
+        while True:
+            states = self.ports.scheduler.nodes(all_nodes)
+            out = self._out_of_service(states, wave_nodes)
+            need: dict[str, int] = {}
+            for unit in units:
+                for part, n in cost(unit, self.plan.partitions).items():
+                    need[part] = need.get(part, 0) + n
+            over = [p for p, n in need.items() if out.get(p, 0) + n > self.plan.limits.get(p, 0)]
+            if not over:
+                return
+            if self.ports.clock.monotonic() - started > self.timing.budget_timeout:
+                busy = [n for n, s in states.items() if n not in wave_nodes and not s.in_service]
+                raise StopRoll(
+                    f"partition {over[0]}: {out.get(over[0], 0)} node(s) already out of service"
+                    f" ({', '.join(sorted(busy))}) for {self.timing.budget_timeout:.0f} s;"
+                    f" --max-unavailable {self.plan.options.budget} leaves no room"
+                )
+            self.ports.clock.sleep(self.timing.poll)
+
+    def _sample(self) -> None:
+        states = self.ports.scheduler.nodes([n.name for n in self.rec.data.nodes])
+        out = self._out_of_service(states, set())
+        with self.rec.editing() as data:
+            for part, n in out.items():
+                data.out_of_service_max[part] = max(data.out_of_service_max.get(part, 0), n)
+
+    # -- one host and its nodes ----------------------------------------------------------
+    def _step(
+        self,
+        target: UpgradeNode | UpgradeHost,
+        step: str,
+        action: Callable[[], str | None],
+    ) -> None:
+        if self.rec.finished(target, step):
+            return
+        entry = self.rec.begin(target, step)
+        try:
+            detail = action() or ""
+        except (RackcertError, OSError, TimeoutError) as exc:
+            self.rec.end(entry, "failed", str(exc))
+            raise UnitFailed(step, " ".join(str(exc).split())) from None
+        self.rec.end(entry, "done", detail)
+
+    def _set(self, names: list[str] | tuple[str, ...], state: str) -> None:
+        with self.rec.editing():
+            for name in names:
+                self.rec.node(name).state = state  # type: ignore[assignment]
+
+    def _set_host(self, host: str, state: str) -> None:
+        with self.rec.editing():
+            self.rec.host(host).state = state  # type: ignore[assignment]
+
+    def _unit(self, unit: Unit, *, rollback: bool = False) -> str:
+        """One host's chain; returns why the roll must stop, or '' to go on."""
+        prefix = "rollback " if rollback else ""
+        try:
+            return self._chain(unit, prefix, rollback)
+        except UnitFailed as exc:
+            self._fail(unit, str(exc))
+            return ""
+
+    def _chain(self, unit: Unit, prefix: str, rollback: bool) -> str:
+        sched, hv = self.ports.scheduler, self.ports.hypervisor
+        nodes = list(unit.nodes)
+        reason = drain_reason(self.run_name)
+        for n in nodes:
+            self._step(self.rec.node(n), prefix + "drain", lambda n=n: sched.drain(n, reason))
+        self._set(nodes, "draining")
+        self._sample()
+        if nodes and not self.rec.finished(self.rec.node(nodes[0]), prefix + "wait drained"):
+            outcome = self._wait_drained(nodes)
+            if outcome != "drained":
+                return self._give_back(unit, outcome)
+            for n in nodes:
+                self._step(self.rec.node(n), prefix + "wait drained", lambda: "no job running")
+        self._set(nodes, "drained")
+        for n in nodes:
+            self._step(self.rec.node(n), prefix + "shutdown guest", lambda n=n: self._shutdown(n))
+        self._set(nodes, "down")
+        host_target = self._host_target(unit.host, rollback)
+        h = self.rec.host(unit.host)
+        if host_target:
+            self._set(nodes, "host")
+            self._set_host(unit.host, "maintenance")
+            self._step(
+                h,
+                prefix + "host maintenance",
+                lambda: hv.enter_maintenance(unit.host, self.run_name),
+            )
+            self._set_host(unit.host, "image")
+            self._step(h, prefix + "host image", lambda: self._image(unit.host, host_target))
+            self._set_host(unit.host, "rebooting")
+            self._step(h, prefix + "reboot", lambda: self._reboot(unit.host))
+            self._step(h, prefix + "exit maintenance", lambda: hv.exit_maintenance(unit.host))
+            self._set_host(unit.host, "exited")
+        elif not self.rec.finished(h, prefix + "host image"):
+            entry = self.rec.begin(h, prefix + "host image")
+            self.rec.end(entry, "skipped", "no host layer change for this host")
+        for n in nodes:
+            self._step(self.rec.node(n), prefix + "power on", lambda n=n: hv.power_on(n))
+        self._set(nodes, "powered_on")
+        guest_target = self._guest_target(rollback)
+        for n in nodes:
+            if guest_target:
+                self._set([n], "guest")
+                self._step(
+                    self.rec.node(n),
+                    prefix + "guest layer",
+                    lambda n=n: self.ports.guest.apply(n, guest_target),
+                )
+        failed = []
+        for n in nodes:
+            self._set([n], "validating")
+            if not self._certify(n, prefix, rollback):
+                failed.append(n)
+        self._set_host(unit.host, "done" if host_target else h.state)
+        if failed:
+            with self.rec.editing() as data:
+                data.failures += len(failed)
+        return ""
+
+    def _host_target(self, host: str, rollback: bool) -> dict[str, str]:
+        if not self.plan.host_changes(host):
+            return {}
+        table = self.plan.before_host if rollback else self.plan.target_host
+        return dict(table.get(host, {}))
+
+    def _guest_target(self, rollback: bool) -> dict[str, str]:
+        if not self.plan.guest_layer:
+            return {}
+        return dict(self.plan.before_guest if rollback else self.plan.target_guest)
+
+    def _wait_drained(self, nodes: list[str]) -> str:
+        """drained, or the policy's word (skip, stop) once the timeout passed."""
+        clock, started = self.ports.clock, self.ports.clock.monotonic()
+        warned = 0
+        while True:
+            states = self.ports.scheduler.nodes(nodes)
+            if all(states[n].drained or states[n].down for n in nodes):
+                return "drained"
+            waited = clock.monotonic() - started
+            if waited > self.timing.drain_timeout * (warned + 1):
+                busy = [n for n in nodes if states[n].draining]
+                line = f"{', '.join(busy)} still running jobs after {waited:.0f} s"
+                if self.timing.drain_policy != "wait":
+                    return f"{self.timing.drain_policy}:{line}"
+                warned += 1
+                with self.rec.editing() as data:
+                    data.notes.append(f"{line}; waiting (--drain-policy wait)")
+                self.say(f"{line}; waiting (--drain-policy wait)")
+            clock.sleep(self.timing.poll)
+
+    def _give_back(self, unit: Unit, outcome: str) -> str:
+        """Skip or stop: resume what this roll drained, untouched otherwise."""
+        policy, _, line = outcome.partition(":")
+        for n in unit.nodes:
+            state = self.ports.scheduler.nodes([n])[n]
+            if state.drained_by(self.run_name):
+                self.ports.scheduler.resume(n)
+            with self.rec.editing():
+                node = self.rec.node(n)
+                node.state = "skipped" if policy == "skip" else "pending"
+                node.reason = f"{line} (--drain-policy {policy})"
+                node.steps = [s for s in node.steps if s.step != "drain"]
+        if policy == "stop":
+            return f"{line}; --drain-policy stop (resumed, untouched)"
+        self.say(f"{unit.host}: skipped: {line}")
+        return ""
+
+    def _shutdown(self, vm: str) -> str:
+        hv, clock = self.ports.hypervisor, self.ports.clock
+        if hv.power_state(vm) == "poweredOff":
+            return "already powered off"
+        try:
+            hv.shutdown_guest(vm)
+        except (RackcertError, OSError) as exc:
+            why = f"ShutdownGuest refused ({' '.join(str(exc).split())})"
+        else:
+            deadline = clock.monotonic() + self.timing.shutdown_timeout
+            while clock.monotonic() < deadline:
+                if hv.power_state(vm) == "poweredOff":
+                    return "guest shut down through Tools"
+                clock.sleep(min(self.timing.poll, 1.0))
+            why = f"guest still on {self.timing.shutdown_timeout:.0f} s after ShutdownGuest"
+        if hv.power_state(vm) != "poweredOff":
+            hv.power_off(vm)
+        with self.rec.editing():
+            self.rec.node(vm).forced_power_off = True
+        return f"powered off: {why}"
+
+    def _image(self, host: str, target: dict[str, str]) -> str:
+        image = self.ports.host_image
+        assert image is not None  # run() refuses a host layer without one
+        current = image.current(host)
+        with self.rec.editing():
+            self.rec.host(host).image_before = current
+        if all(current.get(k) == v for k, v in target.items()):
+            return "already at " + ", ".join(f"{k} {v}" for k, v in sorted(target.items()))
+        image.apply(host, target)
+        return "applied " + ", ".join(f"{k} {v}" for k, v in sorted(target.items()))
+
+    def _reboot(self, host: str) -> str:
+        hv, clock = self.ports.hypervisor, self.ports.clock
+        h = self.rec.host(host)
+        if not h.boot_time_before:
+            with self.rec.editing():
+                h.boot_time_before = hv.boot_time(host)
+        before = h.boot_time_before
+        if not _later(self._boot_time(host), before):
+            hv.reboot(host)
+        deadline = clock.monotonic() + self.timing.reboot_timeout
+        while True:
+            now = self._boot_time(host)
+            if _later(now, before):
+                with self.rec.editing():
+                    h.boot_time_after = now
+                image = self.ports.host_image
+                if image is not None:
+                    with self.rec.editing():
+                        h.image_after = image.current(host)
+                return f"bootTime {before} -> {now}"
+            if clock.monotonic() > deadline:
+                raise PortError(
+                    f"{host}: bootTime still {before} {self.timing.reboot_timeout:.0f} s after"
+                    " the reboot was accepted"
+                )
+            clock.sleep(min(self.timing.poll, 1.0))
+
+    def _boot_time(self, host: str) -> str:
+        try:
+            return self.ports.hypervisor.boot_time(host)
+        except (RackcertError, OSError):
+            return ""  # down while it reboots
+
+    def _certify(self, n: str, prefix: str, rollback: bool) -> bool:
+        """Validate the node, judge it against its baseline, resume it or keep it drained."""
+        node = self.rec.node(n)
+        entry = self.rec.begin(node, prefix + "validate")
+        try:
+            cert = self.ports.certifier.certify(n)
+        except (RackcertError, OSError) as exc:
+            self.rec.end(entry, "failed", str(exc))
+            self._fail_nodes([n], f"validate: {' '.join(str(exc).split())}")
+            return False
+        wanted = self._guest_target(rollback)
+        host_wanted = self._host_target(node.host, rollback)
+        findings = judge(
+            self.baselines.get(n, Certificate()),
+            cert,
+            wanted=wanted,
+            medians=self.medians,
+            median_fraction=self.timing.median_fraction,
+        )
+        image_after = self.rec.host(node.host).image_after
+        if host_wanted and image_after:
+            findings += [
+                f"host {node.host} {k} {image_after.get(k, 'not observed')}, wanted {v}"
+                for k, v in sorted(host_wanted.items())
+                if image_after.get(k) != v
+            ]
+        with self.rec.editing():
+            node.versions_after = dict(cert.versions)
+            node.findings = findings
+        if findings:
+            self.rec.end(entry, "failed", "; ".join(findings))
+            self._fail_nodes(
+                [n], findings[0] + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+            )
+            return False
+        self.rec.end(entry, "done", "new versions observed, nothing worse than before the roll")
+        self._step(node, prefix + "resume", lambda: self.ports.scheduler.resume(n))
+        self._set([n], "rolled_back" if rollback else "resumed")
+        with self.rec.editing():
+            node.reason = ""
+        self.say(f"{n}: {'rolled back' if rollback else 'upgraded'}, certified, resumed")
+        return True
+
+    def _fail_nodes(self, names: list[str], finding: str) -> None:
+        for n in names:
+            reason = drain_reason(self.run_name, finding)
+            try:
+                self.ports.scheduler.set_reason(n, reason)
+            except (RackcertError, OSError) as exc:
+                reason += f" (could not set in the scheduler: {exc})"
+            with self.rec.editing():
+                node = self.rec.node(n)
+                node.state, node.reason = "failed", reason
+            self.say(f"{n}: FAILED, stays drained: {finding}")
+
+    def _fail(self, unit: Unit, finding: str) -> None:
+        """A step of the host's chain failed: its nodes stay drained with the finding, and
+        a maintenance window this roll opened is closed (never left in rackcert's own)."""
+        h = self.rec.host(unit.host)
+        if h.state in ("maintenance", "image", "rebooting"):
+            try:
+                self.ports.hypervisor.exit_maintenance(unit.host)
+                note = f"{unit.host}: maintenance closed after the failure"
+            except (RackcertError, OSError) as exc:
+                note = f"{unit.host}: could not exit maintenance after the failure: {exc}"
+            with self.rec.editing() as data:
+                data.notes.append(note)
+        self._set_host(unit.host, "failed")
+        open_nodes = [n for n in unit.nodes if self.rec.node(n).state not in TERMINAL]
+        self._fail_nodes(open_nodes, finding)
+        with self.rec.editing() as data:
+            data.failures += len(open_nodes)
+
+    # -- rollback ------------------------------------------------------------------------
+    def rollback(self, node: str) -> UpgradeData:
+        """Return a failed node's host and all its nodes to the certified versions."""
+        try:
+            target = self.rec.node(node)
+        except KeyError:
+            raise InputError(f"--rollback {node}: not a node of this roll") from None
+        if target.state in ("pending", "left_alone", "rolled_back"):
+            raise InputError(f"--rollback {node}: the roll never changed it (state {target.state})")
+        unit = next(u for u in self.plan.units if node in u.nodes)
+        self._take_baselines()
+        with self.rec.editing() as data:
+            data.notes.append(f"rollback of {unit.host} ({', '.join(unit.nodes)}) asked")
+        stop = self._unit(unit, rollback=True)
+        if stop:
+            with self.rec.editing() as data:
+                data.stopped_because = stop
+        return self.rec.data
