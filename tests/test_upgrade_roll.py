@@ -349,7 +349,7 @@ def _kill_after(world, calls: int):
     return restore
 
 
-@pytest.mark.parametrize("at", [1, 3, 4, 5, 6, 7, 9, 14, 22, 30])
+@pytest.mark.parametrize("at", [1, 4, 5, 7, 14, 30])
 def test_a_killed_controller_run_again_reaches_the_same_end(tmp_path, at):
     from rackcert.core.runs import RunDir
 

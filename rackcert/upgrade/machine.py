@@ -282,9 +282,12 @@ class Roll:
     def _sample(self) -> None:
         states = self.ports.scheduler.nodes([n.name for n in self.rec.data.nodes])
         out = self._out_of_service(states, set())
-        with self.rec.editing() as data:
-            for part, n in out.items():
-                data.out_of_service_max[part] = max(data.out_of_service_max.get(part, 0), n)
+        seen = self.rec.data.out_of_service_max
+        with self.rec.lock:
+            if any(n > seen.get(part, 0) for part, n in out.items()):
+                with self.rec.editing():
+                    for part, n in out.items():
+                        seen[part] = max(seen.get(part, 0), n)
 
     # -- one host and its nodes ----------------------------------------------------------
     def _step(
@@ -304,13 +307,19 @@ class Roll:
         self.rec.end(entry, "done", detail)
 
     def _set(self, names: list[str] | tuple[str, ...], state: str) -> None:
-        with self.rec.editing():
-            for name in names:
-                self.rec.node(name).state = state  # type: ignore[assignment]
+        """Record the nodes' new state (written only when it changes)."""
+        with self.rec.lock:
+            moved = [n for n in names if self.rec.node(n).state != state]
+            if moved:
+                with self.rec.editing():
+                    for name in moved:
+                        self.rec.node(name).state = state  # type: ignore[assignment]
 
     def _set_host(self, host: str, state: str) -> None:
-        with self.rec.editing():
-            self.rec.host(host).state = state  # type: ignore[assignment]
+        with self.rec.lock:
+            if self.rec.host(host).state != state:
+                with self.rec.editing():
+                    self.rec.host(host).state = state  # type: ignore[assignment]
 
     def _unit(self, unit: Unit, *, rollback: bool = False) -> str:
         """One host's chain; returns why the roll must stop, or '' to go on."""
