@@ -274,7 +274,7 @@ class SimGuests:
             rate = 50.0  # the node came back at half its compute rate
         return Certificate(
             versions=dict(after),
-            checks={"gpu.count": "passed", "gpu.nvlink": "failed"},  # the lab lacks NVLink
+            checks={"gpu.count": "pass", "gpu.nvlink": "fail"},  # the lab lacks NVLink
             figures={"node.compute": rate},
             floors={"node.compute": 40.0},
         )
@@ -288,7 +288,7 @@ class SimCertifier:
     def baseline(self, nodes: list[str]) -> dict[str, Certificate]:
         return {n: self.guests.certificate(n) for n in nodes}
 
-    def certify(self, node: str) -> Certificate:
+    def certify(self, node: str, versions: dict[str, str]) -> Certificate:
         if self.guests.vc.power[node] != "poweredOn":
             raise PortError(f"{node}: unreachable")
         self.certified.append(node)

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "validate_cmds",
     "bench_cmds",
     "slurm_cmds",
+    "upgrade_cmds",
     "report_cmds",
     "bootstrap_cmds",
     "runs_cmds",

@@ -16,7 +16,7 @@ import statistics
 from rackcert.core.matrix import version_prefix
 from rackcert.upgrade.ports import Certificate
 
-PASSED = "passed"
+PASSED = "pass"  # rackcert.core.results.Status.passed
 
 
 def version_matches(observed: str | None, wanted: str) -> bool:

@@ -334,6 +334,7 @@ class Roll:
         sched, hv = self.ports.scheduler, self.ports.hypervisor
         nodes = list(unit.nodes)
         reason = drain_reason(self.run_name)
+        self._redrain_lost(nodes, prefix, reason)
         for n in nodes:
             self._step(self.rec.node(n), prefix + "drain", lambda n=n: sched.drain(n, reason))
         self._set(nodes, "draining")
@@ -389,6 +390,26 @@ class Roll:
             with self.rec.editing() as data:
                 data.failures += len(failed)
         return ""
+
+    def _redrain_lost(self, nodes: list[str], prefix: str, reason: str) -> None:
+        """A re-run finds a node this roll drained back in service (an operator resumed it,
+        or a scheduler that forgets, like a person asked): drain it again before going on."""
+        waiting = [
+            n
+            for n in nodes
+            if self.rec.node(n).state in ("draining", "drained")
+            and self.rec.finished(self.rec.node(n), prefix + "drain")
+        ]
+        if not waiting:
+            return
+        states = self.ports.scheduler.nodes(waiting)
+        for n in waiting:
+            if not states[n].drained_by(self.run_name):
+                self.ports.scheduler.drain(n, reason)
+                with self.rec.editing() as data:
+                    data.notes.append(
+                        f"{n}: drained again (the scheduler no longer had it drained)"
+                    )
 
     def _host_target(self, host: str, rollback: bool) -> dict[str, str]:
         if not self.plan.host_changes(host):
@@ -508,7 +529,7 @@ class Roll:
         node = self.rec.node(n)
         entry = self.rec.begin(node, prefix + "validate")
         try:
-            cert = self.ports.certifier.certify(n)
+            cert = self.ports.certifier.certify(n, self._guest_target(rollback))
         except (RackcertError, OSError) as exc:
             self.rec.end(entry, "failed", str(exc))
             self._fail_nodes([n], f"validate: {' '.join(str(exc).split())}")

@@ -152,7 +152,7 @@ class Certificate:
     """What a node's validate and per-node localisation showed.
 
     versions: component -> version observed (nvidia_driver, cuda, ofed, ...);
-    checks: check id -> passed/failed/skipped/...; figures: name -> value;
+    checks: check id -> pass/fail/error/skip (rackcert.core.results.Status); figures: name -> value;
     floors: name -> the rule's minimum (absolute threshold) for that figure.
     """
 
@@ -186,7 +186,10 @@ class Certifier(Protocol):
         """Each node before the roll (a run taken now, or the last certified run's)."""
         ...
 
-    def certify(self, node: str) -> Certificate: ...
+    def certify(self, node: str, versions: dict[str, str]) -> Certificate:
+        """Validate the node against the spec of these guest versions (the new spec, or the
+        certified one on a rollback)."""
+        ...
 
 
 class Clock(Protocol):

@@ -1,0 +1,381 @@
+"""`rackcert upgrade`'s wiring: the upgrade stage's ports made of the real things.
+
+A flow on the top floor (like pipeline and rehearse): the only place that joins the
+upgrade stage (rackcert.upgrade) to provision (pyVmomi: power, maintenance with
+rackcert's mark, reboots), configure (the roles, limited to one node) and validation
+(the node's own validate). The host-image client (vLCM / esxcli software) is wired here
+too once it exists (`host_image_port`); until then a roll whose host layer changes is
+refused before it starts, and a roll with no host change skips the host steps and
+records why.
+
+    planned = plan_roll(loaded, Path("runs"), max_unavailable="1")
+    roll = open_roll(planned, loaded, Path("runs"))
+    data = start_roll(roll)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rackcert.core.errors import InputError, RecordError
+from rackcert.core.matrix import certified_dir, load_references
+from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
+from rackcert.core.spec import Spec
+from rackcert.core.spec_loader import LoadedSpec, parse_spec
+from rackcert.core.stage_records import UpgradeData, UpgradeRecord, ValidateRecord
+from rackcert.upgrade.budget import Budget
+from rackcert.upgrade.evidence import certificates
+from rackcert.upgrade.hooks import AskScheduler, HookScheduler
+from rackcert.upgrade.layers import guest_versions
+from rackcert.upgrade.machine import Policy, Ports, Roll, Timing
+from rackcert.upgrade.plan import PlanOptions, UpgradePlan, build_plan, scheduler_kind
+from rackcert.upgrade.ports import Certificate, HostImage, NodeState, PortError, Scheduler
+from rackcert.upgrade.slurm import SlurmScheduler
+
+
+@dataclass
+class Planned:
+    plan: UpgradePlan
+    certified: RunDir
+    before: LoadedSpec
+    resume: RunDir | None
+    data: UpgradeData | None
+
+
+def resumable(root: Path, rack: str, sha256: str) -> tuple[RunDir, UpgradeData] | None:
+    """The newest run of this rack and spec whose roll has not finished."""
+    for path in reversed(run_paths(root, rack)):
+        if not (path / "upgrade.json").is_file():
+            continue
+        run = RunDir.open(path)
+        if run.meta.get("spec_sha256") != sha256:
+            continue
+        record = run.read_record("upgrade")
+        if isinstance(record, UpgradeRecord) and record.data.status != "done":
+            return run, record.data
+        return None
+    return None
+
+
+def certified_spec(run: RunDir) -> LoadedSpec:
+    path = run.path / "spec.yaml"
+    try:
+        return parse_spec(read_capped(path), str(path))
+    except RecordError as exc:
+        raise InputError(f"certified run {run.path}: its spec copy cannot be read: {exc}") from None
+
+
+def scheduler_for(spec: Spec, run: str, ask: Callable[[str], bool] | None = None) -> Scheduler:
+    kind = scheduler_kind(spec)
+    if kind == "slurm":
+        assert spec.slurm is not None
+        conf = spec.slurm.client_conf
+        return SlurmScheduler({"SLURM_CONF": conf} if conf else None)
+    if kind == "hooks":
+        assert spec.upgrade.hooks is not None
+        return HookScheduler(spec.upgrade.hooks, run)
+
+    def refuse(question: str) -> bool:
+        raise InputError(f"{question} No scheduler to ask and no terminal: add upgrade.hooks")
+
+    return AskScheduler(run, ask or refuse)
+
+
+def plan_roll(
+    loaded: LoadedSpec,
+    root: Path,
+    *,
+    max_unavailable: str = "1",
+    max_failures: int = 1,
+    order: list[str] | None = None,
+    allow_uncertified: bool = False,
+    certified_run: Path | None = None,
+    read_scheduler: bool = True,
+) -> Planned:
+    """The plan from the rack's last certified run (or the one given) to `loaded`."""
+    spec = loaded.spec
+    rack = spec.metadata.name
+    certified = RunDir.open(certified_run) if certified_run else last_certified(root, rack)
+    if certified is None:
+        raise InputError(
+            f"no certified run of rack {rack} under {root}: the roll starts from one"
+            " (certify the rack first, or give --certified-run)"
+        )
+    before = certified_spec(certified)
+    found = resumable(root, rack, loaded.sha256)
+    resume, data = found if found else (None, None)
+    states: dict[str, NodeState] | None = None
+    kind = scheduler_kind(spec)
+    if read_scheduler and kind != "ask":
+        names = [v.name for v in spec.vms]
+        sched = scheduler_for(spec, resume.path.name if resume else "")
+        try:
+            states = sched.nodes(names)
+        except PortError as exc:
+            raise InputError(f"cannot read the scheduler's nodes: {exc}") from None
+        if order == ["least-busy"] and isinstance(sched, SlurmScheduler):
+            states = {
+                n: NodeState(**{**s.__dict__, "jobs": sched.jobs(n)}) for n, s in states.items()
+            }
+    ref_id = spec.certification.reference
+    reference = load_references().get(ref_id) if ref_id else None
+    plan = build_plan(
+        before.spec,
+        spec,
+        PlanOptions(
+            budget=Budget.parse(max_unavailable),
+            order=order,
+            allow_uncertified=allow_uncertified,
+            max_failures=max_failures,
+        ),
+        certified_run=certified.path.name,
+        reference=reference,
+        matrix_where=str(certified_dir()),
+        states=states,
+        run=resume.path.name if resume else "",
+    )
+    return Planned(plan, certified, before, resume, data)
+
+
+def open_roll(
+    planned: Planned,
+    loaded: LoadedSpec,
+    root: Path,
+    *,
+    drain_timeout: float = 3600.0,
+    drain_policy: Policy = "wait",
+    shutdown_timeout: float = 300.0,
+    say: Callable[[str], None] | None = None,
+    ask: Callable[[str], bool] | None = None,
+    ports: Ports | None = None,
+) -> Roll:
+    """The roll in a new run directory, or the unfinished one of this spec (resume): then the
+    record's waves are kept, whatever the scheduler's load says now."""
+    plan = planned.plan
+    run = planned.resume or RunDir.create(
+        root, loaded.spec.metadata.name, loaded.sha256, loaded.text
+    )
+    if planned.data is not None:
+        by_host = {u.host: u for u in plan.units}
+        plan.waves = [[by_host[h] for h in wave if h in by_host] for wave in planned.data.waves]
+    timing = Timing(
+        drain_timeout=drain_timeout,
+        drain_policy=drain_policy,
+        shutdown_timeout=shutdown_timeout,
+        poll=2.0,
+        median_fraction=loaded.spec.certification.median_fraction_min,
+    )
+    ports = ports or build_ports(loaded, planned, run, root, ask=ask)
+    return Roll(plan, run, ports, timing, data=planned.data, say=say)
+
+
+def start_roll(roll: Roll, *, rollback: str | None = None) -> UpgradeData:
+    return roll.rollback(rollback) if rollback else roll.run()
+
+
+def host_image_port(loaded: LoadedSpec) -> HostImage | None:
+    """The host image client (vLCM's com.vmware.esx.settings, or esxcli software on a
+    baseline-managed cluster): wired here when it lands; None until then."""
+    return None
+
+
+def build_ports(
+    loaded: LoadedSpec,
+    planned: Planned,
+    run: RunDir,
+    root: Path,
+    *,
+    ask: Callable[[str], bool] | None = None,
+) -> Ports:
+    return Ports(
+        scheduler=scheduler_for(loaded.spec, run.path.name, ask),
+        hypervisor=VSphereHypervisor(loaded.spec),
+        guest=ConfigureGuest(loaded, planned.before, run),
+        certifier=ValidateCertifier(loaded, planned.before, planned.certified, run, root),
+        host_image=host_image_port(loaded),
+    )
+
+
+def _spec_for(versions: dict[str, str], *choices: LoadedSpec) -> LoadedSpec:
+    for loaded in choices:
+        if guest_versions(loaded.spec) == versions or not versions:
+            return loaded
+    raise PortError(f"no spec of this roll asks for guest versions {versions}")
+
+
+def _child_run(run: RunDir, node: str, loaded: LoadedSpec) -> RunDir:
+    """A run of its own per node and step under the roll's run (nodes/<node>/<stamp>), so
+    the configure and validate records of nodes rolled side by side never meet."""
+    return RunDir.create(run.path / "nodes", node, loaded.sha256, loaded.text)
+
+
+class ConfigureGuest:
+    """The guest layer: the roles of the matching spec, limited to one node."""
+
+    def __init__(self, new: LoadedSpec, before: LoadedSpec, run: RunDir):
+        self.new, self.before, self.run = new, before, run
+
+    def apply(self, node: str, versions: dict[str, str]) -> None:
+        from rackcert.configure import run as configure
+
+        loaded = _spec_for(versions, self.new, self.before)
+        configure(loaded, _child_run(self.run, node, loaded), limit=node)
+
+
+class ValidateCertifier:
+    """The node's own validate; the baseline is the certified run's validate.json."""
+
+    def __init__(
+        self, new: LoadedSpec, before: LoadedSpec, certified: RunDir, run: RunDir, root: Path
+    ):
+        self.new, self.before, self.certified, self.run, self.root = (
+            new,
+            before,
+            certified,
+            run,
+            root,
+        )
+
+    def baseline(self, nodes: list[str]) -> dict[str, Certificate]:
+        record = self.certified.read_record("validate")
+        if not isinstance(record, ValidateRecord):
+            return {n: Certificate() for n in nodes}
+        found = certificates(record.data, nodes)
+        return {n: found.get(n, Certificate()) for n in nodes}
+
+    def certify(self, node: str, versions: dict[str, str]) -> Certificate:
+        from validation.stage import run as validate
+
+        loaded = _spec_for(versions, self.new, self.before)
+        record = validate(
+            loaded, _child_run(self.run, node, loaded), runs_root=self.root, nodes=[node]
+        )
+        return certificates(record.data, [node]).get(node, Certificate())
+
+
+class VSphereHypervisor:
+    """VMs and hosts through pyVmomi; maintenance windows carry rackcert's mark
+    (provision/maintenance_mark.py) so any re-run can tell them from an operator's."""
+
+    def __init__(self, spec: Spec, *, boot_timeout: float | None = None):
+        self.spec = spec
+        self._si: Any = None
+        self._lock = threading.Lock()
+        self.boot_timeout = boot_timeout or float(spec.network.management.boot_timeout_s)
+
+    @property
+    def si(self) -> Any:
+        with self._lock:
+            if self._si is None:
+                from provision.session import open_session
+
+                self._si = open_session(self.spec)
+            return self._si
+
+    def _find(self, kind: str, name: str) -> Any:
+        from pyVmomi import vim
+
+        vimtype = vim.VirtualMachine if kind == "vm" else vim.HostSystem
+        content = self.si.content
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vimtype], True)
+        try:
+            for obj in view.view:
+                if obj.name == name:
+                    return obj
+        finally:
+            view.DestroyView()
+        raise PortError(f"{name}: no such {'VM' if kind == 'vm' else 'host'} in vCenter")
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        from pyVmomi import vmodl
+
+        try:
+            return fn()
+        except vmodl.MethodFault as fault:
+            raise PortError(f"{what}: {fault.msg or type(fault).__name__}") from None
+
+    def power_state(self, vm: str) -> str:
+        return str(self._find("vm", vm).runtime.powerState)
+
+    def shutdown_guest(self, vm: str) -> None:
+        ref = self._find("vm", vm)
+        self._call(f"{vm}: ShutdownGuest", ref.ShutdownGuest)
+
+    def power_off(self, vm: str) -> None:
+        from provision.vsphere_ops import wait_task
+
+        ref = self._find("vm", vm)
+        wait_task(self._call(f"{vm}: PowerOff", ref.PowerOffVM_Task), f"{vm}: power off")
+
+    def power_on(self, vm: str) -> None:
+        from provision.lifecycle import ssh_answers
+        from provision.vsphere_ops import power_on_vm
+
+        ref = self._find("vm", vm)
+        if str(ref.runtime.powerState) != "poweredOn":
+            self._call(f"{vm}: PowerOn", lambda: power_on_vm(ref, vm))
+        node = next((v for v in self.spec.vms if v.name == vm), None)
+        if node is None:
+            return
+        deadline = time.monotonic() + self.boot_timeout
+        while not ssh_answers(node.address, node.ssh_port):
+            if time.monotonic() > deadline:
+                raise PortError(
+                    f"{vm}: powered on, no SSH at {node.address} after {self.boot_timeout:.0f} s"
+                )
+            time.sleep(1.0)
+
+    def enter_maintenance(self, host: str, run: str) -> None:
+        from provision import maintenance_mark
+        from provision.vsphere_ops import wait_task
+
+        ref = self._find("host", host)
+        if ref.runtime.inMaintenanceMode:
+            return
+        key = maintenance_mark.field_key(self.si, create=True)
+        assert key is not None
+        maintenance_mark.mark(self.si, ref, key, f"rackcert upgrade {run}")
+        task = self._call(
+            f"{host}: EnterMaintenanceMode", lambda: ref.EnterMaintenanceMode_Task(timeout=0)
+        )
+        wait_task(task, f"{host}: enter maintenance mode")
+
+    def exit_maintenance(self, host: str) -> None:
+        from provision import maintenance_mark
+        from provision.vsphere_ops import wait_task
+
+        ref = self._find("host", host)
+        if ref.runtime.inMaintenanceMode:
+            task = self._call(
+                f"{host}: ExitMaintenanceMode", lambda: ref.ExitMaintenanceMode_Task(timeout=0)
+            )
+            wait_task(task, f"{host}: exit maintenance mode")
+        key = maintenance_mark.field_key(self.si, create=False)
+        if key is not None:
+            maintenance_mark.clear(self.si, ref, key)
+
+    def marked_hosts(self) -> list[str]:
+        from provision import maintenance_mark
+
+        key = maintenance_mark.field_key(self.si, create=False)
+        if key is None:
+            return []
+        return sorted(name for _, name, _, _ in maintenance_mark.marked_hosts(self.si, key))
+
+    def boot_time(self, host: str) -> str:
+        ref = self._find("host", host)
+        if str(ref.runtime.connectionState) != "connected" or ref.runtime.bootTime is None:
+            raise PortError(f"{host}: not connected")
+        return str(ref.runtime.bootTime.isoformat())
+
+    def reboot(self, host: str) -> None:
+        from provision.vsphere_ops import wait_task
+
+        ref = self._find("host", host)
+        task = self._call(f"{host}: RebootHost", lambda: ref.RebootHost_Task(force=False))
+        wait_task(task, f"{host}: reboot")
