@@ -57,6 +57,7 @@ TOGETHER: dict[str, str] = {
     # is set up once; split over two workers, each would build its own.
     "tests/test_slurm_lab.py": "slurm",
     "tests/test_slurm_localise.py": "slurm",
+    "tests/test_upgrade_slurm.py": "slurm",
     # Two hosts configured by site.yml (session-scoped, tests/plugins/site.py): the configure
     # test judges the runs, the bench on the nodes runs there.
     "tests/test_bench_nodes.py": "site",

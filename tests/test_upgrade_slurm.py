@@ -1,0 +1,217 @@
+"""The roll's Scheduler port over a real Slurm (Debian's slurmctld/slurmd 22.05 in network
+namespaces, tests/plugins/slurm.py): DRAINING until the node's job ends, then DRAINED; an
+operator's drain told apart from the roll's; and a roll of both nodes with jobs submitted
+before and during it, none lost, never more than one node out (sinfo sampled).
+
+vCenter and the guests are in-memory here (the twin's ports are tested on their own); what
+this proves is the roll against Slurm's real state machine and job placement.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import time
+
+import pytest
+import yaml
+
+from rackcert.core.spec_loader import parse_spec
+from rackcert.upgrade.budget import Budget
+from rackcert.upgrade.machine import Ports, Roll, Timing
+from rackcert.upgrade.plan import PlanOptions, build_plan
+from rackcert.upgrade.ports import Certificate, NodeState, RealClock
+from rackcert.upgrade.slurm import SlurmScheduler, parse_nodes
+from tests.plugins.slurm import SlurmRack
+
+pytestmark = pytest.mark.integration
+
+SHOW_NODE = (
+    "NodeName=node1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=1 State=MIXED+DRAIN ThreadsPerCore=1"
+    " Partitions=lab,debug BootTime=2026-12-06T10:00:00 Reason=rackcert upgrade 2026 x=1"
+    " [root@2026-12-06T18:00:00]\n"
+    "NodeName=node2 CPUAlloc=0 State=IDLE+DRAIN Partitions=lab Reason=bad fan"
+    " [ops@2026-12-06T17:00:00]\n"
+    "NodeName=node3 CPUAlloc=0 State=DOWN*+DRAIN+NOT_RESPONDING Partitions=lab"
+    " Reason=Not responding [slurm@2026-12-06T17:00:00]\n"
+    "NodeName=node4 CPUAlloc=0 State=IDLE* Partitions=lab\n"
+)
+
+
+@pytest.mark.unit
+def test_scontrol_lines_read_as_slurm_documents_them():
+    nodes = parse_nodes(SHOW_NODE)
+    assert nodes["node1"].draining and not nodes["node1"].drained
+    assert nodes["node1"].reason == "rackcert upgrade 2026 x=1"
+    assert nodes["node1"].partitions == ("lab", "debug")
+    assert nodes["node2"].drained and nodes["node2"].operator_drained("2026")
+    assert nodes["node3"].down and nodes["node3"].drain
+    assert nodes["node4"].down and not nodes["node4"].in_service
+
+
+def _state(slurm: SlurmScheduler, node: str) -> NodeState:
+    return slurm.nodes([node])[node]
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _sbatch(rack: SlurmRack, *args: str) -> str:
+    out = rack.lab.client("sbatch", "--parsable", *args, timeout=20)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().split(";")[0]
+
+
+def _job_states(rack: SlurmRack, ids: list[str]) -> dict[str, str]:
+    out = {}
+    for job in ids:
+        text = rack.lab.scontrol("show", "job", "-o", job).stdout
+        match = re.search(r"\bJobState=(\S+)", text)
+        out[job] = match.group(1) if match else "GONE"
+    return out
+
+
+def test_draining_becomes_drained_when_the_job_ends(slurm_rack: SlurmRack):
+    rack = slurm_rack
+    slurm = SlurmScheduler(rack.lab.env())
+    try:
+        job = _sbatch(rack, "-w", "node1", "-N1", "--wrap", "sleep 3")
+        _wait(lambda: _state(slurm, "node1").jobs > 0, 20, "the job to start")
+        slurm.drain("node1", "rackcert upgrade R1")
+        state = _state(slurm, "node1")
+        assert state.draining and not state.drained, state
+        assert state.drained_by("R1") and not state.operator_drained("R1")
+        _wait(lambda: _state(slurm, "node1").drained, 30, "node1 DRAINED")
+        assert _job_states(rack, [job]) == {job: "COMPLETED"}
+        slurm.drain("node2", "disk swap, ops ticket 12")
+        assert _state(slurm, "node2").operator_drained("R1")
+        slurm.set_reason("node1", "rackcert upgrade R1: gpu.count fail")
+        state = _state(slurm, "node1")
+        assert state.drained and state.reason == "rackcert upgrade R1: gpu.count fail"
+    finally:
+        for node in ("node1", "node2"):
+            slurm.resume(node)
+    # Right after a resume slurmctld may show IDLE+NOT_RESPONDING until slurmd answers its
+    # next ping (seen here under load); Slurm places no job there meanwhile, nor does the roll.
+    _wait(
+        lambda: all(s.in_service for s in slurm.nodes(["node1", "node2"]).values()),
+        60,
+        "both nodes back in service",
+    )
+
+
+class _Vcenter:
+    """Immediate power operations; a VM shut down while Slurm runs a job on it is a lost
+    job, recorded (the assertion the roll must never trip)."""
+
+    def __init__(self, slurm: SlurmScheduler, hosts: dict[str, str]):
+        self.slurm, self.hosts = slurm, hosts
+        self.power = dict.fromkeys(hosts, "poweredOn")
+        self.lost: list[str] = []
+
+    def power_state(self, vm):
+        return self.power[vm]
+
+    def shutdown_guest(self, vm):
+        if self.slurm.jobs(vm):
+            self.lost.append(vm)
+        self.power[vm] = "poweredOff"
+
+    def power_off(self, vm):
+        self.power[vm] = "poweredOff"
+
+    def power_on(self, vm):
+        self.power[vm] = "poweredOn"
+
+    def enter_maintenance(self, host, run):
+        raise AssertionError("no host layer in this roll")
+
+    exit_maintenance = reboot = enter_maintenance
+
+    def marked_hosts(self):
+        return []
+
+    def boot_time(self, host):
+        return "2026-12-06T10:00:00Z"
+
+
+class _Guests:
+    def __init__(self, versions):
+        self.versions = {n: dict(versions) for n in ("node1", "node2")}
+
+    def apply(self, node, versions):
+        time.sleep(0.5)
+        self.versions[node].update(versions)
+
+    def baseline(self, nodes):
+        return {n: self.certify(n, {}) for n in nodes}
+
+    def certify(self, node, versions):
+        return Certificate(versions=dict(self.versions[node]), checks={"gpu.count": "pass"})
+
+
+def test_a_roll_under_real_slurm_loses_no_job_and_keeps_the_budget(slurm_rack: SlurmRack, tmp_path):
+    from tests.upgrade_helpers import new_run
+
+    rack = slurm_rack
+    before = rack.loaded.spec
+    data = yaml.safe_load(rack.loaded.text)
+    new = copy.deepcopy(data)
+    new["guest"]["nvidia_driver"] = "470.141.03"
+    after = parse_spec(yaml.safe_dump(new), "new.yaml").spec
+    slurm = SlurmScheduler(rack.lab.env())
+    names = [v.name for v in before.vms]
+    plan = build_plan(
+        before,
+        after,
+        PlanOptions(Budget.parse("1"), allow_uncertified=True),
+        certified_run="certified",
+        reference=None,
+        matrix_where="-",
+        states=slurm.nodes(names),
+    )
+    assert [[u.host for u in w] for w in plan.waves] == [[u.host] for u in plan.units]
+    guests = _Guests({"nvidia_driver": before.guest.nvidia_driver or ""})
+    vc = _Vcenter(slurm, {v.name: v.host for v in before.vms})
+    run = new_run(tmp_path, new)
+    ports = Ports(slurm, vc, guests, guests, None, RealClock())  # type: ignore[arg-type]
+    timing = Timing(drain_timeout=60, shutdown_timeout=5, poll=0.2)
+    jobs = [_sbatch(rack, "-N1", "--wrap", "sleep 2") for _ in range(3)]
+    jobs.append(_sbatch(rack, "-N2", "--wrap", "srun sleep 1"))  # multi-node
+    stop, out_seen = threading.Event(), []
+
+    def stream():
+        while not stop.is_set():
+            jobs.append(_sbatch(rack, "-N1", "--wrap", "sleep 1"))
+            if len(jobs) % 3 == 0:
+                jobs.append(_sbatch(rack, "-N2", "--wrap", "srun sleep 1"))
+            lines = rack.lab.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
+            states = dict(line.split()[:2] for line in lines if len(line.split()) >= 2)
+            out_seen.append(
+                sum(1 for s in states.values() if s.startswith(("drain", "drng", "down")))
+            )
+            time.sleep(0.3)
+
+    sampler = threading.Thread(target=stream, daemon=True)
+    sampler.start()
+    try:
+        result = Roll(plan, run, ports, timing).run()
+    finally:
+        stop.set()
+        sampler.join(10)
+        for node in names:
+            if slurm.nodes([node])[node].drain:
+                slurm.resume(node)
+    assert result.status == "done", result.stopped_because
+    assert [n.state for n in result.nodes] == ["resumed", "resumed"]
+    assert all(v["nvidia_driver"] == "470.141.03" for v in guests.versions.values())
+    assert vc.lost == []
+    assert max(out_seen) == 1 and len(out_seen) > 5
+    _wait(lambda: all(s in ("COMPLETED",) for s in _job_states(rack, jobs).values()), 90, "jobs")
+    ends = _job_states(rack, jobs)
+    assert set(ends.values()) == {"COMPLETED"}, ends
