@@ -62,7 +62,7 @@ def _wait(predicate, timeout: float, what: str) -> None:
 
 
 def _sbatch(rack: SlurmRack, *args: str) -> str:
-    out = rack.lab.client("sbatch", "--parsable", *args, timeout=20)
+    out = rack.lab.client("sbatch", "--parsable", "--output=/dev/null", *args, timeout=20)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().split(";")[0]
 
