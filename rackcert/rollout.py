@@ -262,11 +262,15 @@ class VSphereHypervisor:
     """VMs and hosts through pyVmomi; maintenance windows carry rackcert's mark
     (provision/maintenance_mark.py) so any re-run can tell them from an operator's."""
 
-    def __init__(self, spec: Spec, *, boot_timeout: float | None = None):
+    def __init__(self, spec: Spec, *, boot_timeout: float | None = None, wait_guest: bool = True):
         self.spec = spec
         self._si: Any = None
         self._lock = threading.Lock()
         self.boot_timeout = boot_timeout or float(spec.network.management.boot_timeout_s)
+        self.wait_guest = wait_guest
+        # The spec names hosts its own way; vCenter knows them by address (hosts[].address).
+        self._vc_name = {h.name: h.address for h in spec.hosts}
+        self._spec_name = {h.address: h.name for h in spec.hosts}
 
     @property
     def si(self) -> Any:
@@ -281,6 +285,8 @@ class VSphereHypervisor:
         from pyVmomi import vim
 
         vimtype = vim.VirtualMachine if kind == "vm" else vim.HostSystem
+        if kind == "host":
+            name = self._vc_name.get(name, name)
         content = self.si.content
         view = content.viewManager.CreateContainerView(content.rootFolder, [vimtype], True)
         try:
@@ -320,7 +326,7 @@ class VSphereHypervisor:
         if str(ref.runtime.powerState) != "poweredOn":
             self._call(f"{vm}: PowerOn", lambda: power_on_vm(ref, vm))
         node = next((v for v in self.spec.vms if v.name == vm), None)
-        if node is None:
+        if node is None or not self.wait_guest:
             return
         deadline = time.monotonic() + self.boot_timeout
         while not ssh_answers(node.address, node.ssh_port):
@@ -365,7 +371,8 @@ class VSphereHypervisor:
         key = maintenance_mark.field_key(self.si, create=False)
         if key is None:
             return []
-        return sorted(name for _, name, _, _ in maintenance_mark.marked_hosts(self.si, key))
+        marked = maintenance_mark.marked_hosts(self.si, key)
+        return sorted(self._spec_name.get(name, name) for _, name, _, _ in marked)
 
     def boot_time(self, host: str) -> str:
         ref = self._find("host", host)
