@@ -384,3 +384,23 @@ def test_a_maintenance_window_an_interrupted_run_left_is_closed(tmp_path):
     out = roll(make_plan(before, after), new_run(tmp_path, upgraded(data)), world).run()
     assert out.status == "done"
     assert "lab-esx03: closed a maintenance window an interrupted run left" in out.notes
+
+
+def test_the_upgrade_metrics_say_what_the_record_says(tmp_path):
+    from rackcert.core.runs import RunDir
+    from rackcert.metrics.families import exposition
+    from rackcert.metrics.upgrade import upgrade_families
+
+    data, before, after = _pair()
+    world = world_for(before)
+    world.guests.half_rate.add("lab-node2")
+    run = new_run(tmp_path, upgraded(data))
+    roll(make_plan(before, after), run, world).run()
+    record = RunDir.open(run.path).read_record("upgrade")
+    text = exposition(upgrade_families(record, "lab")).decode()
+    state = "rackcert_upgrade_node_state"
+    assert f'{state}{{host="lab-esx02",node="lab-node2",spec="lab",state="failed"}} 1.0' in text
+    assert f'{state}{{host="lab-esx01",node="lab-node1",spec="lab",state="resumed"}} 1.0' in text
+    assert 'rackcert_upgrade_nodes_out_of_service{partition="rack",spec="lab"} 1.0' in text
+    assert 'rackcert_upgrade_nodes_out_of_service_max{partition="rack",spec="lab"} 1.0' in text
+    assert 'rackcert_upgrade_failures{spec="lab"} 1.0' in text

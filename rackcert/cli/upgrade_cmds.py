@@ -8,12 +8,13 @@ and each node's steps, and exits 2 when the roll would be refused.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
 from rackcert.cli.common import (
     JsonOpt,
+    MetricsTextfileOpt,
     RunsRootOpt,
     app,
     console,
@@ -95,6 +96,7 @@ def upgrade_cmd(
     ] = False,
     runs_root: RunsRootOpt = None,  # type: ignore[assignment]
     as_json: JsonOpt = False,
+    metrics_textfile: MetricsTextfileOpt = None,
 ) -> None:
     """Upgrade a certified rack node by node, each node certified again before it returns.
 
@@ -107,6 +109,10 @@ def upgrade_cmd(
     """
     from rackcert.rollout import open_roll, plan_roll, start_roll
 
+    if metrics_textfile is not None:
+        from rackcert.metrics.textfile import check_target
+
+        check_target(metrics_textfile)
     if drain_policy not in ("wait", "skip", "stop"):
         raise InputError(f"--drain-policy {drain_policy!r}: wait, skip or stop")
     root = runs_root or default_runs_root()
@@ -155,7 +161,11 @@ def upgrade_cmd(
         shutdown_timeout=shutdown_timeout,
         say=lambda line: err_console.print(markup(line), highlight=False),
     )
-    data = start_roll(roll, rollback=rollback)
+    try:
+        data = start_roll(roll, rollback=rollback)
+    finally:
+        if metrics_textfile is not None:
+            _write_metrics(roll.rec.run, metrics_textfile)
     if as_json:
         print_json(data.model_dump(mode="json"))
     else:
@@ -171,6 +181,17 @@ def upgrade_cmd(
         raise RackcertError(
             f"upgrade {data.status}: {data.stopped_because or f'{data.failures} node(s) failed'}"
         )
+
+
+def _write_metrics(run: Any, path: Path) -> None:
+    """rackcert_upgrade_* from the record as it stands (also after a failure)."""
+    from rackcert.core.stage_records import UpgradeRecord
+    from rackcert.metrics.textfile import write_textfile
+    from rackcert.metrics.upgrade import upgrade_families
+
+    record = run.read_record("upgrade")
+    if isinstance(record, UpgradeRecord):
+        write_textfile(path, upgrade_families(record, record.rack))
 
 
 def _refuse(lines: list[str]) -> None:
