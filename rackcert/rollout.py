@@ -303,7 +303,8 @@ class VSphereHypervisor:
         try:
             return fn()
         except vmodl.MethodFault as fault:
-            raise PortError(f"{what}: {fault.msg or type(fault).__name__}") from None
+            text = getattr(fault, "msg", "") or type(fault).__name__
+            raise PortError(f"{what}: {text}") from None
 
     def power_state(self, vm: str) -> str:
         return str(self._find("vm", vm).runtime.powerState)

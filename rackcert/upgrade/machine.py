@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Literal
 
 from rackcert.core.errors import InputError, RackcertError
@@ -294,13 +295,14 @@ class Roll:
         self,
         target: UpgradeNode | UpgradeHost,
         step: str,
-        action: Callable[[], str | None],
+        action: Callable[[], object],
     ) -> None:
         if self.rec.finished(target, step):
             return
         entry = self.rec.begin(target, step)
         try:
-            detail = action() or ""
+            said = action()
+            detail = said if isinstance(said, str) else ""
         except (RackcertError, OSError, TimeoutError) as exc:
             self.rec.end(entry, "failed", str(exc))
             raise UnitFailed(step, " ".join(str(exc).split())) from None
@@ -336,7 +338,7 @@ class Roll:
         reason = drain_reason(self.run_name)
         self._redrain_lost(nodes, prefix, reason)
         for n in nodes:
-            self._step(self.rec.node(n), prefix + "drain", lambda n=n: sched.drain(n, reason))
+            self._step(self.rec.node(n), prefix + "drain", partial(sched.drain, n, reason))
         self._set(nodes, "draining")
         self._sample()
         if nodes and not self.rec.finished(self.rec.node(nodes[0]), prefix + "wait drained"):
@@ -347,7 +349,7 @@ class Roll:
                 self._step(self.rec.node(n), prefix + "wait drained", lambda: "no job running")
         self._set(nodes, "drained")
         for n in nodes:
-            self._step(self.rec.node(n), prefix + "shutdown guest", lambda n=n: self._shutdown(n))
+            self._step(self.rec.node(n), prefix + "shutdown guest", partial(self._shutdown, n))
         self._set(nodes, "down")
         host_target = self._host_target(unit.host, rollback)
         h = self.rec.host(unit.host)
@@ -369,7 +371,7 @@ class Roll:
             entry = self.rec.begin(h, prefix + "host image")
             self.rec.end(entry, "skipped", "no host layer change for this host")
         for n in nodes:
-            self._step(self.rec.node(n), prefix + "power on", lambda n=n: hv.power_on(n))
+            self._step(self.rec.node(n), prefix + "power on", partial(hv.power_on, n))
         self._set(nodes, "powered_on")
         guest_target = self._guest_target(rollback)
         for n in nodes:
@@ -378,7 +380,7 @@ class Roll:
                 self._step(
                     self.rec.node(n),
                     prefix + "guest layer",
-                    lambda n=n: self.ports.guest.apply(n, guest_target),
+                    partial(self.ports.guest.apply, n, guest_target),
                 )
         failed = []
         for n in nodes:
