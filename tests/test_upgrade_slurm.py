@@ -143,6 +143,8 @@ class _Vcenter:
 class _Guests:
     def __init__(self, versions):
         self.versions = {n: dict(versions) for n in ("node1", "node2")}
+        self.first = dict(versions)
+        self.half_rate: set[str] = set()
 
     def apply(self, node, versions):
         time.sleep(0.5)
@@ -152,7 +154,12 @@ class _Guests:
         return {n: self.certify(n, {}) for n in nodes}
 
     def certify(self, node, versions):
-        return Certificate(versions=dict(self.versions[node]), checks={"gpu.count": "pass"})
+        slow = node in self.half_rate and self.versions[node] != self.first
+        return Certificate(
+            versions=dict(self.versions[node]),
+            checks={"gpu.count": "pass"},
+            figures={"node.compute": 50.0 if slow else 100.0},
+        )
 
 
 def test_a_roll_under_real_slurm_loses_no_job_and_keeps_the_budget(slurm_rack: SlurmRack, tmp_path):
@@ -215,3 +222,78 @@ def test_a_roll_under_real_slurm_loses_no_job_and_keeps_the_budget(slurm_rack: S
     _wait(lambda: all(s in ("COMPLETED",) for s in _job_states(rack, jobs).values()), 90, "jobs")
     ends = _job_states(rack, jobs)
     assert set(ends.values()) == {"COMPLETED"}, ends
+
+
+class Killed(BaseException):
+    """The controller dies here: nothing after it runs."""
+
+
+def test_a_planted_failure_stays_drained_and_a_killed_roll_finishes(slurm_rack, tmp_path):
+    from rackcert.core.runs import RunDir
+    from tests.upgrade_helpers import new_run
+
+    rack = slurm_rack
+    before = rack.loaded.spec
+    new = yaml.safe_load(rack.loaded.text)
+    new["guest"]["nvidia_driver"] = "470.141.03"
+    after = parse_spec(yaml.safe_dump(new), "new.yaml").spec
+    slurm = SlurmScheduler(rack.lab.env())
+    names = [v.name for v in before.vms]
+    opts = PlanOptions(Budget.parse("1"), allow_uncertified=True)
+    plan = build_plan(before, after, opts, certified_run="c", reference=None,
+                      matrix_where="-", states=slurm.nodes(names))  # fmt: skip
+    timing = Timing(drain_timeout=60, shutdown_timeout=5, poll=0.2)
+    try:
+        # node1 comes back at half its compute rate: it stays drained, node2 is never touched.
+        guests = _Guests({"nvidia_driver": before.guest.nvidia_driver or ""})
+        guests.half_rate.add("node1")
+        vc = _Vcenter(slurm, {v.name: v.host for v in before.vms})
+        run = new_run(tmp_path / "a", new)
+        ports = Ports(slurm, vc, guests, guests, None, RealClock())  # type: ignore[arg-type]
+        out = Roll(plan, run, ports, timing).run()
+        assert out.status == "stopped" and [n.state for n in out.nodes] == ["failed", "pending"]
+        shown = reasons_of(rack)
+        assert shown["node1"].startswith(f"rackcert upgrade {run.path.name}: node.compute 50")
+        assert "node2" not in shown and guests.versions["node2"] == guests.first
+        # --rollback returns node1 to the certified driver, and it resumes.
+        guests.half_rate.clear()
+        back = Roll(plan, run, ports, timing, data=out).rollback("node1")
+        assert back.nodes[0].state == "rolled_back"
+        assert guests.versions["node1"]["nvidia_driver"] == before.guest.nvidia_driver
+        _wait(lambda: slurm.nodes(["node1"])["node1"].in_service, 60, "node1 resumed")
+
+        # A controller killed right after it drained node2, then run again: the same end.
+        guests = _Guests({"nvidia_driver": before.guest.nvidia_driver or ""})
+        vc = _Vcenter(slurm, {v.name: v.host for v in before.vms})
+        run = new_run(tmp_path / "b", new)
+        calls = {"n": 0}
+        real_shutdown = vc.shutdown_guest
+
+        def dies_second_time(vm):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise Killed()
+            return real_shutdown(vm)
+
+        vc.shutdown_guest = dies_second_time  # type: ignore[method-assign]
+        ports = Ports(slurm, vc, guests, guests, None, RealClock())  # type: ignore[arg-type]
+        with pytest.raises(Killed):
+            Roll(plan, run, ports, timing).run()
+        assert slurm.nodes(["node2"])["node2"].drained_by(run.path.name)
+        vc.shutdown_guest = real_shutdown  # type: ignore[method-assign]
+        record = RunDir.open(run.path).read_record("upgrade")
+        out = Roll(plan, run, ports, timing, data=record.data).run()
+        assert out.status == "done" and [n.state for n in out.nodes] == ["resumed"] * 2
+        assert all(v["nvidia_driver"] == "470.141.03" for v in guests.versions.values())
+        assert vc.lost == []
+    finally:
+        for node in names:
+            if slurm.nodes([node])[node].drain:
+                slurm.resume(node)
+    assert reasons_of(rack) == {}
+
+
+def reasons_of(rack: SlurmRack) -> dict[str, str]:
+    """`sinfo -R`: the drained nodes and their reasons."""
+    out = rack.lab.client("sinfo", "-R", "-h", "-N", "-o", "%N|%E").stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
