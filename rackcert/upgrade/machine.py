@@ -176,6 +176,8 @@ class Roll:
             )
         with self.rec.editing():
             data.status, data.stopped_because = "running", ""
+            # A re-run may raise the limit the record stopped at (--max-failures).
+            data.max_failures = self.plan.options.max_failures
         self._recover()
         self._take_baselines()
         try:
