@@ -404,3 +404,21 @@ def test_the_upgrade_metrics_say_what_the_record_says(tmp_path):
     assert 'rackcert_upgrade_nodes_out_of_service{partition="rack",spec="lab"} 1.0' in text
     assert 'rackcert_upgrade_nodes_out_of_service_max{partition="rack",spec="lab"} 1.0' in text
     assert 'rackcert_upgrade_failures{spec="lab"} 1.0' in text
+
+
+def test_a_hosts_vms_go_out_together_and_fail_alone(tmp_path):
+    data, before, after = _pair(hosts=2, per_host=2)
+    world = world_for(before)
+    world.guests.half_rate.add("lab-node2")
+    plan = make_plan(before, after, max_unavailable="2", max_failures=2)
+    out = roll(plan, new_run(tmp_path, upgraded(data)), world).run()
+    assert {n.name: n.state for n in out.nodes} == {
+        "lab-node1": "resumed", "lab-node2": "failed", "lab-node3": "pending",
+        "lab-node4": "pending",
+    }  # fmt: skip
+    assert out.stopped_because.startswith("partition rack: 1 node(s) already out of service")
+    off = [(t, k, vm) for t, k, vm in world.vc.events if k == "off"]
+    assert [vm for _, _, vm in off] == ["lab-node1", "lab-node2"]
+    enter = next(t for t, k, h in world.vc.events if k == "maintenance" and h == "lab-esx01")
+    assert all(t <= enter for t, _, _ in off)
+    assert world.slurm.max_out == {"rack": 2}

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Literal
+from typing import Literal, TypeVar
 
 from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.runs import RunDir
@@ -52,6 +52,7 @@ from rackcert.upgrade.record import Recorder
 
 TERMINAL = ("resumed", "failed", "skipped", "left_alone", "rolled_back")
 Policy = Literal["wait", "skip", "stop"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -141,6 +142,18 @@ def _later(a: str, b: str) -> bool:
     return datetime.fromisoformat(a.replace("Z", "+00:00")) > datetime.fromisoformat(
         b.replace("Z", "+00:00")
     )
+
+
+def _each(nodes: list[str], work: Callable[[str], T]) -> list[T]:
+    """`work` on every node at once; the first exception is raised once all have ended."""
+    if len(nodes) <= 1:
+        return [work(n) for n in nodes]
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        futures = [pool.submit(work, n) for n in nodes]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]  # type: ignore[misc]
+    return [f.result() for f in futures]
 
 
 class Roll:
@@ -376,19 +389,20 @@ class Roll:
             self._step(self.rec.node(n), prefix + "power on", partial(hv.power_on, n))
         self._set(nodes, "powered_on")
         guest_target = self._guest_target(rollback)
-        for n in nodes:
-            if guest_target:
-                self._set([n], "guest")
+        if guest_target:
+            self._set(nodes, "guest")
+
+            def guest(n: str) -> None:
                 self._step(
                     self.rec.node(n),
                     prefix + "guest layer",
                     partial(self.ports.guest.apply, n, guest_target),
                 )
-        failed = []
-        for n in nodes:
-            self._set([n], "validating")
-            if not self._certify(n, prefix, rollback):
-                failed.append(n)
+
+            _each(nodes, guest)  # the host's VMs are independent: side by side
+        self._set(nodes, "validating")
+        passed = _each(nodes, lambda n: self._certify(n, prefix, rollback))
+        failed = [n for n, ok in zip(nodes, passed, strict=True) if not ok]
         self._set_host(unit.host, "done" if host_target else h.state)
         if failed:
             with self.rec.editing() as data:

@@ -4,8 +4,11 @@ Why write-ahead: a step is recorded `started` before the port touches the world 
 `done` after, so a controller killed in between leaves a record that says exactly which
 step may be half done; a re-run repeats that step (every step is idempotent: draining a
 drained node, entering maintenance a host is in, a reboot proven by a later bootTime).
-RunDir.write_stage writes through a temporary file, fsync and rename: SIGKILL leaves the
-old record or the new one, never half of one.
+The file goes through the spine's atomic write (temporary file, fsync, rename): SIGKILL
+leaves the old record or the new one, never half of one. It is written compact (C JSON
+encoder) and without re-reading meta.json or re-validating the typed record each time:
+it is rewritten after every transition and grows with the rack (16 hosts x 2 VMs: the
+indented write cost ~10 ms a time, scaled into every wave of the roll).
 """
 
 from __future__ import annotations
@@ -14,8 +17,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rackcert.core.runs import RunDir, utc_now
-from rackcert.core.stage_records import UpgradeData, UpgradeHost, UpgradeNode, UpgradeStep
+from rackcert.core.runs import RunDir, atomic_write_json, utc_now
+from rackcert.core.stage_records import (
+    UpgradeData,
+    UpgradeHost,
+    UpgradeNode,
+    UpgradeRecord,
+    UpgradeStep,
+)
 
 FINISHED_STEPS = ("done", "skipped")
 
@@ -29,6 +38,12 @@ class Recorder:
         self.lock = threading.RLock()
         self._nodes = {n.name: n for n in data.nodes}
         self._hosts = {h.name: h for h in data.hosts}
+        meta = run.meta
+        self._rack = str(meta["rack"])
+        self._sha = run.spec_sha256 or str(meta["spec_sha256"])
+        earlier = run.read_stage("upgrade")  # a resumed roll keeps its start
+        started = earlier.get("started_at") if isinstance(earlier, dict) else None
+        self._started = started if isinstance(started, str) else utc_now()
 
     def node(self, name: str) -> UpgradeNode:
         return self._nodes[name]
@@ -41,8 +56,17 @@ class Recorder:
             status = "ok" if self.data.status == "done" and not self.data.failures else "partial"
             if self.data.status == "stopped":
                 status = "failed"
-            self.run.write_stage(
-                "upgrade", self.data, status=status, error=self.data.stopped_because or None
+            record = UpgradeRecord(
+                rack=self._rack,
+                spec_sha256=self._sha,
+                status=status,  # type: ignore[arg-type]
+                error=self.data.stopped_because or None,
+                started_at=self._started,
+                finished_at=utc_now(),
+                data=self.data,
+            )
+            atomic_write_json(
+                self.run.path / "upgrade.json", record.model_dump(mode="json"), indent=None
             )
 
     @contextmanager
