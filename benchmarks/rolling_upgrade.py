@@ -128,6 +128,7 @@ def one_roll(hosts: int, budget: str, scale: float) -> dict[str, Any]:
     """Roll one twin of `hosts` x 2 VMs with this budget; the figures."""
     import yaml
 
+    from provision.vsphere_ops import set_poll_cap
     from rackcert.core.runs import RunDir
     from rackcert.core.spec_loader import load_spec, parse_spec
     from rackcert.rollout import VSphereHypervisor
@@ -168,6 +169,7 @@ def one_roll(hosts: int, budget: str, scale: float) -> dict[str, Any]:
         timed = Timed(scale, guest_versions(before), host_versions(before, before.hosts[0].name))
         ports = Ports(slurm, hv, timed, timed, timed)  # type: ignore[arg-type]
         run = RunDir.create(base / "runs", before.metadata.name, after.sha256, after.text)
+        set_poll_cap(max(0.005, 10 * scale))  # task polls at 10 modelled s, as provision_pace
         timing = Timing(shutdown_timeout=300 * scale, reboot_timeout=3600 * scale,
                         poll=max(0.005, 10 * scale))  # fmt: skip
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)

@@ -422,3 +422,17 @@ def test_a_hosts_vms_go_out_together_and_fail_alone(tmp_path):
     enter = next(t for t, k, h in world.vc.events if k == "maintenance" and h == "lab-esx01")
     assert all(t <= enter for t, _, _ in off)
     assert world.slurm.max_out == {"rack": 2}
+
+
+def test_a_remediation_that_rebooted_the_host_is_proven_not_repeated(tmp_path):
+    data, before, after = _pair(hosts=1)
+    world = world_for(before)
+    world.image.reboots = True
+    out = roll(make_plan(before, after), new_run(tmp_path, upgraded(data)), world).run()
+    assert out.status == "done"
+    kinds = [k for _, k, _ in world.vc.events]
+    assert "remediation reboot" in kinds and "reboot" not in kinds
+    host = out.hosts[0]
+    assert host.boot_time_after > host.boot_time_before
+    step = next(s for s in host.steps if s.step == "reboot")
+    assert "rebooted by the image's remediation" in step.detail

@@ -244,6 +244,11 @@ class SimHostImage:
         if host in self.fail:
             raise PortError(f"{host}: vLCM apply task failed (planted)")
         self.vc.images[host].update(versions)
+        if self.reboots:  # vLCM's remediation reboots the host itself before its task ends
+            self.vc.boot[host] += 60
+            self.vc.events.append((self.vc.clock.t, "remediation reboot", host))
+
+    reboots = False
 
 
 class SimGuests:

@@ -370,6 +370,11 @@ class Roll:
         h = self.rec.host(unit.host)
         if host_target:
             self._set(nodes, "host")
+            if not h.boot_time_before:
+                # Taken before the image: vLCM's remediation reboots the host itself, and
+                # then the roll's reboot step has nothing left to do but prove it.
+                with self.rec.editing():
+                    h.boot_time_before = hv.boot_time(unit.host)
             self._set_host(unit.host, "maintenance")
             self._step(
                 h,
@@ -516,8 +521,12 @@ class Roll:
             with self.rec.editing():
                 h.boot_time_before = hv.boot_time(host)
         before = h.boot_time_before
-        if not _later(self._boot_time(host), before):
+        now = self._boot_time(host)
+        asked = bool(now) and not _later(now, before)  # up and not rebooted since: reboot it
+        if asked:
             hv.reboot(host)
+        # Else it rebooted already (vLCM's remediation does) or is down rebooting (a re-run
+        # after a kill mid-reboot): wait for the later bootTime that proves it.
         deadline = clock.monotonic() + self.timing.reboot_timeout
         while True:
             now = self._boot_time(host)
@@ -528,7 +537,8 @@ class Roll:
                 if image is not None:
                     with self.rec.editing():
                         h.image_after = image.current(host)
-                return f"bootTime {before} -> {now}"
+                by = "" if asked else " (rebooted by the image's remediation, or before a re-run)"
+                return f"bootTime {before} -> {now}{by}"
             if clock.monotonic() > deadline:
                 raise PortError(
                     f"{host}: bootTime still {before} {self.timing.reboot_timeout:.0f} s after"
