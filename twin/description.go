@@ -30,6 +30,9 @@ type Description struct {
 	// Depots are the offline bundles the hosts can install from (esxcli software vib install
 	// -d, hostsoftware.go): a path on a datastore and the VIBs the bundle holds.
 	Depots []DepotDesc `json:"depots"`
+	// vSphere Lifecycle Manager: whether the cluster is managed by an image, and the depot's
+	// base images and components (vlcm.go).
+	Vlcm VlcmDesc `json:"vlcm"`
 }
 
 // DepotDesc is one offline bundle (.zip) a host can read, and the VIBs in it.

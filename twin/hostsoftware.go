@@ -97,6 +97,7 @@ var hardwareVgpuTypes sync.Map
 // bootSoftware is what a boot does to the host's software: an installed manager loads, and
 // the host offers its GPUs' vGPU profiles from then on.
 func bootSoftware(hs *simulator.HostSystem) {
+	bootImage(hs)
 	installed := vgpuManagerInstalled(hs)
 	managerLoaded.Store(hs.Self.Value, installed)
 	hw, _ := hardwareVgpuTypes.Load(hs.Self.Value)
@@ -110,6 +111,36 @@ func bootSoftware(hs *simulator.HostSystem) {
 			gm.SharedPassthruGpuTypes = hs.Config.SharedPassthruGpuTypes
 		}
 	}
+}
+
+// runningBase: host moid -> the esx-base version the host booted with.
+var runningBase sync.Map
+
+// bootImage: a host that boots with a new esx-base (a base image installed by vLCM, vlcm.go, or
+// `esxcli software profile update`) runs that ESXi release from then on: config.product (and
+// summary.config.product) name its version and build, which `esxcli system version get` reads.
+// The esx-base VIB's version is <version>-<update>.<patch>.<build> (ESXi 7.0 U3c:
+// 7.0.3-0.20.19193900). Called with the host locked (reboot).
+func bootImage(hs *simulator.HostSystem) {
+	base := ""
+	for _, v := range softwareOf(hs) {
+		if v.Name == "esx-base" {
+			base = v.Version
+		}
+	}
+	was, _ := runningBase.Load(hs.Self.Value)
+	runningBase.Store(hs.Self.Value, base)
+	dash := strings.Index(base, "-")
+	if base == "" || was == base || dash < 0 || hs.Config == nil {
+		return
+	}
+	product := hs.Config.Product
+	product.Version = base[:dash]
+	product.Build = base[strings.LastIndex(base, ".")+1:]
+	product.FullName = fmt.Sprintf("VMware ESXi %s build-%s", product.Version, product.Build)
+	product.ApiVersion = apiVersion(product.Version)
+	hs.Config.Product = product
+	hs.Summary.Config.Product = &product
 }
 
 // depots: offline bundle path -> the VIBs in it (Desc.Depots), set once at build.
@@ -207,7 +238,14 @@ var hostVIBs sync.Map
 // setHostSoftware gives the host its VIB list: the description's, else the one its hardware needs.
 func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
 	hardwareVgpuTypes.Store(hs.Self.Value, append([]string(nil), hd.VgpuTypes...))
-	defer func() { managerLoaded.Store(hs.Self.Value, vgpuManagerInstalled(hs)) }()
+	defer func() {
+		managerLoaded.Store(hs.Self.Value, vgpuManagerInstalled(hs))
+		for _, v := range softwareOf(hs) {
+			if v.Name == "esx-base" {
+				runningBase.Store(hs.Self.Value, v.Version)
+			}
+		}
+	}()
 	if hd.VIBs != nil {
 		hostVIBs.Store(hs.Self.Value, append([]VIB(nil), hd.VIBs...))
 		return
