@@ -11,7 +11,6 @@ through vCenter.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -67,7 +66,11 @@ def sdk(lab: Any, steps: list[dict[str, Any]], tmp: Path) -> list[dict[str, Any]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp)}
     script = Path(__file__).with_name("vlcm_sdk_judge.py")
     proc = subprocess.run(
-        [str(python), str(script), str(request)], capture_output=True, text=True, env=env, timeout=300
+        [str(python), str(script), str(request)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer: list[dict[str, Any]] = json.loads(proc.stdout)
@@ -163,7 +166,9 @@ def test_the_sdk_reads_stages_scans_and_applies_an_image_through_the_twin(rack_t
         from pyVmomi import vim
 
         content = si.RetrieveContent()
-        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        view = content.viewManager.CreateContainerView(
+            content.rootFolder, [vim.VirtualMachine], True
+        )
         vm = next(v for v in view.view if v.name == "busy")
         view.DestroyView()
         WaitForTask(vm.PowerOffVM_Task())

@@ -55,7 +55,10 @@ def main(request: dict[str, Any]) -> list[dict[str, Any]]:
         server=request["server"], username=request["user"], password=password, session=session
     )
     config = client._stub_config
-    (cluster,) = [c.cluster for c in client.vcenter.Cluster.list(Cluster.FilterSpec(names={request["cluster"]}))]
+    (cluster,) = [
+        c.cluster
+        for c in client.vcenter.Cluster.list(Cluster.FilterSpec(names={request["cluster"]}))
+    ]
     names = {h.host: h.name for h in client.vcenter.Host.list(Host.FilterSpec(clusters={cluster}))}
     ids = {name: host for host, name in names.items()}
     out: list[dict[str, Any]] = []
@@ -106,7 +109,9 @@ def main(request: dict[str, Any]) -> list[dict[str, Any]]:
             )
             commit = wait(Drafts(config).commit_task(cluster, draft, Drafts.CommitSpec()))
             info = Commits(config).get(cluster, commit)
-            out.append({"commit": commit, "author": info.author, "apply_status": str(info.apply_status)})
+            out.append(
+                {"commit": commit, "author": info.author, "apply_status": str(info.apply_status)}
+            )
         elif op == "apply":
             spec = Software.ApplySpec(hosts={ids[n] for n in step["hosts"]}, accept_eula=True)
             try:
