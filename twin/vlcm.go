@@ -162,8 +162,19 @@ func setupVlcm(desc *Description, release string) {
 					vlcm.baseImages[v.Version] = BaseImageDesc{Version: v.Version,
 						DisplayVersion: orDefault(d[0], v.Version), ReleaseDate: orDefault(d[1], "2022-01-27")}
 				}
-			} else if !isBaseVIB(v) && componentOfVIB(v.Name) == "" {
-				addComponent(ComponentDesc{Name: v.Name, Version: v.Version, Vendor: v.Vendor})
+			} else if !isBaseVIB(v) {
+				// The version a host runs is in the depot, under the component that installs
+				// its VIB (a component of that VIB's name where the description names none).
+				name := componentOfVIB(v.Name)
+				if name == "" {
+					addComponent(ComponentDesc{Name: v.Name, Version: v.Version, Vendor: v.Vendor})
+				} else if _, ok := vlcm.components[name][v.Version]; !ok {
+					for _, known := range vlcm.components[name] {
+						known.Version, known.DisplayVersion = v.Version, ""
+						addComponent(known)
+						break
+					}
+				}
 			}
 		}
 	}
