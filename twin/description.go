@@ -39,6 +39,14 @@ type Description struct {
 type DepotDesc struct {
 	Path string `json:"path"`
 	VIBs []VIB  `json:"vibs"`
+	// Image profiles in the bundle: a name and the names of its VIBs (of this bundle).
+	Profiles []ProfileDesc `json:"profiles"`
+}
+
+// ProfileDesc is an image profile of an offline bundle.
+type ProfileDesc struct {
+	Name string   `json:"name"`
+	VIBs []string `json:"vibs"`
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.
