@@ -184,15 +184,15 @@ func setupVlcm(desc *Description, release string) {
 	for _, ref := range simulator.Map.All("ClusterComputeResource") {
 		cl := ref.(*simulator.ClusterComputeResource)
 		ci := &clusterImage{ref: cl.Self, drafts: map[string]*vlcmDraft{}}
-		im := hostImage{Components: map[string]string{}}
+		im, from := hostImage{Components: map[string]string{}}, "no host"
 		if len(cl.Host) > 0 {
 			if hs := hostByMoid(cl.Host[0].Value); hs != nil {
-				im = imageOf(hs)
+				im, from = imageOf(hs), "host "+hs.Name
 			}
 		}
 		vlcm.nextID++
 		ci.commits = append(ci.commits, &vlcmCommit{ID: strconv.Itoa(vlcm.nextID), Author: "vpxd",
-			Description: "Image imported from host " + cl.Host[0].Value, Time: time.Now(), Image: im, Applied: true})
+			Description: "Image imported from " + from, Time: time.Now(), Image: im, Applied: true})
 		vlcm.clusters[cl.Self.Value] = ci
 	}
 }
@@ -861,9 +861,10 @@ func remediateHost(hs *simulator.HostSystem, target hostImage) (string, string) 
 	if same {
 		return "SKIPPED", "Host " + hs.Name + " is compliant with the image."
 	}
-	var inMaintenance bool
+	var inMaintenance, connected bool
 	var running []string
 	simulator.Map.WithLock(hs, func() {
+		connected = hs.Runtime.ConnectionState == types.HostSystemConnectionStateConnected
 		inMaintenance = hs.Runtime.InMaintenanceMode
 		for _, vm := range vmsOn(hs) {
 			if !isAgent(vm) && vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
@@ -871,6 +872,9 @@ func remediateHost(hs *simulator.HostSystem, target hostImage) (string, string) 
 			}
 		}
 	})
+	if !connected || availability.unavailable(hs.Self, nil) != "" {
+		return "ERROR", "Host " + hs.Name + " is not responding."
+	}
 	enteredByVlcm := false
 	if !inMaintenance {
 		if len(running) > 0 {
