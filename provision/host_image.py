@@ -118,6 +118,15 @@ class HostImage:
             self._clusters[name] = found[0]["cluster"]
         return self._clusters[name]
 
+    def clusters(self) -> list[str]:
+        """The names of vCenter's clusters."""
+        found = self._api.invoke(
+            "com.vmware.vcenter.cluster",
+            "list",
+            {"filter": opt(st("com.vmware.vcenter.cluster.filter_spec", _filter()))},
+        )
+        return sorted(c["name"] for c in found)
+
     def host_ids(self, cluster: str) -> dict[str, str]:
         """Host name -> identifier, for the cluster's hosts."""
         found = self._api.invoke(
@@ -215,6 +224,22 @@ class HostImage:
         }
         changes |= previous.components
         return self.stage(cluster, base=previous.base, components=changes)
+
+    # --- the depot ---
+
+    def base_images(self) -> list[str]:
+        """The base image versions the depot holds, oldest first."""
+        found = self._call(
+            "com.vmware.esx.settings.depot_content.base_images", "list", {"filter": opt()}
+        )
+        return [b["version"] for b in found or []]
+
+    def depot_components(self) -> dict[str, list[str]]:
+        """Component name -> the versions the depot holds, oldest first."""
+        found = self._call(
+            "com.vmware.esx.settings.depot_content.components", "list", {"filter": opt()}
+        )
+        return {c["name"]: [v["version"] for v in c["versions"]] for c in found or []}
 
     # --- hosts ---
 

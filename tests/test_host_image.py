@@ -174,3 +174,50 @@ def test_tls_is_the_specs_even_with_the_environment_trusting_the_twin(
     with pytest.raises(SessionError, match="login refused") as refused, HostImage(wrong_pw):
         pass
     assert "not-the-password" not in str(refused.value)
+
+
+def test_the_upgrades_port_speaks_the_specs_terms_and_waits_its_turn(rack_twin):
+    """VlcmHostImage: current() and apply() in the spec's terms (esxi release, vgpu_manager,
+    a component's short name), translated through vLCM's depot; two hosts applied at once
+    are remediated one after the other, as vLCM runs one remediation per cluster."""
+    import threading
+
+    from pyVim.task import WaitForTask
+
+    from provision.host_image_port import VlcmHostImage
+
+    lab = rack_twin(LAB, desc={"vlcm": VLCM})
+    with lab.connect() as si:
+        for host in hosts_of(si).values():
+            WaitForTask(host.EnterMaintenanceMode_Task(timeout=0))
+    port = VlcmHostImage(lab.spec, timeout_s=60)
+    names = [h.name for h in lab.spec.hosts]  # the spec's host names, as the roll knows them
+    before = port.current(names[0])
+    assert before["esxi"] == "7.0.3" and "nmlx5" not in before
+    target = {"esxi": NEW_BASE, "vgpu_manager": "535.161.05", "nmlx5": "4.23.0.66"}
+    errors: list[BaseException] = []
+
+    def apply(name: str) -> None:
+        try:
+            port.apply(name, target)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=apply, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert errors == []
+    for name in names:
+        now = port.current(name)
+        assert {k: now.get(k) for k in target} == {
+            "esxi": "7.0.3",  # the spec asks a release: the host's is told as one
+            "vgpu_manager": "535.161.05",
+            "nmlx5": "4.23.0.66",
+        }
+        assert now[NMLX] == NMLX_NEW  # and vLCM's own name and version
+    with HostImage(lab.spec) as image:
+        assert image.desired("cluster0").base == NEW_BASE
+        with pytest.raises(HostImageError, match="not in the depot"):
+            VlcmHostImage(lab.spec)._vlcm_terms(image, image.desired("cluster0"), {"esxi": "6.7.0"})

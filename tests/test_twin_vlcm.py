@@ -101,7 +101,9 @@ def test_the_sdk_reads_stages_scans_and_applies_an_image_through_the_twin(rack_t
     busy = {"name": "busy", "host": H1, "cpus": 2, "memory_mb": 2048, "power_on": True}
     lab = rack_twin(LAB, vms=[busy], desc={"vlcm": VLCM})
 
-    image, scan = sdk(lab, [{"op": "image"}, {"op": "scan"}], tmp_path)
+    image, scan, depot = sdk(lab, [{"op": "image"}, {"op": "scan"}, {"op": "depot"}], tmp_path)
+    assert depot["base_images"] == [OLD_BASE, NEW_BASE]  # what the hosts run, and the new one
+    assert depot["components"][NMLX] == [NMLX_NEW] and VGPU_NEW in depot["components"][VGPU]
     assert image["base"] == OLD_BASE and image["display_version"] == "7.0 U3c"
     assert NMLX not in image["components"]  # the inbox driver is part of the base image
     assert scan["status"] == "COMPLIANT" and scan["compliant"] == [H1, H2]

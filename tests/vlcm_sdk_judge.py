@@ -11,7 +11,8 @@ client's stub configuration. Cluster and host identifiers come from `vcenter.Clu
 
 REQUEST: {"server": "127.0.0.1:PORT", "user": ..., "password_file": ..., "ca_file": ...,
 "cluster": NAME, "steps": [{"op": "image"} | {"op": "scan"} | {"op": "stage", "base": V,
-"components": {NAME: V}} | {"op": "apply", "hosts": [NAME, ...]} | {"op": "commit", "id": ID}]}
+"components": {NAME: V}} | {"op": "apply", "hosts": [NAME, ...]} | {"op": "commit", "id": ID}
+| {"op": "depot"}]}
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from com.vmware.esx.settings.clusters.software.drafts.software_client import (
 )
 from com.vmware.esx.settings.clusters.software_client import Commits, Compliance, Drafts
 from com.vmware.esx.settings.clusters_client import Software
+from com.vmware.esx.settings.depot_content_client import BaseImages
+from com.vmware.esx.settings.depot_content_client import Components as DepotComponents
 from com.vmware.esx.settings_client import BaseImageSpec
 from com.vmware.vcenter_client import Cluster, Host
 from vmware.vapi.vsphere.client import create_vsphere_client
@@ -126,6 +129,16 @@ def main(request: dict[str, Any]) -> list[dict[str, Any]]:
                     "successful": sorted(names[h] for h in result.successful_hosts),
                     "skipped": sorted(names[h] for h in result.skipped_hosts),
                     "failed": sorted(names[h] for h in result.failed_hosts),
+                }
+            )
+        elif op == "depot":
+            out.append(
+                {
+                    "base_images": [b.version for b in BaseImages(config).list()],
+                    "components": {
+                        c.name: [v.version for v in c.versions]
+                        for c in DepotComponents(config).list()
+                    },
                 }
             )
         elif op == "commit":

@@ -349,15 +349,21 @@ func draftOf(c *vapiCall) (*clusterImage, *vlcmDraft, *vapiErr) {
 
 // --- values ---
 
-func baseImageInfo(version string) obj {
+// baseImageDisplay is how vSphere shows a base image: its display version and release date.
+func baseImageDisplay(version string) (string, string) {
 	b := vlcm.baseImages[version]
 	release, err := time.Parse("2006-01-02", b.ReleaseDate)
 	if err != nil {
 		release = time.Date(2022, 1, 27, 0, 0, 0, 0, time.UTC)
 	}
+	return orDefault(b.DisplayVersion, version), vtime(release)
+}
+
+func baseImageInfo(version string) obj {
+	display, release := baseImageDisplay(version)
 	return st("com.vmware.esx.settings.base_image_info", obj{"version": version,
 		"details": opt(st("com.vmware.esx.settings.base_image_details", obj{"display_name": "ESXi",
-			"display_version": orDefault(b.DisplayVersion, version), "release_date": vtime(release),
+			"display_version": display, "release_date": release,
 			"quick_patch_compatible_versions": opt(nil)}))})
 }
 
@@ -751,6 +757,60 @@ func init() {
 		}), nil
 	}
 	vapiOps[sw+" apply$task"] = applyTask
+
+	// The depot's content (com.vmware.esx.settings.depot_content): what a draft may name.
+	vapiOps["com.vmware.esx.settings.depot_content.base_images list"] = func(c *vapiCall) (interface{}, *vapiErr) {
+		vlcm.Lock()
+		defer vlcm.Unlock()
+		versions := make([]string, 0, len(vlcm.baseImages))
+		for v := range vlcm.baseImages {
+			versions = append(versions, v)
+		}
+		sort.Slice(versions, func(i, j int) bool { return vibVersionLess(versions[i], versions[j]) })
+		out := []interface{}{}
+		for _, v := range versions {
+			display, release := baseImageDisplay(v)
+			out = append(out, st("com.vmware.esx.settings.depot_content.base_images.summary", obj{
+				"display_name": "ESXi", "version": v, "display_version": display,
+				"summary": "ESXi " + v, "category": "ENHANCEMENT", "kb": "about:blank",
+				"release_date": release, "quick_patch_compatible_versions": opt(nil)}))
+		}
+		return out, nil
+	}
+	vapiOps["com.vmware.esx.settings.depot_content.components list"] = func(c *vapiCall) (interface{}, *vapiErr) {
+		vlcm.Lock()
+		defer vlcm.Unlock()
+		_, filter := unStruct(c.In["filter"])
+		names := filterSet(filter, "names")
+		keys := make([]string, 0, len(vlcm.components))
+		for n := range vlcm.components {
+			keys = append(keys, n)
+		}
+		sort.Strings(keys)
+		out := []interface{}{}
+		for _, n := range keys {
+			if names != nil && !names[n] {
+				continue
+			}
+			var versions []string
+			vendor, display := "", n
+			for v, comp := range vlcm.components[n] {
+				versions = append(versions, v)
+				vendor, display = orDefault(comp.Vendor, "NVD"), orDefault(comp.DisplayName, n)
+			}
+			sort.Slice(versions, func(i, j int) bool { return vibVersionLess(versions[i], versions[j]) })
+			list := []interface{}{}
+			for _, v := range versions {
+				list = append(list, st("com.vmware.esx.settings.depot_content.components.component_version_summary", obj{
+					"version": v, "display_version": orDefault(vlcm.components[n][v].DisplayVersion, v),
+					"summary": n + " " + v, "category": "ENHANCEMENT", "urgency": "GENERAL", "kb": "about:blank",
+					"release_date": vtime(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))}))
+			}
+			out = append(out, st("com.vmware.esx.settings.depot_content.components.summary", obj{
+				"name": n, "display_name": display, "vendor": vendor, "versions": list}))
+		}
+		return out, nil
+	}
 }
 
 // applyTask is clusters.software apply$task.
