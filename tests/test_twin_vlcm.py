@@ -230,3 +230,55 @@ def test_a_cluster_managed_by_baselines_has_no_image(rack_twin, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("NotFound") and "not managed by a single image" in proc.stdout
+
+
+def test_rest_session_at_api_session_is_the_json_rpc_session(rack_twin):
+    """POST /api/session (basic authentication) answers 201 and a session id that JSON-RPC calls
+    at /api accept in the vmware-api-session-id header; DELETE ends it for both."""
+    import base64
+    import http.client
+    import ssl
+
+    lab = rack_twin(LAB, desc={"vlcm": VLCM})
+    ctx = ssl.create_default_context(cafile=str(lab.twin.files.cert_file))
+    password = Path(lab.twin.files.password_file).read_text().strip()
+
+    def call(method: str, path: str, headers: dict[str, str], body: str = "") -> tuple[int, Any]:
+        conn = http.client.HTTPSConnection("127.0.0.1", lab.twin.port, context=ctx, timeout=30)
+        conn.request(method, path, body=body or None, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        conn.close()
+        return resp.status, json.loads(raw) if raw else None
+
+    basic = base64.b64encode(f"{lab.spec.vcenter.user}:{password}".encode()).decode()
+    status, sid = call("POST", "/api/session", {"Authorization": f"Basic {basic}"})
+    assert status == 201 and isinstance(sid, str) and sid
+    wrong = base64.b64encode(f"{lab.spec.vcenter.user}:nope".encode()).decode()
+    assert call("POST", "/api/session", {"Authorization": f"Basic {wrong}"})[0] == 401
+    rpc = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "invoke",
+            "id": "1",
+            "params": {
+                "serviceId": "com.vmware.esx.settings.clusters.software",
+                "operationId": "get",
+                "input": {"STRUCTURE": {"operation-input": {"cluster": "nope"}}},
+                "ctx": {"appCtx": {}},
+            },
+        }
+    )
+    json_headers = {"Content-Type": "application/json", "vmware-api-session-id": sid}
+    status, answer = call("POST", "/api", json_headers, rpc)
+    assert (
+        status == 200
+        and "com.vmware.vapi.std.errors.not_found" in answer["result"]["error"]["ERROR"]
+    )
+    assert (
+        call("GET", "/api/session", {"vmware-api-session-id": sid})[1]["user"]
+        == lab.spec.vcenter.user
+    )
+    assert call("DELETE", "/api/session", {"vmware-api-session-id": sid})[0] == 204
+    status, answer = call("POST", "/api", json_headers, rpc)
+    assert "com.vmware.vapi.std.errors.unauthenticated" in answer["result"]["error"]["ERROR"]

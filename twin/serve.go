@@ -55,6 +55,7 @@ func Serve(rack *Rack, desc *Description, password string) (*Server, error) {
 	// The Automation API (vAPI JSON-RPC), where vLCM lives (vapi.go, vlcm.go).
 	vapiLogin.User, vapiLogin.Password = orDefault(desc.User, "rackcert"), password
 	svc.ServeMux.HandleFunc("/api", serveVapi)
+	svc.ServeMux.HandleFunc("/api/session", serveRESTSession)
 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -29,6 +29,57 @@ import (
 	"time"
 )
 
+// serveRESTSession is the REST form of session management vCenter 7.0 U2+ serves beside
+// JSON-RPC (vSphere Automation API, "Create Session": POST /api/session with HTTP basic
+// authentication answers 201 and the session id as a JSON string; GET /api/session the session's
+// user; DELETE /api/session ends it, 204; the id travels in the vmware-api-session-id header).
+// The sessions are the JSON-RPC ones.
+func serveRESTSession(w http.ResponseWriter, r *http.Request) {
+	unauthenticated := func() {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(obj{"error_type": "UNAUTHENTICATED", "messages": []interface{}{
+			obj{"id": "vapi.method.authentication.required", "default_message": "Authentication required.",
+				"args": []interface{}{}}}})
+	}
+	id := r.Header.Get("vmware-api-session-id")
+	switch r.Method {
+	case http.MethodPost:
+		user, pass, ok := r.BasicAuth()
+		if !ok || user != vapiLogin.User || pass != vapiLogin.Password {
+			unauthenticated()
+			return
+		}
+		id = newID(16)
+		vapiSessions.Lock()
+		vapiSessions.byID[id] = user
+		vapiSessions.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(id)
+	case http.MethodGet, http.MethodDelete:
+		vapiSessions.Lock()
+		user, ok := vapiSessions.byID[id]
+		if ok && r.Method == http.MethodDelete {
+			delete(vapiSessions.byID, id)
+		}
+		vapiSessions.Unlock()
+		if !ok || id == "" {
+			unauthenticated()
+			return
+		}
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		now := time.Now().UTC().Format(time.RFC3339)
+		writeJSON(w, obj{"user": user, "created_time": now, "last_accessed_time": now})
+	default:
+		w.Header().Set("Allow", "POST, GET, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}
+}
+
 // vapiErr is a com.vmware.vapi.std.errors.<kind> error with its message.
 type vapiErr struct {
 	Kind string // not_found, invalid_argument, already_exists, unauthenticated, ...
