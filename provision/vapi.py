@@ -114,6 +114,7 @@ class VapiSession:
         try:
             answer = self._call("com.vmware.cis.session", "create", {}, security)
         except VapiError as exc:
+            self._drop()
             if exc.kind == "unauthenticated":
                 raise SessionError(
                     f"{self.where}: login refused for user {self._vc.user!r}: wrong user name or"
