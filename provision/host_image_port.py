@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from provision.host_image import HostImage, HostImageError, Image
 from rackcert.core.spec import Spec
@@ -72,9 +72,11 @@ class VlcmHostImage:
         return next((h.esxi_version for h in self._spec.hosts if host in (h.name, h.address)), "")
 
     def current(self, host: str) -> dict[str, str]:
-        """What the host runs (vLCM's compliance scan), in the spec's terms."""
+        """What the host runs (vLCM's compliance scan; esxcli on baselines), in the spec's terms."""
         with self._open() as image:
             cluster = self._cluster_of(image, host)
+            if not image.managed(cluster):
+                return self._esxcli_current(host)
             seen = image.compliance(cluster)
             address = self._address(host)
             if address not in seen:
@@ -86,6 +88,9 @@ class VlcmHostImage:
         deadline = time.monotonic() + self._timeout_s
         with self._open() as image:
             cluster = self._cluster_of(image, host)
+            if not image.managed(cluster):
+                self._esxcli_apply(host, cluster, versions)
+                return
             with self._stage_lock:
                 desired = image.desired(cluster)
                 target = self._vlcm_terms(image, desired, versions)
@@ -98,6 +103,70 @@ class VlcmHostImage:
                     )
             address = self._address(host)
             self._retry(lambda: image.apply(cluster, [address], deadline=deadline), deadline)
+
+    # --- a cluster managed by baselines: esxcli on the host ---
+
+    def _esxcli_current(self, host: str) -> dict[str, str]:
+        """The host's image from `esxcli software vib list`: esx-base, NVIDIA's manager, the
+        other vendors' VIBs (by VIB name and by the spec's short names)."""
+        from provision.esxcli import host_facts
+        from provision.session import connect
+
+        with connect(self._spec) as si:
+            facts, _ = host_facts(si, self._host_object(si, host)._moId)
+        if not facts.answered:
+            raise HostImageError(f"{host}: esxcli did not answer ({facts.error})")
+        base = next((v.version for v in facts.vibs if v.name == "esx-base"), "")
+        components = {
+            v.name: v.version
+            for v in facts.vibs
+            if v.vendor not in ("VMware", "VMW") and v.name != "esx-base"
+        }
+        return self._spec_terms(host, Image(base=base, components=components))
+
+    def _esxcli_apply(self, host: str, cluster: str, versions: dict[str, str]) -> None:
+        """On baselines rackcert moves the vGPU manager alone, from the spec's offline bundle
+        (`esxcli software vib install -d`, in maintenance mode; the reboot is the roll's)."""
+        from provision.esxcli import EsxcliError, vib_install
+        from provision.session import connect
+
+        now = self._esxcli_current(host)
+        pending = sorted(k for k, v in versions.items() if now.get(k) != v)
+        if not pending:
+            return
+        source = self._spec.host_software.vgpu_manager
+        if pending != [VGPU_MANAGER] or source is None:
+            raise HostImageError(
+                f"{host}: cluster {cluster} is managed by baselines, not a vLCM image: rackcert"
+                " changes only the vGPU manager there (host_software.vgpu_manager.depot);"
+                f" {', '.join(k for k in pending if k != VGPU_MANAGER) or VGPU_MANAGER} need the"
+                " cluster managed by an image, or `esxcli software profile update` by hand"
+            )
+        with connect(self._spec) as si:
+            try:
+                vib_install(self._host_object(si, host), source.depot)
+            except EsxcliError as exc:
+                raise HostImageError(f"{host}: esxcli software vib install: {exc}") from None
+        got = self._esxcli_current(host).get(VGPU_MANAGER)
+        if got != versions[VGPU_MANAGER]:
+            raise HostImageError(
+                f"{host}: {source.depot} installed vGPU manager {got or 'none'}, not"
+                f" {versions[VGPU_MANAGER]}: the spec's bundle and version disagree"
+            )
+
+    def _host_object(self, si: Any, host: str) -> Any:
+        from pyVmomi import vim
+
+        address = self._address(host)
+        content = si.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
+        try:
+            found = next((h for h in view.view if h.name == address), None)
+        finally:
+            view.DestroyView()
+        if found is None:
+            raise HostImageError(f"{host}: vCenter has no host {address}")
+        return found
 
     # --- terms ---
 

@@ -114,3 +114,32 @@ def test_vmwares_esxcli_runs_the_profile_update(rack_twin, tmp_path: Path):
     assert "Reboot Required: true" in text and f"MEL_bootbank_nmlx5-core_{NMLX_NEW}" in text
     code, text = esxcli_one(lab, H2, ["software", "vib", "update", "-d", BUNDLE], tmp_path / "c")
     assert code == 0 and "Host is not changed." in text, text
+
+
+def test_the_upgrades_port_on_baselines_moves_the_vgpu_manager_through_esxcli(rack_twin):
+    """VlcmHostImage on a cluster managed by baselines: current() from esxcli; apply() installs
+    the spec's vGPU manager bundle (the reboot is the roll's); anything else is one line
+    saying the cluster needs an image."""
+    from pyVim.task import WaitForTask
+
+    from provision.host_image import HostImageError
+    from provision.host_image_port import VlcmHostImage
+
+    manager = "/vmfs/volumes/lab-ds/NVD-AIE_ESXi_7.0.2_Driver_535.161.05.zip"
+    vgpu = _vib("NVD-AIE_ESXi_7.0.2_Driver", "535.161.05-1OEM.702.0.0.17630552", "NVD")
+    lab = rack_twin(
+        LAB,
+        desc={"depots": [*DEPOTS, {"path": manager, "vibs": [vgpu]}]},
+        edit=lambda d: d.setdefault("host_software", {"vgpu_manager": {"depot": manager}}),
+    )
+    name = lab.spec.hosts[0].name
+    port = VlcmHostImage(lab.spec, timeout_s=60)
+    before = port.current(name)
+    assert before["esxi"] == "7.0.3" and before.get("vgpu_manager") != "535.161.05"
+    with lab.connect() as si:
+        WaitForTask(hosts_of(si)[lab.spec.hosts[0].address].EnterMaintenanceMode_Task(timeout=0))
+    port.apply(name, {"esxi": "7.0.3", "vgpu_manager": "535.161.05"})
+    assert port.current(name)["vgpu_manager"] == "535.161.05"
+    with pytest.raises(HostImageError) as refused:
+        port.apply(name, {"esxi": NEW_BASE})
+    assert "managed by baselines" in str(refused.value) and "\n" not in str(refused.value)
