@@ -2,11 +2,10 @@
 
 A flow on the top floor (like pipeline and rehearse): the only place that joins the
 upgrade stage (rackcert.upgrade) to provision (pyVmomi: power, maintenance with
-rackcert's mark, reboots), configure (the roles, limited to one node) and validation
-(the node's own validate). The host-image client (vLCM / esxcli software) is wired here
-too once it exists (`host_image_port`); until then a roll whose host layer changes is
-refused before it starts, and a roll with no host change skips the host steps and
-records why.
+rackcert's mark, reboots), configure (the roles, limited to one node), validation
+(the node's own validate) and the host image (provision/host_image_port: vLCM, or esxcli
+software where the cluster uses baselines). A roll with no host change skips the host
+steps and records why.
 
     planned = plan_roll(loaded, Path("runs"), max_unavailable="1")
     roll = open_roll(planned, loaded, Path("runs"))
@@ -179,9 +178,12 @@ def start_roll(roll: Roll, *, rollback: str | None = None) -> UpgradeData:
 
 
 def host_image_port(loaded: LoadedSpec) -> HostImage | None:
-    """The host image client (vLCM's com.vmware.esx.settings, or esxcli software on a
-    baseline-managed cluster): wired here when it lands; None until then."""
-    return None
+    """The host image client in the spec's terms: vLCM's com.vmware.esx.settings on a
+    cluster managed by an image, esxcli software on one managed by baselines
+    (provision/host_image_port.py)."""
+    from provision.host_image_port import VlcmHostImage
+
+    return VlcmHostImage(loaded.spec)
 
 
 def build_ports(

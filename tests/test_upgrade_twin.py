@@ -148,3 +148,48 @@ def test_a_roll_on_the_twin_patches_each_host_with_its_vm_off(rack_twin, tmp_pat
         ]
     assert hv.marked_hosts() == []
     assert all(hv.power_state(v) == "poweredOn" for v in ("lab-node1", "lab-node2"))
+
+
+def test_a_roll_moves_the_host_images_through_vlcm(rack_twin, tmp_path):
+    """The real host-image port (provision/host_image_port over the twin's vLCM) in the roll:
+    each host remediated alone, in rackcert's maintenance window with its VM off; vLCM's
+    remediation reboots it, which the roll proves by bootTime instead of rebooting again."""
+    import yaml
+
+    from provision.host_image_port import VlcmHostImage
+    from rackcert.core.spec_loader import parse_spec
+    from tests.test_twin_vlcm import NEW_BASE, VLCM
+
+    lab = rack_twin(LAB, vms=_vms(), desc={"vlcm": VLCM, **REBOOT})
+    data = yaml.safe_load(lab.spec_path.read_text())
+    data["host_software"] = {"vgpu_manager_version": "535.154.02"}
+    new = yaml.safe_load(yaml.safe_dump(data))
+    new["host_software"] = {
+        "vgpu_manager_version": "535.161.05",
+        "components": {"nmlx5": "4.23.0.66"},
+    }
+    new["guest"]["nvidia_driver"] = "470.141.03"
+    for host in new["hosts"]:
+        host["esxi_version"] = NEW_BASE
+    after = parse_spec(yaml.safe_dump(new, sort_keys=False), str(lab.spec_path)).spec
+    hv = VSphereHypervisor(lab.spec, wait_guest=False)
+    for vm in ("lab-node1", "lab-node2"):
+        hv.power_on(vm)
+    port = VlcmHostImage(after, timeout_s=120)
+    assert port.current("lab-esx01")["vgpu_manager"] == "535.154.02"
+    guests = _Guests()
+    ports = Ports(_Slurm(), hv, guests, guests, port, RealClock())  # type: ignore[arg-type]
+    plan = make_plan(spec_of(data), spec_of(new))
+    assert {c.component for c in plan.changes} == {"esxi", "vgpu_manager", "nmlx5", "nvidia_driver"}
+    timing = Timing(shutdown_timeout=1, reboot_timeout=120, poll=0.2)
+    out = Roll(plan, new_run(tmp_path, new), ports, timing).run()
+    assert out.status == "done", out.stopped_because
+    assert [n.state for n in out.nodes] == ["resumed", "resumed"]
+    for host in out.hosts:
+        assert {k: host.image_after.get(k) for k in ("esxi", "vgpu_manager", "nmlx5")} == {
+            "esxi": NEW_BASE, "vgpu_manager": "535.161.05", "nmlx5": "4.23.0.66"
+        }  # fmt: skip
+        reboot = next(s for s in host.steps if s.step == "reboot")
+        assert "rebooted by the image's remediation" in reboot.detail
+        assert host.boot_time_after > host.boot_time_before
+    assert hv.marked_hosts() == []
