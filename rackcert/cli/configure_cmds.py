@@ -87,6 +87,14 @@ def configure_cmd(
             help="Write the generated inventory to FILE and stop (for ansible-playbook -i FILE)",
         ),
     ] = None,
+    versions_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--versions-from",
+            help="Take the nodes (of --limit) back to the versions an earlier configure RUN"
+            " recorded on them before it changed anything (a run directory or its configure.json)",
+        ),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -106,6 +114,10 @@ def configure_cmd(
     if write_inventory is not None:
         _write_inventory(loaded, write_inventory)
         return
+    if versions_from is not None:  # a wrong RUN fails here with one line, before anything runs
+        from rackcert.configure.rollback import versions_host_vars
+
+        versions_host_vars(versions_from, [v.name for v in loaded.spec.vms if not limit or v.name in limit.split(",")])
     password = None
     if become_password_env:
         from rackcert.core.secrets import REDACTOR, check_secret
@@ -138,6 +150,7 @@ def configure_cmd(
             operator_vars=operator_vars,
             on_event=progress,
             verbosity=SETTINGS.verbosity,
+            versions_from=versions_from,
         )
     path = run_dir.path / "configure.json"
     if as_json:
