@@ -57,10 +57,18 @@ def _fake_gpu_node(host: TestHost) -> None:
 
 def _dpkg(host: TestHost) -> dict[str, tuple[str, str]]:
     """name -> (version, want) of every installed fake driver package."""
-    out = host.exec(["dpkg-query", "-W", "-f=${db:Status-Status} ${db:Status-Want} ${Package} ${Version}\n"])
+    out = host.exec(
+        ["dpkg-query", "-W", "-f=${db:Status-Status} ${db:Status-Want} ${Package} ${Version}\n"]
+    )
     rows = [ln.split() for ln in out.stdout.splitlines()]
-    return {r[2]: (r[3], r[1]) for r in rows if r[0] == "installed" and "nvidia-kernel" in r[2] or
-            r[0] == "installed" and "cuda-drivers" in r[2]}
+    return {
+        r[2]: (r[3], r[1])
+        for r in rows
+        if r[0] == "installed"
+        and "nvidia-kernel" in r[2]
+        or r[0] == "installed"
+        and "cuda-drivers" in r[2]
+    }
 
 
 def _smi_driver(host: TestHost) -> str:
@@ -78,7 +86,12 @@ def _run(loaded, runs: Path, **kw):
 
 def _spec(host, fake_vendor_repo, tmp_path, version: str):
     branch = version.split(".")[0]
-    sources = {"nvidia_driver": {"path": str(fake_vendor_repo.path), "package": DRIVER.format(branch=branch)}}
+    sources = {
+        "nvidia_driver": {
+            "path": str(fake_vendor_repo.path),
+            "package": DRIVER.format(branch=branch),
+        }
+    }
     return spec_for_hosts(
         [host], tmp_path / version, sources=sources, guest={"nvidia_driver": version}
     )
@@ -89,8 +102,14 @@ def test_driver_535_to_550_and_back(ssh_hosts, fake_vendor_repo, tmp_path):
     air_gap([node])
     _fake_gpu_node(node)
     runs = tmp_path / "runs"
-    d535 = {DRIVER.format(branch="535"): ("535.161.08-1", "hold"), KERNEL.format(branch="535"): ("535.161.08-1", "hold")}
-    d550 = {DRIVER.format(branch="550"): ("550.54.15-1", "hold"), KERNEL.format(branch="550"): ("550.54.15-1", "hold")}
+    d535 = {
+        DRIVER.format(branch="535"): ("535.161.08-1", "hold"),
+        KERNEL.format(branch="535"): ("535.161.08-1", "hold"),
+    }
+    d550 = {
+        DRIVER.format(branch="550"): ("550.54.15-1", "hold"),
+        KERNEL.format(branch="550"): ("550.54.15-1", "hold"),
+    }
     s535 = _spec(node, fake_vendor_repo, tmp_path, "535.161.08")
     s550 = _spec(node, fake_vendor_repo, tmp_path, "550.54.15")
 
@@ -99,7 +118,9 @@ def test_driver_535_to_550_and_back(ssh_hosts, fake_vendor_repo, tmp_path):
     host = first.data.hosts["node1"]
     assert _dpkg(node) == d535
     assert _smi_driver(node) == "535.161.08"
-    assert "nvidia_driver : Reboot into the installed driver" in host.changed_tasks, host.changed_tasks
+    assert "nvidia_driver : Reboot into the installed driver" in host.changed_tasks, (
+        host.changed_tasks
+    )
     assert not node.path("/var/lib/rackcert/reboot-required").read_text().strip()
 
     # A rerun at the same version changes nothing.
@@ -119,23 +140,34 @@ def test_driver_535_to_550_and_back(ssh_hosts, fake_vendor_repo, tmp_path):
     # reason on the node, and the loaded module still 535.
     skipped, run3 = _run(s550, runs, extravars={"nvidia_driver_skip_reboot": True})
     assert _dpkg(node) == d550
-    assert "rc" not in node.exec(["dpkg", "-l", DRIVER.format(branch="535")]).stdout.split()[-5:][0:1]
+    assert (
+        "rc" not in node.exec(["dpkg", "-l", DRIVER.format(branch="535")]).stdout.split()[-5:][0:1]
+    )
     assert _smi_driver(node) == "535.161.08"
     reason = node.path("/var/lib/rackcert/reboot-required").read_text()
-    assert reason.startswith("nvidia_driver: the loaded module is 535.161.08, the installed driver 550.54.15"), reason
-    before = skipped.data.hosts["node1"].outcomes["rackcert_versions"]
-    assert before["nvidia_driver"] == "535.161.08" and before["nvidia_driver_loaded"] == "535.161.08"
+    assert reason.startswith(
+        "nvidia_driver: the loaded module is 535.161.08, the installed driver 550.54.15"
+    ), reason
+    before = skipped.data.hosts["node1"].outcomes["rackcert_facts_versions"]
+    assert (
+        before["nvidia_driver"] == "535.161.08" and before["nvidia_driver_loaded"] == "535.161.08"
+    )
     assert before["nvidia_driver_package"] == DRIVER.format(branch="535")
     # Still pending: the rerun with the skip says so as a change, never "ok".
     pending, _ = _run(s550, runs, extravars={"nvidia_driver_skip_reboot": True})
-    assert "nvidia_driver : Say that the reboot is pending" in pending.data.hosts["node1"].changed_tasks
+    assert (
+        "nvidia_driver : Say that the reboot is pending"
+        in pending.data.hosts["node1"].changed_tasks
+    )
 
     # The next run without the skip reboots: the upgrade left half-done is finished.
     done, _ = _run(s550, runs)
-    assert "nvidia_driver : Reboot into the installed driver" in done.data.hosts["node1"].changed_tasks
+    assert (
+        "nvidia_driver : Reboot into the installed driver" in done.data.hosts["node1"].changed_tasks
+    )
     assert _smi_driver(node) == "550.54.15"
     assert "nvidia_driver" not in node.path("/var/lib/rackcert/reboot-required").read_text()
-    assert done.data.hosts["node1"].outcomes["rackcert_versions"]["reboot_required"]
+    assert done.data.hosts["node1"].outcomes["rackcert_facts_versions"]["reboot_required"]
 
     # Back to what the node ran before the branch change, from that run's record.
     back, _ = _run(s550, runs, limit="node1", versions_from=run3.path)

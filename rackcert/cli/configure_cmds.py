@@ -117,7 +117,10 @@ def configure_cmd(
     if versions_from is not None:  # a wrong RUN fails here with one line, before anything runs
         from rackcert.configure.rollback import versions_host_vars
 
-        versions_host_vars(versions_from, [v.name for v in loaded.spec.vms if not limit or v.name in limit.split(",")])
+        versions_host_vars(
+            versions_from,
+            [v.name for v in loaded.spec.vms if not limit or v.name in limit.split(",")],
+        )
     password = None
     if become_password_env:
         from rackcert.core.secrets import REDACTOR, check_secret

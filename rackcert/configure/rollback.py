@@ -1,7 +1,7 @@
 """Host variables that take nodes back to the versions an earlier run found on them.
 
 Why: a rolling upgrade must be able to go back. Before any role changes a node,
-rackcert_facts records what it runs (configure.json, hosts.<vm>.outcomes.rackcert_versions:
+rackcert_facts records what it runs (configure.json, hosts.<vm>.outcomes.rackcert_facts_versions:
 driver version and package, container toolkit, OFED). `rackcert configure --versions-from
 RUN` (and `configure(versions_from=...)`, which `rackcert upgrade` calls per node) turns that
 record into per-host inventory variables, which win over the spec's group variables, so each
@@ -16,7 +16,7 @@ from typing import Any
 
 from rackcert.core.errors import InputError
 
-OUTCOME = "rackcert_versions"
+OUTCOME = "rackcert_facts_versions"
 # recorded key -> the role variable it becomes (only recorded, non-empty values are used).
 RECORD_VARS = {
     "nvidia_driver": "nvidia_driver_version",
@@ -30,7 +30,9 @@ RECORD_VARS = {
 def _record_file(source: Path) -> Path:
     path = source / "configure.json" if source.is_dir() else source
     if not path.is_file():
-        raise InputError(f"--versions-from {source}: no configure.json there (give a configure run)")
+        raise InputError(
+            f"--versions-from {source}: no configure.json there (give a configure run)"
+        )
     return path
 
 

@@ -130,7 +130,9 @@ def build_fake_vendor_repo(directory: Path) -> FakeVendorRepo:
             module = {MODULE_VERSION_FILE: version.rsplit("-", 1)[0] + "\n"}
             virtual = "rackcert-fake-nvidia-kernel"
             rel = f"Provides: {virtual}\nConflicts: {virtual}\nReplaces: {virtual}\n"
-            _build_deb(work, directory / f"{kernel}_{version}_all.deb", kernel, version, rel, module)
+            _build_deb(
+                work, directory / f"{kernel}_{version}_all.deb", kernel, version, rel, module
+            )
             # NVIDIA's metapackages depend on their branch at least at their version (>=):
             # apt alone would take the newest module of the branch.
             rel = f"Depends: {kernel} (>= {version.rsplit('-', 1)[0]})\n"
