@@ -243,6 +243,8 @@ def configure(
 
     wheel = build_worker_wheel(artifacts / "wheels")
     extravars = {"dl_runtime_worker_wheel": str(wheel), **(extravars or {})}
+    if spec.guest.serial:  # a play keyword: extra vars reach it, inventory vars do not
+        extravars = {"rackcert_serial": spec.guest.serial, **extravars}
     if spec.slurm is not None and spec.slurm.health_check is not None:
         # The health check on the nodes reads this spec (a file here, copied by slurm_node).
         extravars = {"slurm_node_health_check_spec_src": str(loaded.path), **extravars}

@@ -581,6 +581,14 @@ class Guest(Strict):
     ofed: str | None = Field(None, description="MLNX_OFED / DOCA-OFED version, e.g. 5.4-3.1.0.0")
     container_toolkit: str | None = Field(None, description="nvidia-container-toolkit version")
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
+    serial: Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^(100|[1-9]?[0-9])%$")] = (
+        Field(
+            0,
+            description="Nodes site.yml changes at a time (Ansible's play keyword serial: a count,"
+            ' or a percentage such as "25%"; 0 = all at once): a driver change reboots only that'
+            " many nodes together",
+        )
+    )
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
     dl_venv: str = Field(
