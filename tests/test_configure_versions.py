@@ -24,7 +24,7 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir
 from rackcert.lab.sshhosts import TestHost
 from tests.plugins.configure import air_gap, spec_for_hosts
-from tests.plugins.fake_vendor_repo import DRIVER, KERNEL
+from tests.plugins.fake_vendor_repo import DRIVER, FAKE_PACKAGES, KERNEL
 
 FAKES = REPO_ROOT / "tests" / "fakes"
 STATE = "/var/lib/rackcert-fake"
@@ -174,3 +174,58 @@ def test_driver_535_to_550_and_back(ssh_hosts, fake_vendor_repo, tmp_path):
     assert back.data.hosts["node1"].changed > 0
     assert _dpkg(node) == d535
     assert _smi_driver(node) == "535.161.08"
+
+
+def _fake_ofed_node(host: TestHost) -> None:
+    """ofed_info reporting the installed FAKE OFED, modprobe/dkms logging their calls, and the
+    vendor's uninstaller, on the host's own /usr."""
+    local = host.path("/usr/local")
+    shutil.copy(FAKES / "fake-ofed-tools", local / "bin/ofed_info")
+    (local / "bin/fake-ofed.env").write_text(f"OFED_PACKAGE={FAKE_PACKAGES['ofed'][0]}\n")
+    (local / "sbin").mkdir(exist_ok=True)
+    for name in ("modprobe", "dkms"):
+        shutil.copy(FAKES / "fake-kmod", local / "sbin" / name)
+    shutil.copy(FAKES / "fake-ofed-uninstall", host.path("/usr/sbin/ofed_uninstall.sh"))
+
+
+def test_ofed_changes_around_a_loaded_peermem(ssh_hosts, fake_vendor_repo, tmp_path):
+    (node,) = ssh_hosts(["node1"])
+    air_gap([node])
+    _fake_ofed_node(node)
+    runs = tmp_path / "runs"
+    name = FAKE_PACKAGES["ofed"][0]
+    sources = {"ofed": {"path": str(fake_vendor_repo.path), "package": name}}
+    extravars = {"ofed_sysfs_module_dir": f"{STATE}/sys-module"}
+
+    def spec(version: str):
+        return spec_for_hosts([node], tmp_path / version, sources=sources, guest={"ofed": version})
+
+    def run(version: str):
+        run = RunDir.create(runs, "lab", spec(version).sha256, spec(version).text)
+        rec = configure(spec(version), run, tags=["ofed"], extravars=extravars)
+        assert rec.status == "ok", rec.error
+        return rec.data.hosts["node1"]
+
+    run("5.4-3.1.0.0")
+    assert node.exec(["ofed_info", "-s"]).stdout == "MLNX_OFED_LINUX-5.4-3.1.0.0:\n"
+    assert node.exec(["modprobe", "nvidia_peermem"]).returncode == 0  # GPUDirect RDMA in use
+    calls = node.path(f"{STATE}/calls")
+    calls.write_text("")
+
+    host = run("5.8-1.0.1.1")
+    # NVIDIA's order: peermem out, the MLNX_OFED uninstalled, the new one in, DKMS rebuilt
+    # against it, peermem back (openibd restarts between, where systemd and a NIC are).
+    assert calls.read_text().splitlines() == [
+        "modprobe -r nvidia_peermem",
+        "ofed_uninstall.sh --force",
+        "dkms autoinstall",
+        "modprobe nvidia_peermem",
+    ]
+    assert node.exec(["ofed_info", "-s"]).stdout == "MLNX_OFED_LINUX-5.8-1.0.1.1:\n"
+    held = node.exec(["apt-mark", "showhold"]).stdout.split()
+    assert held == [name], held
+    assert node.path(f"{STATE}/sys-module/nvidia_peermem").is_dir()
+    assert host.changed > 0
+
+    again = run("5.8-1.0.1.1")
+    assert again.changed == 0, again.changed_tasks
