@@ -16,6 +16,7 @@ versions recorded before the branch change (`versions_from`) take the node back 
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -229,3 +230,41 @@ def test_ofed_changes_around_a_loaded_peermem(ssh_hosts, fake_vendor_repo, tmp_p
 
     again = run("5.8-1.0.1.1")
     assert again.changed == 0, again.changed_tasks
+
+
+def test_vgpu_guest_driver_from_a_run_file_checked_against_the_host_manager(ssh_hosts, tmp_path):
+    (node,) = ssh_hosts(["node1"])
+    _fake_gpu_node(node)
+    version = "550.127.05"
+    run_file = tmp_path / f"NVIDIA-Linux-x86_64-{version}-grid.run"
+    run_file.write_text((FAKES / "fake-grid-run").read_text().replace("@VERSION@", version))
+    digest = hashlib.sha256(run_file.read_bytes()).hexdigest()
+    sources = {"nvidia_driver": {"path": str(run_file), "sha256": digest}}
+    loaded = spec_for_hosts([node], tmp_path, sources=sources, guest={"nvidia_driver": version})
+    runs = tmp_path / "runs"
+
+    def run(manager: str):
+        run = RunDir.create(runs, "lab", loaded.sha256, loaded.text)
+        return configure(
+            loaded, run, tags=["nvidia_driver"], extravars=LAB_VARS,
+            host_vars={"node1": {"nvidia_driver_vgpu_manager": manager}},
+        )  # fmt: skip
+
+    # vGPU 16's manager (R535) cannot host an R550 guest: refused before anything is copied.
+    refused = run("535.154.02-1OEM.702.0.0.17630552")
+    assert refused.status == "failed"
+    message = refused.data.hosts["node1"].failures[0].message
+    assert (
+        "guest driver 550.127.05 (R550) is of a newer branch than the host's vGPU manager"
+        in message
+    )
+    assert not node.path("/var/lib/rackcert/nvidia_driver.run-version").exists()
+    assert _smi_driver(node) == "rc=9"  # no driver loaded
+
+    # vGPU 17's manager (R550): installed from the checked file, rebooted into.
+    done = run("550.127.06-1OEM.800.1.0.20613240")
+    assert done.status == "ok", done.error
+    assert _smi_driver(node) == version
+    assert node.path(f"{STATE}/calls").read_text().splitlines() == ["grid.run --silent"]
+    again = run("550.127.06-1OEM.800.1.0.20613240")
+    assert again.data.hosts["node1"].changed == 0, again.data.hosts["node1"].changed_tasks

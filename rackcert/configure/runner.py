@@ -202,6 +202,7 @@ def configure(
     playbook: Path | None = None,
     verbosity: int = 0,
     versions_from: Path | None = None,
+    host_vars: dict[str, dict[str, Any]] | None = None,
 ) -> ConfigureRecord:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return that record.
 
@@ -221,6 +222,8 @@ def configure(
         versions_from: an earlier configure run (or its configure.json): each node of
             `limit` (all when none) goes back to the versions recorded there before that
             run changed them (rackcert.configure.rollback).
+        host_vars: per VM, variables for that node only (the CLI gives each vGPU VM its
+            host's vGPU manager version from the recorded discovery), written `!unsafe`.
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -234,6 +237,10 @@ def configure(
     started = utc_now()
     artifacts = run.artifacts("configure")
     inventory_data = build_inventory(spec)
+    nodes = inventory_data["all"]["children"]["rackcert_nodes"]["hosts"]
+    for vm, values in (host_vars or {}).items():
+        if vm in nodes:
+            nodes[vm].update(values)
     if versions_from is not None:
         _pin_recorded_versions(inventory_data, versions_from, limit)
     inventory = write_inventory(inventory_data, artifacts / "inventory")
