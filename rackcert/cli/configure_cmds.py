@@ -58,7 +58,7 @@ def _vgpu_managers(loaded: LoadedSpec, runs_root: Path) -> dict[str, dict[str, s
     if not spec_group_vars(loaded.spec).get("nvidia_driver_run_file"):
         return {}
     from validation.host_software import vgpu_manager
-    from validation.hypervisor import discovery_record
+    from validation.hypervisor_results import discovery_record
 
     found = discovery_record(loaded.spec.metadata.name, None, runs_root)
     if found is None:
