@@ -41,6 +41,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rackcert.lab import lifetime  # noqa: E402
+
 
 class ToolsStandIn:
     """Each powered-on VM's Tools report its spec address (the twin holds them until the
@@ -151,16 +153,19 @@ def _t(stamp: str) -> float:
 
 def in_process(hosts: int, vms_per_host: int, parallelism: int, scale: float) -> dict[str, Any]:
     """one_run in a fresh Python, so CPU and peak memory are that run's alone."""
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, __file__, "--one", f"{hosts}x{vms_per_host}",
          "--parallelism", str(parallelism), "--scale", str(scale)],
-        capture_output=True, text=True, cwd=REPO, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:  # a signal: the run stops its twin (SIGTERM), not left by a SIGKILL
+        lifetime.stop_child(proc)
+        raise
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise SystemExit(
-            f"run {hosts}x{vms_per_host} -p {parallelism} failed: {proc.stderr[-800:]}"
-        )
+        raise SystemExit(f"run {hosts}x{vms_per_host} -p {parallelism} failed: {stderr[-800:]}")
     return dict(json.loads(lines[-1]))
 
 
@@ -230,4 +235,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(lifetime.run_main("benchmarks/provision_pace.py", main))
