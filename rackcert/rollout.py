@@ -217,7 +217,9 @@ def _child_run(run: RunDir, node: str, loaded: LoadedSpec) -> RunDir:
 
 
 class ConfigureGuest:
-    """The guest layer: the roles of the matching spec, limited to one node."""
+    """The guest layer: the roles of the matching spec, limited to one node. Going back
+    (a rollback), the node is pinned to the versions its forward configure run recorded
+    before it changed anything (`configure(versions_from=...)`, rackcert/configure/rollback.py)."""
 
     def __init__(self, new: LoadedSpec, before: LoadedSpec, run: RunDir):
         self.new, self.before, self.run = new, before, run
@@ -226,7 +228,19 @@ class ConfigureGuest:
         from rackcert.configure import run as configure
 
         loaded = _spec_for(versions, self.new, self.before)
-        configure(loaded, _child_run(self.run, node, loaded), limit=node)
+        options: dict[str, Any] = {"limit": node}
+        forward = self._forward_run(node) if loaded is self.before else None
+        if forward is not None:
+            options["versions_from"] = forward
+        configure(loaded, _child_run(self.run, node, loaded), **options)
+
+    def _forward_run(self, node: str) -> Path | None:
+        """The node's first configure run of this roll with the new spec (on disk, so a
+        rollback after a restart finds it)."""
+        for path in sorted((self.run.path / "nodes" / node).glob("*/configure.json")):
+            if RunDir.open(path.parent).meta.get("spec_sha256") == self.new.sha256:
+                return path.parent
+        return None
 
 
 class ValidateCertifier:

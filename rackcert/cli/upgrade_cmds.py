@@ -142,9 +142,14 @@ def upgrade_cmd(
     if not plan.changes and rollback is None:
         console.print(f"nothing to upgrade: {markup(loaded.spec.metadata.name)} already at SPEC")
         return
-    if not yes:
-        import sys
+    import sys
 
+    if plan.scheduler == "ask" and not sys.stdin.isatty():
+        raise InputError(
+            "the spec names no scheduler (slurm, upgrade.hooks): the roll must ask before it"
+            " takes each node out, and there is no terminal to ask on; add upgrade.hooks"
+        )
+    if not yes:
         if not sys.stdin.isatty():
             raise InputError(
                 "upgrade takes nodes out of service: pass --yes to roll without asking"
@@ -156,6 +161,7 @@ def upgrade_cmd(
         planned,
         loaded,
         root,
+        ask=lambda question: typer.confirm(question, default=False),
         drain_timeout=drain_timeout,
         drain_policy=policy,
         shutdown_timeout=shutdown_timeout,
