@@ -476,3 +476,23 @@ def test_a_site_without_slurm_drains_through_its_hook_commands(tmp_path):
     assert not list(state.glob("*.drain"))  # every drain given back
     waits = [s.step for s in out.nodes[0].steps]
     assert waits[:2] == ["drain", "wait drained"]
+
+
+def test_the_report_names_the_failed_node_and_its_finding(tmp_path):
+    from rackcert.report.assemble import assemble
+    from rackcert.report.html import render_html
+
+    data, before, after = _pair()
+    world = world_for(before)
+    world.guests.half_rate.add("lab-node3")
+    run = new_run(tmp_path, upgraded(data))
+    roll(make_plan(before, after), run, world).run()
+    record = assemble(run)
+    rows = {u.node: u for u in record.upgrade}
+    assert rows["lab-node3"].state == "failed"
+    assert "node.compute 50 below the rack's median rule" in rows["lab-node3"].reason
+    assert rows["lab-node1"].after["nvidia_driver"] == NEW_DRIVER
+    assert rows["lab-node1"].out_minutes is not None and rows["lab-node4"].out_minutes is None
+    assert record.upgrade_status.startswith("stopped (from certified run certified)")
+    html = render_html(record)
+    assert 'id="upgrade"' in html and "lab-node3" in html and "median rule" in html

@@ -59,6 +59,7 @@ from rackcert.report.record import (
     VmRecord,
 )
 from rackcert.report.rehearsal import rehearsal_line
+from rackcert.report.rolling import upgrade_section
 from rackcert.report.software import (
     nodes_of,
     versions_from_checks,
@@ -578,6 +579,7 @@ def assemble(
     if not _same_gpu_as_reference(bench, ref):
         # Published figures of other GPUs (or of GPUs vs a CPU run) are no context: leave out.
         bench.reference_resnet50 = []
+    upgrade = upgrade_section(run)
     return RunRecord(
         generated_at=utc_now(),
         generator=f"rackcert {_version()}",
@@ -595,6 +597,8 @@ def assemble(
         ssh_mesh=_mesh(records),
         bench=bench,
         rehearsal=rehearsal_line(run),
+        upgrade=upgrade[0],
+        upgrade_status=upgrade[1],
         health_checks=_health_events(run),
     )
 

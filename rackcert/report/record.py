@@ -193,6 +193,22 @@ class HealthEvent(Model):
     seconds: float | None = None
 
 
+class UpgradeRow(Model):
+    """One node of a rolling upgrade (rackcert upgrade), from the run's upgrade.json."""
+
+    node: str
+    host: str = ""
+    state: str
+    before: dict[str, str] = Field(default_factory=dict, description="Guest versions before")
+    after: dict[str, str] = Field(default_factory=dict, description="Guest versions observed after")
+    reason: str = Field("", description="Who drained it and why (a failed node's finding)")
+    out_minutes: float | None = Field(None, description="Drain to resume, minutes")
+    forced_power_off: bool = False
+    timeline: list[str] = Field(
+        default_factory=list, description="step: start .. end, in the order they ran"
+    )
+
+
 class MeshCoverage(Model):
     """How much of the n x (n-1) SSH mesh ssh.peers has covered (validation.peer_choice)."""
 
@@ -231,6 +247,12 @@ class RunRecord(Model):
     bench: Bench = Field(default_factory=Bench)
     rehearsal: str | None = Field(
         None, description="rehearsed on a capture taken at T: N actions, R refusals (rehearse)"
+    )
+    upgrade: list[UpgradeRow] = Field(
+        default_factory=list, description="The rolling upgrade's nodes (rackcert upgrade)"
+    )
+    upgrade_status: str | None = Field(
+        None, description="done or stopped, and why; the certified run it started from"
     )
     health_checks: list[HealthEvent] = Field(
         default_factory=list,

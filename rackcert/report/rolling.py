@@ -1,0 +1,62 @@
+"""The report's rolling-upgrade section, from the run's upgrade.json (rackcert upgrade).
+
+Per node: its state, the guest versions before and after, who drained it and why (a
+failed node's finding), how long it was out of service and its timeline of steps, so an
+auditor sees which node was certified again and which was not. Nothing when the run has
+no roll.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rackcert.core.errors import RecordError
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import UpgradeRecord
+from rackcert.report.record import UpgradeRow
+
+
+def _t(stamp: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def upgrade_section(run: RunDir) -> tuple[list[UpgradeRow], str | None]:
+    try:
+        record = run.read_record("upgrade")
+    except RecordError as exc:
+        return [], f"upgrade.json unreadable: {exc}"
+    if not isinstance(record, UpgradeRecord):
+        return [], None
+    data = record.data
+    rows = []
+    for node in data.nodes:
+        drain = next((s for s in node.steps if s.step == "drain"), None)
+        resume = next((s for s in node.steps if s.step.endswith("resume")), None)
+        start = _t(drain.started_at) if drain else None
+        end = _t(resume.ended_at) if resume and resume.ended_at else None
+        minutes = (end - start).total_seconds() / 60 if start and end else None
+        rows.append(
+            UpgradeRow(
+                node=node.name,
+                host=node.host,
+                state=node.state,
+                before=node.versions_before,
+                after=node.versions_after,
+                reason=node.reason,
+                out_minutes=round(minutes, 1) if minutes is not None else None,
+                forced_power_off=node.forced_power_off,
+                timeline=[
+                    f"{s.step}: {s.status} {s.started_at[11:19]}..{s.ended_at[11:19]}"
+                    for s in node.steps
+                ],
+            )
+        )
+    status = f"{data.status} (from certified run {data.certified_run})"
+    if data.stopped_because:
+        status += f": {data.stopped_because}"
+    if data.uncertified:
+        status += f"; uncertified versions allowed: {len(data.uncertified)}"
+    return rows, status
