@@ -496,3 +496,45 @@ def test_the_report_names_the_failed_node_and_its_finding(tmp_path):
     assert record.upgrade_status.startswith("stopped (from certified run certified)")
     html = render_html(record)
     assert 'id="upgrade"' in html and "lab-node3" in html and "median rule" in html
+
+
+@pytest.mark.parametrize("at", [2, 3, 4])
+def test_a_kill_between_a_hosts_two_drains_is_finished_by_the_rerun(tmp_path, at):
+    from rackcert.core.runs import RunDir
+
+    data, before, after = _pair(hosts=2, per_host=2)
+    world = world_for(before)
+    plan = make_plan(before, after, max_unavailable="2")
+    run = new_run(tmp_path, upgraded(data))
+    restore = _kill_after(world, at)
+    with pytest.raises(Killed):
+        roll(plan, run, world).run()
+    restore()
+    record = RunDir.open(run.path).read_record("upgrade")
+    out = roll(plan, run, world, data=record.data).run()
+    assert out.status == "done", out.stopped_because
+    assert [n.state for n in out.nodes] == ["resumed"] * 4
+    assert not any(n.drain for n in world.slurm.table.values())
+    assert [j for j in world.slurm.jobs if j.state not in ("RUNNING", "COMPLETED")] == []
+    _assert_clean(world, run.path.name)
+
+
+def test_a_node_resumed_behind_the_rolls_back_is_drained_again(tmp_path):
+    data, before, after = _pair(hosts=1)
+    world = world_for(before)
+    world.slurm.stream = False
+    world.slurm.submit("lab-node1", 5)
+    original = world.slurm.nodes
+    seen = {"n": 0}
+
+    def operator_resumes(names):
+        seen["n"] += 1
+        if seen["n"] == 3:  # while the roll waits for DRAINED
+            world.slurm.resume("lab-node1")
+        return original(names)
+
+    world.slurm.nodes = operator_resumes
+    out = roll(make_plan(before, after), new_run(tmp_path, upgraded(data)), world).run()
+    assert out.status == "done"
+    assert "lab-node1: resumed while the roll waited; drained again" in out.notes
+    assert [j.state for j in world.slurm.jobs] == ["COMPLETED"]

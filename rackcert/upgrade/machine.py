@@ -241,7 +241,8 @@ class Roll:
         states = self.ports.scheduler.nodes(names) if names else {}
         for name, state in states.items():
             node = self.rec.node(name)
-            if node.state == "pending" and state.drained_by(self.run_name):
+            # A drain the record holds (its step started) is the chain's to finish.
+            if node.state == "pending" and not node.steps and state.drained_by(self.run_name):
                 self.ports.scheduler.resume(name)
                 with self.rec.editing() as data:
                     data.notes.append(
@@ -354,7 +355,7 @@ class Roll:
         self._redrain_lost(nodes, prefix, reason)
         for n in nodes:
             self._step(self.rec.node(n), prefix + "drain", partial(sched.drain, n, reason))
-        self._set(nodes, "draining")
+            self._set([n], "draining")
         self._sample()
         if nodes and not self.rec.finished(self.rec.node(nodes[0]), prefix + "wait drained"):
             outcome = self._wait_drained(nodes)
@@ -420,7 +421,7 @@ class Roll:
         waiting = [
             n
             for n in nodes
-            if self.rec.node(n).state in ("draining", "drained")
+            if self.rec.node(n).state in ("pending", "draining", "drained")
             and self.rec.finished(self.rec.node(n), prefix + "drain")
         ]
         if not waiting:
@@ -453,6 +454,11 @@ class Roll:
             states = self.ports.scheduler.nodes(nodes)
             if all(states[n].drained or states[n].down for n in nodes):
                 return "drained"
+            for n in nodes:
+                if states[n].in_service:  # resumed behind the roll's back: out again
+                    self.ports.scheduler.drain(n, drain_reason(self.run_name))
+                    with self.rec.editing() as data:
+                        data.notes.append(f"{n}: resumed while the roll waited; drained again")
             waited = clock.monotonic() - started
             if waited > self.timing.drain_timeout * (warned + 1):
                 busy = [n for n in nodes if states[n].draining]
