@@ -45,7 +45,7 @@ def test_longest_modules_first_each_module_together_in_its_own_order() -> None:
 
 
 def test_together_modules_are_one_unit_and_keep_their_module_order() -> None:
-    (a, b) = [m for m, group in TOGETHER.items() if group == "slurm"]
+    a, b = [m for m, group in TOGETHER.items() if group == "slurm"][:2]
     nodeids = [f"{b}::test_b1", "tests/test_unlisted_a.py::test_one", f"{a}::test_a1",
                f"{b}::test_b2", f"{a}::test_a2"]  # fmt: skip
     order = longest_first(nodeids)
