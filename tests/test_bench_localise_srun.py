@@ -22,8 +22,8 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import linkshape
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
 from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of, why
-from validation.bench.localise import LocaliseOptions, localise
-from validation.bench.localise_srun import SrunTarget
+from validation.bench.localisation.srun import SrunTarget
+from validation.bench.localisation.stages import LocaliseOptions, localise
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +101,8 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
 
 def test_bench_launcher_srun_makes_localisation_slurm_steps(rack4: SlurmRack) -> None:
     """`bench --localise --launcher srun`: the spec's slurm block says where the steps go."""
-    from validation.bench.localise import options_for
-    from validation.bench.suite import BenchOptions
+    from validation.bench.localisation.stages import options_for
+    from validation.bench.options import BenchOptions
 
     spec = rack4.loaded.spec
     assert spec.slurm is not None

@@ -18,9 +18,9 @@ import threading
 
 import pytest
 
+from rackcert import serve
 from rackcert.core.errors import RackcertError, RecordError
 from rackcert.core.secrets import Redactor
-from rackcert import serve
 from rackcert.report.assemble import assemble
 from rackcert.report.build import build_report
 from rackcert.report.manifest import verify

@@ -265,7 +265,8 @@ def bench(
     or INCOMPLETE (a check certification.required names, or every check, was not judged).
     """
     import validation.bench
-    from validation.bench.suite import BenchOptions, require_spec_fits
+    from validation.bench.options import BenchOptions
+    from validation.bench.orchestrate import require_spec_fits
 
     if metrics_textfile is not None:
         from rackcert.metrics.textfile import check_target
@@ -311,7 +312,7 @@ def bench(
         raise InputError("--drain drains Slurm nodes: the spec has no slurm block")
     where = None
     if localise or pattern != "round-robin":
-        from validation.bench.localise import options_for
+        from validation.bench.localisation.stages import options_for
 
         where = options_for(
             loaded.spec,
@@ -361,7 +362,7 @@ def _drain(
 
     from rackcert.core.localisation import read_localisation
     from rackcert.core.untrusted import markup
-    from validation.bench.drain import RECORD_NAME, drain_named
+    from validation.bench.localisation.drain import RECORD_NAME, drain_named
 
     loc = read_localisation(data)
     if loc is None:

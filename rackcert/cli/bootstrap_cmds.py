@@ -67,7 +67,7 @@ def build_stages(
     import validation
     import validation.bench
     from rackcert.lab.routes import require_lab_up
-    from validation.bench.suite import BenchOptions
+    from validation.bench.options import BenchOptions
 
     root = runs_root or default_runs_root()
     rack = loaded.spec.metadata.name
@@ -237,7 +237,7 @@ def bootstrap_cmd(
 def _bench_parts(text: str | None) -> frozenset[str]:
     """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
     from rackcert.core.errors import InputError
-    from validation.bench.suite import SKIPPABLE
+    from validation.bench.options import SKIPPABLE
 
     parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
     unknown = sorted(parts - set(SKIPPABLE))

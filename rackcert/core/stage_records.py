@@ -309,7 +309,7 @@ class BenchLaunch(Model):
 
 
 class StorageNode(Model):
-    """validation.bench.storage.run's answer for one node."""
+    """validation.bench.node.storage.run's answer for one node."""
 
     path: str
     synthetic: bool = False
@@ -380,7 +380,7 @@ class K8sManifests(Model):
 
 
 class LaunchInfo(Model):
-    """How the ranks were started (validation.bench.suite.launch_record)."""
+    """How the ranks were started (validation.bench.orchestrate.launch_record)."""
 
     engine: str = Field(description="horovod or torch.distributed")
     collectives: str = Field(description="nccl, gloo or mpi")
@@ -429,8 +429,8 @@ class BenchData(Model):
     storage: StorageResult | None = None
     localise: dict[str, Any] | None = Field(
         None,
-        description="Localisation (validation.bench.localise, schema in its docstring): per-node"
-        " and per-link figures, the rules, and the findings that name a node, GPU or link",
+        description="Localisation (validation.bench.localisation.stages, schema in its docstring):"
+        " per-node and per-link figures, the rules, and the findings that name a node, GPU or link",
     )
     warnings: list[str] = Field(
         default_factory=list, description="What went wrong without spoiling a figure"

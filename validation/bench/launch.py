@@ -25,8 +25,10 @@ from typing import Any
 from rackcert.core.errors import RackcertError
 from rackcert.core.ssh_target import SshTarget, hop_options, node_known_hosts
 
-MARKER = "RACKCERT_RESULT "  # validation.bench.worker.MARKER, without importing torch-side code
-WORKER = ["-m", "validation.bench.worker"]
+MARKER = (
+    "RACKCERT_RESULT "  # validation.bench.node.worker.MARKER, without importing torch-side code
+)
+WORKER = ["-m", "validation.bench.node.worker"]
 # Variables that steer NCCL/Gloo/torch and must reach remote ranks too.
 FORWARD_ENV_PREFIXES = (
     "NCCL_",

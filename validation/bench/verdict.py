@@ -6,7 +6,7 @@ A skip is "not judged", never a pass: the verdict is FAIL when a check failed, I
 when a check the spec requires (certification.required, by default what the rack can
 judge) was not judged or when nothing at all was judged, PASS only otherwise.
 
-Localisation's findings (validation.bench.localise) are one failed check each.
+Localisation's findings (validation.bench.localisation.stages) are one failed check each.
 `rejudge(spec, data)` judges a recorded bench.json's figures again with this code (what
 tools/rejudge_bench.py does to committed evidence), so a verdict is always this function's.
 """
@@ -173,7 +173,7 @@ def storage_ok(storage: dict[str, Any] | None) -> VerdictCheck:
 
 
 def localise_checks(localise: dict[str, Any] | None) -> list[VerdictCheck]:
-    """One failed check per finding of localisation (validation.bench.localise), e.g.
+    """One failed check per finding of localisation (validation.bench.localisation.stages), e.g.
     `bench.link[lab-node2<->lab-node5]`; one passed `bench.localise` when it named nothing."""
     if not localise:
         return []
@@ -247,7 +247,7 @@ def rejudge(spec: Spec, data: dict[str, Any]) -> Verdict:
     judge_link = bool(data.get("judge_link", data.get("mode") != "local"))
     localise = data.get("localise")
     if localise:  # judged again from its recorded figures, with this code's rules
-        from validation.bench import findings
+        from validation.bench.localisation import findings
 
         found, numbers = findings.judge(localise)
         localise = {**localise, "numbers": numbers, "findings": [f.to_dict() for f in found]}

@@ -3,13 +3,13 @@
 Why: `rackcert bench` judges the rack as a whole; when it fails, the team needs the part.
 This stage does what SuperBench, ClusterKit, IMB `-multi` and DCGM diag do in a bring-up:
 1. per node, all nodes at once: each GPU alone, then the node's allreduce
-   (validation.bench.nodeprobe, sent to every node over SSH);
-2. per link, in rounds of disjoint pairs (validation.bench.schedule): iperf3 both ways
-   (validation.bench.linkprobe), or ib_write_bw + ib_write_lat where every node has an
+   (validation.bench.node.probe, sent to every node over SSH);
+2. per link, in rounds of disjoint pairs (validation.bench.localisation.schedule): iperf3 both ways
+   (validation.bench.localisation.linkprobe), or ib_write_bw + ib_write_lat where every node has an
    RDMA device and perftest; wall time ~ rounds x one pair's time;
 3. the per-rank images/s of the scaling runs already in bench.json;
 then every figure against its absolute threshold and the rack's own median
-(validation.bench.outliers, validation.bench.findings), one verdict check per finding.
+(validation.bench.localisation.outliers and .findings), one verdict check per finding.
 
 The record: bench.json `data.localise` (schema 1; other stages read it, keep it stable):
 
@@ -52,7 +52,7 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
                     "message": "bench.link[lab-node2<->lab-node5]: 0.08 Gb/s, 0.41x rack
                                 median 0.194 Gb/s"}],
       "confirm": {"tried": ["bench.link[...]"], "cleared": [], "rounds": [...],
-                  "nodes_again": false, "new": [], "wall_s": 2.3},  # validation.bench.confirm
+                  "nodes_again": false, "new": [], "wall_s": 2.3},  # localisation.confirm
       "timing": {"node_stage_s": 7.0, "link_stage_s": 11.6, "rounds": 3, "rounds_s": 5.8,
                  "pair_s": 1.9, "rounds_over_pair": 3.1, "pairs": 6, "total_s": 19.8},
       "skipped": {"links": "one node: no pair"}     # a stage not run, and why
@@ -80,21 +80,15 @@ from rackcert.core.errors import InputError
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
 from rackcert.core.stage_records import BenchRecord
-from validation.bench import (
-    colocated,
-    confirm,
-    linkprobe,
-    localise_srun,
-    pairallreduce,
-    perftest,
-    schedule,
-)
-from validation.bench import findings as judging
+from validation.bench import perftest
 from validation.bench.launch import Node
-from validation.bench.localise_srun import SrunTarget
+from validation.bench.localisation import colocated, confirm, linkprobe, schedule, srun
+from validation.bench.localisation import findings as judging
+from validation.bench.localisation.srun import SrunTarget
+from validation.bench.node import pair_allreduce
 
 SCHEMA = 1
-PROBE_SOURCE = Path(__file__).with_name("nodeprobe.py")
+PROBE_SOURCE = Path(__file__).parent.parent / "node" / "probe.py"
 Progress = Callable[[str], None]
 
 
@@ -119,8 +113,10 @@ class LocaliseOptions:
     # each round's pairs also run a two-rank allreduce; None: where the per-node stage
     # found GPUs on every node (pair_allreduce_auto)
     pair_allreduce: bool | None = False
-    confirm: bool = True  # a named part is measured once more (validation.bench.confirm)
-    launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localise_srun)
+    confirm: bool = (
+        True  # a named part is measured once more (validation.bench.localisation.confirm)
+    )
+    launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localisation.srun)
     slurm: SrunTarget | None = None  # with srun: partition, reservation, client conf
 
     def __post_init__(self) -> None:
@@ -223,7 +219,7 @@ def node_stage(nodes: list[Node], opts: LocaliseOptions, log: Path | None) -> li
     """The probe on every node, all timed loops starting at one instant."""
     line = probe_command(opts)
     if opts.slurm is not None and opts.launcher == "srun":
-        return localise_srun.node_stage(nodes, line, opts.slurm, opts.timeout_s, log)
+        return srun.node_stage(nodes, line, opts.slurm, opts.timeout_s, log)
     answers = run_all([([*n.ssh_argv(), line], None) for n in nodes], opts.timeout_s, barrier=True)
     _log(log, "node stage", answers)
     out = []
@@ -265,21 +261,21 @@ def link_stage(
     by_name = {n.name: n for n in nodes}
     if rounds is None:
         rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
-    srun = opts.slurm if opts.launcher == "srun" else None
+    target = opts.slurm if opts.launcher == "srun" else None
     if engine is None:
-        no_rdma = localise_srun.rdma_ready(nodes, srun, log) if srun else rdma_ready(nodes, 60, log)
+        no_rdma = srun.rdma_ready(nodes, target, log) if target else rdma_ready(nodes, 60, log)
         engine = "iperf3" if no_rdma else perftest.BINARY
     results: list[dict[str, Any]] = []
     round_walls: list[float] = []
-    if srun:  # one step per pair, each round's pairs at once; no daemons to start
+    if target:  # one step per pair, each round's pairs at once; no daemons to start
         for i, rnd in enumerate(rounds):
             progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} Slurm step(s) at once")
             t0 = time.monotonic()
-            rows = localise_srun.link_round(
-                i, rnd, by_name, engine, opts.pair_seconds, srun, opts.timeout_s, log
+            rows = srun.link_round(
+                i, rnd, by_name, engine, opts.pair_seconds, target, opts.timeout_s, log
             )
             if opts.pair_allreduce:
-                localise_srun.pair_allreduce_round(i, rnd, by_name, opts, srun, log, rows)
+                srun.pair_allreduce_round(i, rnd, by_name, opts, target, log, rows)
             results += rows
             round_walls.append(time.monotonic() - t0)
         return rounds, results, engine, round_walls
@@ -386,20 +382,20 @@ def _pair_allreduce_round(
     log: Path | None,
     rows: list[dict[str, Any]],
 ) -> None:
-    """Every pair's two-rank allreduce at once (validation.bench.pairallreduce): rank 0 on
+    """Every pair's two-rank allreduce at once (validation.bench.node.pair_allreduce): rank 0 on
     the pair's first node, rank 1 on its second; `allreduce` added to each row."""
     jobs: list[tuple[list[str], str | None]] = []
     for a, b in rnd:
         na, nb = by_name[a], by_name[b]
         for rank, node in ((0, na), (1, nb)):
-            line = pairallreduce.command(
+            line = pair_allreduce.command(
                 opts.python, rank, na.address, nb.address, device=opts.device
             )
             jobs.append(([*node.ssh_argv(), line], None))
     answers = run_all(jobs, opts.timeout_s)
     _log(log, f"round {i} pair allreduce", answers)
     for j, row in enumerate(rows):
-        row["allreduce"] = pairallreduce.row_figures(answers[2 * j].out)
+        row["allreduce"] = pair_allreduce.row_figures(answers[2 * j].out)
         row["allreduce"]["wall_s"] = max(answers[2 * j].wall_s, answers[2 * j + 1].wall_s)
 
 
@@ -501,7 +497,8 @@ def localise(
 
 
 def _judge(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The record's findings (validation.bench.findings); its `numbers` set beside them."""
+    """The record's findings (validation.bench.localisation.findings); its `numbers` set
+    beside them."""
     found, rec["numbers"] = judging.judge(rec)
     return [f.to_dict() for f in found]
 
@@ -524,7 +521,7 @@ def line_rate(spec: Spec, option_gbps: float | None) -> tuple[float | None, str]
 
 def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
     """LocaliseOptions from the spec's thresholds and the bench's options (`given` wins)."""
-    from validation.bench.suite import remote_python
+    from validation.bench.targets import remote_python
 
     rate, source = line_rate(spec, bench.line_rate_gbps)
     cert = spec.certification
@@ -564,16 +561,16 @@ def run_into(
     progress: Progress,
 ) -> BenchRecord:
     """Localise on the bench's nodes, add `localise` to bench.json and judge it again."""
-    from validation.bench import suite, verdict
+    from validation.bench import orchestrate, targets, verdict
 
     if bench.local:
         raise InputError("--localise measures nodes and the links between them: not with --local")
-    vms = suite.select_vms(spec, bench.vms)
-    nodes = suite.nodes_of(spec, tuple(vms), bench)
+    vms = targets.select_vms(spec, bench.vms)
+    nodes = targets.nodes_of(spec, tuple(vms), bench)
     data = record.data.model_dump(mode="json")
     log = run.artifacts("bench") / "localise.log"
     data["localise"] = localise(nodes, opts, bench_data=data, log=log, progress=progress)
     for f in data["localise"]["findings"]:
         progress(f"  {f['message']}")
     data["verdict"] = verdict.rejudge(spec, data).model_dump()
-    return suite.write_record(run, data, record.status, record.error, record.started_at)
+    return orchestrate.write_record(run, data, record.status, record.error, record.started_at)

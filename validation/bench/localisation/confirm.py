@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from validation.bench import colocated
+from validation.bench.localisation import colocated
 
 Pair = tuple[str, str]
 LINK_METRICS = ("bandwidth", "two-node allreduce busbw")  # judge_links' rules (findings.rules)

@@ -3,7 +3,7 @@
 Why: on a site that schedules with Slurm, nothing reaches the nodes by SSH from a
 controller; the localisation's measurements must be Slurm jobs like every other bench
 run (validation.bench.slurm_launch). The stages and the record are the SSH path's
-(validation.bench.localise), only the way the commands reach the nodes differs:
+(validation.bench.localisation.stages), only the way the commands reach the nodes differs:
 - the per-node stage is one step on all nodes (`srun -w a,b,.. -N n --ntasks-per-node=1`),
   the probe's barrier kept: every task prints READY (srun's `--label` says which task),
   and once all have, one line on srun's stdin reaches every task (`--input=all`, srun(1):
@@ -33,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from validation.bench import linkprobe, pairallreduce, perftest
+from validation.bench import perftest
 from validation.bench.launch import NODE_PATH, Node
+from validation.bench.localisation import linkprobe
+from validation.bench.node import pair_allreduce
 
 NODE_TAG = "rackcert-node"
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
@@ -333,7 +335,7 @@ def pair_allreduce_round(
     for a, b in rnd:
         na, nb = by_name[a], by_name[b]
         ranks = {
-            name: pairallreduce.command(opts.python, r, na.address, nb.address, device=opts.device)
+            name: pair_allreduce.command(opts.python, r, na.address, nb.address, device=opts.device)
             for r, name in ((0, a), (1, b))
         }
         steps.append((srun_argv(target, [a, b], "rackcert-localise-allreduce"),
@@ -342,5 +344,5 @@ def pair_allreduce_round(
     _log(log, f"round {i} pair allreduce", answers)
     for (a, _b), ans, row in zip(rnd, answers, rows, strict=True):
         text = "\n".join(ans.node_lines().get(a, []))
-        row["allreduce"] = pairallreduce.row_figures(text or f"no answer: {ans.why()}")
+        row["allreduce"] = pair_allreduce.row_figures(text or f"no answer: {ans.why()}")
         row["allreduce"]["wall_s"] = ans.wall_s

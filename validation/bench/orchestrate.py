@@ -15,137 +15,33 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import InputError, RackcertError
-from rackcert.core.known_hosts import peer_lines
 from rackcert.core.paths import REPO_ROOT
-from rackcert.core.results import AllreducePoint, AllreduceResult, ScalingPoint, ScalingResult
+from rackcert.core.results import AllreduceResult, ScalingResult
 from rackcert.core.runs import RunDir, utc_now
-from rackcert.core.spec import Certification, Spec, Vm
-from rackcert.core.ssh_target import SshTarget
+from rackcert.core.spec import Spec, Vm
 from rackcert.core.stage_records import BenchRecord
 from rackcert.core.untrusted import cap_strings
-from validation.bench import (
-    compilecache,
-    k8s,
-    launch,
-    links,
-    nccltests,
-    perftest,
-    slurm_launch,
-    storage,
-    verdict,
+from validation.bench import k8s, launch, slurm_launch, verdict
+from validation.bench.node import compilecache
+from validation.bench.options import BACKENDS, BenchOptions, Engine, Point, Progress
+from validation.bench.targets import (
+    engine_gpus,
+    host_keys,
+    nodes_of,
+    remote_python,
+    select_vms,
 )
-from validation.bench.allreduce import busbw_fraction
-from validation.bench.resnet import scaling
-
-BACKENDS = ("auto", "nccl", "gloo", "horovod")
-LAUNCHERS = ("auto", "torchrun", "horovodrun", "mpirun", "srun")
-WORLD1_NOTE = (
-    "world size 1: the sweep proves the engine path and the reduced values; an in-place"
-    " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
-    " latency, algbw is not a bandwidth and busbw is 0 by definition"
-)
-
-
-@dataclass
-class BenchOptions:
-    """Everything `rackcert bench` can be told; defaults are the certification run."""
-
-    local: bool = False
-    gpus: list[int] | None = None
-    nodes: list[int] | None = None
-    vms: list[str] | None = None
-    gpus_per_node: int | None = None
-    backend: str = "auto"
-    quick: bool = False
-    naive: bool | None = None
-    references: bool | None = None
-    compile: bool | None = None
-    compile_mode: str | None = None
-    compile_optimizer: bool | None = None
-    batch: int | None = None
-    model: str | None = None
-    image_size: int | None = None
-    precision: str | None = None
-    max_bytes: int | None = None
-    skip: set[str] = field(default_factory=set)
-    storage_dir: Path | None = None
-    synthetic_data: bool | None = None
-    line_rate_gbps: float | None = None
-    known_hosts: Path | None = None
-    # known_hosts ON the nodes for mpirun's hops: the one configure's ssh_trust role fills
-    node_known_hosts: str | None = "~/.ssh/known_hosts"
-    remote_python: str | None = None  # default: the spec's guest.dl_venv/bin/python
-    remote_dir: str | None = None  # a rackcert checkout on the nodes (default: none, the
-    # worker is installed in the nodes' environment by configure's dl_runtime role)
-    launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun | srun
-    reservation: str | None = None  # srun: run inside this Slurm reservation
-    network_interface: str | None = None  # default: the spec's network.interface
-    rdzv_port: int = 29400
-    image: str = "rackcert-bench:latest"
-    timeout_s: float = 1800.0
-    nccl_tests: str | None = None  # all_reduce_perf to run (default: PATH, then the role's)
-    storage_engine: str = "auto"  # fio when installed, else pread
-    # inductor/Triton cache on the nodes, kept between runs: default under the DL environment
-    # (guest.dl_venv remotely, this interpreter's prefix locally); "" turns it off
-    compile_cache: str | None = None
-
-    def __post_init__(self) -> None:
-        """Every choice is checked here, once, whoever builds the options (CLI or library)."""
-        for name, flag, allowed in _CHOICES:
-            value = getattr(self, name)
-            if value is not None and value not in allowed:
-                raise InputError(f"{flag} {value!r}: choose one of {', '.join(allowed)}")
-        unknown = set(self.skip) - set(SKIPPABLE)
-        if unknown:
-            raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
-        if self.gpus and not self.local:
-            raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
-        if self.reservation and self.launcher != "srun":
-            raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
-
-
-SKIPPABLE = ("allreduce", "resnet", "storage", "rdma")
-# (field, the CLI flag that sets it, its choices): one table, read by __post_init__.
-_CHOICES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("precision", "--precision", ("fp16", "bf16", "fp32")),
-    (
-        "compile_mode",
-        "--compile-mode",
-        ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
-    ),
-    ("launcher", "--launcher", LAUNCHERS),
-    ("storage_engine", "--storage-engine", ("auto", "fio", "pread")),
-    ("backend", "--backend", BACKENDS),
-)
-
-
-@dataclass(frozen=True)
-class Point:
-    """One weak-scaling measurement to launch."""
-
-    nodes: int
-    gpus: int
-    procs_per_node: int
-    vms: tuple[Vm, ...] = ()
-
-
-@dataclass(frozen=True)
-class Engine:
-    worker_backend: str  # torch | horovod
-    device: str  # cuda | cpu
-    name: str  # nccl | gloo | horovod
-
-
-Progress = Callable[[str], None]
+from validation.bench.units import nccl_tests
+from validation.bench.units.allreduce import allreduce_result, sys_note
+from validation.bench.units.rdma import run_rdma
+from validation.bench.units.references import naive_vs_default, references
+from validation.bench.units.resnet import describe, scaling_result
+from validation.bench.units.storage import run_storage
 
 
 def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path) -> Engine:
@@ -231,63 +127,8 @@ def plan_points(spec: Spec, opts: BenchOptions, gpu_count: int) -> list[Point]:
     return [Point(c, c * per_node, per_node, tuple(vms[:c])) for c in sorted(set(counts))]
 
 
-def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
-    """The bench nodes: the named VMs, or the first VM's template's VMs, one per ESXi host.
-
-    Multi-node scaling means across hosts (the seed's Scenario 2: one 1-GPU VM on each of
-    four hosts); two VMs sharing a host would share its PCIe and NIC. Hosts come from
-    rackcert.core.placement, the same answer the provision planner uses.
-    """
-    if not spec.vms:
-        raise InputError("the spec has no vms: nothing to bench across nodes (try --local)")
-    if names:
-        known = {v.name: v for v in spec.vms}
-        missing = [n for n in names if n not in known]
-        if missing:
-            raise InputError(f"--vms {missing[0]}: no such VM in the spec")
-        return [known[n] for n in names]
-    from rackcert.core.placement import place
-
-    host_of = {p.vm: p.host for p in place(spec)}
-    first = spec.vms[0].template
-    chosen: list[Vm] = []
-    seen: set[str] = set()
-    for vm in spec.vms:
-        if vm.template == first and host_of[vm.name] not in seen:
-            seen.add(host_of[vm.name])
-            chosen.append(vm)
-    return chosen
-
-
-def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[launch.Node]:
-    ssh = spec.guest.ssh
-    pins = str(opts.known_hosts) if opts.known_hosts else None
-    return [
-        launch.Node(
-            v.name,
-            SshTarget(
-                host=v.address,
-                port=v.ssh_port,
-                user=ssh.user,
-                identity_file=ssh.key_file,
-                known_hosts=pins,
-                connect_timeout=15,
-            ),
-        )
-        for v in vms
-    ]
-
-
-def host_keys(opts: BenchOptions, nodes: list[launch.Node]) -> list[str] | None:
-    """The nodes' enrolled keys from the controller's known_hosts, for the launchers' hops
-    from the first node (None without a file: the nodes' own known_hosts, strictly)."""
-    if not opts.known_hosts or not Path(opts.known_hosts).is_file():
-        return None
-    return peer_lines(Path(opts.known_hosts), [(n.name, n.address, n.port) for n in nodes])
-
-
 def compile_cache_dir(spec: Spec, opts: BenchOptions) -> str | None:
-    """Where the ranks keep what torch.compile built (validation.bench.compilecache): the
+    """Where the ranks keep what torch.compile built (validation.bench.node.compilecache): the
     option, else under the nodes' DL environment, or this interpreter's locally."""
     if opts.compile_cache is not None:
         return opts.compile_cache or None
@@ -427,11 +268,6 @@ def slurm_placement(data: dict[str, Any], log: Path) -> dict[str, Any]:
     return {"slurm": placed}
 
 
-def remote_python(spec: Spec, opts: BenchOptions) -> str:
-    """The nodes' interpreter: --remote-python, else the DL environment configure built."""
-    return opts.remote_python or f"{spec.guest.dl_venv.rstrip('/')}/bin/python"
-
-
 def launcher_of(opts: BenchOptions, engine: Engine) -> str:
     """horovodrun for Horovod and torchrun for torch.distributed unless told (mpirun)."""
     if opts.launcher != "auto":
@@ -468,10 +304,6 @@ def launch_record(opts: BenchOptions, engine: Engine, vms: tuple[Vm, ...]) -> di
     }
 
 
-def _node_gpus(spec: Spec, vms: tuple[Vm, ...]) -> int:
-    return (spec.template(vms[0].template).gpus or 0) if vms else 0
-
-
 def node_has_horovod(spec: Spec, opts: BenchOptions, vms: tuple[Vm, ...], log: Path) -> bool:
     """Whether horovod.torch imports in the first node's environment (auto backend)."""
     node = nodes_of(spec, vms[:1], opts)[0]
@@ -500,239 +332,12 @@ def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
 
 
 # -- storage ----------------------------------------------------------------------------------
-def storage_target(spec: Spec, opts: BenchOptions) -> tuple[Path | None, bool, str]:
-    """(directory, synthetic allowed, note); directory None when there is nothing to read."""
-    nfs = spec.storage.nfs
-    allow = (
-        opts.synthetic_data
-        if opts.synthetic_data is not None
-        else bool(nfs and nfs.create_synthetic_data)
-    )
-    if opts.storage_dir:
-        return opts.storage_dir, allow, "directory given with --storage-dir"
-    if nfs is None:
-        return None, allow, "the spec has no storage.nfs and no --storage-dir was given"
-    return Path(nfs.mount_point), allow, f"the spec's mount point ({nfs.server}:{nfs.export})"
-
-
-def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
-    root, allow, note = storage_target(spec, opts)
-    cfg = storage.StorageConfig.quick() if opts.quick else storage.StorageConfig()
-    if root is None:
-        return {"skipped": True, "reason": note}
-    if opts.local:
-        scratch = None
-        if not root.is_dir():
-            if not allow:
-                return {"skipped": True, "reason": f"{root} does not exist here ({note})"}
-            scratch = Path(tempfile.mkdtemp(prefix="storage-", dir=run.artifacts("bench")))
-            note = f"{root} does not exist here; synthetic files in a scratch directory"
-            root = scratch
-        try:
-            result = storage.run(root, cfg, allow_synthetic=allow, engine=opts.storage_engine)
-        except (OSError, ValueError) as exc:
-            return {"skipped": True, "reason": str(exc)}
-        finally:
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
-        total = result["throughput_mb_s"]
-        return {"note": note, "path": result["path"], "throughput_mb_s": total, "nodes": [result]}
-    nodes = nodes_of(spec, points[-1].vms, opts)
-    py = remote_python(spec, opts)
-    rdir = opts.remote_dir
-    base = f"cd /tmp && {py} -m validation.bench.storage {root}"
-    if rdir:
-        base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
-    base += " --quick" if opts.quick else ""
-    base += f" --engine {opts.storage_engine}"
-    log = run.artifacts("bench") / "storage.log"
-    if allow:
-        prep = launch.Launch(
-            "storage prepare", [[*nodes[0].ssh_argv(), f"{base} --synthetic --prepare"]]
-        )
-        launch.execute(prep, log.with_name("storage-prepare.log"), timeout_s=600)
-    cmds = [[*n.ssh_argv(), base] for n in nodes]
-    results = launch.execute(launch.Launch("storage", cmds), log, timeout_s=600)
-    per_node = [
-        {**{k: v for k, v in r.items() if k != "wall_s"}, "node": n.name}
-        for r, n in zip(results, nodes, strict=True)
-        if r
-    ]
-    total = sum(r["throughput_mb_s"] for r in per_node)
-    return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
 
 
 # -- engines of the vendors: nccl-tests, perftest -------------------------------------------
-def run_nccl_tests(
-    opts: BenchOptions,
-    engine: Engine,
-    run: RunDir,
-    points: list[Point],
-    installed: Path = nccltests.INSTALLED,
-) -> dict[str, Any]:
-    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run; the
-    record names the binary that ran and how it was found (`binary`, `found_by`)."""
-    if not opts.local:
-        return {
-            "skipped": True,
-            "reason": "across nodes all_reduce_perf needs an MPI build of nccl-tests and"
-            " mpirun; the allreduce figures are the sweep's",
-        }
-    if engine.device != "cuda":
-        return {"skipped": True, "reason": "no GPU here: nccl-tests drives GPUs only"}
-    found = nccltests.locate(opts.nccl_tests, installed)
-    if found is None:
-        where = opts.nccl_tests or f"{nccltests.BINARY} on PATH or in {installed.parent}"
-        return {"skipped": True, "reason": f"nccl-tests not installed ({where} not found)"}
-    gpus = points[-1].gpus
-    top = opts.max_bytes or ((64 << 20) if opts.quick else (1 << 30))
-    log = run.artifacts("bench") / "nccl-tests.log"
-    try:
-        report = nccltests.run_local(found["binary"], gpus, top, log, timeout_s=opts.timeout_s)
-    except (nccltests.NcclTestsParseError, OSError) as exc:
-        return {"skipped": True, "reason": str(exc), "failed": True, **found}
-    return {**report, **found}
-
-
-def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
-    """ib_write_bw between node pairs where every node has an RDMA device, else the reason."""
-    if opts.local:
-        return {"skipped": True, "reason": "one machine: RDMA is measured between node pairs"}
-    vms = points[-1].vms
-    if len(vms) < 2:
-        return {"skipped": True, "reason": "one node: RDMA is measured between node pairs"}
-    nodes = nodes_of(spec, vms, opts)
-    log = run.artifacts("bench") / "rdma-probe.log"
-    probe = launch.Launch("rdma probe", [[*n.ssh_argv(), perftest.PROBE] for n in nodes])
-    try:
-        answers = launch.execute_text(probe, log, timeout_s=60)
-    except launch.LaunchError as exc:
-        return {"skipped": True, "reason": f"could not ask the nodes: {exc}"}
-    found = {n.name: perftest.parse_probe(text) for n, text in zip(nodes, answers, strict=True)}
-    for n in nodes:
-        why = perftest.skip_reason(n.name, found[n.name])
-        if why:
-            return {"skipped": True, "reason": why, "nodes": found}
-    by_name = {n.name: n for n in nodes}
-    results: list[dict[str, Any]] = []
-    for a, b in perftest.pairs([n.name for n in nodes]):
-        server, client = by_name[b], by_name[a]
-        cuda = found[a]["cuda"] and found[b]["cuda"] and engine_gpus(spec, vms)
-        dev_s, dev_c = found[b]["devices"][0], found[a]["devices"][0]
-        job = launch.Launch(
-            f"ib_write_bw {a} -> {b}",
-            [
-                [*server.ssh_argv(), perftest.server_command(dev_s, cuda)],
-                [*client.ssh_argv(), perftest.client_command(server.address, dev_c, cuda)],
-            ],
-        )
-        try:
-            texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
-            parsed = perftest.parse(texts[1])
-        except (launch.LaunchError, perftest.PerftestParseError) as exc:
-            results.append({"client": a, "server": b, "error": str(exc)})
-            continue
-        results.append({"client": a, "server": b, "use_cuda": bool(cuda), **parsed})
-    return {"engine": perftest.BINARY, "pairs": results}
-
-
-def engine_gpus(spec: Spec, vms: tuple[Vm, ...]) -> bool:
-    return bool(vms) and (spec.template(vms[0].template).gpus or 0) > 0
 
 
 # -- assembly ---------------------------------------------------------------------------------
-def allreduce_result(
-    raw: dict[str, Any],
-    engine: Engine,
-    cert: Certification,
-    nic_gbps: float | None,
-    option_gbps: float | None = None,
-) -> AllreduceResult:
-    """The sweep's figures with the link they crossed and what that link should carry
-    (validation.bench.links): busbw judged against the line rate of THAT link."""
-    points = raw["allreduce"]["points"]
-    world = raw["world_size"]
-    link = links.launch_link(raw)
-    want = links.expectation(link, cert, nic_gbps, option_gbps) if world > 1 else None
-    rate = want.line_rate_gbps if want else None
-    top = sorted(points, key=lambda p: p["size_bytes"])[-3:]
-    return AllreduceResult(
-        backend=engine.name if engine.name == "horovod" else raw["backend"],
-        device=raw["device"],
-        world_size=world,
-        points=[AllreducePoint(**p) for p in points],
-        line_rate_gbps=rate,
-        busbw_fraction=busbw_fraction(points, rate) if world > 1 else None,
-        note=WORLD1_NOTE if world == 1 else None,
-        link=link.topology,
-        link_detail=link.detail or None,
-        link_source=want.source if want else None,
-        expected_busbw_gbps=want.busbw_gbps if want else None,
-        busbw_largest_gbps=sum(p["busbw_gbps"] for p in top) / len(top) if top else None,
-        sys_crossing=link.sys_pairs,
-    )
-
-
-def scaling_result(measured: list[tuple[Point, dict[str, Any]]], engine: Engine) -> ScalingResult:
-    rows = [
-        {
-            "nodes": p.nodes,
-            "gpus": p.gpus,
-            "images_per_sec": r["images_per_sec"],
-            "images_per_sec_per_gpu": r["images_per_sec_per_gpu"],
-            "spread": r["spread"],
-            "warmup_s": r.get("warmup_s"),
-        }
-        for p, r in measured
-    ]
-    cfg = measured[0][1]["config"]
-    base = min(measured, key=lambda m: m[0].gpus)[0]
-    unit = "GPU" if engine.device == "cuda" else "rank"
-    return ScalingResult(
-        model=cfg["model"],
-        batch_per_gpu=cfg["batch"],
-        precision=cfg["precision"],
-        channels_last=cfg["channels_last"],
-        compiled=all(r["config"]["compiled"] for _p, r in measured),
-        device=engine.device,
-        backend=engine.name,
-        baseline=f"{base.nodes} node(s), {base.gpus} {unit}(s)",
-        points=[ScalingPoint(**row) for row in scaling(rows)],
-    )
-
-
-def naive_vs_default(raw: dict[str, Any]) -> dict[str, Any] | None:
-    if "naive" not in raw or "resnet" not in raw:
-        return None
-    fast, slow = raw["resnet"], raw["naive"]
-    return {
-        "world_size": raw["world_size"],
-        "naive": {
-            "images_per_sec": slow["images_per_sec"],
-            "spread": slow["spread"],
-            "config": slow["config"],
-        },
-        "default": {
-            "images_per_sec": fast["images_per_sec"],
-            "spread": fast["spread"],
-            "config": fast["config"],
-            "warmup_s": fast["warmup_s"],
-        },
-        "ratio": fast["images_per_sec"] / slow["images_per_sec"],
-    }
-
-
-REFERENCES = {
-    "plain": "plain loop: torch.compile, fp16 autocast + GradScaler, channels_last, plain SGD,"
-    " no DDP wrapper",
-    "horovod_ref": "Horovod synthetic-benchmark defaults: eager fp32, NCHW, batch 32, SGD"
-    " without momentum",
-}
-
-
-def sys_note(pairs: list[str]) -> str:
-    """What a figure carries when its GPUs talk across the sockets (SYS)."""
-    return f" (through SYS, across sockets: {', '.join(pairs)})" if pairs else ""
 
 
 def launch_entry(
@@ -749,45 +354,6 @@ def launch_entry(
         "compile_cache": raw.get("compile_cache"),
         "exit_warning": raw.get("exit_warning"),
         **{key: raw.get(key) for key in ("resnet", "naive", "plain", "horovod_ref")},
-    }
-
-
-def describe(r: dict[str, Any]) -> str:
-    """A training figure with what it was judged at, as MLPerf and the seed label theirs:
-    images/s, precision, batch per GPU, the compile mode, and the warm-up it took."""
-    c = r["config"]
-    how = "eager"
-    if c.get("compiled"):
-        how = "compiled, CUDA graphs" if c.get("cuda_graphs") else "compiled"
-    per_gpu = r.get("images_per_sec_per_gpu", r["images_per_sec"])
-    return (
-        f"{r['images_per_sec']:,.1f} images/s ({per_gpu:,.1f} per GPU) at {c['precision']},"
-        f" batch {c['batch']}/GPU, {how}; warm-up {r['warmup_s']:.1f} s"
-    )
-
-
-def references(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """The reference loops measured in the same launch as the default, and the ratios of
-    the default's images/s to each (per GPU, so batch sizes may differ)."""
-    if "resnet" not in raw or not any(k in raw for k in REFERENCES):
-        return None
-    fast = raw["resnet"]
-    out: dict[str, Any] = {"world_size": raw["world_size"], "default": _row(fast)}
-    for key, what in REFERENCES.items():
-        if key in raw:
-            name = "horovod_defaults" if key == "horovod_ref" else key
-            out[name] = {**_row(raw[key]), "description": what}
-            out[f"default_vs_{name}"] = fast["images_per_sec"] / raw[key]["images_per_sec"]
-    return out
-
-
-def _row(r: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "images_per_sec": r["images_per_sec"],
-        "spread": r["spread"],
-        "warmup_s": r["warmup_s"],
-        "loss_finite": r["loss_finite"],
-        "config": r["config"],
     }
 
 
@@ -914,12 +480,12 @@ def run_bench(
                 )
             record()
         if "allreduce" not in opts.skip:
-            data["nccl_tests"] = run_nccl_tests(opts, engine, run, points)
+            data["nccl_tests"] = nccl_tests.run_nccl_tests(opts, engine, run, points)
             nt = data["nccl_tests"]
             if not nt.get("skipped"):
                 progress(f"  nccl-tests: avg busbw {nt['avg_busbw_gbps']} GB/s")
                 if "allreduce" in data:
-                    data["allreduce_side_by_side"] = nccltests.side_by_side(
+                    data["allreduce_side_by_side"] = nccl_tests.side_by_side(
                         nt, data["allreduce"]["points"]
                     )
             record()

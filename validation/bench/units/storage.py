@@ -1,0 +1,78 @@
+"""Storage: parallel random reads from the training data mount, on this machine or on every
+node (the reader, validation.bench.node.storage, runs there)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rackcert.core.runs import RunDir
+from rackcert.core.spec import Spec
+from validation.bench import launch
+from validation.bench.node import storage
+from validation.bench.options import BenchOptions, Point
+from validation.bench.targets import nodes_of, remote_python
+
+
+def storage_target(spec: Spec, opts: BenchOptions) -> tuple[Path | None, bool, str]:
+    """(directory, synthetic allowed, note); directory None when there is nothing to read."""
+    nfs = spec.storage.nfs
+    allow = (
+        opts.synthetic_data
+        if opts.synthetic_data is not None
+        else bool(nfs and nfs.create_synthetic_data)
+    )
+    if opts.storage_dir:
+        return opts.storage_dir, allow, "directory given with --storage-dir"
+    if nfs is None:
+        return None, allow, "the spec has no storage.nfs and no --storage-dir was given"
+    return Path(nfs.mount_point), allow, f"the spec's mount point ({nfs.server}:{nfs.export})"
+
+
+def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
+    root, allow, note = storage_target(spec, opts)
+    cfg = storage.StorageConfig.quick() if opts.quick else storage.StorageConfig()
+    if root is None:
+        return {"skipped": True, "reason": note}
+    if opts.local:
+        scratch = None
+        if not root.is_dir():
+            if not allow:
+                return {"skipped": True, "reason": f"{root} does not exist here ({note})"}
+            scratch = Path(tempfile.mkdtemp(prefix="storage-", dir=run.artifacts("bench")))
+            note = f"{root} does not exist here; synthetic files in a scratch directory"
+            root = scratch
+        try:
+            result = storage.run(root, cfg, allow_synthetic=allow, engine=opts.storage_engine)
+        except (OSError, ValueError) as exc:
+            return {"skipped": True, "reason": str(exc)}
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+        total = result["throughput_mb_s"]
+        return {"note": note, "path": result["path"], "throughput_mb_s": total, "nodes": [result]}
+    nodes = nodes_of(spec, points[-1].vms, opts)
+    py = remote_python(spec, opts)
+    rdir = opts.remote_dir
+    base = f"cd /tmp && {py} -m validation.bench.storage {root}"
+    if rdir:
+        base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
+    base += " --quick" if opts.quick else ""
+    base += f" --engine {opts.storage_engine}"
+    log = run.artifacts("bench") / "storage.log"
+    if allow:
+        prep = launch.Launch(
+            "storage prepare", [[*nodes[0].ssh_argv(), f"{base} --synthetic --prepare"]]
+        )
+        launch.execute(prep, log.with_name("storage-prepare.log"), timeout_s=600)
+    cmds = [[*n.ssh_argv(), base] for n in nodes]
+    results = launch.execute(launch.Launch("storage", cmds), log, timeout_s=600)
+    per_node = [
+        {**{k: v for k, v in r.items() if k != "wall_s"}, "node": n.name}
+        for r, n in zip(results, nodes, strict=True)
+        if r
+    ]
+    total = sum(r["throughput_mb_s"] for r in per_node)
+    return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
