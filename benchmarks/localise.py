@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from rackcert.core.ssh_target import SshTarget  # noqa: E402
 from rackcert.lab import linkshape, sshhosts  # noqa: E402
-from validation.bench.launch import Node  # noqa: E402
 from validation.bench.localisation.stages import LocaliseOptions, localise  # noqa: E402
+from validation.bench.transport import Node  # noqa: E402
 
 LINE_MBIT = 100.0
 SEVERITIES = (0.25, 0.5, 0.8)

@@ -25,8 +25,8 @@ from rackcert.core.ssh_target import SshTarget
 from rackcert.lab import linkshape
 from rackcert.lab.sshhosts import TestHost
 from tests.spec_helpers import gateway_on_subnet_of
-from validation.bench.launch import Node
 from validation.bench.localisation.stages import LocaliseOptions, localise
+from validation.bench.transport import Node
 
 LINE_MBIT = 100
 REPO = Path(__file__).resolve().parent.parent

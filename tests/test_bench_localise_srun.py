@@ -22,8 +22,8 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import linkshape
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
 from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of, why
-from validation.bench.localisation.srun import SrunTarget
 from validation.bench.localisation.stages import LocaliseOptions, localise
+from validation.bench.transport import SrunTarget
 
 
 @pytest.fixture(scope="module")

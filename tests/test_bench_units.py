@@ -24,6 +24,7 @@ from validation.bench import launch, verdict
 from validation.bench.node import allreduce_loop, resnet_loop, storage, worker
 from validation.bench.options import BenchOptions, Engine
 from validation.bench.orchestrate import choose_engine, plan_points
+from validation.bench.transport import NODE_PATH, Node
 from validation.bench.units import allreduce as allreduce_unit
 from validation.bench.units import resnet as resnet_unit
 
@@ -226,10 +227,8 @@ def test_plan_local_and_multi_node_points() -> None:
 
 def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
     nodes = [
-        launch.Node(
-            "a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k", known_hosts="/kh")
-        ),
-        launch.Node("b", SshTarget(host="10.0.0.2", user="ubuntu")),
+        Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k", known_hosts="/kh")),
+        Node("b", SshTarget(host="10.0.0.2", user="ubuntu")),
     ]
     cmds = launch.ssh_torchrun(
         nodes, 2, ["--quick"], remote_python="/py", remote_dir="/src", rdzv_id="rid"
@@ -258,8 +257,8 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
 
 def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
     nodes = [
-        launch.Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k")),
-        launch.Node("b", SshTarget(host="10.0.0.2")),
+        Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k")),
+        Node("b", SshTarget(host="10.0.0.2")),
     ]
     keys = ["[10.0.0.1]:2222 ssh-ed25519 AAAAkeyA", "[10.0.0.2]:2222 ssh-ed25519 AAAAkeyB"]
     cmd = launch.ssh_horovodrun(
@@ -273,7 +272,7 @@ def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
     assert remote[remote.index("mkdir") : remote.index("mkdir") + 3] == ["mkdir", "-m", "700"]
     assert "\n".join(keys) + "\n" in remote and f"{where}/known_hosts" in remote
     env = remote[remote.index("env") :]
-    assert env[:2] == ["env", "-i"] and f"PATH={where}:{launch.NODE_PATH}" in env
+    assert env[:2] == ["env", "-i"] and f"PATH={where}:{NODE_PATH}" in env
     hvd = remote[remote.index("/opt/rackcert/venv/bin/horovodrun") :]
     assert hvd[hvd.index("-np") + 1] == "8"
     assert hvd[hvd.index("-H") + 1] == "10.0.0.1:4,10.0.0.2:4"
@@ -287,8 +286,8 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "never-forwarded")
     nodes = [
-        launch.Node("a", SshTarget(host="10.0.0.1")),
-        launch.Node("b", SshTarget(host="10.0.0.2")),
+        Node("a", SshTarget(host="10.0.0.1")),
+        Node("b", SshTarget(host="10.0.0.2")),
     ]
     cmd = launch.ssh_mpirun(nodes, 2, [], remote_python="/py", interface="eth1",
                             known_hosts="~/.ssh/known_hosts", rdzv_port=29500)  # fmt: skip
@@ -353,7 +352,7 @@ def test_the_horovod_ssh_wrapper_drops_horovods_options_and_pins_the_enrolled_ke
 
 
 def test_ssh_destination_follows_a_double_dash() -> None:
-    argv = launch.Node("n", SshTarget(host="-oProxyCommand=x")).ssh_argv()
+    argv = Node("n", SshTarget(host="-oProxyCommand=x")).ssh_argv()
     assert argv[-2:] == ["--", "root@-oProxyCommand=x"]
 
 
@@ -474,6 +473,6 @@ def test_local_ranks_get_this_machines_toolchain_and_no_secret(monkeypatch) -> N
     assert "never-forwarded" not in env.values()
     # Not sent to other nodes: a remote rank's toolchain is its node's own.
     cmd = launch.ssh_torchrun(
-        [launch.Node("a", SshTarget(host="10.0.0.1"))], 1, [], remote_python="/py", remote_dir=None
+        [Node("a", SshTarget(host="10.0.0.1"))], 1, [], remote_python="/py", remote_dir=None
     )
     assert "CUDA_HOME" not in cmd[0][-1] and "never-forwarded" not in cmd[0][-1]

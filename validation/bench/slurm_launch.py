@@ -30,7 +30,8 @@ import re
 import shlex
 from typing import Any
 
-from validation.bench.launch import NODE_PATH, WORKER, Launch, _forwarded_env
+from validation.bench.launch import WORKER, Launch, _forwarded_env
+from validation.bench.transport import NODE_PATH
 
 TAG = "rackcert-slurm"
 _TAG_RE = re.compile(rf"{TAG} job=(\d+) node=(\S+) rank=(\d+)")

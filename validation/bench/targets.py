@@ -12,8 +12,8 @@ from rackcert.core.errors import InputError
 from rackcert.core.known_hosts import peer_lines
 from rackcert.core.spec import Spec, Vm
 from rackcert.core.ssh_target import SshTarget
-from validation.bench import launch
 from validation.bench.options import BenchOptions
+from validation.bench.transport import Node
 
 
 def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
@@ -44,11 +44,11 @@ def select_vms(spec: Spec, names: list[str] | None) -> list[Vm]:
     return chosen
 
 
-def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[launch.Node]:
+def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[Node]:
     ssh = spec.guest.ssh
     pins = str(opts.known_hosts) if opts.known_hosts else None
     return [
-        launch.Node(
+        Node(
             v.name,
             SshTarget(
                 host=v.address,
@@ -63,7 +63,7 @@ def nodes_of(spec: Spec, vms: tuple[Vm, ...], opts: BenchOptions) -> list[launch
     ]
 
 
-def host_keys(opts: BenchOptions, nodes: list[launch.Node]) -> list[str] | None:
+def host_keys(opts: BenchOptions, nodes: list[Node]) -> list[str] | None:
     """The nodes' enrolled keys from the controller's known_hosts, for the launchers' hops
     from the first node (None without a file: the nodes' own known_hosts, strictly)."""
     if not opts.known_hosts or not Path(opts.known_hosts).is_file():

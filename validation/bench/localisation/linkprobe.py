@@ -151,7 +151,7 @@ def lat_client(server: str, device: str | None, port: int) -> str:
 def iperf3_figures(text: str) -> dict[str, Any]:
     """A link row's figures from iperf3 -J's output, or `gbps` None and the error: one
     reading for the SSH and the Slurm paths (validation.bench.localisation.stages,
-    localisation.srun)."""
+    validation.bench.transport)."""
     try:
         return parse_iperf3(text)
     except LinkProbeError as exc:
