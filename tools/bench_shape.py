@@ -7,6 +7,11 @@ status, what was not judged, the launches' labels and tasks, the skipped parts a
 
     python tools/bench_shape.py BEFORE/bench.json AFTER/bench.json   # exit 1 on a difference
     python tools/bench_shape.py bench.json                            # print one's shape
+    python tools/bench_shape.py --spec SPEC BEFORE/bench.json AFTER/bench.json
+
+With --spec, each record is also judged again by this tree's code (validation.bench.verdict
+.rejudge) and must get the verdict it recorded: on a busy machine two runs' figures (and so
+their verdicts) may differ, while the judging of the same figures must not.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         kinds = {sa.get(key), sb.get(key)}
         if key.rsplit(".", 1)[-1] in LOOSE or kinds <= {"number", "null"}:
             continue  # a figure that one run measured and the other not: not a shape
+        if kinds <= {None, "null"}:
+            continue  # an optional field one record has not heard of, empty in the other
         diffs.append(f"shape {key}: {sa.get(key)} -> {sb.get(key)}")
     va, vb = verdicts(before), verdicts(after)
     for key in va:
@@ -81,7 +88,24 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return diffs
 
 
+def rejudged(spec_path: str, record: dict[str, Any]) -> list[str]:
+    """Where this tree's code judges the record's figures otherwise than it recorded."""
+    from rackcert.core.spec_loader import load_spec
+    from validation.bench.verdict import rejudge
+
+    again = rejudge(load_spec(spec_path).spec, record["data"]).model_dump(mode="json")
+    was = record["data"]["verdict"]
+    return [
+        f"rejudged {key}: {was[key]!r} -> {again[key]!r}"
+        for key in ("verdict", "checks", "not_judged", "reasons")
+        if was[key] != again[key]
+    ]
+
+
 def main(argv: list[str]) -> int:
+    spec = None
+    if argv[:1] == ["--spec"] and len(argv) > 1:
+        spec, argv = argv[1], argv[2:]
     if len(argv) == 1:
         record = json.loads(Path(argv[0]).read_text())
         for key, kind in shape(record).items():
@@ -93,6 +117,19 @@ def main(argv: list[str]) -> int:
         return 2
     before, after = (json.loads(Path(a).read_text()) for a in argv)
     diffs = compare(before, after)
+    if spec:
+        same = [
+            d for d in diffs if not d.startswith(("verdict:", "checks:", "shape .data.verdict"))
+        ]
+        judged = rejudged(spec, before) + rejudged(spec, after)
+        if verdicts(before)["checks"] != verdicts(after)["checks"]:
+            ids = [sorted(c for c, _s in verdicts(r)["checks"]) for r in (before, after)]
+            if ids[0] != ids[1]:
+                judged.append(f"check ids: {ids[0]} -> {ids[1]}")
+        for line in diffs:
+            if line not in same:
+                print(f"(figures differ, judged alike) {line}")
+        diffs = same + judged
     for line in diffs:
         print(line)
     print("same apart from timings" if not diffs else f"{len(diffs)} difference(s)")

@@ -28,6 +28,11 @@ from rackcert.cli.common import (
 from rackcert.cli.display import show_bench
 from rackcert.core.errors import InputError
 
+# validation.bench.units.skip_words(), written out so the CLI starts without importing the
+# bench (tests/test_bench_unit_toy.py holds the two together).
+SKIP_WORDS = "allreduce,resnet,rdma,storage"
+SKIP_HELP = f"Comma list of {SKIP_WORDS} to leave out"
+
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
     from rackcert.core.spec import Spec
@@ -141,7 +146,7 @@ def bench(
     ] = None,
     skip: Annotated[
         str | None,
-        typer.Option("--skip", help="Comma list of allreduce,resnet,storage,rdma to leave out"),
+        typer.Option("--skip", help=SKIP_HELP),
     ] = None,
     storage_dir: Annotated[
         Path | None, typer.Option("--storage-dir", help="Read this directory instead of the mount")

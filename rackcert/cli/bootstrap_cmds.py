@@ -214,7 +214,7 @@ def bootstrap_cmd(
         typer.Option(
             "--bench-skip",
             help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
-            " allreduce,resnet,storage,rdma (the report says what was not judged)",
+            " allreduce,resnet,rdma,storage (the report says what was not judged)",
         ),
     ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
@@ -237,12 +237,13 @@ def bootstrap_cmd(
 def _bench_parts(text: str | None) -> frozenset[str]:
     """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
     from rackcert.core.errors import InputError
-    from validation.bench.options import SKIPPABLE
+    from validation.bench.options import skippable
 
+    words = skippable()
     parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
-    unknown = sorted(parts - set(SKIPPABLE))
+    unknown = sorted(parts - set(words))
     if unknown:
-        raise InputError(f"--bench-skip {unknown[0]!r}: choose from {', '.join(SKIPPABLE)}")
+        raise InputError(f"--bench-skip {unknown[0]!r}: choose from {', '.join(words)}")
     return parts
 
 

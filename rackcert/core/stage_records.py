@@ -432,6 +432,11 @@ class BenchData(Model):
         description="Localisation (validation.bench.localisation.stages, schema in its docstring):"
         " per-node and per-link figures, the rules, and the findings that name a node, GPU or link",
     )
+    units: dict[str, Any] | None = Field(
+        None,
+        description="Results of benchmarks this schema does not name yet (a unit added to"
+        " validation.bench.units.UNITS), by unit name; give a unit a field above to type it",
+    )
     warnings: list[str] = Field(
         default_factory=list, description="What went wrong without spoiling a figure"
     )

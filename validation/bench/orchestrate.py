@@ -21,12 +21,11 @@ from typing import Any
 
 from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.paths import REPO_ROOT
-from rackcert.core.results import AllreduceResult, ScalingResult
 from rackcert.core.runs import RunDir, utc_now
 from rackcert.core.spec import Spec, Vm
-from rackcert.core.stage_records import BenchRecord
+from rackcert.core.stage_records import BenchData, BenchRecord
 from rackcert.core.untrusted import cap_strings
-from validation.bench import k8s, launch, slurm_launch, verdict
+from validation.bench import k8s, launch, slurm_launch, units, verdict
 from validation.bench.node import compilecache
 from validation.bench.options import BACKENDS, BenchOptions, Engine, Point, Progress
 from validation.bench.targets import (
@@ -36,12 +35,8 @@ from validation.bench.targets import (
     remote_python,
     select_vms,
 )
-from validation.bench.units import nccl_tests
-from validation.bench.units.allreduce import allreduce_result, sys_note
-from validation.bench.units.rdma import run_rdma
-from validation.bench.units.references import naive_vs_default, references
-from validation.bench.units.resnet import describe, scaling_result
-from validation.bench.units.storage import run_storage
+from validation.bench.units.base import BenchUnit, Context, dump
+from validation.bench.units.resnet import describe
 
 
 def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path) -> Engine:
@@ -316,19 +311,29 @@ def node_has_horovod(spec: Spec, opts: BenchOptions, vms: tuple[Vm, ...], log: P
     return True
 
 
+def active_units(opts: BenchOptions) -> list[BenchUnit]:
+    """The units this run measures: UNITS less what --skip leaves out."""
+    return [u for u in units.UNITS if u.word not in opts.skip]
+
+
 def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]) -> list[str]:
-    tasks = []
-    if "allreduce" not in opts.skip and point == points[-1]:
-        tasks.append("allreduce")
-    if "resnet" not in opts.skip:
-        tasks.append("resnet")
-        naive = opts.naive if opts.naive is not None else engine.device == "cuda"
-        if naive and point == points[0]:
-            tasks.append("naive")
-        refs = opts.references if opts.references is not None else engine.device == "cuda"
-        if refs and point == points[0]:
-            tasks += ["plain", "horovod_ref"]
-    return tasks
+    """The worker tasks of the point's launches, one launch each, in UNITS' order."""
+    return [t for u in active_units(opts) for t in u.tasks(opts, engine, point, points)]
+
+
+def _record_unit(unit: BenchUnit, ctx: Context, data: dict[str, Any], progress: Progress) -> None:
+    """Run a unit into the record: data[name] (or data["units"][name] for a unit the record's
+    model does not name), the other keys it fills, its progress lines."""
+    result = unit.run(ctx)
+    if result is None:
+        return
+    if unit.name in BenchData.model_fields:
+        data[unit.name] = dump(result)
+    else:
+        data.setdefault("units", {})[unit.name] = dump(result)
+    data.update(unit.also(ctx, result))
+    for line in unit.say(ctx, result):
+        progress(line)
 
 
 # -- storage ----------------------------------------------------------------------------------
@@ -418,7 +423,8 @@ def run_bench(
         image=opts.image,
         worker_args=k8s_args,
     )
-    measured: list[tuple[Point, dict[str, Any]]] = []
+    ctx = Context(spec, opts, run, engine, points, line_rate, progress)
+    during = [u for u in active_units(opts) if not u.after_launches]
     try:
         for point in points:
             tasks = _tasks(opts, engine, point, points)
@@ -444,72 +450,23 @@ def run_bench(
                 if engine.device == "auto":  # nodes chose: the worker says what it ran on
                     engine = Engine(engine.worker_backend, one["device"], one["backend"])
                     data["launch"]["collectives"] = engine.name
+                    ctx.engine = engine
                 if task in one and task != "allreduce":
                     progress(f"  {task}: {describe(one[task])}")
                 record()
-            if "resnet" in raw:
-                measured.append((point, raw["resnet"]))
-                data["resnet50"] = scaling_result(measured, engine).model_dump()
-            if "allreduce" in raw:
-                ar = allreduce_result(
-                    raw, engine, spec.certification, line_rate, opts.line_rate_gbps
-                )
-                data["allreduce"] = ar.model_dump()
-                data["judge_link"] = ar.link_source is not None
-                best = max(p.busbw_gbps for p in ar.points)
-                progress(
-                    f"  allreduce: {len(ar.points)} sizes, best busbw {best:.3g} GB/s"
-                    f" over {ar.link or 'no link'}{sys_note(ar.sys_crossing)}"
-                )
-            refs = references(raw)
-            if refs:
-                data["references"] = refs
-                for name in ("plain", "horovod_defaults"):
-                    if name in refs:
-                        progress(
-                            f"  {name} {refs[name]['images_per_sec']:.1f} images/s: default"
-                            f" x{refs[f'default_vs_{name}']:.2f}"
-                        )
-            comparison = naive_vs_default(raw)
-            if comparison:
-                data["naive_vs_default"] = comparison
-                progress(
-                    f"  naive {comparison['naive']['images_per_sec']:.1f} vs default"
-                    f" {comparison['default']['images_per_sec']:.1f} images/s:"
-                    f" x{comparison['ratio']:.2f}"
-                )
+            ctx.answers.append((point, raw))
+            for unit in during:
+                _record_unit(unit, ctx, data, progress)
             record()
-        if "allreduce" not in opts.skip:
-            data["nccl_tests"] = nccl_tests.run_nccl_tests(opts, engine, run, points)
-            nt = data["nccl_tests"]
-            if not nt.get("skipped"):
-                progress(f"  nccl-tests: avg busbw {nt['avg_busbw_gbps']} GB/s")
-                if "allreduce" in data:
-                    data["allreduce_side_by_side"] = nccl_tests.side_by_side(
-                        nt, data["allreduce"]["points"]
-                    )
-            record()
-        if "rdma" not in opts.skip:
-            data["rdma"] = run_rdma(spec, opts, run, points)
-            record()
-        if "storage" not in opts.skip:
-            progress("storage: parallel random reads")
-            data["storage"] = run_storage(spec, opts, run, points)
+        for unit in active_units(opts):
+            if unit.after_launches:
+                _record_unit(unit, ctx, data, progress)
+                record()
     except RackcertError as exc:
         data["verdict"] = None
         record("failed", str(exc))
         raise
-    ar_model = AllreduceResult(**data["allreduce"]) if "allreduce" in data else None
-    sc_model = ScalingResult(**data["resnet50"]) if "resnet50" in data else None
-    judged = verdict.judge(
-        spec.certification,
-        ar_model,
-        sc_model,
-        [r for _p, r in measured],
-        data.get("storage"),
-        judge_link=data["judge_link"],
-        required=spec.required_checks(),
-    )
+    judged = verdict.judge_data(spec.certification, data, required=spec.required_checks())
     data["verdict"] = judged.model_dump()
     return record("ok")
 

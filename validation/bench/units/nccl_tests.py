@@ -37,6 +37,7 @@ from typing import Any
 
 from rackcert.core.runs import RunDir
 from validation.bench.options import BenchOptions, Engine, Point
+from validation.bench.units.base import BenchUnit, Context
 
 BINARY = "all_reduce_perf"
 # nccl-tests prints a figure that outgrows its column in %g form: "2e+06" (seen on an H200).
@@ -325,3 +326,35 @@ def run_nccl_tests(
     except (NcclTestsParseError, OSError) as exc:
         return {"skipped": True, "reason": str(exc), "failed": True, **found}
     return {**report, **found}
+
+
+class NcclTestsUnit(BenchUnit):
+    """nccl-tests' all_reduce_perf on this machine's GPUs, beside the sweep."""
+
+    name = "nccl_tests"
+    skip_word = "allreduce"
+    after_launches = True
+    help = "nccl-tests all_reduce_perf (local GPUs)"
+
+    def run(self, ctx: Context) -> dict[str, Any]:
+        return run_nccl_tests(ctx.opts, ctx.engine, ctx.run, ctx.points)
+
+    def also(self, ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
+        sweep = next((r for _p, r in reversed(ctx.answers) if "allreduce" in r), None)
+        if result.get("skipped") or sweep is None:
+            return {}
+        return {"allreduce_side_by_side": side_by_side(result, sweep["allreduce"]["points"])}
+
+    def say(self, ctx: Context, result: dict[str, Any]) -> list[str]:
+        if result.get("skipped"):
+            return []
+        return [f"  nccl-tests: avg busbw {result['avg_busbw_gbps']} GB/s"]
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        nt = data.get("nccl_tests") or {}
+        if nt and not nt.get("skipped"):
+            return [
+                f"nccl-tests {nt.get('version')} x{nt['world_size']}: avg busbw"
+                f" {nt['avg_busbw_gbps']} GB/s (the sweep's figures beside it in bench.json)"
+            ]
+        return [f"nccl-tests: not run ({nt['reason']})"] if nt else []

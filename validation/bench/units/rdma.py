@@ -9,6 +9,7 @@ from rackcert.core.spec import Spec
 from validation.bench import launch, perftest
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import engine_gpus, nodes_of
+from validation.bench.units.base import BenchUnit, Context
 
 
 def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
@@ -51,3 +52,22 @@ def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -
             continue
         results.append({"client": a, "server": b, "use_cuda": bool(cuda), **parsed})
     return {"engine": perftest.BINARY, "pairs": results}
+
+
+class RdmaUnit(BenchUnit):
+    """ib_write_bw between node pairs (perftest) where every node has an RDMA device."""
+
+    name = "rdma"
+    after_launches = True
+    help = "ib_write_bw between node pairs"
+
+    def run(self, ctx: Context) -> dict[str, Any]:
+        return run_rdma(ctx.spec, ctx.opts, ctx.run, ctx.points)
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        rdma = data.get("rdma") or {}
+        out = [f"rdma: not run ({rdma['reason']})"] if rdma.get("skipped") else []
+        for pair in rdma.get("pairs", []):
+            best = pair.get("best_avg_gbps")
+            out.append(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
+        return out

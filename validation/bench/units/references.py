@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from validation.bench.options import BenchOptions, Engine, Point
+from validation.bench.units.base import BenchUnit, Context
+
 
 def naive_vs_default(raw: dict[str, Any]) -> dict[str, Any] | None:
     if "naive" not in raw or "resnet" not in raw:
@@ -58,3 +61,92 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "loss_finite": r["loss_finite"],
         "config": r["config"],
     }
+
+
+def _first_point_of(
+    opts_value: bool | None, engine: Engine, point: Point, points: list[Point]
+) -> bool:
+    """The comparisons run in the smallest launch, on GPUs unless told."""
+    wanted = opts_value if opts_value is not None else engine.device == "cuda"
+    return bool(wanted) and point == points[0]
+
+
+def _last_answer_with(ctx: Context, key: str) -> dict[str, Any] | None:
+    return next((r for _p, r in reversed(ctx.answers) if key in r and "resnet" in r), None)
+
+
+class NaiveUnit(BenchUnit):
+    """The naive configuration (eager fp32, NCHW) beside the default: what defaults are worth."""
+
+    name = "naive_vs_default"
+    skip_word = "resnet"
+    help = "the naive training configuration against the default"
+
+    def tasks(
+        self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
+    ) -> list[str]:
+        return ["naive"] if _first_point_of(opts.naive, engine, point, points) else []
+
+    def run(self, ctx: Context) -> dict[str, Any] | None:
+        raw = _last_answer_with(ctx, "naive")
+        return naive_vs_default(raw) if raw else None
+
+    def say(self, ctx: Context, result: dict[str, Any]) -> list[str]:
+        return [
+            f"  naive {result['naive']['images_per_sec']:.1f} vs default"
+            f" {result['default']['images_per_sec']:.1f} images/s: x{result['ratio']:.2f}"
+        ]
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        nd = data.get("naive_vs_default")
+        if not nd:
+            return []
+        return [
+            f"naive {nd['naive']['images_per_sec']:.1f} vs default"
+            f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
+        ]
+
+
+class ReferencesUnit(BenchUnit):
+    """The reference loops (plain, Horovod's defaults) in the same launch as the default."""
+
+    name = "references"
+    skip_word = "resnet"
+    help = "reference training loops timed beside the default"
+
+    def tasks(
+        self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
+    ) -> list[str]:
+        return (
+            ["plain", "horovod_ref"]
+            if _first_point_of(opts.references, engine, point, points)
+            else []
+        )
+
+    def run(self, ctx: Context) -> dict[str, Any] | None:
+        raw = next(
+            (
+                r
+                for _p, r in reversed(ctx.answers)
+                if "resnet" in r and any(k in r for k in REFERENCES)
+            ),
+            None,
+        )
+        return references(raw) if raw else None
+
+    def say(self, ctx: Context, result: dict[str, Any]) -> list[str]:
+        return [
+            f"  {name} {result[name]['images_per_sec']:.1f} images/s: default"
+            f" x{result[f'default_vs_{name}']:.2f}"
+            for name in ("plain", "horovod_defaults")
+            if name in result
+        ]
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        refs = data.get("references") or {}
+        return [
+            f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
+            f" x{refs[f'default_vs_{name}']:.2f}"
+            for name in ("plain", "horovod_defaults")
+            if name in refs
+        ]

@@ -8,12 +8,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rackcert.core.results import VerdictCheck
 from rackcert.core.runs import RunDir
-from rackcert.core.spec import Spec
+from rackcert.core.spec import Certification, Spec
 from validation.bench import launch
 from validation.bench.node import storage
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import nodes_of, remote_python
+from validation.bench.units.base import BenchUnit, Context, check
 
 
 def storage_target(spec: Spec, opts: BenchOptions) -> tuple[Path | None, bool, str]:
@@ -76,3 +78,42 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
     ]
     total = sum(r["throughput_mb_s"] for r in per_node)
     return {"note": note, "path": str(root), "throughput_mb_s": total, "nodes": per_node}
+
+
+class StorageUnit(BenchUnit):
+    """Parallel random reads from the training data mount, on this machine or every node."""
+
+    name = "storage"
+    after_launches = True
+    help = "parallel random reads from the data mount"
+
+    def run(self, ctx: Context) -> dict[str, Any]:
+        ctx.progress("storage: parallel random reads")
+        return run_storage(ctx.spec, ctx.opts, ctx.run, ctx.points)
+
+    def checks(self, data: dict[str, Any], cert: Certification) -> list[VerdictCheck]:
+        return [storage_ok(data.get("storage"))]
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        st = data.get("storage") or {}
+        if st and not st.get("skipped"):
+            return [
+                f"storage: {st['throughput_mb_s']:.1f} MB/s random reads ({st.get('note', '')})"
+            ]
+        return []
+
+
+def storage_ok(storage: dict[str, Any] | None) -> VerdictCheck:
+    """The random-read benchmark read data without errors."""
+    if not storage or storage.get("skipped"):
+        reason = (storage or {}).get("reason", "storage benchmark not run")
+        return check("storage.read", None, "", "reads without errors", reason)
+    nodes = storage.get("nodes") or [storage]
+    errors = sum(n.get("errors", 0) for n in nodes)
+    reads = sum(n.get("reads", 0) for n in nodes)
+    return check(
+        "storage.read",
+        errors == 0 and reads > 0,
+        f"{reads} reads, {errors} errors",
+        "reads without errors",
+    )
