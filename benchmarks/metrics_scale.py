@@ -46,7 +46,7 @@ from rackcert.core.stage_records import (  # noqa: E402
     ValidateRecord,
 )
 from rackcert.metrics.bench_figures import BenchFigure, figures_of, localise_figures  # noqa: E402
-from rackcert.metrics.drift import DriftItem  # noqa: E402
+from rackcert.metrics.certified_drift import DriftItem  # noqa: E402
 from rackcert.metrics.families import (  # noqa: E402
     Family,
     bench_families,

@@ -2,7 +2,7 @@
 
 Goals (issue "Fleet scale"): the controller spends at most 0.05 s of CPU per node, and
 16 hosts take at most 2x the wall time of one, with all checks and the default peers
-(ring neighbours + 2, validation.peers). Each point is the end-to-end CLI run
+(ring neighbours + 2, validation.peer_choice). Each point is the end-to-end CLI run
 (interpreter start, one probe script per node over SSH, the pytest suite, facts.json,
 records) against real sshd test hosts in network namespaces (rackcert.lab.sshhosts),
 median of --repeat runs after one unmeasured run per size (first contact enrols the

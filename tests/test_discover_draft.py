@@ -12,8 +12,8 @@ from rackcert.core.observed import Inventory, ObservedHost, PciDevice
 from rackcert.core.placement import place
 from rackcert.core.spec_loader import parse_spec
 from rackcert.discover.catalog import load_catalog, parse_catalog
-from rackcert.discover.drift import hardware_drift
 from rackcert.discover.hardware import host_names
+from rackcert.discover.hardware_drift import hardware_drift
 from rackcert.discover.inventory_to_spec import Endpoint, inventory_to_spec
 from rackcert.discover.yaml_writer import render
 from tests.discover_helpers import LAB, R750, edited, inventory_of, rack_data, spec_of

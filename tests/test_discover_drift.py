@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rackcert.discover.drift import hardware_drift
+from rackcert.discover.hardware_drift import hardware_drift
 from tests.discover_helpers import edited, rack_data, spec_of
 
 

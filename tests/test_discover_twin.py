@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rackcert.core.spec_loader import load_spec, parse_spec
-from rackcert.discover.drift import hardware_drift
+from rackcert.discover.hardware_drift import hardware_drift
 from tests.discover_helpers import (
     LAB,
     R750,

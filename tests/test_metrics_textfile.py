@@ -15,7 +15,7 @@ from rackcert.core.results import CheckResult, Severity, Status
 from rackcert.core.runs import RunDir, list_runs
 from rackcert.core.stage_records import BenchRecord, ValidateData, ValidateNode, ValidateRecord
 from rackcert.metrics.bench_figures import BenchFigure
-from rackcert.metrics.drift import figure_drift
+from rackcert.metrics.certified_drift import figure_drift
 from rackcert.metrics.families import (
     bench_families,
     exposition,
@@ -334,7 +334,7 @@ def test_localisation_figures_through_the_one_adapter() -> None:
 
 @pytest.mark.unit
 def test_a_drift_line_shows_hostile_values_and_cuts_them() -> None:
-    from rackcert.metrics.drift import LINE_CAP, DriftItem
+    from rackcert.metrics.certified_drift import LINE_CAP, DriftItem
 
     line = DriftItem("n\x1b]52;c;AAAA\x07" + "x" * 5000, "version", "os", "a\nb", "", True).line()
     assert "\x1b" not in line and "\n" not in line and "\x07" not in line
@@ -352,7 +352,7 @@ def _run_with_facts(root: Path, facts: dict) -> RunDir:
 
 @pytest.mark.unit
 def test_firmware_vbios_and_link_drift_from_facts(tmp_path: Path) -> None:
-    from rackcert.metrics.drift import validate_drift
+    from rackcert.metrics.certified_drift import validate_drift
 
     def facts(nic_fw: str, width: str, gen_now: str, gen_max: str) -> dict:
         gpu = {"index": "0", "pci.bus_id": "00000000:17:00.0", "name": "NVIDIA A100 80GB PCIe",

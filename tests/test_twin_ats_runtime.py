@@ -69,7 +69,7 @@ def test_esxcli_runtime_changes_only_at_a_reboot(rack_twin):
 
 
 def test_configured_but_not_running_is_planned_as_a_reboot_and_judged(rack_twin, capsys):
-    from validation.hypervisor import hypervisor_results
+    from validation.hypervisor_results import hypervisor_results
 
     lab = rack_twin(LAB)
     _write_ats(lab, ESX1, True)
@@ -90,7 +90,7 @@ def test_configured_but_not_running_is_planned_as_a_reboot_and_judged(rack_twin,
 
 def test_a_same_value_option_write_plans_no_reboot(rack_twin, capsys):
     """An operator writes atsSupport=true again: rebootRequired, but ATS runs; nothing to do."""
-    from validation.hypervisor import hypervisor_results
+    from validation.hypervisor_results import hypervisor_results
 
     lab = rack_twin(LAB, guests=True)
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")

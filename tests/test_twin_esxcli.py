@@ -27,7 +27,7 @@ from tests.esxcli_judge import READS, esxcli_batch, esxcli_one
 from tests.plugins.vcsim import TwinFactory
 from tests.twin_judges import find, task_fault
 from tests.vsphere_helpers import cli, last_record
-from validation.hypervisor import hypervisor_results
+from validation.hypervisor_results import hypervisor_results
 
 pytestmark = pytest.mark.integration
 

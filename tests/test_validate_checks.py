@@ -184,7 +184,7 @@ def test_hypervisor_checks_share_the_registry_with_a_scope(capsys):
     the guest suite selects only node checks; --list shows every check with its scope."""
     from rackcert.cli import main
     from validation.checks import GUEST, check, listed
-    from validation.hypervisor import hv_ids
+    from validation.hypervisor_results import hv_ids
 
     defs = load_all()
     scopes = {d.id: d.scope for d in defs.values()}

@@ -10,7 +10,7 @@ from rackcert.core.results import Status
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import load_spec
 from rackcert.core.vsphere_rules import mmio_size_gb
-from validation.hypervisor import discovery_record, hypervisor_results
+from validation.hypervisor_results import discovery_record, hypervisor_results
 
 SPEC = Path(__file__).parent.parent / "inventories" / "r750xa-4node.yaml"
 

@@ -13,7 +13,7 @@ from itertools import pairwise
 import pytest
 
 from tests.test_validate_nodes import prepare, run_validate
-from validation.peers import ALL, History, bound, choose, coverage, record, ring
+from validation.peer_choice import ALL, History, bound, choose, coverage, record, ring
 
 NODES = [f"n{i:02d}" for i in range(16)]
 

@@ -26,7 +26,7 @@ from validation.checks.match import driver_branch as branch
 from validation.expect import VgpuManager, expectations
 from validation.gather import Target
 from validation.host_software import vgpu_manager, with_vgpu_managers
-from validation.hypervisor import discovery_record
+from validation.hypervisor_results import discovery_record
 
 HGX = inventories_dir() / "hgx-h200-4node.yaml"
 R550 = "550.127.06-1OEM.800.1.0.20613240"  # vGPU 17.4's manager, the twin's ESXi 8.0 hosts

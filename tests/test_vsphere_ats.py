@@ -78,7 +78,7 @@ def test_the_declared_type_is_what_gets_written(rack_twin, capsys):
 def test_ats_counts_as_in_effect_only_after_a_boot(rack_twin):
     from pyVmomi import vim
 
-    from validation.hypervisor import hypervisor_results
+    from validation.hypervisor_results import hypervisor_results
 
     lab = rack_twin(LAB)
     cm, options = _options(lab, ESX1)

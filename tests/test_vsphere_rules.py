@@ -37,7 +37,7 @@ from rackcert.discover.catalog import shipped_catalog
 from rackcert.lab import twin
 from tests.discover_helpers import inventory_of, spec_of
 from tests.spec_helpers import EXAMPLES, example_data
-from validation.hypervisor import hypervisor_results
+from validation.hypervisor_results import hypervisor_results
 
 OWNED = {MMIO_ENABLE, MMIO_SIZE, ALLOW_P2P, RELAX_ACS, NUMA_AFFINITY}
 CHECK_OF = {MMIO_SIZE: "hv.vm.mmio", ALLOW_P2P: "hv.vm.p2p", NUMA_AFFINITY: "hv.vm.numa"}

@@ -7,7 +7,7 @@ says which manager it runs, through esxcli `software vib list`, which provision'
 records (`rackcert.core.observed.EsxcliHost`). This module hands that record to the guest checks
 in their `NodeExpect`, so `gpu.vgpu.branch` judges evidence on record and never asks vCenter.
 
-    >>> found = discovery_record(rack, run, runs_root)      # validation.hypervisor
+    >>> found = discovery_record(rack, run, runs_root)      # validation.hypervisor_results
     >>> targets = with_vgpu_managers(targets, spec, found[0] if found else None)
 """
 

@@ -35,11 +35,11 @@ from validation.checks import load_all, matches, select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
 from validation.host_software import with_vgpu_managers
-from validation.hypervisor import discovery_record, hv_ids, hypervisor_results, no_discovery
+from validation.hypervisor_results import discovery_record, hv_ids, hypervisor_results, no_discovery
 from validation.junit import write_junit
-from validation.peers import DEFAULT_K, History, Plan
-from validation.peers import choose as choose_peers
-from validation.peers import previous as peer_history
+from validation.peer_choice import DEFAULT_K, History, Plan
+from validation.peer_choice import choose as choose_peers
+from validation.peer_choice import previous as peer_history
 
 SUITE = Path(__file__).resolve().parent / "suite" / "test_checks.py"
 TOOL_PATH_ENV = "RACKCERT_TOOL_PATH"
@@ -191,7 +191,7 @@ def _hypervisor(
     skip: list[str],
 ) -> tuple[list[CheckResult], str | None]:
     """Hypervisor checks over the newest recorded discovery (`found`: it and where it was
-    read from, validation.hypervisor.discovery_record), and where it was read from."""
+    read from, validation.hypervisor_results.discovery_record), and where it was read from."""
     spec = loaded.spec
     if found is None:
         return [no_discovery(spec.metadata.name)], None
@@ -346,7 +346,7 @@ def validate(
 def _peer_plan(
     loaded: LoadedSpec, run: RunDir, tgts: list[Target], defs: list, k: int | str
 ) -> tuple[History | None, Plan] | None:
-    """This run's choice of peers for ssh.peers (validation.peers), from the rack's history;
+    """This run's choice of peers for ssh.peers (validation.peer_choice), from the rack's history;
     None when ssh.peers is not among the checks."""
     if not any(d.id == "ssh.peers" for d in defs):
         return None
@@ -370,7 +370,7 @@ def _peer_record(
 ) -> dict[str, Any]:
     """The pairs checked, the runs since each was last checked, and the mesh's coverage;
     the history for the next run goes to peers.json."""
-    from validation.peers import HISTORY_FILE, coverage, record
+    from validation.peer_choice import HISTORY_FILE, coverage, record
 
     history, plan = mesh
     after = record(history, plan)

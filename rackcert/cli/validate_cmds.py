@@ -125,7 +125,7 @@ def validate_cmd(
         _print_checks()
         return
     import validation
-    from validation.peers import parse_k
+    from validation.peer_choice import parse_k
 
     peer_k = parse_k(peers)
     if spec_path is None:

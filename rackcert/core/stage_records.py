@@ -216,7 +216,7 @@ class PeerPair(Model):
 
 
 class PeerMesh(Model):
-    """ssh.peers' choice of pairs (validation.peers) and how much of the mesh is covered."""
+    """ssh.peers' choice of pairs (validation.peer_choice) and how much of the mesh is covered."""
 
     mode: str = Field(description="ring+random (ring neighbours + k peers) or all")
     k: int = Field(0, description="Peers beyond the two ring neighbours (0 with all)")

@@ -84,7 +84,7 @@ def run(request: DiscoverRequest, live_inventory: LiveInventory, say: Say) -> Di
     """
     from rackcert.core.spec_loader import load_spec, parse_spec
     from rackcert.discover.catalog import load_catalog
-    from rackcert.discover.drift import hardware_drift
+    from rackcert.discover.hardware_drift import hardware_drift
     from rackcert.discover.inventory_to_spec import build_draft, inventory_hardware
     from rackcert.discover.topo import apply_links
     from rackcert.discover.yaml_writer import render

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from rackcert.core.results import CheckResult, Status
 from rackcert.core.stage_records import BenchRecord, StageRecord, ValidateRecord
 from rackcert.metrics.bench_figures import METRICS, BenchFigure, figures_of, gpus_of
-from rackcert.metrics.drift import DriftItem
+from rackcert.metrics.certified_drift import DriftItem
 from rackcert.metrics.labels import label
 
 _BAD = (Status.failed, Status.error)

@@ -14,7 +14,7 @@ from typing import Any
 
 from rackcert.core.runs import RunDir
 from rackcert.core.stage_records import BenchRecord, ValidateRecord
-from rackcert.metrics.drift import DriftItem, bench_drift, gpu_rows, validate_drift
+from rackcert.metrics.certified_drift import DriftItem, bench_drift, gpu_rows, validate_drift
 from rackcert.metrics.families import (
     Family,
     bench_families,

@@ -194,7 +194,7 @@ class HealthEvent(Model):
 
 
 class MeshCoverage(Model):
-    """How much of the n x (n-1) SSH mesh validate's ssh.peers has covered (validation.peers)."""
+    """How much of the n x (n-1) SSH mesh ssh.peers has covered (validation.peer_choice)."""
 
     mode: str = Field(description="ring+random or all")
     k: int = 0

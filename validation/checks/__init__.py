@@ -8,7 +8,7 @@ receives:
   every node.
 - `host`, `vm`: an ESXi host or a VM as provision's recorded discovery saw it
   (`validation.checks.hypervisor`: `HostCtx`, `VmCtx`); run by
-  `validation.hypervisor` in the validate process, never over SSH.
+  `validation.hypervisor_results` in the validate process, never over SSH.
 - `rack`: the rack as a whole (is a discovery on record at all).
 It returns an `Outcome`. Its docstring's first line says what is expected; a
 line starting with `Fix:` is the one-line hint shown when it fails.

@@ -5,7 +5,7 @@ scope `host` (an ESXi host: `HostCtx`), `vm` (a VM in vCenter: `VmCtx`) or
 `rack`. The expectations come from the spec, `rackcert.core.placement.place(spec)`
 (the planner's placement) and `rackcert.core.vsphere_rules` (the planner's
 extraConfig): what provision writes is what these checks expect.
-`validation.hypervisor` builds the contexts and runs them.
+`validation.hypervisor_results` builds the contexts and runs them.
 
     @check("hv.vm.reservation", scope="vm")
     def vm_reservation(ctx: VmCtx) -> Outcome:

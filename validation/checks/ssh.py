@@ -19,7 +19,7 @@ def peers(view: NodeView) -> Outcome:
     """`ssh -o BatchMode=yes` from this node to its chosen peers succeeds (validate --peers).
 
     The peers are the two ring neighbours and k more, the ones this node has gone longest
-    without checking (validation.peers; `--peers all`: every other VM). Host keys are
+    without checking (validation.peer_choice; `--peers all`: every other VM). Host keys are
     checked strictly (StrictHostKeyChecking=yes) against the keys the controller enrolled
     or the spec pinned (rackcert.core.known_hosts), sent with the probe: a peer answering with
     another key fails, never is trusted anew.

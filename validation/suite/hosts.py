@@ -21,7 +21,7 @@ from rackcert.core.ssh_target import SshTarget
 from validation.checks import select
 from validation.expect import NodeExpect, expectations
 from validation.gather import Job, Target
-from validation.peers import choose
+from validation.peer_choice import choose
 
 
 class HostsError(ValueError):

@@ -153,7 +153,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _testinfra_job(config: pytest.Config, spec: str) -> Job:
     """The job of `pytest --hosts=... --rackcert-spec SPEC` (validation.suite.hosts)."""
     from rackcert.core.errors import InputError
-    from validation.peers import parse_k
+    from validation.peer_choice import parse_k
     from validation.suite.hosts import HostsError, job_from_hosts
 
     hosts = _opt(config, "hosts")
