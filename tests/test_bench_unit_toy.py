@@ -28,7 +28,6 @@ from rackcert.core.spec import Certification
 from rackcert.core.spec_loader import load_spec
 from rackcert.core.stage_records import BenchRecord
 from validation.bench import units
-from validation.bench.options import BenchOptions
 from validation.bench.units.base import BenchUnit, Context, check
 
 SHIPPED = {"allreduce", "resnet", "storage", "rdma"}
@@ -102,7 +101,7 @@ def test_skip_knows_the_toy_and_leaves_it_out(with_toy: ToyUnit, tmp_path) -> No
 
 def test_skip_refuses_a_word_no_unit_has() -> None:
     with pytest.raises(InputError, match="--skip 'toy_load': choose from allreduce, resnet"):
-        BenchOptions(skip={"toy_load"})
+        units.check_skip({"toy_load"})
 
 
 def test_the_cli_names_every_units_skip_word() -> None:

@@ -236,14 +236,10 @@ def bootstrap_cmd(
 
 def _bench_parts(text: str | None) -> frozenset[str]:
     """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
-    from rackcert.core.errors import InputError
-    from validation.bench.options import skippable
+    from validation.bench.units import check_skip
 
-    words = skippable()
     parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
-    unknown = sorted(parts - set(words))
-    if unknown:
-        raise InputError(f"--bench-skip {unknown[0]!r}: choose from {', '.join(words)}")
+    check_skip(parts, "--bench-skip")
     return parts
 
 

@@ -68,21 +68,10 @@ class BenchOptions:
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 raise InputError(f"{flag} {value!r}: choose one of {', '.join(allowed)}")
-        words = skippable()
-        unknown = set(self.skip) - set(words)
-        if unknown:
-            raise InputError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(words)}")
         if self.gpus and not self.local:
             raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
         if self.reservation and self.launcher != "srun":
             raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
-
-
-def skippable() -> tuple[str, ...]:
-    """What --skip knows: the benchmarks' words (validation.bench.units.UNITS)."""
-    from validation.bench.units import skip_words
-
-    return skip_words()
 
 
 # (field, the CLI flag that sets it, its choices): one table, read by __post_init__.

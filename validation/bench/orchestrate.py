@@ -223,7 +223,9 @@ def build_launch(
 
 
 def require_spec_fits(spec: Spec, opts: BenchOptions) -> None:
-    """The choices that need the spec to say more, refused before anything is reached."""
+    """The choices that need the spec to say more, and parts --skip does not know, refused
+    before anything is reached."""
+    units.check_skip(opts.skip)
     if opts.launcher == "srun" and spec.slurm is None:
         raise InputError("--launcher srun: the spec has no slurm block (controller, partition)")
 
@@ -384,6 +386,7 @@ def run_bench(
     """Run the whole bench into `run`; returns bench.json as written. Raises on a failed
     launch, after recording what was measured before it (status failed)."""
     started = utc_now()
+    units.check_skip(opts.skip)
     gpu_count = local_gpu_count() if opts.local else (opts.gpus_per_node or 1)
     points = plan_points(spec, opts, gpu_count)
     if opts.local:

@@ -10,6 +10,7 @@ docs/architecture.md, "A benchmark", shows how to add one.
 
 from __future__ import annotations
 
+from rackcert.core.errors import InputError
 from validation.bench.units.allreduce import AllreduceUnit
 from validation.bench.units.base import BenchUnit
 from validation.bench.units.nccl_tests import NcclTestsUnit
@@ -27,6 +28,14 @@ UNITS: tuple[BenchUnit, ...] = (
     RdmaUnit(),
     StorageUnit(),
 )
+
+
+def check_skip(skip: set[str] | frozenset[str], flag: str = "--skip") -> None:
+    """Refuse a word no unit has, in one line naming the flag (before anything runs)."""
+    words = skip_words()
+    unknown = sorted(set(skip) - set(words))
+    if unknown:
+        raise InputError(f"{flag} {unknown[0]!r}: choose from {', '.join(words)}")
 
 
 def skip_words(units: tuple[BenchUnit, ...] | None = None) -> tuple[str, ...]:
