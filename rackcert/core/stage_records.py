@@ -364,6 +364,129 @@ class NaiveVsDefault(Model):
     ratio: float = Field(description="default / naive images/s")
 
 
+class NcclTestsSide(Model):
+    """One side (out-of-place or in-place) of an all_reduce_perf row."""
+
+    time_us: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+    wrong: int | None = Field(None, description="Wrong elements (-c 1); None: not checked")
+
+
+class NcclTestsPoint(NcclTestsSide):
+    """One size of all_reduce_perf: the out-of-place figures, the in-place under in_place."""
+
+    size_bytes: int
+    count: int
+    type: str | None = None
+    redop: str | None = None
+    in_place: NcclTestsSide | None = None
+
+
+class NcclTestsDevice(Model):
+    rank: int | None = None
+    device: int | None = None
+    bus: str | None = None
+    name: str | None = None
+
+
+class NcclTestsResult(Model):
+    """nccl-tests' all_reduce_perf (validation.bench.units.nccl_tests): its table parsed from
+    its JSON (`-J`) or text output, the command, and which binary ran; or why it did not."""
+
+    skipped: bool = False
+    reason: str = Field("", description="Why it was skipped (or why it failed)")
+    failed: bool = Field(False, description="It ran and gave no table")
+    binary: str | None = None
+    found_by: str | None = Field(None, description="--nccl-tests, PATH or configure's role")
+    format: Literal["json", "text"] | None = None
+    json_version: str | int | None = None
+    json_error: str | None = Field(None, description="Why the JSON was not read (text was)")
+    version: str | None = Field(None, description="nccl-tests' own version")
+    nccl_library: int | None = None
+    devices: list[NcclTestsDevice] = Field(default_factory=list)
+    avg_busbw_gbps: float | None = None
+    out_of_bounds: int | None = None
+    errors: list[Any] = Field(default_factory=list)
+    points: list[NcclTestsPoint] = Field(default_factory=list)
+    unparsed_rows: int | None = None
+    correct: bool | None = None
+    command: list[str] | None = None
+    returncode: int | None = None
+    log: str | None = None
+    world_size: int | None = None
+
+
+class SideBySide(Model):
+    """nccl-tests and the torch sweep at one size both measured."""
+
+    size_bytes: int
+    nccl_tests_algbw_gbps: float | None = None
+    nccl_tests_busbw_gbps: float | None = None
+    sweep_algbw_gbps: float | None = None
+    sweep_busbw_gbps: float | None = None
+
+
+class RdmaPoint(Model):
+    size_bytes: int
+    iterations: int
+    peak_gbps: float
+    avg_gbps: float
+    msg_rate_mpps: float
+
+
+class RdmaPair(Model):
+    """ib_write_bw from client to server (validation.bench.perftest), or its error."""
+
+    client: str
+    server: str
+    error: str | None = None
+    use_cuda: bool | None = None
+    points: list[RdmaPoint] = Field(default_factory=list)
+    device: str | None = None
+    link_type: str | None = None
+    mtu: str | None = None
+    gbits: bool | None = None
+    best_avg_gbps: float | None = None
+
+
+class RdmaProbe(Model):
+    """What a node answered to perftest.PROBE: its RDMA devices, the tool, CUDA support."""
+
+    devices: list[str] = Field(default_factory=list)
+    tool: bool = False
+    cuda: bool = False
+
+
+class RdmaResult(Model):
+    """ib_write_bw between node pairs (validation.bench.units.rdma), or why it was skipped."""
+
+    skipped: bool = False
+    reason: str = ""
+    engine: str | None = None
+    pairs: list[RdmaPair] = Field(default_factory=list)
+    nodes: dict[str, RdmaProbe] | None = Field(None, description="Each node's probe answer")
+
+
+class ReferenceRun(NaiveRun):
+    """One training loop's figure in the references block."""
+
+    loss_finite: bool | None = None
+    description: str | None = Field(None, description="What this reference loop is")
+
+
+class References(Model):
+    """The reference loops timed in the same launch as the default, and the default's ratio
+    to each (per GPU: batch sizes may differ)."""
+
+    world_size: int
+    default: ReferenceRun
+    plain: ReferenceRun | None = None
+    default_vs_plain: float | None = None
+    horovod_defaults: ReferenceRun | None = None
+    default_vs_horovod_defaults: float | None = None
+
+
 class K8sFile(Model):
     kind: str
     nodes: int
@@ -412,18 +535,18 @@ class BenchData(Model):
     allreduce: AllreduceResult | None = None
     naive_vs_default: NaiveVsDefault | None = None
     launch: LaunchInfo | None = None
-    references: dict[str, Any] | None = Field(
+    references: References | None = Field(
         None,
         description="Reference loops timed in the same run (plain compiled loop, Horovod's"
         " synthetic-benchmark defaults) and the default's ratio to each",
     )
-    nccl_tests: dict[str, Any] | None = Field(
+    nccl_tests: NcclTestsResult | None = Field(
         None, description="nccl-tests all_reduce_perf: its per-size table, or why it was skipped"
     )
-    allreduce_side_by_side: list[dict[str, Any]] | None = Field(
+    allreduce_side_by_side: list[SideBySide] | None = Field(
         None, description="nccl-tests and the torch sweep at the sizes both measured"
     )
-    rdma: dict[str, Any] | None = Field(
+    rdma: RdmaResult | None = Field(
         None, description="ib_write_bw between node pairs, or why it was skipped"
     )
     storage: StorageResult | None = None

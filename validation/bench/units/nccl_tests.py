@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import NcclTestsResult
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context
 
@@ -336,19 +337,21 @@ class NcclTestsUnit(BenchUnit):
     after_launches = True
     help = "nccl-tests all_reduce_perf (local GPUs)"
 
-    def run(self, ctx: Context) -> dict[str, Any]:
-        return run_nccl_tests(ctx.opts, ctx.engine, ctx.run, ctx.points)
+    def run(self, ctx: Context) -> NcclTestsResult:
+        raw = run_nccl_tests(ctx.opts, ctx.engine, ctx.run, ctx.points)
+        return NcclTestsResult.model_validate(raw)
 
-    def also(self, ctx: Context, result: dict[str, Any]) -> dict[str, Any]:
+    def also(self, ctx: Context, result: NcclTestsResult) -> dict[str, Any]:
         sweep = next((r for _p, r in reversed(ctx.answers) if "allreduce" in r), None)
-        if result.get("skipped") or sweep is None:
+        if result.skipped or sweep is None:
             return {}
-        return {"allreduce_side_by_side": side_by_side(result, sweep["allreduce"]["points"])}
+        rows = side_by_side(result.model_dump(), sweep["allreduce"]["points"])
+        return {"allreduce_side_by_side": rows}
 
-    def say(self, ctx: Context, result: dict[str, Any]) -> list[str]:
-        if result.get("skipped"):
+    def say(self, ctx: Context, result: NcclTestsResult) -> list[str]:
+        if result.skipped:
             return []
-        return [f"  nccl-tests: avg busbw {result['avg_busbw_gbps']} GB/s"]
+        return [f"  nccl-tests: avg busbw {result.avg_busbw_gbps} GB/s"]
 
     def lines(self, data: dict[str, Any]) -> list[str]:
         nt = data.get("nccl_tests") or {}

@@ -6,6 +6,7 @@ from typing import Any
 
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
+from rackcert.core.stage_records import RdmaResult
 from validation.bench import launch, perftest
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import engine_gpus, nodes_of
@@ -61,8 +62,8 @@ class RdmaUnit(BenchUnit):
     after_launches = True
     help = "ib_write_bw between node pairs"
 
-    def run(self, ctx: Context) -> dict[str, Any]:
-        return run_rdma(ctx.spec, ctx.opts, ctx.run, ctx.points)
+    def run(self, ctx: Context) -> RdmaResult:
+        return RdmaResult.model_validate(run_rdma(ctx.spec, ctx.opts, ctx.run, ctx.points))
 
     def lines(self, data: dict[str, Any]) -> list[str]:
         rdma = data.get("rdma") or {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rackcert.core.stage_records import References
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context
 
@@ -123,7 +124,7 @@ class ReferencesUnit(BenchUnit):
             else []
         )
 
-    def run(self, ctx: Context) -> dict[str, Any] | None:
+    def run(self, ctx: Context) -> References | None:
         raw = next(
             (
                 r
@@ -132,14 +133,16 @@ class ReferencesUnit(BenchUnit):
             ),
             None,
         )
-        return references(raw) if raw else None
+        refs = references(raw) if raw else None
+        return References.model_validate(refs) if refs else None
 
-    def say(self, ctx: Context, result: dict[str, Any]) -> list[str]:
+    def say(self, ctx: Context, result: References) -> list[str]:
+        got = result.model_dump()
         return [
-            f"  {name} {result[name]['images_per_sec']:.1f} images/s: default"
-            f" x{result[f'default_vs_{name}']:.2f}"
+            f"  {name} {got[name]['images_per_sec']:.1f} images/s: default"
+            f" x{got[f'default_vs_{name}']:.2f}"
             for name in ("plain", "horovod_defaults")
-            if name in result
+            if got.get(name)
         ]
 
     def lines(self, data: dict[str, Any]) -> list[str]:
@@ -148,5 +151,5 @@ class ReferencesUnit(BenchUnit):
             f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
             f" x{refs[f'default_vs_{name}']:.2f}"
             for name in ("plain", "horovod_defaults")
-            if name in refs
+            if refs.get(name)
         ]
