@@ -306,7 +306,10 @@ def test_confirm_keeps_a_link_slow_twice_and_clears_a_moment() -> None:
         return [{"a": a, "b": b, "gbps": 0.095 if {a, b} == set(n13) else 0.19}
                 for r in rounds for a, b in r]  # fmt: skip
 
-    confirm.confirm(rec, again, lambda: pytest.fail("no node finding"), _rejudge)
+    first = json.loads(json.dumps(rec))
+    confirmed = confirm.confirm(rec, again, lambda: pytest.fail("no node finding"), _rejudge)
+    assert rec == first and "confirm" not in rec  # a new record: the first one untouched
+    rec = confirmed
     assert asked == [[[("n1", "n3"), ("n2", "n4")]]]  # disjoint: one round, both at once
     assert [f["id"] for f in rec["findings"]] == ["bench.link[n1<->n3]"]
     c = rec["confirm"]
@@ -328,7 +331,7 @@ def test_confirm_measures_every_link_of_a_named_node_and_reruns_the_node_stage()
     assert sorted(map(frozenset, pairs)) == sorted(bad) and again_nodes
     assert confirm.pack(pairs) == [[p] for p in pairs]  # all share n2: one per round
     second = [_cpu("n1", 48.0), _cpu("n2", 50.0), _cpu("n3", 50.0), _cpu("n4", 47.0)]
-    confirm.confirm(
+    rec = confirm.confirm(
         rec,
         lambda rounds: [{"a": a, "b": b, "gbps": 0.085} for r in rounds for a, b in r],
         lambda: second,
@@ -354,8 +357,7 @@ def test_confirm_compares_each_stage_with_its_own_rack_median() -> None:
         names = ["n1", "n2", "n3", "n4"]
         rec = _record([], [_cpu(n, g) for n, g in zip(names, first, strict=True)])
         again = [_cpu(n, g) for n, g in zip(names, second, strict=True)]
-        confirm.confirm(rec, lambda _r: [], lambda: again, _rejudge)
-        return rec
+        return confirm.confirm(rec, lambda _r: [], lambda: again, _rejudge)
 
     drift = stages([130.0, 147.9, 96.2, 150.4], [87.3, 88.5, 89.6, 89.5])
     assert drift["confirm"]["first"] == ["bench.compute[n3]"]
@@ -415,7 +417,7 @@ def test_a_slow_cpu_shared_by_the_nodes_on_it_is_the_cpus_not_a_nodes() -> None:
     colocated.mark(rec["nodes"])
     second = stage(("node1", 83.7, 0, b), ("node2", 155.2, 1, b), ("node3", 84.0, 0, b),
                    ("node4", 156.6, 1, b))  # fmt: skip
-    confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
+    rec = confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
     assert rec["findings"] == [] and rec["confirm"]["cleared"] == ["bench.compute[node3]"]
     # the same, but node3 alone on that CPU the second time, still slow: its own
     rec = _record([], [_placed("node1", 162.2, 1), _placed("node2", 157.5, 1),
@@ -423,7 +425,7 @@ def test_a_slow_cpu_shared_by_the_nodes_on_it_is_the_cpus_not_a_nodes() -> None:
     colocated.mark(rec["nodes"])
     second = stage(("node1", 150.0, 0, b), ("node2", 155.2, 1, b), ("node3", 84.0, 0, b),
                    ("node4", 156.6, 1, b))  # fmt: skip
-    confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
+    rec = confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
     assert [f["id"] for f in rec["findings"]] == ["bench.compute[node3]"]
 
     quota = stage(("n1", 40.0, 0, b), ("n2", 140.0, 0, b), ("n3", 138.0, 1, b),

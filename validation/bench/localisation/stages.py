@@ -440,11 +440,12 @@ def localise(
         rec["confirm"] = {"tried": [], "cleared": []}
         if rec["findings"]:
             t1 = time.monotonic()
-            confirm.confirm(
+            engine = rec["engine"]
+            rec = confirm.confirm(
                 rec,
-                lambda rounds: link_stage(
-                    nodes, opts, log, progress, rounds=rounds, engine=rec["engine"]
-                )[1],
+                lambda rounds: link_stage(nodes, opts, log, progress, rounds=rounds, engine=engine)[
+                    1
+                ],
                 lambda: node_stage(nodes, opts, log),
                 _judge,
                 progress,
