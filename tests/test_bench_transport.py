@@ -73,3 +73,16 @@ def test_srun_steps_pick_each_nodes_part_and_read_labelled_output() -> None:
     # Slurm orders tasks by its own node list: each task names its node first
     text = "1: rackcert-node a\n0: rackcert-node b\n1: client says\n0: server says\n"
     assert node_lines(text) == {"a": ["client says"], "b": ["server says"]}
+
+
+def test_the_modules_the_nodes_are_told_to_run_exist_and_ship_in_the_worker_wheel() -> None:
+    """`python -m` lines the controller sends: the worker and the storage reader."""
+    import importlib.util
+
+    from rackcert.configure.worker_wheel import MODULES
+    from validation.bench import launch
+    from validation.bench.units import storage
+
+    for module in (launch.WORKER[1], storage.READER):
+        assert importlib.util.find_spec(module) is not None, module
+        assert module.replace(".", "/") + ".py" in MODULES, module

@@ -17,6 +17,8 @@ from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import nodes_of, remote_python
 from validation.bench.units.base import BenchUnit, Context, check
 
+READER = "validation.bench.node.storage"  # what each node runs (the worker wheel ships it)
+
 
 def storage_target(spec: Spec, opts: BenchOptions) -> tuple[Path | None, bool, str]:
     """(directory, synthetic allowed, note); directory None when there is nothing to read."""
@@ -58,9 +60,9 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
     nodes = nodes_of(spec, points[-1].vms, opts)
     py = remote_python(spec, opts)
     rdir = opts.remote_dir
-    base = f"cd /tmp && {py} -m validation.bench.storage {root}"
+    base = f"cd /tmp && {py} -m {READER} {root}"
     if rdir:
-        base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m validation.bench.storage {root}"
+        base = f"cd {rdir} && PYTHONPATH={rdir} {py} -m {READER} {root}"
     base += " --quick" if opts.quick else ""
     base += f" --engine {opts.storage_engine}"
     log = run.artifacts("bench") / "storage.log"
