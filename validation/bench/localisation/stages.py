@@ -283,53 +283,45 @@ def link_round(
 ) -> list[dict[str, Any]]:
     """One step per pair of the round, all at once; without daemons, a pair without a
     figure once more."""
-    rows = _pairs(transport, i, rnd, by_name, engine, opts, log, daemons)
+
+    def measure(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        steps = [
+            Step.pair(
+                by_name[a],
+                by_name[b],
+                *pair_commands(by_name[a], by_name[b], engine, opts.pair_seconds, daemons),
+                name="rackcert-localise-link",
+            )
+            for a, b in pairs
+        ]
+        answers = transport.run(steps, opts.timeout_s, log=log, title=f"round {i} {engine}")
+        out = []
+        for (a, b), ans in zip(pairs, answers, strict=True):
+            text = ans.output(a)
+            row: dict[str, Any] = {"a": a, "b": b, "round": i, "engine": engine,
+                                   "wall_s": ans.wall_s, "latency_us": None,
+                                   "error": None}  # fmt: skip
+            if not daemons:
+                row["attempts"] = 1
+            if not text.strip():
+                row.update(gbps=None, error=f"no answer: {ans.why(a)}")
+            elif engine == "iperf3":
+                row.update(linkprobe.iperf3_figures(text))
+            else:
+                bw, _, lat = text.partition(LAT_MARK)
+                row.update(linkprobe.rdma_figures(bw, lat))
+            out.append(row)
+        return out
+
+    rows = measure(rnd)
     again = [j for j, r in enumerate(rows) if r["error"]]
     if again and not daemons:
-        retry = _pairs(transport, i, [rnd[j] for j in again], by_name, engine, opts, log, daemons)
+        retry = measure([rnd[j] for j in again])
         for j, row in zip(again, retry, strict=True):
             row["attempts"] = 2
             row["first_error"] = rows[j]["error"]
             rows[j] = row
     return rows
-
-
-def _pairs(
-    transport: Transport,
-    i: int,
-    rnd: list[tuple[str, str]],
-    by_name: dict[str, Node],
-    engine: str,
-    opts: LocaliseOptions,
-    log: Path | None,
-    daemons: bool,
-) -> list[dict[str, Any]]:
-    steps = [
-        Step.pair(
-            by_name[a],
-            by_name[b],
-            *pair_commands(by_name[a], by_name[b], engine, opts.pair_seconds, daemons),
-            name="rackcert-localise-link",
-        )
-        for a, b in rnd
-    ]
-    answers = transport.run(steps, opts.timeout_s, log=log, title=f"round {i} {engine}")
-    out = []
-    for (a, b), ans in zip(rnd, answers, strict=True):
-        text = ans.output(a)
-        row: dict[str, Any] = {"a": a, "b": b, "round": i, "engine": engine,
-                               "wall_s": ans.wall_s, "latency_us": None, "error": None}  # fmt: skip
-        if not daemons:
-            row["attempts"] = 1
-        if not text.strip():
-            row.update(gbps=None, error=f"no answer: {ans.why(a)}")
-        elif engine == "iperf3":
-            row.update(linkprobe.iperf3_figures(text))
-        else:
-            bw, _, lat = text.partition(LAT_MARK)
-            row.update(linkprobe.rdma_figures(bw, lat))
-        out.append(row)
-    return out
 
 
 def pair_allreduce_round(
