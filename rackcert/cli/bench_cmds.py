@@ -27,11 +27,10 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.display import show_bench
 from rackcert.core.errors import InputError
+from validation.bench.units import skip_words
 
-# validation.bench.units.skip_words(), written out so the CLI starts without importing the
-# bench (tests/test_bench_unit_toy.py holds the two together).
-SKIP_WORDS = "allreduce,resnet,rdma,storage"
-SKIP_HELP = f"Comma list of {SKIP_WORDS} to leave out"
+# --skip's words are the benchmarks' (validation.bench.units.UNITS): a new unit is in the help.
+SKIP_HELP = f"Comma list of {','.join(skip_words())} to leave out"
 
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir

@@ -40,6 +40,7 @@ from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import LoadedSpec
 from rackcert.core.stage_records import ActionRecord
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
+from validation.bench.units import skip_words
 
 
 def build_stages(
@@ -214,7 +215,7 @@ def bootstrap_cmd(
         typer.Option(
             "--bench-skip",
             help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
-            " allreduce,resnet,rdma,storage (the report says what was not judged)",
+            f" {','.join(skip_words())} (the report says what was not judged)",
         ),
     ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
