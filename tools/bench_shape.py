@@ -8,6 +8,7 @@ status, what was not judged, the launches' labels and tasks, the skipped parts a
     python tools/bench_shape.py BEFORE/bench.json AFTER/bench.json   # exit 1 on a difference
     python tools/bench_shape.py bench.json                            # print one's shape
     python tools/bench_shape.py --spec SPEC BEFORE/bench.json AFTER/bench.json
+    python tools/bench_shape.py --output BEFORE.txt AFTER.txt        # a command's printed output
 
 With --spec, each record is also judged again by this tree's code (validation.bench.verdict
 .rejudge) and must get the verdict it recorded: on a busy machine two runs' figures (and so
@@ -16,7 +17,9 @@ their verdicts) may differ, while the judging of the same figures must not.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,7 +105,25 @@ def rejudged(spec_path: str, record: dict[str, Any]) -> list[str]:
     ]
 
 
+def screen(text: str) -> list[str]:
+    """A command's output without what differs between two runs: figures, times, paths,
+    run ids (each becomes `#` or `<path>`), and blank or progress-bar lines."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"(/[\w.@+-]+)+/?", "<path>", line)
+        line = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", line)
+        line = re.sub(r"\s+", " ", line).strip()
+        if line and not set(line) <= set("━─═│╭╮╰╯ #%/<>path"):
+            out.append(line)
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--output"] and len(argv) == 3:
+        a, b = (screen(Path(x).read_text(errors="replace")) for x in argv[1:])
+        diff = list(difflib.unified_diff(a, b, "before", "after", lineterm="", n=1))
+        print("\n".join(diff) if diff else "same apart from figures, times and paths")
+        return 1 if diff else 0
     spec = None
     if argv[:1] == ["--spec"] and len(argv) > 1:
         spec, argv = argv[1], argv[2:]
