@@ -44,7 +44,9 @@ def test_an_h200_record_with_every_block_loads_typed() -> None:
     rec = BenchRecord.model_validate_json(H200.read_text())
     nt = rec.data.nccl_tests
     assert isinstance(nt, NcclTestsResult) and not nt.skipped and nt.correct
-    assert nt.points[-1].in_place is not None and nt.points[-1].algbw_gbps  # one GPU: busbw 0
+    assert (
+        nt.points and nt.points[-1].in_place is not None and nt.points[-1].algbw_gbps
+    )  # busbw 0: one GPU
     assert isinstance(rec.data.references, References)
     assert rec.data.references.plain is not None and rec.data.references.default_vs_plain
     assert isinstance(rec.data.rdma, RdmaResult) and rec.data.rdma.skipped

@@ -394,9 +394,10 @@ class NcclTestsResult(Model):
     """nccl-tests' all_reduce_perf (validation.bench.units.nccl_tests): its table parsed from
     its JSON (`-J`) or text output, the command, and which binary ran; or why it did not."""
 
-    skipped: bool = False
-    reason: str = Field("", description="Why it was skipped (or why it failed)")
-    failed: bool = Field(False, description="It ran and gave no table")
+    # Optional with no value, so a record holds the keys its run wrote and no more.
+    skipped: bool | None = None
+    reason: str | None = Field(None, description="Why it was skipped (or why it failed)")
+    failed: bool | None = Field(None, description="It ran and gave no table")
     binary: str | None = None
     found_by: str | None = Field(None, description="--nccl-tests, PATH or configure's role")
     format: Literal["json", "text"] | None = None
@@ -404,11 +405,11 @@ class NcclTestsResult(Model):
     json_error: str | None = Field(None, description="Why the JSON was not read (text was)")
     version: str | None = Field(None, description="nccl-tests' own version")
     nccl_library: int | None = None
-    devices: list[NcclTestsDevice] = Field(default_factory=list)
+    devices: list[NcclTestsDevice] | None = None
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
-    errors: list[Any] = Field(default_factory=list)
-    points: list[NcclTestsPoint] = Field(default_factory=list)
+    errors: list[Any] | None = None
+    points: list[NcclTestsPoint] | None = None
     unparsed_rows: int | None = None
     correct: bool | None = None
     command: list[str] | None = None
@@ -461,10 +462,10 @@ class RdmaProbe(Model):
 class RdmaResult(Model):
     """ib_write_bw between node pairs (validation.bench.units.rdma), or why it was skipped."""
 
-    skipped: bool = False
-    reason: str = ""
+    skipped: bool | None = None
+    reason: str | None = None
     engine: str | None = None
-    pairs: list[RdmaPair] = Field(default_factory=list)
+    pairs: list[RdmaPair] | None = None
     nodes: dict[str, RdmaProbe] | None = Field(None, description="Each node's probe answer")
 
 
