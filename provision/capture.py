@@ -292,7 +292,7 @@ def _vm(props: dict[str, Any], names: dict[str, str], vim: Any) -> Vm:
         guest_id=props.get("config.guestId") or "",
         hardware_version=props.get("config.version") or "",
         firmware=props.get("config.firmware") or "",
-        cpus=int(props.get("config.hardware.numCPU") or 0),
+        num_cpus=int(props.get("config.hardware.numCPU") or 0),
         memory_mb=int(props.get("config.hardware.memoryMB") or 0),
         memory_reservation_locked=bool(props.get("config.memoryReservationLockedToMax")),
         memory_reservation_mb=int(getattr(alloc, "reservation", 0) or 0),

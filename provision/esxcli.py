@@ -281,9 +281,33 @@ def vib_install(host: Any, depot: str) -> VibInstall:
     ESXi refuses outside maintenance mode for VIBs that cannot be installed live (NVIDIA's
     manager is one) and when the depot cannot be read; EsxcliError carries its message.
     """
+    return _install(host, "software.vib.install", depot=depot)
+
+
+def vib_update(host: Any, depot: str) -> VibInstall:
+    """`esxcli software vib update -d DEPOT`: installed VIBs to the bundle's newer versions."""
+    return _install(host, "software.vib.update", depot=depot)
+
+
+def profile_update(
+    host: Any, depot: str, profile: str, *, allow_downgrades: bool = False
+) -> VibInstall:
+    """`esxcli software profile update -d DEPOT -p PROFILE [--allow-downgrades]`.
+
+    How a host of a cluster managed by baselines takes a new image (base and drivers) from an
+    offline bundle: in maintenance mode, then a reboot. Rolling back to an older profile needs
+    allow_downgrades (ESXi skips older VIBs without it).
+    """
+    args = {"depot": depot, "profile": profile}
+    if allow_downgrades:
+        args["allowdowngrades"] = "true"
+    return _install(host, "software.profile.update", **args)
+
+
+def _install(host: Any, command: str, **args: str) -> VibInstall:
     try:
         executer = _executer(host, host._moId)
-        rows = _run(host, executer, "software.vib.install", depot=depot)
+        rows = _run(host, executer, command, **args)
     except _NoAnswer as exc:
         raise EsxcliError(str(exc)) from None
     row = rows[0] if rows else {}

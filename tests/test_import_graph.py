@@ -153,11 +153,14 @@ def test_import_linter_breaks_on_a_planted_back_import(tmp_path):
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    # `rackcert` is a namespace package and the venv's editable install adds this checkout to
-    # sys.path: the copy alone must be seen, so the checkout's entries are dropped first.
+    # `rackcert` is a namespace package, and the venv's editable install puts a checkout on
+    # sys.path (this one, or another worktree's): every entry holding a rackcert package is
+    # dropped, so that the copy alone is the package import-linter reads.
     script = (
         "import sys\n"
-        f"sys.path = [{str(tmp_path)!r}] + [p for p in sys.path if p not in ('', {str(ROOT)!r})]\n"
+        "from pathlib import Path\n"
+        "sys.path = [p for p in sys.path if p and not Path(p, 'rackcert', 'core').is_dir()]\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
         "from importlinter.cli import lint_imports_command\n"
         "sys.argv = ['lint-imports', '--no-cache']\n"
         "sys.exit(lint_imports_command())\n"

@@ -203,6 +203,21 @@ def test_checked_in_capture_schema_is_current() -> None:
     jsonschema.Draft202012Validator.check_schema(json_schema())
 
 
+@pytest.mark.unit
+def test_a_capture_written_before_num_cpus_loads_and_is_written_with_it(tmp_path):
+    """Captures are kept for bug reports and replays: the VM CPU count's old key still reads."""
+    from rackcert.core.capture.model import Capture, Vm
+
+    old = Capture(vms=[Vm(name="vm1", num_cpus=8)], taken_at="2026-01-01T00:00:00Z")
+    text = old.to_json().replace('"num_cpus"', '"cpus"')
+    assert '"cpus": 8' in text
+    path = tmp_path / "old.json"
+    path.write_text(text)
+    loaded = load_capture(path)
+    assert loaded.vms[0].num_cpus == 8
+    assert '"num_cpus": 8' in loaded.to_json() and '"cpus"' not in loaded.to_json()
+
+
 def test_capture_round_trip_on_the_r750xa_twin(rack_twin, capsys, tmp_path):
     lab = rack_twin(guests=True)  # inventories/r750xa-4node.yaml
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")

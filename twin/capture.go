@@ -135,7 +135,7 @@ type ReplayVM struct {
 	GuestID           string `json:"guest_id"`
 	HardwareVersion   string `json:"hardware_version"`
 	Firmware          string `json:"firmware"`
-	CPUs              int32  `json:"cpus"`
+	CPUs              int32  `json:"num_cpus"`
 	MemoryMB          int64  `json:"memory_mb"`
 	ReservationLocked bool   `json:"memory_reservation_locked"`
 	ReservationMB     int64  `json:"memory_reservation_mb"`

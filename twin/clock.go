@@ -82,6 +82,14 @@ const (
 	// timeout; vSphere Web Services SDK Programming Guide, "Session management":
 	// a session times out and the client must log in again).
 	sessionIdleS = 1800.0
+	// vLCM (vlcm.go), the twin's estimates: committing a draft validates the software
+	// document against the depot; a compliance scan asks every host of the cluster for its
+	// image; remediating one host stages the image's payloads and installs them (an ESXi base
+	// image is a few hundred MB over the management network, then the bootbank is written)
+	// before the host's reboot, which takes the reboot's own modelled time.
+	vlcmCommitS  = 10.0
+	vlcmScanS    = 30.0
+	vlcmInstallS = 180.0
 )
 
 var (

@@ -30,12 +30,23 @@ type Description struct {
 	// Depots are the offline bundles the hosts can install from (esxcli software vib install
 	// -d, hostsoftware.go): a path on a datastore and the VIBs the bundle holds.
 	Depots []DepotDesc `json:"depots"`
+	// vSphere Lifecycle Manager: whether the cluster is managed by an image, and the depot's
+	// base images and components (vlcm.go).
+	Vlcm VlcmDesc `json:"vlcm"`
 }
 
 // DepotDesc is one offline bundle (.zip) a host can read, and the VIBs in it.
 type DepotDesc struct {
 	Path string `json:"path"`
 	VIBs []VIB  `json:"vibs"`
+	// Image profiles in the bundle: a name and the names of its VIBs (of this bundle).
+	Profiles []ProfileDesc `json:"profiles"`
+}
+
+// ProfileDesc is an image profile of an offline bundle.
+type ProfileDesc struct {
+	Name string   `json:"name"`
+	VIBs []string `json:"vibs"`
 }
 
 // HostDesc is one ESXi host with the PCI devices of its hardware profile.

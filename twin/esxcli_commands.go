@@ -192,17 +192,43 @@ var esxcliApps = []cliApp{
 				Params: []cliParam{{Name: "depot", Display: "depot", Aliases: []string{"-d", "--depot"}, Type: "string[]",
 					Help: "Specifies full remote URLs of the depot index.xml or server file path pointing to an offline bundle .zip file."}},
 				Result: "InstallationResult", Formatter: "simple",
-				Fields: "Message,Reboot Required,VIBs Installed,VIBs Removed,VIBs Skipped", Run: softwareVibInstall}},
+				Fields: "Message,Reboot Required,VIBs Installed,VIBs Removed,VIBs Skipped", Run: softwareVibInstall},
+			{Name: "update", Help: "Update installed VIBs to newer VIB packages. No new VIBs will be installed, only updates.",
+				Params: []cliParam{{Name: "depot", Display: "depot", Aliases: []string{"-d", "--depot"}, Type: "string[]",
+					Help: "Specifies full remote URLs of the depot index.xml or server file path pointing to an offline bundle .zip file."}},
+				Result: "InstallationResult", Formatter: "simple",
+				Fields: "Message,Reboot Required,VIBs Installed,VIBs Removed,VIBs Skipped", Run: softwareVibUpdate}},
 		Types: map[string][]cliField{"VIBSummaryExt": {{Display: "Name"}, {Display: "Version"}, {Display: "Vendor"},
 			{Display: "Acceptance Level"}, {Display: "Install Date"}},
-			"InstallationResult": {{Display: "Message"}, {Display: "Reboot Required", Type: "boolean"},
-				{Display: "VIBs Installed", Type: "string[]"}, {Display: "VIBs Removed", Type: "string[]"},
-				{Display: "VIBs Skipped", Type: "string[]"}}},
+			"InstallationResult": installationResult},
+	},
+	{
+		Path: "software.profile", Help: "Display, install, update or validate image profiles",
+		Methods: []cliMethod{{Name: "update", Help: "Updates the host with VIBs from an image profile in a depot." +
+			" Installed VIBs may be upgraded (or downgraded if --allow-downgrades is specified), but they will not" +
+			" be removed. Any VIBs in the image profile which are not related to any installed VIBs will be added" +
+			" to the host.",
+			Params: []cliParam{
+				{Name: "depot", Display: "depot", Aliases: []string{"-d", "--depot"}, Type: "string[]", Required: true,
+					Help: "Specifies full remote URLs of the depot index.xml or server file path pointing to an offline bundle .zip file."},
+				{Name: "profile", Display: "profile", Aliases: []string{"-p", "--profile"}, Required: true,
+					Help: "Specifies the name of the image profile to update the host with."},
+				{Name: "allowdowngrades", Display: "allow-downgrades", Aliases: []string{"--allow-downgrades"},
+					Type: "boolean", Flag: true,
+					Help: "If this option is specified, then the VIBs from the image profile which update, downgrade, or are new to the host will be installed."}},
+			Result: "InstallationResult", Formatter: "simple",
+			Fields: "Message,Reboot Required,VIBs Installed,VIBs Removed,VIBs Skipped", Run: softwareProfileUpdate}},
+		Types: map[string][]cliField{"InstallationResult": installationResult},
 	},
 }
 
+// installationResult is esxcli's InstallationResult (software vib install|update, profile update).
+var installationResult = []cliField{{Display: "Message"}, {Display: "Reboot Required", Type: "boolean"},
+	{Display: "VIBs Installed", Type: "string[]"}, {Display: "VIBs Removed", Type: "string[]"},
+	{Display: "VIBs Skipped", Type: "string[]"}}
+
 // esxiPatch is the patch level of known ESXi builds (ESXi release notes; 7.0 Update 3c is 7.0.3-0.20.19193900).
-var esxiPatch = map[string]string{"19193900": "20", "20036589": "0"}
+var esxiPatch = map[string]string{"19193900": "20", "19482537": "35", "20036589": "0"}
 
 func systemVersionGet(hs *simulator.HostSystem, _ cliArgs) (cliResult, *cliFault) {
 	p := hs.Config.Product

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +98,7 @@ var hardwareVgpuTypes sync.Map
 // bootSoftware is what a boot does to the host's software: an installed manager loads, and
 // the host offers its GPUs' vGPU profiles from then on.
 func bootSoftware(hs *simulator.HostSystem) {
+	bootImage(hs)
 	installed := vgpuManagerInstalled(hs)
 	managerLoaded.Store(hs.Self.Value, installed)
 	hw, _ := hardwareVgpuTypes.Load(hs.Self.Value)
@@ -112,12 +114,47 @@ func bootSoftware(hs *simulator.HostSystem) {
 	}
 }
 
-// depots: offline bundle path -> the VIBs in it (Desc.Depots), set once at build.
-var depots = map[string][]VIB{}
+// runningBase: host moid -> the esx-base version the host booted with.
+var runningBase sync.Map
+
+// bootImage: a host that boots with a new esx-base (a base image installed by vLCM, vlcm.go, or
+// `esxcli software profile update`) runs that ESXi release from then on: config.product (and
+// summary.config.product) name its version and build, which `esxcli system version get` reads.
+// The esx-base VIB's version is <version>-<update>.<patch>.<build> (ESXi 7.0 U3c:
+// 7.0.3-0.20.19193900). Called with the host locked (reboot).
+func bootImage(hs *simulator.HostSystem) {
+	base := ""
+	for _, v := range softwareOf(hs) {
+		if v.Name == "esx-base" {
+			base = v.Version
+		}
+	}
+	was, _ := runningBase.Load(hs.Self.Value)
+	runningBase.Store(hs.Self.Value, base)
+	dash := strings.Index(base, "-")
+	if base == "" || was == base || dash < 0 || hs.Config == nil {
+		return
+	}
+	product := hs.Config.Product
+	product.Version = base[:dash]
+	product.Build = base[strings.LastIndex(base, ".")+1:]
+	product.FullName = fmt.Sprintf("VMware ESXi %s build-%s", product.Version, product.Build)
+	product.ApiVersion = apiVersion(product.Version)
+	hs.Config.Product = product
+	hs.Summary.Config.Product = &product
+}
+
+// depots: offline bundle path -> the VIBs in it (Desc.Depots), set once at build; and the image
+// profiles each holds (an ESXi offline bundle's image profiles, e.g. ESXi-7.0U3d-19482537-standard).
+var (
+	depots        = map[string][]VIB{}
+	depotProfiles = map[string][]ProfileDesc{}
+)
 
 func setDepots(list []DepotDesc) {
 	for _, d := range list {
 		depots[d.Path] = d.VIBs
+		depotProfiles[d.Path] = d.Profiles
 	}
 }
 
@@ -129,14 +166,82 @@ func vibID(v VIB) string { return v.Vendor + "_bootbank_" + v.Name + "_" + v.Ver
 // "Installing the NVIDIA Virtual GPU Manager"): a bundle the host cannot read is refused
 // with MetadataDownloadError; a VIB that cannot be installed live (a driver such as NVIDIA's
 // manager) only in maintenance mode (MaintenanceModeError); an installed VIB of the same
-// version is skipped; otherwise the VIB replaces any of its name and a reboot is required.
+// version is skipped; otherwise the VIB replaces any of its name ("VIBs may be installed,
+// upgraded, or downgraded") and a reboot is required.
 func softwareVibInstall(hs *simulator.HostSystem, args cliArgs) (cliResult, *cliFault) {
-	var bundle []VIB
+	bundle, fault := readDepots(args["depot"])
+	if fault != nil {
+		return cliResult{}, fault
+	}
+	return installBundle(hs, bundle, installAny)
+}
+
+// softwareVibUpdate is `esxcli software vib update -d <bundle>` (ESXCLI command reference:
+// "Update installed VIBs to newer VIB packages. No new VIBs will be installed, only
+// updates."): a VIB of the bundle replaces an installed one of its name only where it is newer;
+// the others are skipped.
+func softwareVibUpdate(hs *simulator.HostSystem, args cliArgs) (cliResult, *cliFault) {
+	bundle, fault := readDepots(args["depot"])
+	if fault != nil {
+		return cliResult{}, fault
+	}
+	return installBundle(hs, bundle, updateOnly)
+}
+
+// softwareProfileUpdate is `esxcli software profile update -d <bundle> -p <profile>` (ESXCLI
+// command reference: "Updates the host with VIBs from an image profile in a depot. Installed
+// VIBs may be upgraded (or downgraded if --allow-downgrades is specified), but they will not
+// be removed. Any VIBs in the image profile which are not related to any installed VIBs will
+// be added to the host."), the way a cluster managed by baselines takes a new ESXi image or
+// driver per host. A profile the bundle does not hold is a NoMatchError; without
+// --allow-downgrades an older VIB than the installed one is skipped. A new esx-base runs after
+// the reboot (bootImage).
+func softwareProfileUpdate(hs *simulator.HostSystem, args cliArgs) (cliResult, *cliFault) {
+	bundle, fault := readDepots(args["depot"])
+	if fault != nil {
+		return cliResult{}, fault
+	}
+	name, _ := args.one("profile")
+	var vibs []VIB
+	found := false
 	for _, path := range args["depot"] {
+		for _, p := range depotProfiles[path] {
+			if p.Name != name {
+				continue
+			}
+			found = true
+			for _, v := range bundle {
+				for _, want := range p.VIBs {
+					if v.Name == want {
+						vibs = append(vibs, v)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		return cliResult{}, &cliFault{Msg: []string{"[NoMatchError]",
+			fmt.Sprintf("No image profile found with name '%s'", name), "id = " + name,
+			"Please refer to the log file for more details."}}
+	}
+	policy := upgradeOnly
+	if v, ok := args.one("allowdowngrades"); ok {
+		if b, _ := parseBool(v); b {
+			policy = installAny
+		}
+	}
+	return installBundle(hs, vibs, policy)
+}
+
+// readDepots is the VIBs of the offline bundles named (MetadataDownloadError for one the host
+// cannot read).
+func readDepots(paths []string) ([]VIB, *cliFault) {
+	var bundle []VIB
+	for _, path := range paths {
 		vibs, ok := depots[path]
 		if !ok {
 			url := "zip:" + path + "?index.xml"
-			return cliResult{}, &cliFault{Msg: []string{"[MetadataDownloadError]",
+			return nil, &cliFault{Msg: []string{"[MetadataDownloadError]",
 				fmt.Sprintf("Could not download from depot at %s, skipping (('%s', '', \"Error extracting"+
 					" index.xml from %s: [Errno 2] No such file or directory: '%s'\"))", url, url, path, path),
 				"url = " + url, "Please refer to the log file for more details."}}
@@ -144,23 +249,44 @@ func softwareVibInstall(hs *simulator.HostSystem, args cliArgs) (cliResult, *cli
 		bundle = append(bundle, vibs...)
 	}
 	if len(bundle) == 0 {
-		return cliResult{}, cliError("[InstallationError] At least one of --depot or --viburl must be given")
+		return nil, cliError("[InstallationError] At least one of --depot or --viburl must be given")
 	}
+	return bundle, nil
+}
+
+// What a command does with a bundle VIB whose name is installed at another version.
+type installPolicy int
+
+const (
+	installAny  installPolicy = iota // vib install; profile update --allow-downgrades
+	upgradeOnly                      // profile update: newer replaces, older is skipped, new names added
+	updateOnly                       // vib update: newer replaces; nothing new is added
+)
+
+// installBundle installs what the policy takes from the bundle and answers esxcli's
+// InstallationResult; a change outside maintenance mode is a MaintenanceModeError.
+func installBundle(hs *simulator.HostSystem, bundle []VIB, policy installPolicy) (cliResult, *cliFault) {
 	current := softwareOf(hs)
 	var install, remove, skip []string
+	var take []VIB
 	for _, v := range bundle {
-		same := false
-		for _, c := range current {
-			if c.Name == v.Name && c.Version == v.Version {
-				same = true
-			} else if c.Name == v.Name {
-				remove = append(remove, vibID(c))
+		var have *VIB
+		for i := range current {
+			if current[i].Name == v.Name {
+				have = &current[i]
 			}
 		}
-		if same {
+		switch {
+		case have != nil && have.Version == v.Version,
+			have == nil && policy == updateOnly,
+			have != nil && policy != installAny && !vibVersionLess(have.Version, v.Version):
 			skip = append(skip, vibID(v))
-		} else {
+		default:
+			if have != nil {
+				remove = append(remove, vibID(*have))
+			}
 			install = append(install, vibID(v))
+			take = append(take, v)
 		}
 	}
 	if len(install) > 0 && !hs.Runtime.InMaintenanceMode {
@@ -172,13 +298,34 @@ func softwareVibInstall(hs *simulator.HostSystem, args cliArgs) (cliResult, *cli
 	message := "Host is not changed."
 	if len(install) > 0 {
 		message = "The update completed successfully, but the system needs to be rebooted for the changes to be effective."
-		installVIBs(hs, bundle)
+		installVIBs(hs, take)
 	}
 	r := row("Message", message, "Reboot Required", trueFalse(len(install) > 0))
 	r.set("VIBs Installed", install...)
 	r.set("VIBs Removed", remove...)
 	r.set("VIBs Skipped", skip...)
 	return cliResult{Rows: []cliRow{r}}, nil
+}
+
+// vibVersionLess compares VIB versions (535.154.02-1OEM.702.0.0.17630552) piece by piece,
+// numbers as numbers, the way ESXi orders them for upgrades.
+func vibVersionLess(a, b string) bool {
+	split := func(s string) []string {
+		return strings.FieldsFunc(s, func(r rune) bool { return r == '.' || r == '-' })
+	}
+	pa, pb := split(a), split(b)
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		if pa[i] == pb[i] {
+			continue
+		}
+		na, ea := strconv.Atoi(pa[i])
+		nb, eb := strconv.Atoi(pb[i])
+		if ea == nil && eb == nil {
+			return na < nb
+		}
+		return pa[i] < pb[i]
+	}
+	return len(pa) < len(pb)
 }
 
 // installVIBs puts the bundle's VIBs in the host's list (each replacing one of its name);
@@ -207,7 +354,14 @@ var hostVIBs sync.Map
 // setHostSoftware gives the host its VIB list: the description's, else the one its hardware needs.
 func setHostSoftware(hs *simulator.HostSystem, hd *HostDesc) {
 	hardwareVgpuTypes.Store(hs.Self.Value, append([]string(nil), hd.VgpuTypes...))
-	defer func() { managerLoaded.Store(hs.Self.Value, vgpuManagerInstalled(hs)) }()
+	defer func() {
+		managerLoaded.Store(hs.Self.Value, vgpuManagerInstalled(hs))
+		for _, v := range softwareOf(hs) {
+			if v.Name == "esx-base" {
+				runningBase.Store(hs.Self.Value, v.Version)
+			}
+		}
+	}()
 	if hd.VIBs != nil {
 		hostVIBs.Store(hs.Self.Value, append([]VIB(nil), hd.VIBs...))
 		return

@@ -60,6 +60,8 @@ func main() {
 		log.Fatalf("rackcert-vcsim: %v", err)
 	}
 
+	setupVlcm(&desc, orDefault(desc.VcenterVersion, "7.0.3")) // vlcm.go: desired state, depot
+
 	srv, err := Serve(rack, &desc, password)
 	if err != nil {
 		log.Fatalf("rackcert-vcsim: %v", err)

@@ -52,6 +52,10 @@ func Serve(rack *Rack, desc *Description, password string) (*Server, error) {
 	svc.ServeMux.HandleFunc("/about", svc.About)
 	// VMware Tools in the lab's guests report through this channel (tools.go).
 	svc.ServeMux.HandleFunc("/guestrpc/", guestRPC)
+	// The Automation API (vAPI JSON-RPC), where vLCM lives (vapi.go, vlcm.go).
+	vapiLogin.User, vapiLogin.Password = orDefault(desc.User, "rackcert"), password
+	svc.ServeMux.HandleFunc("/api", serveVapi)
+	svc.ServeMux.HandleFunc("/api/session", serveRESTSession)
 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

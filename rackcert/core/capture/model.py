@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from rackcert.core.errors import InputError
 
@@ -244,7 +244,9 @@ class Vm(CModel):
     guest_id: str = ""
     hardware_version: str = ""
     firmware: str = ""
-    cpus: int = 0
+    # One name with the observed model (rackcert.core.observed.ObservedVm.num_cpus), after
+    # vSphere's config.hardware.numCPU; captures written before the rename said `cpus`.
+    num_cpus: int = Field(0, validation_alias=AliasChoices("num_cpus", "cpus"))
     memory_mb: int = 0
     memory_reservation_locked: bool = False
     memory_reservation_mb: int = 0
