@@ -68,7 +68,7 @@ class RdmaUnit(BenchUnit):
     def lines(self, data: dict[str, Any]) -> list[str]:
         rdma = data.get("rdma") or {}
         out = [f"rdma: not run ({rdma['reason']})"] if rdma.get("skipped") else []
-        for pair in rdma.get("pairs", []):
+        for pair in rdma.get("pairs") or []:
             best = pair.get("best_avg_gbps")
             out.append(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
         return out
