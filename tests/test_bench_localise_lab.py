@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from rackcert.core.ssh_target import SshTarget
+from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
 from rackcert.lab.sshhosts import TestHost
 from tests.spec_helpers import gateway_on_subnet_of
@@ -72,7 +73,9 @@ def run(
         timeout_s=120,
         **kw,  # type: ignore[arg-type]
     )
-    return localise(nodes_of(hosts), opts, log=tmp_path / "localise.log", progress=progress)
+    rec = localise(nodes_of(hosts), opts, log=tmp_path / "localise.log", progress=progress)
+    LocaliseRecord.model_validate(rec)  # what bench.json's typed `localise` block holds
+    return rec
 
 
 def named(rec: dict) -> list[str]:

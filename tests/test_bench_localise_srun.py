@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from rackcert.core.paths import REPO_ROOT
+from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
 from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of, why
@@ -51,7 +52,9 @@ def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str], **kw: objec
         slurm=target,
         **kw,  # type: ignore[arg-type]
     )
-    return localise(nodes_of(rack.hosts), opts, log=tmp_path / "localise.log")
+    rec = localise(nodes_of(rack.hosts), opts, log=tmp_path / "localise.log")
+    LocaliseRecord.model_validate(rec)  # what bench.json's typed `localise` block holds
+    return rec
 
 
 def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: Path) -> None:

@@ -488,6 +488,109 @@ class References(Model):
     default_vs_horovod_defaults: float | None = None
 
 
+class Rows(BaseModel):
+    """A localisation row: the fields every reader relies on are declared; a probe's own
+    figures (a GPU's metrics, iperf3's extra numbers) are kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class LinkRow(Rows):
+    """One pair's link figures (validation.bench.localisation.stages: link rounds)."""
+
+    a: str
+    b: str
+    round: int | None = None
+    engine: str | None = None
+    gbps: float | None = None
+    latency_us: float | None = None
+    wall_s: float | None = None
+    error: str | None = None
+    allreduce: dict[str, Any] | None = None
+
+
+class NodeRow(Rows):
+    """One node's per-node stage: its units (CPU or each GPU), nvidia-smi rows, allreduce."""
+
+    node: str
+    error: str | None = None
+    units: list[dict[str, Any]] = Field(default_factory=list)
+    smi: list[dict[str, Any]] = Field(default_factory=list)
+    allreduce: dict[str, Any] | None = None
+
+
+class RankFigure(Model):
+    rank: int | None = None
+    host: str | None = None
+    bus_id: str | None = None
+    images_per_sec: float | None = None
+
+
+class RankRun(Model):
+    """One scaling launch's per-rank images/s, with the rank's host and GPU."""
+
+    label: str = ""
+    ranks: list[RankFigure] = Field(default_factory=list)
+
+
+class LocaliseFinding(Model):
+    """A part named: one failed verdict check (validation.bench.localisation.outliers)."""
+
+    id: str
+    kind: Literal["link", "node", "gpu", "compute", "node_allreduce", "rank"]
+    target: str
+    nodes: list[str] = Field(default_factory=list)
+    pci: str | None = None
+    metric: str
+    value: float
+    unit: str
+    reference: float | None = None
+    ratio: float | None = None
+    observed: str
+    expected: str
+    message: str
+
+
+class ConfirmBlock(Model):
+    """What confirmation measured again and what cleared (validation.bench.localisation.confirm)."""
+
+    first: list[str] | None = None
+    tried: list[str] = Field(default_factory=list)
+    cleared: list[str] = Field(default_factory=list)
+    rounds: list[list[list[str]]] | None = None
+    nodes_again: bool | None = None
+    node_scale: dict[str, float] | None = None
+    new: list[str] | None = None
+    wall_s: float | None = None
+
+
+class LocaliseRecord(Model):
+    """bench.json's `localise` block (schema 1): per-node and per-link figures, the rules,
+    the findings that name a node, GPU or link (validation.bench.localisation.stages)."""
+
+    schema_: int = Field(1, alias="schema", description="The block's own schema: 1")
+    pattern: str | None = None
+    k: int | None = None
+    engine: str | None = None
+    launcher: str | None = None
+    pair_allreduce: bool | None = None
+    nodes_measured: list[str] = Field(default_factory=list)
+    line_rate_gbps: float | None = None
+    line_rate_source: str | None = None
+    rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    rounds: list[list[list[str]]] = Field(default_factory=list)
+    links: list[LinkRow] = Field(default_factory=list)
+    nodes: list[NodeRow] = Field(default_factory=list)
+    ranks: list[RankRun] = Field(default_factory=list)
+    skipped: dict[str, str] = Field(default_factory=dict)
+    timing: dict[str, float | int | None] = Field(default_factory=dict)
+    findings: list[LocaliseFinding] = Field(default_factory=list)
+    numbers: dict[str, dict[str, Any]] | None = None
+    confirm: ConfirmBlock | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
 class K8sFile(Model):
     kind: str
     nodes: int
@@ -551,10 +654,10 @@ class BenchData(Model):
         None, description="ib_write_bw between node pairs, or why it was skipped"
     )
     storage: StorageResult | None = None
-    localise: dict[str, Any] | None = Field(
+    localise: LocaliseRecord | None = Field(
         None,
-        description="Localisation (validation.bench.localisation.stages, schema in its docstring):"
-        " per-node and per-link figures, the rules, and the findings that name a node, GPU or link",
+        description="Localisation (validation.bench.localisation.stages): per-node and per-link"
+        " figures, the rules, and the findings that name a node, GPU or link",
     )
     units: dict[str, Any] | None = Field(
         None,
