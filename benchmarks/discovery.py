@@ -50,7 +50,7 @@ from provision.roundtrips import count_round_trips  # noqa: E402
 from provision.session import connect  # noqa: E402
 from rackcert.core.paths import REPO_ROOT  # noqa: E402
 from rackcert.core.spec_loader import load_spec  # noqa: E402
-from rackcert.lab import twin  # noqa: E402
+from rackcert.lab import lifetime, twin  # noqa: E402
 
 
 def naive_walk(si: Any) -> int:
@@ -259,4 +259,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lifetime.run_main("benchmarks/discovery.py", main))

@@ -26,7 +26,7 @@ from provision.discovery import ESXCLI_CONCURRENCY, discover  # noqa: E402
 from provision.session import connect  # noqa: E402
 from rackcert.core.paths import REPO_ROOT  # noqa: E402
 from rackcert.core.spec_loader import load_spec  # noqa: E402
-from rackcert.lab import twin  # noqa: E402
+from rackcert.lab import lifetime, twin  # noqa: E402
 
 
 def measure(count: int, workdir: Path) -> dict[str, Any]:
@@ -84,4 +84,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(lifetime.run_main("benchmarks/esxcli_facts.py", main))

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rackcert.core.ssh_target import SshTarget  # noqa: E402
-from rackcert.lab import linkshape, sshhosts  # noqa: E402
+from rackcert.lab import lifetime, linkshape, sshhosts  # noqa: E402
 from validation.bench.localisation.stages import LocaliseOptions, localise  # noqa: E402
 from validation.bench.transport import Node  # noqa: E402
 
@@ -276,4 +276,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lifetime.run_main("benchmarks/localise.py", main))

@@ -31,6 +31,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from rackcert.lab import lifetime  # noqa: E402
+
 _STEP = re.compile(r"^==> (?P<what>.+?) \[(?P<at>\d+) s\]\s*$")
 _STAGE = re.compile(
     r"^\s+(?P<stage>plan|provision|configure|validate|bench|report)\s+(?P<s>[\d.]+) s"
@@ -61,10 +65,14 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[in
         log.open("w") as out,
     ):
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            out.write(line)
-            print(f"  | {line}", end="", flush=True)
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                out.write(line)
+                print(f"  | {line}", end="", flush=True)
+        except BaseException:  # a signal here: the demo stops its own lab, given the chance
+            lifetime.stop_child(proc, grace_s=30)
+            raise
     return proc.returncode, time.monotonic() - t0, "".join(lines)
 
 
@@ -134,4 +142,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lifetime.run_main("benchmarks/newcomer.py", main))

@@ -39,7 +39,7 @@ from provision.session import connect  # noqa: E402
 from rackcert.core.paths import REPO_ROOT  # noqa: E402
 from rackcert.core.runs import RunDir  # noqa: E402
 from rackcert.core.spec_loader import load_spec  # noqa: E402
-from rackcert.lab import twin  # noqa: E402
+from rackcert.lab import lifetime, twin  # noqa: E402
 from rackcert.rehearse import rehearse  # noqa: E402
 
 BASE = REPO_ROOT / "inventories" / "r750xa-4node.yaml"
@@ -153,4 +153,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lifetime.run_main("benchmarks/rehearse.py", main))

@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rackcert.lab import sshhosts  # noqa: E402
+from rackcert.lab import lifetime, sshhosts  # noqa: E402
 from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block  # noqa: E402
 
 LAB = ROOT / "inventories" / "lab.yaml"
@@ -122,4 +122,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(lifetime.run_main("benchmarks/slurm_lab.py", main))

@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rackcert.lab import sshhosts  # noqa: E402
+from rackcert.lab import lifetime, sshhosts  # noqa: E402
 
 FAKE_SMI = ROOT / "tests" / "fakes" / "fake-nvidia-smi"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -266,4 +266,4 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lifetime.run_main("benchmarks/validate_fanout.py", main))

@@ -184,3 +184,43 @@ def test_write_inventory_writes_the_same_inventory_and_runs_nothing(tmp_path):
     assert not list(tmp_path.rglob("configure.json"))
     line = _one_error_line(_cli("configure", str(LAB), "--write-inventory", "/proc/nope/x.yml"))
     assert "--write-inventory /proc/nope/x.yml" in line
+
+
+@pytest.mark.parametrize(
+    ("component", "source", "expected"),
+    [
+        (
+            "ofed",
+            {"path": "/srv/x.run", "sha256": "a" * 64},
+            "a .run installer is for nvidia_driver only",
+        ),
+        (
+            "nvidia_driver",
+            {"path": "/srv/NVIDIA-Linux-x86_64-550.127.05-grid.run"},
+            "needs its sha256",
+        ),
+        (
+            "nvidia_driver",
+            {"path": "/srv/g.run", "sha256": "a" * 64, "repo_url": "https://x.invalid/r"},
+            "takes path and sha256 only",
+        ),  # fmt: skip
+    ],
+)
+def test_spec_check_takes_a_run_installer_for_the_driver_only_with_its_sha256(
+    tmp_path, component, source, expected
+):
+    data = mutated(example_data(R750), _guest(sources={component: source}))
+    line = _one_error_line(_cli("spec", "check", str(write_spec(tmp_path, data))))
+    assert expected in line, line
+
+
+def test_a_pinned_run_installer_becomes_the_driver_roles_run_file(tmp_path):
+    run = "/srv/nvidia/NVIDIA-Linux-x86_64-550.127.05-grid.run"
+    source = {"path": run, "sha256": "AB" * 32}
+    data = mutated(example_data(R750), _guest(sources={"nvidia_driver": source}))
+    path = write_spec(tmp_path, data)
+    assert _cli("spec", "check", str(path)).returncode == 0
+    group = build_inventory(load_spec(path).spec)["all"]["vars"]
+    assert group["nvidia_driver_run_file"] == run
+    assert group["nvidia_driver_run_sha256"] == "ab" * 32
+    assert group["nvidia_driver_local_path"] == ""  # not a package source for vendor_package

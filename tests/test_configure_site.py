@@ -11,6 +11,7 @@ import json
 import subprocess
 from collections import Counter
 
+from tests.plugins.fake_vendor_repo import CONTAINER_TOOLKIT
 from tests.plugins.site import ENV_SECRET, LEGACY, SECRET, ConfiguredSite
 
 
@@ -69,6 +70,14 @@ def _vendor_packages_installed_at_the_pinned_versions(site: ConfiguredSite) -> N
         assert _version(host, "rackcert-fake-cuda-drivers-470") == "470.82.01-1"
         assert _version(host, "rackcert-fake-mlnx-ofed-all") == "5.4-3.1.0.0-1"
         assert _version(host, "rackcert-fake-nvidia-container-toolkit") == "1.14.3-1"
+        # The toolkit's three companions at its version, though it asks for the library
+        # tools only `>=` its own and the repo has 1.15.0 (NVIDIA's guide pins all four).
+        for companion in CONTAINER_TOOLKIT.values():
+            assert _version(host, companion) == "1.14.3-1", companion
+        # Held, with the driver's and OFED's, so a stray `apt upgrade` moves none of them.
+        held = host.exec(["apt-mark", "showhold"]).stdout.split()
+        assert "rackcert-fake-libnvidia-container-tools" in held, held
+        assert "rackcert-fake-cuda-drivers-470" in held and "rackcert-fake-mlnx-ofed-all" in held
         assert _version(host, "rackcert-fake-cuda-toolkit-11-4") == "11.4.4-1"
         assert "cuda-11.4/bin" in host.path("/etc/profile.d/rackcert-cuda.sh").read_text()
         assert (

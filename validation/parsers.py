@@ -481,3 +481,22 @@ def smi_gpu_status(text: str) -> list[SmiGpuStatus]:
             if name:
                 gpus[-1][name] = value.strip()
     return [SmiGpuStatus(**g) for g in gpus]
+
+
+def running_versions(lines: list[str]) -> dict[str, list[str]]:
+    """`## name` sections of RunningVersions into name -> non-empty lines; the NVIDIA
+    loaded line ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  <date>") cut to
+    its version."""
+    out: dict[str, list[str]] = {}
+    cur = ""
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("## "):
+            cur = line[3:]
+            out[cur] = []
+        elif cur and line:
+            if cur == "nvidia_loaded":
+                m = re.search(r"Kernel Module\s+([0-9][0-9.]*)", line)
+                line = m.group(1) if m else line
+            out[cur].append(line)
+    return out

@@ -18,6 +18,7 @@ from typer import _click as click
 from typer.core import TyperArgument, TyperOption
 
 from rackcert.cli.common import app, err_console
+from rackcert.cli.plainhelp import pipe_width, use_plain_help
 from rackcert.core.errors import RackcertError
 
 __all__ = ["app", "main"]
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
         command = typer.main.get_command(app)
         _click_metavars(command, click.Context(command))
+        if not sys.stdout.isatty():  # a pipe, a file, CI: plain help at full width
+            use_plain_help(command, pipe_width())
         code = command.main(args=argv, prog_name="rackcert", standalone_mode=False)
     except RackcertError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)

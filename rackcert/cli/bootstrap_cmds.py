@@ -12,6 +12,7 @@ whatever happened, from what was recorded.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from rackcert.cli.common import (
     console,
     default_runs_root,
     load,
+    owned_lab,
 )
 from rackcert.cli.display import (
     show_actions,
@@ -294,6 +296,9 @@ DEMO_HELP = (
     " path of the HTML report."
     "\n\nThe lab has no GPUs, OFED or InfiniBand: the checks that need"
     " them fail there, honestly, and the verdict says so. Needs root (network namespaces)."
+    "\n\nCtrl-C, SIGTERM or SIGHUP stops the demo and its lab (twin, guest agent, SSH hosts,"
+    " Slurm) within seconds; a lab left by a demo that was killed outright is cleared by the"
+    " next run, which says so in one line."
 )
 
 
@@ -316,26 +321,29 @@ def demo_cmd(
     from rackcert.core.paths import inventories_dir
 
     spec_path = inventories_dir() / "lab.yaml"
-    down(spec_path)
-    slurm_spec = up(spec_path, slurm=slurm)
-    try:
-        # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
-        # started on lab-node1 with the spec's data interface (eth0 on every node). Under
-        # Slurm, srun places torch.distributed ranks over Gloo, rank and rendezvous from
-        # Slurm's task environment (`bench --launcher srun --backend horovod` runs Horovod
-        # over MPI instead; the demo keeps to Gloo ranks, the quickest to start).
-        _bootstrap(
-            load(slurm_spec or spec_path),
-            resume=None,
-            yes=True,
-            power_cycle=False,
-            quick=True,
-            local_bench=False,
-            backend="gloo" if slurm_spec else "auto",
-            runs_dir=runs_dir,
-            lab=True,
-            launcher="srun" if slurm_spec else "auto",
-        )
-    finally:
-        if not keep_lab:
-            down(spec_path)
+    # The demo owns its lab (a signal stops it, a dead demo's lab is cleared by the next run);
+    # with --keep-lab the lab is the user's to stop (`rackcert lab down`), signal or not.
+    with contextlib.nullcontext() if keep_lab else owned_lab("rackcert demo"):
+        down(spec_path)
+        slurm_spec = up(spec_path, slurm=slurm)
+        try:
+            # Horovod across both hosts (auto: it imports in the nodes' environment), horovodrun
+            # started on lab-node1 with the spec's data interface (eth0 on every node). Under
+            # Slurm, srun places torch.distributed ranks over Gloo, rank and rendezvous from
+            # Slurm's task environment (`bench --launcher srun --backend horovod` runs Horovod
+            # over MPI instead; the demo keeps to Gloo ranks, the quickest to start).
+            _bootstrap(
+                load(slurm_spec or spec_path),
+                resume=None,
+                yes=True,
+                power_cycle=False,
+                quick=True,
+                local_bench=False,
+                backend="gloo" if slurm_spec else "auto",
+                runs_dir=runs_dir,
+                lab=True,
+                launcher="srun" if slurm_spec else "auto",
+            )
+        finally:
+            if not keep_lab:
+                down(spec_path)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -151,3 +153,28 @@ def print_json(obj: Any) -> None:
     from rackcert.core.secrets import REDACTOR
 
     typer.echo(REDACTOR.scrub(json.dumps(obj, indent=2, default=str)))
+
+
+@contextlib.contextmanager
+def owned_lab(what: str) -> Iterator[None]:
+    """Run a command that starts lab parts (demo, lab up --foreground) as their owner.
+
+    SIGTERM, SIGINT and SIGHUP stop the command through its `finally` blocks, which stop the
+    lab; a lab left by an earlier run whose process is gone is cleared first, in one line
+    (rackcert.lab.lifetime). A signal ends the command with one line and 128 + its number
+    (130 for Ctrl-C), as a shell reports it.
+    """
+    from rackcert.lab import lifetime
+
+    def say(line: str) -> None:
+        err_console.print(line, highlight=False, soft_wrap=True)
+
+    try:
+        with lifetime.owned(what, say=say):
+            yield
+    except lifetime.Terminated as stop:
+        say(
+            f"{what}: stopped by {lifetime.signal_name(stop.signum)}; the lab it started is"
+            " stopped, records written so far are intact"
+        )
+        raise typer.Exit(stop.exit_code) from None

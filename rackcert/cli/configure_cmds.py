@@ -23,6 +23,7 @@ from rackcert.cli.common import (
 from rackcert.cli.display import show_configure
 from rackcert.cli.output import SETTINGS
 from rackcert.core.errors import InputError, RackcertError
+from rackcert.core.spec_loader import LoadedSpec
 
 ROLES = (
     "ofed",
@@ -45,6 +46,28 @@ def _split(values: list[str]) -> list[str]:
     unknown = [v for v in out if v not in TAGS]
     if unknown:
         raise InputError(f"unknown tag(s) {', '.join(unknown)}: choose from {', '.join(TAGS)}")
+    return out
+
+
+def _vgpu_managers(loaded: LoadedSpec, runs_root: Path) -> dict[str, dict[str, str]]:
+    """Per VM, its ESXi host's vGPU manager version as the newest recorded discovery saw it,
+    for the nvidia_driver role's branch check before a .run guest driver is installed
+    (nothing where the driver comes from packages, or nothing was discovered)."""
+    from rackcert.core.ansible_vars import spec_group_vars
+
+    if not spec_group_vars(loaded.spec).get("nvidia_driver_run_file"):
+        return {}
+    from validation.host_software import vgpu_manager
+    from validation.hypervisor_results import discovery_record
+
+    found = discovery_record(loaded.spec.metadata.name, None, runs_root)
+    if found is None:
+        return {}
+    out = {}
+    for vm in loaded.spec.vms:
+        manager = vgpu_manager(loaded.spec, found[0], vm.host) if vm.host else None
+        if manager is not None and manager.version:
+            out[vm.name] = {"nvidia_driver_vgpu_manager": manager.version}
     return out
 
 
@@ -87,6 +110,14 @@ def configure_cmd(
             help="Write the generated inventory to FILE and stop (for ansible-playbook -i FILE)",
         ),
     ] = None,
+    versions_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--versions-from",
+            help="Take the nodes (of --limit) back to the versions an earlier configure RUN"
+            " recorded on them before it changed anything (a run directory or its configure.json)",
+        ),
+    ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
@@ -106,6 +137,13 @@ def configure_cmd(
     if write_inventory is not None:
         _write_inventory(loaded, write_inventory)
         return
+    if versions_from is not None:  # a wrong RUN fails here with one line, before anything runs
+        from rackcert.configure.rollback import versions_host_vars
+
+        versions_host_vars(
+            versions_from,
+            [v.name for v in loaded.spec.vms if not limit or v.name in limit.split(",")],
+        )
     password = None
     if become_password_env:
         from rackcert.core.secrets import REDACTOR, check_secret
@@ -138,6 +176,8 @@ def configure_cmd(
             operator_vars=operator_vars,
             on_event=progress,
             verbosity=SETTINGS.verbosity,
+            versions_from=versions_from,
+            host_vars=_vgpu_managers(loaded, runs_dir or default_runs_root()),
         )
     path = run_dir.path / "configure.json"
     if as_json:

@@ -140,9 +140,26 @@ def up(
             " `rackcert serve` over --runs-dir and a textfile directory (docs/monitoring.md)",
         ),
     ] = False,
+    foreground: Annotated[
+        bool,
+        typer.Option(
+            "--foreground",
+            help="Stay in the foreground until Ctrl-C, SIGTERM or SIGHUP, then stop the lab"
+            " (as lab down) and exit; a lab whose foreground run was killed outright is"
+            " cleared by the next one",
+        ),
+    ] = False,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
 ) -> Path | None:
     """Start the vcsim twin of the spec's rack and the guest agent."""
+    if foreground:
+        _up_foreground(
+            _spec_path(spec_path),
+            ssh_hosts,
+            lambda: up(spec_path, port, fail, slow, drop, ssh_hosts, capture, slurm, monitoring,
+                       runs_dir=runs_dir),
+        )  # fmt: skip
+        return None
     from rackcert.lab import twin
 
     loaded = load(_spec_path(spec_path))
@@ -184,6 +201,40 @@ def up(
     if slurm:
         return _up_slurm(_spec_path(spec_path), spec, workdir)
     return None
+
+
+def _up_foreground(spec_path: Path, ssh_hosts: bool, start: Any) -> None:
+    """`lab up --foreground`: start, then wait for a signal (or the twin's end), then lab down.
+
+    The lab is owned by this process (rackcert.lab.lifetime): its parts carry its pid, so
+    whatever a kill -9 of it leaves is cleared by the next owned run.
+    """
+    from rackcert.cli.common import owned_lab
+    from rackcert.lab.lifetime import Terminated, signal_name
+
+    spec = load(spec_path).spec
+    running = _state(_workdir(spec))
+    if running:
+        raise InputError(
+            f"lab up --foreground: the lab's twin already runs (pid {running['pid']});"
+            " stop it first with `rackcert lab down`"
+        )
+    with owned_lab("rackcert lab up"):
+        started = False
+        try:
+            start()
+            started = True
+            state = _state(_workdir(spec))
+            console.print("lab up in the foreground: Ctrl-C, SIGTERM or SIGHUP stops it")
+            while state and _state(_workdir(spec)):
+                time.sleep(0.5)
+            raise InputError("lab up: the twin ended on its own; the lab is stopped")
+        except Terminated as stop:
+            if not started:
+                raise  # stopped while starting: the exit code says which signal
+            console.print(f"{signal_name(stop.signum)}: stopping the lab")
+        finally:
+            down(spec_path, ssh_hosts=ssh_hosts)
 
 
 def _up_monitoring(workdir: Path, runs_root: Path) -> None:
@@ -273,8 +324,8 @@ def agent_cmd(spec_path: LabSpecArg = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     spec = load(_spec_path(spec_path)).spec
     agent = GuestAgent(spec)
-    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
-    signal.signal(signal.SIGINT, lambda *_: agent.stop())
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # each stops its guests
+        signal.signal(signum, lambda *_: agent.stop())
     agent.run()
 
 

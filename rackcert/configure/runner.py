@@ -201,6 +201,8 @@ def configure(
     on_event: EventHook | None = None,
     playbook: Path | None = None,
     verbosity: int = 0,
+    versions_from: Path | None = None,
+    host_vars: dict[str, dict[str, Any]] | None = None,
 ) -> ConfigureRecord:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return that record.
 
@@ -217,6 +219,11 @@ def configure(
             passed to ansible-playbook as `-e` unchanged, after `extravars` (so they win).
         on_event: called as on_event(event, collector) after each event is counted.
         verbosity: Ansible's -v count (`rackcert -vv configure` passes 2).
+        versions_from: an earlier configure run (or its configure.json): each node of
+            `limit` (all when none) goes back to the versions recorded there before that
+            run changed them (rackcert.configure.rollback).
+        host_vars: per VM, variables for that node only (the CLI gives each vGPU VM its
+            host's vGPU manager version from the recorded discovery), written `!unsafe`.
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -229,13 +236,22 @@ def configure(
     playbook = playbook or playbooks_dir() / "site.yml"
     started = utc_now()
     artifacts = run.artifacts("configure")
-    inventory = write_inventory(build_inventory(spec), artifacts / "inventory")
+    inventory_data = build_inventory(spec)
+    nodes = inventory_data["all"]["children"]["rackcert_nodes"]["hosts"]
+    for vm, values in (host_vars or {}).items():
+        if vm in nodes:
+            nodes[vm].update(values)
+    if versions_from is not None:
+        _pin_recorded_versions(inventory_data, versions_from, limit)
+    inventory = write_inventory(inventory_data, artifacts / "inventory")
     (artifacts / "tmp").mkdir(exist_ok=True)
     # The bench worker the nodes run (`rackcert bench --nodes`): dl_runtime installs it.
     from rackcert.configure.worker_wheel import build_worker_wheel
 
     wheel = build_worker_wheel(artifacts / "wheels")
     extravars = {"dl_runtime_worker_wheel": str(wheel), **(extravars or {})}
+    if spec.guest.serial:  # a play keyword: extra vars reach it, inventory vars do not
+        extravars = {"rackcert_serial": spec.guest.serial, **extravars}
     if spec.slurm is not None and spec.slurm.health_check is not None:
         # The health check on the nodes reads this spec (a file here, copied by slurm_node).
         extravars = {"slurm_node_health_check_spec_src": str(loaded.path), **extravars}
@@ -319,6 +335,16 @@ def configure(
         count = len(loaded.spec.vms)
         error = f"Ansible ran on no host of the spec's {count} VMs ({warned or 'check --limit'})"
     return record(rc, error)
+
+
+def _pin_recorded_versions(inventory: dict[str, Any], source: Path, limit: str | None) -> None:
+    """Put the versions recorded in `source` into the host vars of the limited nodes."""
+    from rackcert.configure.rollback import versions_host_vars
+
+    nodes = inventory["all"]["children"]["rackcert_nodes"]["hosts"]
+    wanted = [n for n in nodes if limit is None or n in limit.split(",")]
+    for vm, hv in versions_host_vars(source, wanted or list(nodes)).items():
+        nodes[vm].update(hv)
 
 
 def _write_record(

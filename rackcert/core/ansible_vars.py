@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from rackcert.core.paths import playbooks_dir
-from rackcert.core.spec import PackageSource, SourceComponent, Spec
+from rackcert.core.spec import PackageSource, SourceComponent, Spec, source_kind
 
 VENDOR_COMPONENTS: tuple[SourceComponent, ...] = (
     "ofed",
@@ -86,6 +86,13 @@ def _guest_vars(spec: Spec) -> dict[str, Any]:
     }
     for comp in VENDOR_COMPONENTS:
         out |= _source_vars(comp, g.sources.get(comp))
+    driver = g.sources.get("nvidia_driver")
+    run_file = driver is not None and source_kind(driver.path or "") == "run"
+    # NVIDIA's vGPU guest driver installer: on the controller, by checksum (role nvidia_driver).
+    out["nvidia_driver_run_file"] = driver.path if driver and run_file else ""
+    out["nvidia_driver_run_sha256"] = (driver.sha256 or "") if driver and run_file else ""
+    if run_file:
+        out["nvidia_driver_local_path"] = ""
     dl = g.sources.get("dl_runtime")
     out["dl_runtime_index_url"] = dl.repo_url if dl and dl.repo_url else ""
     out["dl_runtime_wheelhouse"] = dl.path if dl and dl.path else ""

@@ -444,7 +444,7 @@ class Vm(Strict):
 # What the vendor_package role can turn into a package source (tasks/local-*.yml there):
 # a repository directory, a tarball it unpacks (MLNX_OFED's .tgz) or an ISO it mounts.
 _TARBALL_SUFFIXES = (".tgz", ".tar.gz")
-_DIRECTORY_LOOKALIKES = (".zip", ".tar", ".tar.xz", ".tar.bz2", ".txz", ".rpm", ".deb", ".run")
+_DIRECTORY_LOOKALIKES = (".zip", ".tar", ".tar.xz", ".tar.bz2", ".txz", ".rpm", ".deb")
 _VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -455,6 +455,8 @@ def source_kind(path: str) -> str:
         return "tarball"
     if lower.endswith(".iso"):
         return "iso"
+    if lower.endswith(".run"):
+        return "run"
     return "directory"
 
 
@@ -469,14 +471,16 @@ class PackageSource(Strict):
     path: str | None = Field(
         None,
         description="On the node: a repository directory, a .tgz to unpack (MLNX_OFED) or an .iso;"
-        " for nccl_tests the source tarball ON THE CONTROLLER (.tar.gz)",
+        " for nccl_tests the source tarball ON THE CONTROLLER (.tar.gz); for nvidia_driver also"
+        " NVIDIA's vGPU guest driver installer ON THE CONTROLLER (NVIDIA-Linux-x86_64-<v>-grid.run,"
+        " with sha256)",
     )
     package: str | None = Field(None, description="Package name when it differs from the default")
     sha256: str | None = Field(
         None,
         pattern=r"^[0-9a-fA-F]{64}$",
-        description="nccl_tests only: the pinned SHA-256 of the source tarball (checked before"
-        " it is unpacked)",
+        description="nccl_tests and an nvidia_driver .run: the pinned SHA-256 of the file"
+        " (checked before it is unpacked or run)",
     )
     version: str | None = Field(
         None,
@@ -535,6 +539,9 @@ def _check_sources(sources: dict[str, PackageSource]) -> None:
     """nccl_tests is a pinned tarball (path, sha256, version); the others are packages."""
     for name, src in sources.items():
         pinned = {"sha256": src.sha256, "version": src.version}
+        if source_kind(src.path or "") == "run":
+            _check_run_file(name, src)
+            continue
         if name != _PINNED_TARBALL:
             extra = [k for k, v in pinned.items() if v is not None]
             if extra:
@@ -553,6 +560,17 @@ def _check_sources(sources: dict[str, PackageSource]) -> None:
         if source_kind(src.path or "") != "tarball":
             raise ValueError(f"nccl_tests.path {src.path!r}: give the .tar.gz source tarball")
         src.sha256 = (src.sha256 or "").lower()
+
+
+def _check_run_file(name: str, src: PackageSource) -> None:
+    """NVIDIA's .run installer: the vGPU (GRID) guest driver only, pinned by its checksum."""
+    if name != "nvidia_driver":
+        raise ValueError(f"{name}.path {src.path!r}: a .run installer is for nvidia_driver only")
+    if src.sha256 is None:
+        raise ValueError(f"nvidia_driver.path {src.path!r}: a .run installer needs its sha256")
+    if src.repo_url or src.key_url or src.key_file or src.package or src.version:
+        raise ValueError("nvidia_driver with a .run installer takes path and sha256 only")
+    src.sha256 = src.sha256.lower()
 
 
 class GuestSsh(Strict):
@@ -581,6 +599,14 @@ class Guest(Strict):
     ofed: str | None = Field(None, description="MLNX_OFED / DOCA-OFED version, e.g. 5.4-3.1.0.0")
     container_toolkit: str | None = Field(None, description="nvidia-container-toolkit version")
     container_runtime: Literal["docker", "containerd", "none"] = "docker"
+    serial: Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^(100|[1-9]?[0-9])%$")] = (
+        Field(
+            0,
+            description="Nodes site.yml changes at a time (Ansible's play keyword serial: a count,"
+            ' or a percentage such as "25%"; 0 = all at once): a driver change reboots only that'
+            " many nodes together",
+        )
+    )
     python_packages: list[str] = Field(default_factory=list)
     horovod: bool = Field(False, description="Install Horovod in the DL runtime")
     dl_venv: str = Field(

@@ -271,7 +271,7 @@ class SlurmLab:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
-                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"},
+                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", **_owner_tag()},
             )
         finally:
             log.close()
@@ -375,6 +375,13 @@ def prepare_node(pid: int) -> None:
     )
     if proc.returncode != 0:
         raise SlurmLabError(f"cannot mount cgroups in node (pid {pid}): {proc.stderr.strip()}")
+
+
+def _owner_tag() -> dict[str, str]:
+    """The run's owner tag (rackcert.lab.lifetime), kept in the daemons' clean environment:
+    a run that dies leaves a controller the next run can tell is its."""
+    tag = os.environ.get("RACKCERT_LAB_OWNER")
+    return {"RACKCERT_LAB_OWNER": tag} if tag else {}
 
 
 def _pid_of(path: Path) -> int | None:

@@ -86,7 +86,7 @@ DL_PTH = "/usr/lib/python3/dist-packages/rackcert-lab-dl.pth"
 OVERLAID = ("etc", "usr", "var", "opt", "home", "srv", "mnt")
 _ALIAS_TAG = "rackcert-sshhosts owner="
 # Owner: "lab", or a pid optionally tagged (`1234x2`) so one process can own separate sets.
-_OWNER_RE = re.compile(r"^rackcert-(?P<owner>lab|[0-9]+(?:x[0-9a-z]+)?)-(?P<name>.+)$")
+OWNER_RE = re.compile(r"^rackcert-(?P<owner>lab|[0-9]+(?:x[0-9a-z]+)?)-(?P<name>.+)$")
 
 
 class SshHostError(RackcertError):
@@ -280,8 +280,20 @@ def netns_pids(netns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def _link_exists(name: str) -> bool:
+def link_exists(name: str) -> bool:
     return Path("/sys/class/net", name).exists()
+
+
+def netns_owner(netns: str) -> str | None:
+    """The owner a namespace is named after (`rackcert-<owner>-<host>`), if it is one of ours."""
+    m = OWNER_RE.match(netns)
+    return m["owner"] if m else None
+
+
+def bridge_owner(name: str) -> str | None:
+    """The owner a bridge's alias names (`rackcert-sshhosts owner=<owner>`), if any."""
+    alias = _bridge_alias(name)
+    return alias[len(_ALIAS_TAG) :] if alias.startswith(_ALIAS_TAG) else None
 
 
 def _bridge_alias(name: str) -> str:
@@ -325,7 +337,7 @@ def ensure_bridge(subnet: str, owner: str) -> str:
     """The subnet's bridge for `owner`, created if absent (the lab's Slurm controller binds
     its address before any host exists); refused when another owner holds it."""
     name = bridge_name(subnet)
-    if not _link_exists(name):
+    if not link_exists(name):
         return _create_bridge(subnet, owner)
     if _bridge_alias(name) != f"{_ALIAS_TAG}{owner}":
         raise SshHostError(f"subnet {subnet} belongs to {_bridge_alias(name) or 'someone else'}")
@@ -344,7 +356,7 @@ def claim_subnet(owner: str | None = None, *, first: int = 100, last: int = 199)
     for i in range(span):
         slot = (start + i) % span
         subnet = f"10.{first + slot // 256}.{slot % 256}.0/24"
-        if _link_exists(bridge_name(subnet)) or _subnet_routed(subnet):
+        if link_exists(bridge_name(subnet)) or _subnet_routed(subnet):
             continue
         try:
             _create_bridge(subnet, owner)
@@ -577,7 +589,7 @@ def start_hosts(
     hidden = [Path(p).expanduser().resolve() for p in private]
     hidden = [p for p in hidden if p not in shared_paths and p != Path("/")]
     bridge = bridge_name(subnet)
-    if not _link_exists(bridge):
+    if not link_exists(bridge):
         _create_bridge(subnet, owner)
     elif _bridge_alias(bridge) != f"{_ALIAS_TAG}{owner}":
         raise SshHostError(f"subnet {subnet} belongs to {_bridge_alias(bridge) or 'someone else'}")
@@ -669,7 +681,7 @@ def _start_one(
     last = int(ipaddress.IPv4Address(addr)) & 0xFF
     veth, peer = f"rcv{_hex_net(net)}{last:02x}", f"rcp{_hex_net(net)}{last:02x}"
     _run(["ip", "netns", "add", netns])
-    if _link_exists(veth):
+    if link_exists(veth):
         _run(["ip", "link", "del", veth], check=False)
     # The "switch" side takes jumbo frames (9216) whatever the host's own MTU, as a
     # data-centre switch does; otherwise a host set to MTU 9000 could not talk at all.
@@ -802,18 +814,19 @@ def stop_owner(owner: str, *, bridges: bool = True) -> int:
     """Stop every host (and bridge) of `owner` ("lab" or a pid); returns the hosts removed."""
     count = 0
     for netns in netns_list():
-        m = _OWNER_RE.match(netns)
+        m = OWNER_RE.match(netns)
         if m and m["owner"] == owner:
             destroy_netns(netns)
             shutil.rmtree(RUNTIME_ROOT / netns, ignore_errors=True)
             count += 1
-    for link in _bridges() if bridges else []:
+    for link in bridge_names() if bridges else []:
         if _bridge_alias(link) == f"{_ALIAS_TAG}{owner}":
             _delete_bridge(link)
     return count
 
 
-def _bridges() -> list[str]:
+def bridge_names() -> list[str]:
+    """The test-host bridges on this machine (rcb*), whoever owns them."""
     return [p.name for p in Path("/sys/class/net").glob("rcb*")]
 
 
@@ -821,10 +834,10 @@ def cleanup_stale() -> int:
     """Remove namespaces and bridges whose owning pid is dead (crashed runs); never the lab."""
     owners = set()
     for netns in netns_list():
-        m = _OWNER_RE.match(netns)
+        m = OWNER_RE.match(netns)
         if m and _owner_dead(m["owner"]):
             owners.add(m["owner"])
-    for link in _bridges():
+    for link in bridge_names():
         alias = _bridge_alias(link)
         if alias.startswith(_ALIAS_TAG):
             owner = alias[len(_ALIAS_TAG) :]
@@ -922,7 +935,7 @@ def stop_spec_hosts(spec: Any, *, owner: str = LAB_OWNER, bridges: bool = True) 
     for net in subnets if bridges else ():
         bridge = bridge_name(str(net))
         attached = _run(["ip", "-o", "link", "show", "master", bridge], check=False).strip()
-        mine = _link_exists(bridge) and _bridge_alias(bridge) == f"{_ALIAS_TAG}{owner}"
+        mine = link_exists(bridge) and _bridge_alias(bridge) == f"{_ALIAS_TAG}{owner}"
         if mine and not attached:
             _delete_bridge(bridge)
     return count

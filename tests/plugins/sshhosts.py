@@ -13,7 +13,8 @@ run checked by several assertions); `ssh_hosts_session` at the end of the sessio
 (one set-up shared by several modules). Every call claims its own free /24
 (10.100-199.x.0/24, atomically, through the kernel) and names namespaces with
 this process's pid, so xdist workers, parallel runs and the lab (10.77.0.0/24,
-owner "lab") never collide. Leftovers of crashed runs are removed at start.
+owner "lab") never collide. Leftovers of crashed runs are removed at start
+(tests/plugins/lab_lifetime.py).
 Needs root; without it the fixtures fail (never skip).
 """
 
@@ -59,14 +60,6 @@ class SshHostFactory:
             sshhosts.stop_hosts(hosts)
             sshhosts.release_subnet(subnet)
         self._sets.clear()
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remove namespaces and bridges left by crashed runs (dead pids only; never the lab)."""
-    import os
-
-    if os.geteuid() == 0:
-        sshhosts.cleanup_stale()
 
 
 @pytest.fixture

@@ -323,6 +323,23 @@ def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
     return [t for u in active_units(opts) for t in u.tasks(opts, engine, point, points)]
 
 
+def launch_groups(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[list[str]]:
+    """The tasks of one point, grouped into launches (processes).
+
+    One process per configuration: nothing one loop leaves behind (compiled graphs and their
+    Python objects, CUDA-graph pools, allocator state, cudnn and NCCL state) can slow the
+    next, so each figure is what that configuration does alone in a fresh process
+    (docs/bench-h200.md measures both). Except a quick bench of CPU nodes (the lab's path
+    check, `rackcert demo`): eager fp32 leaves none of that state, and the worker runs the
+    allreduce sweep before ResNet50, so one launch does both; a launch across nodes costs
+    tens of seconds of start on a busy 2-core machine (ssh, horovodrun's checks, torch
+    imported by every rank), a quarter of the demo's bench.
+    """
+    if opts.quick and not opts.local and engine.device == "cpu":
+        return [tasks] if tasks else []
+    return [[task] for task in tasks]
+
+
 def _record_unit(unit: BenchUnit, ctx: Context, data: dict[str, Any], progress: Progress) -> None:
     """Run a unit into the record: data[name] (or data["units"][name] for a unit the record's
     model does not name), the other keys it fills, its progress lines."""
@@ -434,17 +451,13 @@ def run_bench(
             if not tasks:
                 continue
             raw: dict[str, Any] = {}
-            # One process per configuration: nothing one loop leaves behind (compiled
-            # graphs and their Python objects, CUDA-graph pools, allocator state, cudnn
-            # and NCCL state) can slow the next, so each figure is what that configuration
-            # does alone in a fresh process (docs/bench-h200.md measures both).
-            for task in tasks:
-                job = build_launch(spec, opts, engine, point, [task])
+            for group in launch_groups(opts, engine, tasks):
+                job = build_launch(spec, opts, engine, point, group)
                 progress(f"launch: {job.label}")
-                log = art / f"launch-{point.nodes}n-{point.gpus}g-{task}.log"
+                log = art / f"launch-{point.nodes}n-{point.gpus}g-{'-'.join(group)}.log"
                 one = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))
                 placed = slurm_placement(data, log)
-                data["launches"].append({**launch_entry(job, [task], log, one), **placed})
+                data["launches"].append({**launch_entry(job, group, log, one), **placed})
                 if one.get("exit_warning"):
                     data.setdefault("warnings", []).append(f"{job.label}: {one['exit_warning']}")
                     progress(f"  warning: {one['exit_warning']}")
@@ -454,8 +467,9 @@ def run_bench(
                     engine = Engine(engine.worker_backend, one["device"], one["backend"])
                     data["launch"]["collectives"] = engine.name
                     ctx.engine = engine
-                if task in one and task != "allreduce":
-                    progress(f"  {task}: {describe(one[task])}")
+                for task in group:
+                    if task in one and task != "allreduce":
+                        progress(f"  {task}: {describe(one[task])}")
                 record()
             ctx.answers.append((point, raw))
             for unit in during:

@@ -186,6 +186,34 @@ class Clock(Fact):
         return parsers.clock_synced("\n".join(output))
 
 
+class RunningVersions(Fact):
+    """The NVIDIA driver and OFED as the kernel runs them and as they are installed on disk,
+    and the reboots a rackcert role left pending (/var/lib/rackcert/reboot-required).
+
+    Loaded: /proc/driver/nvidia/version (NVIDIA Driver Installation Guide) and the loaded
+    mlx5_core's /sys/module/mlx5_core/version; installed: `modinfo -F version` of the module
+    the next boot loads. A driver or OFED upgrade without its reboot shows as two versions.
+    """
+
+    key = "running_versions"
+
+    def command(self) -> str:
+        return (
+            "echo '## nvidia_loaded'; head -1 /proc/driver/nvidia/version 2>/dev/null;"
+            " echo '## nvidia_installed'; modinfo -F version nvidia 2>/dev/null;"
+            " echo '## mlx5_loaded'; cat /sys/module/mlx5_core/version 2>/dev/null;"
+            " echo '## mlx5_installed'; modinfo -F version mlx5_core 2>/dev/null;"
+            " echo '## reboot'; cat /var/lib/rackcert/reboot-required 2>/dev/null; true"
+        )
+
+    @staticmethod
+    def default() -> dict[str, list[str]]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, list[str]]:
+        return parsers.running_versions(output)
+
+
 FACTS = (
     Hostname,
     KernelVersion,
@@ -198,4 +226,5 @@ FACTS = (
     Mounts,
     KernelLog,
     Clock,
+    RunningVersions,
 )

@@ -88,8 +88,12 @@ class TrainConfig:
         # gradient) do not reach the second: in the lab's demo a warm-up step took what a timed
         # one did (0.74 vs 0.64-0.88 s at one node, 13.1 vs 13.3 s across two, where each step
         # allreduces ResNet50's 100 MB of gradients over the lab's 100 Mbit/s links).
+        # One timed step: the path check proves the loop runs and its gradients cross the
+        # nodes; a second step added only a spread of two samples, which says nothing, and
+        # on the lab's 100 Mbit/s links each step across two nodes costs ~13 s (ResNet50's
+        # ~100 MB of gradients), 8% of the demo's bench.
         quick_cpu = replace(
-            base, batch=4, image_size=32, warmup_steps=1, intervals=2, steps_per_interval=1
+            base, batch=4, image_size=32, warmup_steps=1, intervals=1, steps_per_interval=1
         )
         return quick_cpu if quick else base
 

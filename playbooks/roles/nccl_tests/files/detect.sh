@@ -10,8 +10,6 @@ set -u
 json() { printf '"%s": "%s"' "$1" "$(printf '%s' "$2" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
 
 on_path=$(command -v all_reduce_perf 2>/dev/null || true)
-installed=""
-[ -n "${NT_PREFIX:-}" ] && [ -x "$NT_PREFIX/bin/all_reduce_perf" ] && installed="$NT_PREFIX/bin/all_reduce_perf"
 
 # CUDA_HOME: the prefix of a working nvcc that has CUDA's headers beside it (a wrapper
 # script on PATH is followed to no prefix, so the standard places come first).
@@ -71,6 +69,19 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     gencode="$gencode -gencode=arch=compute_$cap,code=sm_$cap"
   done
 fi
+# What a build is made from: nvcc's release and the NCCL library it links. A build whose
+# stamp (BUILT-WITH, written by the role after the build) says otherwise was made against a
+# CUDA or NCCL that changed since, and is built again.
+built_with=""
+if [ -n "$cuda_home" ] && [ -n "$nccl_lib" ]; then
+  nccl_so=$(ls "$nccl_lib"/libnccl.so.[0-9]* 2>/dev/null | sort -V | tail -1)
+  built_with="cuda: $("$cuda_home/bin/nvcc" --version 2>/dev/null | tail -1); nccl: $(readlink -f "${nccl_so:-$nccl_lib/libnccl.so}")"
+fi
+installed=""
+if [ -n "${NT_PREFIX:-}" ] && [ -x "$NT_PREFIX/bin/all_reduce_perf" ] \
+   && [ "$(cat "$NT_PREFIX/BUILT-WITH" 2>/dev/null)" = "$built_with" ]; then
+  installed="$NT_PREFIX/bin/all_reduce_perf"
+fi
 toolchain=""
 for t in make g++ tar; do command -v "$t" >/dev/null 2>&1 || toolchain="$toolchain $t"; done
 
@@ -79,5 +90,5 @@ json on_path "$on_path"; printf ', '; json installed "$installed"; printf ', '
 json cuda_home "$cuda_home"; printf ', '; json nccl_include "$nccl_inc"; printf ', '
 json nccl_lib "$nccl_lib"; printf ', '; json nccl_from "$nccl_from"; printf ', '
 json gencode "${gencode# }"; printf ', '; json missing_tools "${toolchain# }"; printf ', '
-json nproc "$(nproc 2>/dev/null || echo 2)"
+json nproc "$(nproc 2>/dev/null || echo 2)"; printf ', '; json built_with "$built_with"
 printf '}\n'
