@@ -2,7 +2,7 @@
 
 N SSH test hosts (rackcert.lab.sshhosts), every link shaped to the lab's line rate
 (100 Mbit/s, inventories/lab.yaml), localisation run as `rackcert bench --localise` runs
-it (validation.bench.localise: round-robin pairs, iperf3 both ways, the per-node probe).
+it (validation.bench.localisation.stages: round-robin pairs, iperf3 both ways, the per-node probe).
 Figures:
 
 - wall time of a clean run (per-node stage + link rounds), the link rounds' time and its
@@ -15,7 +15,7 @@ Figures:
   - link: an htb class with a u32 filter between two hosts (that link only);
   - compute: a cgroup v1 CPU quota on one host at the severity x the CPU share its probe
     got in the clean runs (that node's compute). A CPU unit is judged per second of the
-    node's own time (validation.bench.nodeprobe.OwnTime: the wall clock less its waits
+    node's own time (validation.bench.node.probe.OwnTime: the wall clock less its waits
     behind other processes), where the others run at a core's speed, so a quota of
     severity x share reads below the severity (about 0.33x at 0.5 with half a core each);
 - false findings over the clean runs (any finding in a clean run is a false one).
@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from rackcert.core.ssh_target import SshTarget  # noqa: E402
 from rackcert.lab import lifetime, linkshape, sshhosts  # noqa: E402
-from validation.bench.launch import Node  # noqa: E402
-from validation.bench.localise import LocaliseOptions, localise  # noqa: E402
+from validation.bench.localisation.stages import LocaliseOptions, localise  # noqa: E402
+from validation.bench.transport import Node  # noqa: E402
 
 LINE_MBIT = 100.0
 SEVERITIES = (0.25, 0.5, 0.8)
@@ -161,7 +161,8 @@ def bench(
             "pair_s": statistics.median(x["pair_s"] for x in t),
             "rounds_over_pair": statistics.median(x["rounds_over_pair"] for x in t),
             "false_findings": sum(len(r["findings"]) for r in clean),
-            # before confirmation (validation.bench.confirm): what the first measurement named
+            # before confirmation (validation.bench.localisation.confirm): what the first
+            # measurement named
             "false_findings_first": sum(len(_first(r)) for r in clean),
             "confirm_s": statistics.median((x.get("confirm_s") or 0.0) for x in t),
             "runs_with_false_findings": sum(1 for r in clean if r["findings"]),

@@ -169,7 +169,8 @@ def bench_record(nodes: int, gpus: int) -> BenchRecord:
 
 
 def localisation(nodes: int, gpus: int) -> list[BenchFigure]:
-    """bench.json's data.localise (schema 1, validation.bench.localise) for the rack, read
+    """bench.json's data.localise (schema 1, validation.bench.localisation.stages) for the
+    rack, read
     through the metrics' one adapter: every node pair's link (round-robin covers all
     n(n-1)/2), every GPU's GEMM and copy figures, every node's inner allreduce, every rank
     of the largest scaling run."""

@@ -21,8 +21,12 @@ import pytest
 
 from rackcert.core.runs import RunDir
 from validation import parsers
-from validation.bench import linkprobe, nccltests, perftest, storage
-from validation.bench.suite import BenchOptions, Engine, Point, run_nccl_tests
+from validation.bench import perftest
+from validation.bench.localisation import linkprobe
+from validation.bench.node import storage
+from validation.bench.options import BenchOptions, Engine, Point
+from validation.bench.units import nccl_tests as nccltests
+from validation.bench.units.nccl_tests import run_nccl_tests
 from validation.checks import REGISTRY, NodeView, load_all, run_check
 from validation.expect import NodeExpect
 from validation.facts.gpu import DcgmDiag

@@ -134,7 +134,7 @@ def test_three_ranks_busbw_is_four_thirds_of_algbw(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
-         "-m", "validation.bench.worker", "--tasks", "allreduce", "--device", "cpu",
+         "-m", "validation.bench.node.worker", "--tasks", "allreduce", "--device", "cpu",
          "--max-bytes", "4096", "--iters", "2", "--warmup-iters", "1"],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=env, check=False,
     )  # fmt: skip
@@ -172,7 +172,7 @@ def test_settled_steps_then_the_median_window_on_two_ranks() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "validation.bench.worker", "--device", "cpu", "--tasks", "resnet", "--quick",
+         "-m", "validation.bench.node.worker", "--device", "cpu", "--tasks", "resnet", "--quick",
          "--model", "resnet18", "--settle-s", "0.3", "--intervals", "3"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env=env, check=False,
     )  # fmt: skip

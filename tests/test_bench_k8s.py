@@ -39,7 +39,7 @@ def test_pytorchjob_valid_and_shaped_for_torchrun(nodes: int) -> None:
     container = replicas["Master"]["template"]["spec"]["containers"][0]
     assert container["name"] == "pytorch"  # the training operator looks for this name
     assert container["command"][:5] == [
-        "python", "-m", "torch.distributed.run", "-m", "validation.bench.worker"
+        "python", "-m", "torch.distributed.run", "-m", "validation.bench.node.worker"
     ]  # fmt: skip
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 2
     assert doc["spec"]["nprocPerNode"] == "2"

@@ -1,4 +1,4 @@
-"""Which tasks of a bench point share a launch (validation.bench.suite.launch_groups).
+"""Which tasks of a bench point share a launch (validation.bench.orchestrate.launch_groups).
 
 One process per configuration everywhere a figure is judged on its own; the quick bench of
 CPU nodes (the demo's path check) runs its top point's sweep and ResNet50 in one launch,
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from validation.bench.suite import BenchOptions, Engine, launch_groups
+from validation.bench.options import BenchOptions, Engine
+from validation.bench.orchestrate import launch_groups
 
 pytestmark = pytest.mark.unit
 

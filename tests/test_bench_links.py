@@ -1,6 +1,6 @@
 """Thresholds that know the link: each allreduce launch is judged against what it crossed.
 
-The node's topology comes from the worker's own probe (validation.bench.environment) run
+The node's topology comes from the worker's own probe (validation.bench.node.environment) run
 against the fake nvidia-smi of a VM with two bridged A100s (NV12) and of one with two
 unbridged A100s (SYS): the same stand-ins the discovery tests use (tests/fakes/, a GPU
 cannot exist here). The bus ids are the fakes' guest addresses.
@@ -17,9 +17,12 @@ from pydantic import ValidationError
 
 from rackcert.core.spec import Certification
 from rackcert.core.stage_records import BenchLaunch
-from validation.bench import environment, links, verdict
+from validation.bench import links, verdict
 from validation.bench.launch import Launch
-from validation.bench.suite import Engine, allreduce_result, launch_entry
+from validation.bench.node import environment
+from validation.bench.options import Engine
+from validation.bench.orchestrate import launch_entry
+from validation.bench.units.allreduce import allreduce_result
 
 FAKES = Path(__file__).parent / "fakes"
 BUS = ["00000000:13:00.0", "00000000:1b:00.0"]

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from rackcert.lab.sshhosts import TestHost
-from validation.bench import linkprobe
+from validation.bench.localisation import linkprobe
 
 
 def listening(host: TestHost) -> bool:

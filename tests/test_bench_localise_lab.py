@@ -22,11 +22,12 @@ import pytest
 import yaml
 
 from rackcert.core.ssh_target import SshTarget
+from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
 from rackcert.lab.sshhosts import TestHost
 from tests.spec_helpers import gateway_on_subnet_of
-from validation.bench.launch import Node
-from validation.bench.localise import LocaliseOptions, localise
+from validation.bench.localisation.stages import LocaliseOptions, localise
+from validation.bench.transport import Node
 
 LINE_MBIT = 100
 REPO = Path(__file__).resolve().parent.parent
@@ -72,7 +73,9 @@ def run(
         timeout_s=120,
         **kw,  # type: ignore[arg-type]
     )
-    return localise(nodes_of(hosts), opts, log=tmp_path / "localise.log", progress=progress)
+    rec = localise(nodes_of(hosts), opts, log=tmp_path / "localise.log", progress=progress)
+    LocaliseRecord.model_validate(rec)  # what bench.json's typed `localise` block holds
+    return rec
 
 
 def named(rec: dict) -> list[str]:
@@ -230,7 +233,7 @@ def test_a_quota_is_named_and_a_crowded_core_is_not(rack, tmp_path: Path) -> Non
     CPU quota. n2's probe waits behind the loops for most of its time, so its wall-clock
     GEMM rate is well under the rack's median (about 0.6x when the wall clock judged), yet
     only n1 is named: a CPU unit is judged per second of the node's own time
-    (validation.bench.nodeprobe.OwnTime), in which a quota still counts. (It is also the
+    (validation.bench.node.probe.OwnTime), in which a quota still counts. (It is also the
     module's planted CPU quota: the one node named is the quota's.)"""
     with crowded_core(rack[:2], rack[2:]), linkshape.cpu_quota(rack[0], 0.05):
         rec = run(rack, {"nodes"}, tmp_path)

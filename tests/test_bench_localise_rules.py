@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from rackcert.core.spec import Certification
-from validation.bench import findings, linkprobe, nodeprobe, outliers, schedule, verdict
+from validation.bench import verdict
+from validation.bench.localisation import findings, linkprobe, outliers, schedule
+from validation.bench.node import probe
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE_SMI = Path(__file__).parent / "fakes" / "fake-nvidia-smi"
@@ -110,14 +112,14 @@ def _smi_rows(config: dict, tmp_path: Path) -> list[dict]:
     out = subprocess.run(
         [
             str(where / "nvidia-smi"),
-            f"--query-gpu={nodeprobe.SMI_FIELDS}",
+            f"--query-gpu={probe.SMI_FIELDS}",
             "--format=csv,noheader,nounits",
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    return nodeprobe.parse_smi(out)
+    return probe.parse_smi(out)
 
 
 def test_gpu_at_gen3_x8_is_named_by_node_and_pci_address(tmp_path: Path) -> None:
@@ -178,9 +180,9 @@ def test_iperf3_bidir_json_is_read_both_ways() -> None:
 def test_torch_path_of_the_probe_runs_on_cpu() -> None:
     """The per-GPU code (torch GEMM, copies, the node's allreduce) on the CPU device."""
     torch = pytest.importorskip("torch")
-    fig = nodeprobe.torch_unit(torch, "cpu", 0.2, 64, 4)
+    fig = probe.torch_unit(torch, "cpu", 0.2, 64, 4)
     assert fig["gemm_gflops"] > 0 and fig["memcpy_gb_s"] > 0
-    ar = nodeprobe.node_allreduce(2, 1 << 16, 3)
+    ar = probe.node_allreduce(2, 1 << 16, 3)
     assert ar["correct"] and ar["busbw_gb_s"] > 0 and ar["ranks"] == 2
 
 
@@ -189,7 +191,7 @@ def test_probe_script_runs_alone_and_prints_json() -> None:
         [
             sys.executable,
             "-c",
-            nodeprobe.__loader__.get_source(nodeprobe.__name__) or "",  # type: ignore[union-attr]
+            probe.__loader__.get_source(probe.__name__) or "",  # type: ignore[union-attr]
             "--duration",
             "0.2",
             "--engine",
@@ -259,24 +261,24 @@ def test_a_pairs_allreduce_is_judged_like_its_bandwidth() -> None:
 
 
 def test_pair_allreduce_parses_rank0_and_says_why_not() -> None:
-    from validation.bench import pairallreduce
+    from validation.bench.node import pair_allreduce
 
     fig = {"rank": 0, "busbw_gb_s": 0.01, "correct": True}
-    assert pairallreduce.row_figures("noise\n" + json.dumps(fig))["error"] is None
-    bad = pairallreduce.row_figures("error: torch does not import: No module named 'torch'")
+    assert pair_allreduce.row_figures("noise\n" + json.dumps(fig))["error"] is None
+    bad = pair_allreduce.row_figures("error: torch does not import: No module named 'torch'")
     assert bad["error"] == "pair allreduce: error: torch does not import: No module named 'torch'"
-    wrong = pairallreduce.row_figures(json.dumps({**fig, "correct": False}))
+    wrong = pair_allreduce.row_figures(json.dumps({**fig, "correct": False}))
     assert wrong["error"] == "wrong allreduce result"
     # a node's answer is untrusted: only rank 0's fields, figures as numbers, names cut
     hostile = {**fig, "busbw_gb_s": "9e9", "extra": "x" * 10_000}
-    assert pairallreduce.row_figures(json.dumps(hostile))["error"] == (
+    assert pair_allreduce.row_figures(json.dumps(hostile))["error"] == (
         "pair allreduce: no busbw_gb_s figure in rank 0's answer"
     )
-    odd = pairallreduce.row_figures(json.dumps({**fig, "backend": "g" * 500, "extra": 1}))
+    odd = pair_allreduce.row_figures(json.dumps({**fig, "backend": "g" * 500, "extra": 1}))
     assert "extra" not in odd and len(odd["backend"]) == 64 and odd["busbw_gb_s"] == 0.01
 
 
-# -- confirmation of suspects (validation.bench.confirm) ---------------------------------------
+# -- confirmation of suspects (validation.bench.localisation.confirm) -------------------------
 def _record(links: list[dict], nodes: list[dict] | None = None) -> dict:
     rec = {"rules": RULES, "links": links, "nodes": nodes or []}
     rec["findings"] = [f.to_dict() for f in findings.judge(rec)[0]]
@@ -292,7 +294,7 @@ def _cpu(node: str, gflops: float) -> dict:
 
 
 def test_confirm_keeps_a_link_slow_twice_and_clears_a_moment() -> None:
-    from validation.bench import confirm
+    from validation.bench.localisation import confirm
 
     n13, n24 = frozenset(("n1", "n3")), frozenset(("n2", "n4"))
     rec = _record(_links({n13: 0.09, n24: 0.1}))
@@ -304,7 +306,10 @@ def test_confirm_keeps_a_link_slow_twice_and_clears_a_moment() -> None:
         return [{"a": a, "b": b, "gbps": 0.095 if {a, b} == set(n13) else 0.19}
                 for r in rounds for a, b in r]  # fmt: skip
 
-    confirm.confirm(rec, again, lambda: pytest.fail("no node finding"), _rejudge)
+    first = json.loads(json.dumps(rec))
+    confirmed = confirm.confirm(rec, again, lambda: pytest.fail("no node finding"), _rejudge)
+    assert rec == first and "confirm" not in rec  # a new record: the first one untouched
+    rec = confirmed
     assert asked == [[[("n1", "n3"), ("n2", "n4")]]]  # disjoint: one round, both at once
     assert [f["id"] for f in rec["findings"]] == ["bench.link[n1<->n3]"]
     c = rec["confirm"]
@@ -316,7 +321,7 @@ def test_confirm_keeps_a_link_slow_twice_and_clears_a_moment() -> None:
 
 
 def test_confirm_measures_every_link_of_a_named_node_and_reruns_the_node_stage() -> None:
-    from validation.bench import confirm
+    from validation.bench.localisation import confirm
 
     bad = {frozenset(("n2", x)): 0.09 for x in ("n1", "n3", "n4")}
     nodes = [_cpu("n1", 50.0), _cpu("n2", 51.0), _cpu("n3", 49.0), _cpu("n4", 20.0)]
@@ -326,7 +331,7 @@ def test_confirm_measures_every_link_of_a_named_node_and_reruns_the_node_stage()
     assert sorted(map(frozenset, pairs)) == sorted(bad) and again_nodes
     assert confirm.pack(pairs) == [[p] for p in pairs]  # all share n2: one per round
     second = [_cpu("n1", 48.0), _cpu("n2", 50.0), _cpu("n3", 50.0), _cpu("n4", 47.0)]
-    confirm.confirm(
+    rec = confirm.confirm(
         rec,
         lambda rounds: [{"a": a, "b": b, "gbps": 0.085} for r in rounds for a, b in r],
         lambda: second,
@@ -346,14 +351,13 @@ def test_confirm_compares_each_stage_with_its_own_rack_median() -> None:
     130-150 first, then every node read 87-90. On absolute figures the best of two kept 96
     against a median of 139 (0.69x, named); on each stage's own scale n3 is like the rest
     the second time, and cleared. A node slow in both stages stays named."""
-    from validation.bench import confirm
+    from validation.bench.localisation import confirm
 
     def stages(first: list[float], second: list[float]) -> dict:
         names = ["n1", "n2", "n3", "n4"]
         rec = _record([], [_cpu(n, g) for n, g in zip(names, first, strict=True)])
         again = [_cpu(n, g) for n, g in zip(names, second, strict=True)]
-        confirm.confirm(rec, lambda _r: [], lambda: again, _rejudge)
-        return rec
+        return confirm.confirm(rec, lambda _r: [], lambda: again, _rejudge)
 
     drift = stages([130.0, 147.9, 96.2, 150.4], [87.3, 88.5, 89.6, 89.5])
     assert drift["confirm"]["first"] == ["bench.compute[n3]"]
@@ -363,7 +367,7 @@ def test_confirm_compares_each_stage_with_its_own_rack_median() -> None:
 
 
 def test_confirm_takes_a_second_probe_that_answered() -> None:
-    from validation.bench import confirm
+    from validation.bench.localisation import confirm
 
     row = {"node": "n1", "error": "exit 255, no output", "units": []}
     confirm.merge_node(row, _cpu("n1", 50.0))
@@ -372,7 +376,7 @@ def test_confirm_takes_a_second_probe_that_answered() -> None:
 
 
 def test_confirm_keeps_the_first_tries_error_beside_a_link_figure() -> None:
-    from validation.bench import confirm
+    from validation.bench.localisation import confirm
 
     row = {"a": "n1", "b": "n2", "gbps": None, "error": "iperf3: the server has terminated"}
     confirm.merge_link(row, {"a": "n1", "b": "n2", "gbps": 0.09, "error": None})
@@ -392,7 +396,7 @@ def test_a_slow_cpu_shared_by_the_nodes_on_it_is_the_cpus_not_a_nodes() -> None:
     84 there. node3 met the slow CPU twice; nothing was wrong with it. A node slow on its own
     beside a CPU-mate that reads well (a quota) is named; so is every slow node where the
     nodes are separate machines (a rack: no boot_id shared), or where no CPU is known."""
-    from validation.bench import colocated, confirm
+    from validation.bench.localisation import colocated, confirm
 
     def stage(*rows: tuple[str, float, int | None, str]) -> list[dict]:
         out = [_placed(n, g, c, m) for n, g, c, m in rows]
@@ -413,7 +417,7 @@ def test_a_slow_cpu_shared_by_the_nodes_on_it_is_the_cpus_not_a_nodes() -> None:
     colocated.mark(rec["nodes"])
     second = stage(("node1", 83.7, 0, b), ("node2", 155.2, 1, b), ("node3", 84.0, 0, b),
                    ("node4", 156.6, 1, b))  # fmt: skip
-    confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
+    rec = confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
     assert rec["findings"] == [] and rec["confirm"]["cleared"] == ["bench.compute[node3]"]
     # the same, but node3 alone on that CPU the second time, still slow: its own
     rec = _record([], [_placed("node1", 162.2, 1), _placed("node2", 157.5, 1),
@@ -421,7 +425,7 @@ def test_a_slow_cpu_shared_by_the_nodes_on_it_is_the_cpus_not_a_nodes() -> None:
     colocated.mark(rec["nodes"])
     second = stage(("node1", 150.0, 0, b), ("node2", 155.2, 1, b), ("node3", 84.0, 0, b),
                    ("node4", 156.6, 1, b))  # fmt: skip
-    confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
+    rec = confirm.confirm(rec, lambda _r: [], lambda: second, _rejudge)
     assert [f["id"] for f in rec["findings"]] == ["bench.compute[node3]"]
 
     quota = stage(("n1", 40.0, 0, b), ("n2", 140.0, 0, b), ("n3", 138.0, 1, b),

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from rackcert.core.paths import REPO_ROOT
+from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
 from tests.plugins.slurm import SlurmRack, slurm_rack_of
 from tests.test_bench_localise_lab import LINE_MBIT, named, nodes_of, why
-from validation.bench.localise import LocaliseOptions, localise
-from validation.bench.localise_srun import SrunTarget
+from validation.bench.localisation.stages import LocaliseOptions, localise
+from validation.bench.transport import SrunTarget
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,9 @@ def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str], **kw: objec
         slurm=target,
         **kw,  # type: ignore[arg-type]
     )
-    return localise(nodes_of(rack.hosts), opts, log=tmp_path / "localise.log")
+    rec = localise(nodes_of(rack.hosts), opts, log=tmp_path / "localise.log")
+    LocaliseRecord.model_validate(rec)  # what bench.json's typed `localise` block holds
+    return rec
 
 
 def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: Path) -> None:
@@ -101,8 +104,8 @@ def test_srun_localisation_names_the_slow_link_only(rack4: SlurmRack, tmp_path: 
 
 def test_bench_launcher_srun_makes_localisation_slurm_steps(rack4: SlurmRack) -> None:
     """`bench --localise --launcher srun`: the spec's slurm block says where the steps go."""
-    from validation.bench.localise import options_for
-    from validation.bench.suite import BenchOptions
+    from validation.bench.localisation.stages import options_for
+    from validation.bench.options import BenchOptions
 
     spec = rack4.loaded.spec
     assert spec.slurm is not None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from validation.bench import storage
+from validation.bench.node import storage
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = storage.StorageConfig(readers=4, block_bytes=4096, duration_s=0.3, synthetic_files=3,
@@ -52,7 +52,7 @@ def test_missing_directory_is_an_error(tmp_path: Path) -> None:
 
 def test_command_line_prints_one_result_line(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "validation.bench.storage", str(tmp_path), "--quick",
+        [sys.executable, "-m", "validation.bench.node.storage", str(tmp_path), "--quick",
          "--synthetic", "--duration", "0.2"],
         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -62,7 +62,7 @@ def test_command_line_prints_one_result_line(tmp_path: Path) -> None:
     assert line.startswith(storage.MARKER)
     assert json.loads(line[len(storage.MARKER) :])["reads"] > 0
     bad = subprocess.run(
-        [sys.executable, "-m", "validation.bench.storage", str(tmp_path / "none")],
+        [sys.executable, "-m", "validation.bench.node.storage", str(tmp_path / "none")],
         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

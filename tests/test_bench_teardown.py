@@ -17,8 +17,9 @@ import pytest
 
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir
-from validation.bench import compilecache, launch
-from validation.bench.suite import write_record
+from validation.bench import launch
+from validation.bench.node import compilecache
+from validation.bench.orchestrate import write_record
 
 RESULT = {"backend": "gloo", "world_size": 2, "device": "cpu", "allreduce": {"points": []}}
 

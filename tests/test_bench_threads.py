@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = (
-    "import torch; from validation.bench.worker import cpu_threads;"
+    "import torch; from validation.bench.node.worker import cpu_threads;"
     " print(cpu_threads('cuda'), cpu_threads('cpu'), torch.get_num_threads())"
 )
 

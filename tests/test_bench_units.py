@@ -20,46 +20,51 @@ from rackcert.core.results import (
 from rackcert.core.spec import Certification
 from rackcert.core.spec_loader import load_spec
 from rackcert.core.ssh_target import SshTarget
-from validation.bench import allreduce, launch, resnet, storage, verdict, worker
-from validation.bench.suite import BenchOptions, Engine, choose_engine, plan_points
+from validation.bench import launch, verdict
+from validation.bench.node import allreduce_loop, resnet_loop, storage, worker
+from validation.bench.options import BenchOptions, Engine
+from validation.bench.orchestrate import choose_engine, plan_points
+from validation.bench.transport import NODE_PATH, Node
+from validation.bench.units import allreduce as allreduce_unit
+from validation.bench.units import resnet as resnet_unit
 
 LAB = Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml"
 R750 = Path(__file__).resolve().parents[1] / "inventories" / "r750xa-4node.yaml"
 
 
 def test_sweep_doubles_from_8_bytes_to_1_gib() -> None:
-    sizes = allreduce.sweep_sizes()
+    sizes = allreduce_loop.sweep_sizes()
     assert sizes[0] == 8 and sizes[-1] == 1 << 30 and len(sizes) == 28
     assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
     with pytest.raises(ValueError):
-        allreduce.sweep_sizes(64, 8)
+        allreduce_loop.sweep_sizes(64, 8)
 
 
 @pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75), (16, 1.875)])
 def test_busbw_factor_is_nccl_tests_2_n_minus_1_over_n(n: int, factor: float) -> None:
-    assert allreduce.busbw_factor(n) == pytest.approx(factor)
-    assert allreduce.busbw_gbps(10.0, n) == pytest.approx(10.0 * factor)
+    assert allreduce_loop.busbw_factor(n) == pytest.approx(factor)
+    assert allreduce_loop.busbw_gbps(10.0, n) == pytest.approx(10.0 * factor)
 
 
 def test_algbw_is_bytes_over_time_in_gb_per_s() -> None:
     # 1 GiB in 10 ms: 107.37 GB/s (nccl-tests divides by 1e9, not 2**30)
-    assert allreduce.algbw_gbps(1 << 30, 0.010) == pytest.approx(107.3741824)
-    assert allreduce.algbw_gbps(8, 0.0) == 0.0
+    assert allreduce_loop.algbw_gbps(1 << 30, 0.010) == pytest.approx(107.3741824)
+    assert allreduce_loop.algbw_gbps(8, 0.0) == 0.0
 
 
 def test_expected_sum_matches_the_fill_pattern() -> None:
     n = 3
     for i in range(20):
-        want = sum((r + 1) + (i % allreduce.PATTERN) for r in range(n))
-        assert allreduce.expected_sum(i, n) == want
+        want = sum((r + 1) + (i % allreduce_loop.PATTERN) for r in range(n))
+        assert allreduce_loop.expected_sum(i, n) == want
 
 
 def test_busbw_fraction_uses_the_largest_sizes_and_bits() -> None:
     pts = [
         {"size_bytes": 1 << k, "busbw_gbps": float(k)} for k in range(10, 20)
     ]  # largest three: 17, 18, 19 GB/s -> mean 18 GB/s = 144 Gb/s
-    assert allreduce.busbw_fraction(pts, 100.0) == pytest.approx(1.44)
-    assert allreduce.busbw_fraction(pts, None) is None
+    assert allreduce_unit.busbw_fraction(pts, 100.0) == pytest.approx(1.44)
+    assert allreduce_unit.busbw_fraction(pts, None) is None
 
 
 def test_scaling_speedup_and_efficiency_against_n_times_baseline() -> None:
@@ -69,7 +74,7 @@ def test_scaling_speedup_and_efficiency_against_n_times_baseline() -> None:
         {"nodes": 1, "gpus": 1, "images_per_sec": 2757.0},
         {"nodes": 2, "gpus": 2, "images_per_sec": 5392.0},
     ]
-    out = resnet.scaling(rows)
+    out = resnet_unit.scaling(rows)
     assert [r["gpus"] for r in out] == [1, 2, 4]
     assert out[1]["speedup"] == pytest.approx(5392 / 2757)
     assert out[2]["efficiency"] == pytest.approx(10675 / (4 * 2757))
@@ -77,19 +82,19 @@ def test_scaling_speedup_and_efficiency_against_n_times_baseline() -> None:
 
 
 def test_spread_is_1_96_sigma() -> None:
-    assert resnet.spread([10.0, 12.0]) == pytest.approx(1.96 * math.sqrt(2.0))
-    assert resnet.spread([5.0]) == 0.0
+    assert resnet_loop.spread([10.0, 12.0]) == pytest.approx(1.96 * math.sqrt(2.0))
+    assert resnet_loop.spread([5.0]) == 0.0
 
 
 def test_naive_config_is_eager_fp32_nchw() -> None:
-    cfg = resnet.TrainConfig.for_device("cuda").naive()
+    cfg = resnet_loop.TrainConfig.for_device("cuda").naive()
     assert (cfg.precision, cfg.channels_last, cfg.compile, cfg.cudnn_benchmark) == (
         "fp32",
         False,
         False,
         False,
     )
-    fast = resnet.TrainConfig.for_device("cuda")
+    fast = resnet_loop.TrainConfig.for_device("cuda")
     assert fast.precision == "bf16" and fast.channels_last and fast.compile
     assert fast.compile_mode == "auto" and fast.compile_optimizer
 
@@ -104,7 +109,7 @@ def test_seeded_fused_sgd_matches_unfused_when_the_first_step_overflows() -> Non
         kw = {"fused": True} if fused else {"foreach": True}
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, **kw)
         if fused:
-            resnet.seed_momentum(opt)
+            resnet_loop.seed_momentum(opt)
         scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127)  # step 1 overflows
         gen = torch.Generator().manual_seed(1)
         for _ in range(4):
@@ -222,10 +227,8 @@ def test_plan_local_and_multi_node_points() -> None:
 
 def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
     nodes = [
-        launch.Node(
-            "a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k", known_hosts="/kh")
-        ),
-        launch.Node("b", SshTarget(host="10.0.0.2", user="ubuntu")),
+        Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k", known_hosts="/kh")),
+        Node("b", SshTarget(host="10.0.0.2", user="ubuntu")),
     ]
     cmds = launch.ssh_torchrun(
         nodes, 2, ["--quick"], remote_python="/py", remote_dir="/src", rdzv_id="rid"
@@ -254,8 +257,8 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
 
 def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
     nodes = [
-        launch.Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k")),
-        launch.Node("b", SshTarget(host="10.0.0.2")),
+        Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k")),
+        Node("b", SshTarget(host="10.0.0.2")),
     ]
     keys = ["[10.0.0.1]:2222 ssh-ed25519 AAAAkeyA", "[10.0.0.2]:2222 ssh-ed25519 AAAAkeyB"]
     cmd = launch.ssh_horovodrun(
@@ -269,13 +272,13 @@ def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
     assert remote[remote.index("mkdir") : remote.index("mkdir") + 3] == ["mkdir", "-m", "700"]
     assert "\n".join(keys) + "\n" in remote and f"{where}/known_hosts" in remote
     env = remote[remote.index("env") :]
-    assert env[:2] == ["env", "-i"] and f"PATH={where}:{launch.NODE_PATH}" in env
+    assert env[:2] == ["env", "-i"] and f"PATH={where}:{NODE_PATH}" in env
     hvd = remote[remote.index("/opt/rackcert/venv/bin/horovodrun") :]
     assert hvd[hvd.index("-np") + 1] == "8"
     assert hvd[hvd.index("-H") + 1] == "10.0.0.1:4,10.0.0.2:4"
     assert hvd[hvd.index("--network-interface") + 1] == "ens3f0"
     assert hvd[hvd.index("-p") + 1] == "2222" and "--gloo" in hvd
-    assert hvd[-6:] == ["/opt/rackcert/venv/bin/python", "-m", "validation.bench.worker",
+    assert hvd[-6:] == ["/opt/rackcert/venv/bin/python", "-m", "validation.bench.node.worker",
                         "--backend", "horovod", "--quick"]  # fmt: skip
 
 
@@ -283,8 +286,8 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "never-forwarded")
     nodes = [
-        launch.Node("a", SshTarget(host="10.0.0.1")),
-        launch.Node("b", SshTarget(host="10.0.0.2")),
+        Node("a", SshTarget(host="10.0.0.1")),
+        Node("b", SshTarget(host="10.0.0.2")),
     ]
     cmd = launch.ssh_mpirun(nodes, 2, [], remote_python="/py", interface="eth1",
                             known_hosts="~/.ssh/known_hosts", rdzv_port=29500)  # fmt: skip
@@ -308,7 +311,7 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
     assert "NCCL_DEBUG=INFO" in exported and "MASTER_ADDR=10.0.0.1" in exported
     assert "MASTER_PORT=29500" in exported
     assert "never-forwarded" not in cmd[-1]
-    assert mpi[-4:] == ["-m", "validation.bench.worker", "--backend", "torch"]
+    assert mpi[-4:] == ["-m", "validation.bench.node.worker", "--backend", "torch"]
 
 
 def test_the_horovod_ssh_wrapper_drops_horovods_options_and_pins_the_enrolled_keys(tmp_path):
@@ -349,7 +352,7 @@ def test_the_horovod_ssh_wrapper_drops_horovods_options_and_pins_the_enrolled_ke
 
 
 def test_ssh_destination_follows_a_double_dash() -> None:
-    argv = launch.Node("n", SshTarget(host="-oProxyCommand=x")).ssh_argv()
+    argv = Node("n", SshTarget(host="-oProxyCommand=x")).ssh_argv()
     assert argv[-2:] == ["--", "root@-oProxyCommand=x"]
 
 
@@ -365,7 +368,9 @@ def test_launch_children_never_get_this_processes_whole_environment(tmp_path, mo
 
 
 def test_node_launcher_and_record_follow_the_engine() -> None:
-    from validation.bench.suite import Engine, launch_record, launcher_of, remote_python
+    from validation.bench.options import Engine
+    from validation.bench.orchestrate import launch_record, launcher_of
+    from validation.bench.targets import remote_python
 
     hvd, torch_ = Engine("horovod", "auto", "horovod"), Engine("torch", "auto", "nccl")
     assert launcher_of(BenchOptions(), hvd) == "horovodrun"
@@ -399,7 +404,7 @@ def test_worker_wheel_installs_offline_and_runs_in_a_fresh_environment(tmp_path)
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
            "--no-index", "--no-deps", "-q", str(wheel)]  # fmt: skip
     subprocess.run(pip, check=True, capture_output=True)
-    worker_help = [str(venv / "bin" / "python"), "-m", "validation.bench.worker", "--help"]
+    worker_help = [str(venv / "bin" / "python"), "-m", "validation.bench.node.worker", "--help"]
     out = subprocess.run(
         worker_help, capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin"}
     )
@@ -431,7 +436,8 @@ def test_horovodrun_names_the_data_interface_only_across_nodes() -> None:
     """Before: the 1-node point of `rackcert demo` passed --network-interface eth0 and
     horovodrun failed ("No interface is found for address 127.0.0.1"): with only local
     hosts Horovod looks for loopback among the interfaces named."""
-    from validation.bench.suite import Point, build_launch
+    from validation.bench.options import Point
+    from validation.bench.orchestrate import build_launch
 
     lab = load_spec(LAB).spec
     hvd = Engine("horovod", "auto", "horovod")
@@ -467,6 +473,6 @@ def test_local_ranks_get_this_machines_toolchain_and_no_secret(monkeypatch) -> N
     assert "never-forwarded" not in env.values()
     # Not sent to other nodes: a remote rank's toolchain is its node's own.
     cmd = launch.ssh_torchrun(
-        [launch.Node("a", SshTarget(host="10.0.0.1"))], 1, [], remote_python="/py", remote_dir=None
+        [Node("a", SshTarget(host="10.0.0.1"))], 1, [], remote_python="/py", remote_dir=None
     )
     assert "CUDA_HOME" not in cmd[0][-1] and "never-forwarded" not in cmd[0][-1]

@@ -124,7 +124,7 @@ def _dl_runtime_environment_runs(site: ConfiguredSite) -> None:
     for h in site.hosts:
         out = h.ssh("/opt/rackcert/venv/bin/python -c 'import sys; print(sys.prefix)'")
         assert out.stdout.strip() == "/opt/rackcert/venv", out.stderr
-        # The bench's compile cache (validation/bench/compilecache.py): the SSH user's alone.
+        # The bench's compile cache (validation/bench/node/compilecache.py): the SSH user's alone.
         cache = "/opt/rackcert/venv/var/cache/rackcert/compile"
         out = h.ssh(f"stat -c '%a %U' {cache}")
         assert out.stdout.split() == ["700", h.user], out.stdout + out.stderr

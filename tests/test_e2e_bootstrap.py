@@ -181,7 +181,7 @@ def test_bootstrap_bench_skip_names_a_bad_part_in_one_line(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        "error: --bench-skip 'gpus': choose from allreduce, resnet, storage, rdma"
+        "error: --bench-skip 'gpus': choose from allreduce, resnet, rdma, storage"
     ], proc.stderr
     assert not runs.exists()
 

@@ -287,7 +287,7 @@ def test_bad_textfile_path_is_one_line_before_any_work(tmp_path: Path) -> None:
     assert not runs.exists()  # refused before a run directory was made
 
 
-# bench.json data.localise as validation.bench.localise (schema 1) documents it.
+# bench.json data.localise as validation.bench.localisation.stages (schema 1) documents it.
 LOCALISE = {
     "schema": 1,
     "links": [

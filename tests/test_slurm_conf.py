@@ -155,7 +155,7 @@ def test_srun_horovod_is_an_mpi_direct_launch() -> None:
         "OMPI_MCA_btl_tcp_if_include=eth0",
     ):
         assert f" {pair} " in script, pair  # fmt: skip
-    assert "-m validation.bench.worker --backend horovod --tasks allreduce" in script
+    assert "-m validation.bench.node.worker --backend horovod --tasks allreduce" in script
     torch = slurm_launch.build(
         "2 node(s)", nodes=2, tasks_per_node=1, gpus=False, python="/p/python",
         worker_args=[], partition="lab", reservation=None, immediate_s=5, client_conf=None,

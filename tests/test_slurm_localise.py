@@ -21,7 +21,7 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.core.slurm.conf import health_check_script
 from rackcert.core.spec_loader import load_spec
 from tests.plugins.slurm import SlurmRack
-from validation.bench.drain import drain_named
+from validation.bench.localisation.drain import drain_named
 
 PYTHON = sys.executable
 

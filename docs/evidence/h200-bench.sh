@@ -19,7 +19,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/h200-out}
 SPEC=${1:-inventories/h200-local.yaml}
 mkdir -p "$OUT"
-CACHE=$(python3 -c 'import sys; from validation.bench.compilecache import default_dir
+CACHE=$(python3 -c 'import sys; from validation.bench.node.compilecache import default_dir
 print(default_dir(sys.prefix))')
 rm -rf "$CACHE" /tmp/runs-1 /tmp/runs-2  # run 1 starts with nothing compiled
 {

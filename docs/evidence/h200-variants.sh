@@ -10,7 +10,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/h200-variants}
 BUDGET=${1:-560}
 mkdir -p "$OUT"
-CACHE=$(python3 -c 'import sys; from validation.bench.compilecache import default_dir
+CACHE=$(python3 -c 'import sys; from validation.bench.node.compilecache import default_dir
 print(default_dir(sys.prefix))')
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c 'import torch, torchvision; print(torch.__version__, torch.version.cuda,
@@ -23,7 +23,7 @@ variant() {  # name, seconds at most, worker args...
   [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
   timeout "$limit" python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
-    -m validation.bench.worker --device cuda --compile-cache "$CACHE" "$@" > "$OUT/$name.log" 2>&1
+    -m validation.bench.node.worker --device cuda --compile-cache "$CACHE" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   python3 - "$name" "$rc" "$((SECONDS - t0))" "$OUT/$name.log" <<'PY' | tee -a "$OUT/summary.txt"
 import sys

@@ -27,6 +27,10 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.display import show_bench
 from rackcert.core.errors import InputError
+from validation.bench.units import skip_words
+
+# --skip's words are the benchmarks' (validation.bench.units.UNITS): a new unit is in the help.
+SKIP_HELP = f"Comma list of {','.join(skip_words())} to leave out"
 
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
@@ -141,7 +145,7 @@ def bench(
     ] = None,
     skip: Annotated[
         str | None,
-        typer.Option("--skip", help="Comma list of allreduce,resnet,storage,rdma to leave out"),
+        typer.Option("--skip", help=SKIP_HELP),
     ] = None,
     storage_dir: Annotated[
         Path | None, typer.Option("--storage-dir", help="Read this directory instead of the mount")
@@ -265,7 +269,8 @@ def bench(
     or INCOMPLETE (a check certification.required names, or every check, was not judged).
     """
     import validation.bench
-    from validation.bench.suite import BenchOptions, require_spec_fits
+    from validation.bench.options import BenchOptions
+    from validation.bench.orchestrate import require_spec_fits
 
     if metrics_textfile is not None:
         from rackcert.metrics.textfile import check_target
@@ -311,7 +316,7 @@ def bench(
         raise InputError("--drain drains Slurm nodes: the spec has no slurm block")
     where = None
     if localise or pattern != "round-robin":
-        from validation.bench.localise import options_for
+        from validation.bench.localisation.stages import options_for
 
         where = options_for(
             loaded.spec,
@@ -361,7 +366,7 @@ def _drain(
 
     from rackcert.core.localisation import read_localisation
     from rackcert.core.untrusted import markup
-    from validation.bench.drain import RECORD_NAME, drain_named
+    from validation.bench.localisation.drain import RECORD_NAME, drain_named
 
     loc = read_localisation(data)
     if loc is None:

@@ -42,6 +42,7 @@ from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import LoadedSpec
 from rackcert.core.stage_records import ActionRecord
 from rackcert.pipeline import PipelineResult, Stage, run_pipeline
+from validation.bench.units import skip_words
 
 
 def build_stages(
@@ -69,7 +70,7 @@ def build_stages(
     import validation
     import validation.bench
     from rackcert.lab.routes import require_lab_up
-    from validation.bench.suite import BenchOptions
+    from validation.bench.options import BenchOptions
 
     root = runs_root or default_runs_root()
     rack = loaded.spec.metadata.name
@@ -216,7 +217,7 @@ def bootstrap_cmd(
         typer.Option(
             "--bench-skip",
             help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
-            " allreduce,resnet,storage,rdma (the report says what was not judged)",
+            f" {','.join(skip_words())} (the report says what was not judged)",
         ),
     ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
@@ -238,13 +239,10 @@ def bootstrap_cmd(
 
 def _bench_parts(text: str | None) -> frozenset[str]:
     """--bench-skip's comma list, each a part `rackcert bench --skip` knows, or one line."""
-    from rackcert.core.errors import InputError
-    from validation.bench.suite import SKIPPABLE
+    from validation.bench.units import check_skip
 
     parts = frozenset(v.strip() for v in (text or "").split(",") if v.strip())
-    unknown = sorted(parts - set(SKIPPABLE))
-    if unknown:
-        raise InputError(f"--bench-skip {unknown[0]!r}: choose from {', '.join(SKIPPABLE)}")
+    check_skip(parts, "--bench-skip")
     return parts
 
 

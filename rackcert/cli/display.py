@@ -225,50 +225,12 @@ def _localise_lines(loc: dict[str, Any]) -> list[str]:
 
 
 def _bench_lines(data: dict[str, Any]) -> list[str]:
-    """One line per figure beside the scaling table: allreduce, nccl-tests, RDMA, references."""
-    lines: list[str] = []
-    ar = data.get("allreduce")
-    if ar:
-        top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
-        rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
-        over = f" over {ar['link']}" if ar.get("link") else ""
-        sys_ = ar.get("sys_crossing") or []
-        across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
-        lines.append(f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}")
-    nt = data.get("nccl_tests") or {}
-    if nt and not nt.get("skipped"):
-        lines.append(
-            f"nccl-tests {nt.get('version')} x{nt['world_size']}: avg busbw"
-            f" {nt['avg_busbw_gbps']} GB/s (the sweep's figures beside it in bench.json)"
-        )
-    elif nt:
-        lines.append(f"nccl-tests: not run ({nt['reason']})")
-    rdma = data.get("rdma") or {}
-    if rdma.get("skipped"):
-        lines.append(f"rdma: not run ({rdma['reason']})")
-    for pair in rdma.get("pairs", []):
-        best = pair.get("best_avg_gbps")
-        lines.append(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
-    lines += _localise_lines(data.get("localise") or {})
-    nd = data.get("naive_vs_default")
-    if nd:
-        lines.append(
-            f"naive {nd['naive']['images_per_sec']:.1f} vs default"
-            f" {nd['default']['images_per_sec']:.1f} images/s: x{nd['ratio']:.2f}"
-        )
-    refs = data.get("references") or {}
-    for name in ("plain", "horovod_defaults"):
-        if name in refs:
-            lines.append(
-                f"{name} reference {refs[name]['images_per_sec']:.1f} images/s: default"
-                f" x{refs[f'default_vs_{name}']:.2f}"
-            )
-    st = data.get("storage") or {}
-    if st and not st.get("skipped"):
-        lines.append(
-            f"storage: {st['throughput_mb_s']:.1f} MB/s random reads ({st.get('note', '')})"
-        )
-    return lines
+    """One line per figure beside the scaling table: each benchmark's lines (its unit's
+    `lines`, validation.bench.units.UNITS), then localisation's."""
+    from validation.bench.units import UNITS
+
+    lines = [line for unit in UNITS for line in unit.lines(data)]
+    return lines + _localise_lines(data.get("localise") or {})
 
 
 # -- report ---------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Why: on a real rack the nodes have no rackcert checkout and no controller virtualenv;
 `rackcert configure` ships this wheel and the dl_runtime role installs it (pip,
 `--no-index --no-deps`: air-gapped nodes) into the nodes' deep-learning environment,
-where torch already is. The worker half of validation.bench needs only torch and the
-standard library (validation/bench/__init__.py says which modules), so the wheel holds
+where torch already is. The worker (validation.bench.node) needs only torch and the
+standard library, so the wheel holds
 exactly those modules and is built with the standard library (no build backend, no
 network): a zip with the dist-info files of the wheel format (PEP 427, PEP 376 RECORD).
 
@@ -22,17 +22,19 @@ from rackcert.core.paths import REPO_ROOT
 
 NAME = "rackcert_bench_worker"
 VERSION = "0.1.0"
-# The worker side of validation.bench (see its __init__): torch and the standard library.
+# validation.bench.node's worker and what it imports: torch and the standard library. The
+# import-linter contract `bench-node` (pyproject.toml) keeps node/ from reaching further.
 MODULES = (
     "validation/__init__.py",
     "validation/bench/__init__.py",
-    "validation/bench/worker.py",
-    "validation/bench/comm.py",
-    "validation/bench/allreduce.py",
-    "validation/bench/resnet.py",
-    "validation/bench/environment.py",
-    "validation/bench/compilecache.py",
-    "validation/bench/storage.py",
+    "validation/bench/node/__init__.py",
+    "validation/bench/node/worker.py",
+    "validation/bench/node/comm.py",
+    "validation/bench/node/allreduce_loop.py",
+    "validation/bench/node/resnet_loop.py",
+    "validation/bench/node/environment.py",
+    "validation/bench/node/compilecache.py",
+    "validation/bench/node/storage.py",
 )
 
 

@@ -8,7 +8,8 @@ touches this module only. Names come from nodes and the spec: they are untrusted
 `CAP` characters here and shown with markup off wherever they go.
 
 The shape read is bench.json's `data.localise` (schema 1, written by
-validation/bench/localise.py, whose docstring is its reference); anything else is left out,
+validation/bench/localisation/stages.py, whose docstring is its reference); anything else is
+left out,
 never an error. What this module takes from it:
 
     "localise": {

@@ -309,7 +309,7 @@ class BenchLaunch(Model):
 
 
 class StorageNode(Model):
-    """validation.bench.storage.run's answer for one node."""
+    """validation.bench.node.storage.run's answer for one node."""
 
     path: str
     synthetic: bool = False
@@ -364,6 +364,233 @@ class NaiveVsDefault(Model):
     ratio: float = Field(description="default / naive images/s")
 
 
+class NcclTestsSide(Model):
+    """One side (out-of-place or in-place) of an all_reduce_perf row."""
+
+    time_us: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+    wrong: int | None = Field(None, description="Wrong elements (-c 1); None: not checked")
+
+
+class NcclTestsPoint(NcclTestsSide):
+    """One size of all_reduce_perf: the out-of-place figures, the in-place under in_place."""
+
+    size_bytes: int
+    count: int
+    type: str | None = None
+    redop: str | None = None
+    in_place: NcclTestsSide | None = None
+
+
+class NcclTestsDevice(Model):
+    rank: int | None = None
+    device: int | None = None
+    bus: str | None = None
+    name: str | None = None
+
+
+class NcclTestsResult(Model):
+    """nccl-tests' all_reduce_perf (validation.bench.units.nccl_tests): its table parsed from
+    its JSON (`-J`) or text output, the command, and which binary ran; or why it did not."""
+
+    # Optional with no value, so a record holds the keys its run wrote and no more.
+    skipped: bool | None = None
+    reason: str | None = Field(None, description="Why it was skipped (or why it failed)")
+    failed: bool | None = Field(None, description="It ran and gave no table")
+    binary: str | None = None
+    found_by: str | None = Field(None, description="--nccl-tests, PATH or configure's role")
+    format: Literal["json", "text"] | None = None
+    json_version: str | int | None = None
+    json_error: str | None = Field(None, description="Why the JSON was not read (text was)")
+    version: str | None = Field(None, description="nccl-tests' own version")
+    nccl_library: int | None = None
+    devices: list[NcclTestsDevice] | None = None
+    avg_busbw_gbps: float | None = None
+    out_of_bounds: int | None = None
+    errors: list[Any] | None = None
+    points: list[NcclTestsPoint] | None = None
+    unparsed_rows: int | None = None
+    correct: bool | None = None
+    command: list[str] | None = None
+    returncode: int | None = None
+    log: str | None = None
+    world_size: int | None = None
+
+
+class SideBySide(Model):
+    """nccl-tests and the torch sweep at one size both measured."""
+
+    size_bytes: int
+    nccl_tests_algbw_gbps: float | None = None
+    nccl_tests_busbw_gbps: float | None = None
+    sweep_algbw_gbps: float | None = None
+    sweep_busbw_gbps: float | None = None
+
+
+class RdmaPoint(Model):
+    size_bytes: int
+    iterations: int
+    peak_gbps: float
+    avg_gbps: float
+    msg_rate_mpps: float
+
+
+class RdmaPair(Model):
+    """ib_write_bw from client to server (validation.bench.perftest), or its error."""
+
+    client: str
+    server: str
+    error: str | None = None
+    use_cuda: bool | None = None
+    points: list[RdmaPoint] = Field(default_factory=list)
+    device: str | None = None
+    link_type: str | None = None
+    mtu: str | None = None
+    gbits: bool | None = None
+    best_avg_gbps: float | None = None
+
+
+class RdmaProbe(Model):
+    """What a node answered to perftest.PROBE: its RDMA devices, the tool, CUDA support."""
+
+    devices: list[str] = Field(default_factory=list)
+    tool: bool = False
+    cuda: bool = False
+
+
+class RdmaResult(Model):
+    """ib_write_bw between node pairs (validation.bench.units.rdma), or why it was skipped."""
+
+    skipped: bool | None = None
+    reason: str | None = None
+    engine: str | None = None
+    pairs: list[RdmaPair] | None = None
+    nodes: dict[str, RdmaProbe] | None = Field(None, description="Each node's probe answer")
+
+
+class ReferenceRun(NaiveRun):
+    """One training loop's figure in the references block."""
+
+    loss_finite: bool | None = None
+    description: str | None = Field(None, description="What this reference loop is")
+
+
+class References(Model):
+    """The reference loops timed in the same launch as the default, and the default's ratio
+    to each (per GPU: batch sizes may differ)."""
+
+    world_size: int
+    default: ReferenceRun
+    plain: ReferenceRun | None = None
+    default_vs_plain: float | None = None
+    horovod_defaults: ReferenceRun | None = None
+    default_vs_horovod_defaults: float | None = None
+
+
+class Rows(BaseModel):
+    """A localisation row: the fields every reader relies on are declared; a probe's own
+    figures (a GPU's metrics, iperf3's extra numbers) are kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class LinkRow(Rows):
+    """One pair's link figures (validation.bench.localisation.stages: link rounds)."""
+
+    a: str
+    b: str
+    round: int | None = None
+    engine: str | None = None
+    gbps: float | None = None
+    latency_us: float | None = None
+    wall_s: float | None = None
+    error: str | None = None
+    allreduce: dict[str, Any] | None = None
+
+
+class NodeRow(Rows):
+    """One node's per-node stage: its units (CPU or each GPU), nvidia-smi rows, allreduce."""
+
+    node: str
+    error: str | None = None
+    units: list[dict[str, Any]] = Field(default_factory=list)
+    smi: list[dict[str, Any]] = Field(default_factory=list)
+    allreduce: dict[str, Any] | None = None
+
+
+class RankFigure(Model):
+    rank: int | None = None
+    host: str | None = None
+    bus_id: str | None = None
+    images_per_sec: float | None = None
+
+
+class RankRun(Model):
+    """One scaling launch's per-rank images/s, with the rank's host and GPU."""
+
+    label: str = ""
+    ranks: list[RankFigure] = Field(default_factory=list)
+
+
+class LocaliseFinding(Model):
+    """A part named: one failed verdict check (validation.bench.localisation.outliers)."""
+
+    id: str
+    kind: Literal["link", "node", "gpu", "compute", "node_allreduce", "rank"]
+    target: str
+    nodes: list[str] = Field(default_factory=list)
+    pci: str | None = None
+    metric: str
+    value: float
+    unit: str
+    reference: float | None = None
+    ratio: float | None = None
+    observed: str
+    expected: str
+    message: str
+
+
+class ConfirmBlock(Model):
+    """What confirmation measured again and what cleared (validation.bench.localisation.confirm)."""
+
+    first: list[str] | None = None
+    tried: list[str] = Field(default_factory=list)
+    cleared: list[str] = Field(default_factory=list)
+    rounds: list[list[list[str]]] | None = None
+    nodes_again: bool | None = None
+    node_scale: dict[str, float] | None = None
+    new: list[str] | None = None
+    wall_s: float | None = None
+
+
+class LocaliseRecord(Model):
+    """bench.json's `localise` block (schema 1): per-node and per-link figures, the rules,
+    the findings that name a node, GPU or link (validation.bench.localisation.stages)."""
+
+    schema_: int = Field(1, alias="schema", description="The block's own schema: 1")
+    pattern: str | None = None
+    k: int | None = None
+    engine: str | None = None
+    launcher: str | None = None
+    pair_allreduce: bool | None = None
+    nodes_measured: list[str] = Field(default_factory=list)
+    line_rate_gbps: float | None = None
+    line_rate_source: str | None = None
+    rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    rounds: list[list[list[str]]] = Field(default_factory=list)
+    links: list[LinkRow] = Field(default_factory=list)
+    nodes: list[NodeRow] = Field(default_factory=list)
+    ranks: list[RankRun] = Field(default_factory=list)
+    skipped: dict[str, str] = Field(default_factory=dict)
+    timing: dict[str, float | int | None] = Field(default_factory=dict)
+    findings: list[LocaliseFinding] = Field(default_factory=list)
+    numbers: dict[str, dict[str, Any]] | None = None
+    confirm: ConfirmBlock | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
 class K8sFile(Model):
     kind: str
     nodes: int
@@ -380,7 +607,7 @@ class K8sManifests(Model):
 
 
 class LaunchInfo(Model):
-    """How the ranks were started (validation.bench.suite.launch_record)."""
+    """How the ranks were started (validation.bench.orchestrate.launch_record)."""
 
     engine: str = Field(description="horovod or torch.distributed")
     collectives: str = Field(description="nccl, gloo or mpi")
@@ -412,25 +639,30 @@ class BenchData(Model):
     allreduce: AllreduceResult | None = None
     naive_vs_default: NaiveVsDefault | None = None
     launch: LaunchInfo | None = None
-    references: dict[str, Any] | None = Field(
+    references: References | None = Field(
         None,
         description="Reference loops timed in the same run (plain compiled loop, Horovod's"
         " synthetic-benchmark defaults) and the default's ratio to each",
     )
-    nccl_tests: dict[str, Any] | None = Field(
+    nccl_tests: NcclTestsResult | None = Field(
         None, description="nccl-tests all_reduce_perf: its per-size table, or why it was skipped"
     )
-    allreduce_side_by_side: list[dict[str, Any]] | None = Field(
+    allreduce_side_by_side: list[SideBySide] | None = Field(
         None, description="nccl-tests and the torch sweep at the sizes both measured"
     )
-    rdma: dict[str, Any] | None = Field(
+    rdma: RdmaResult | None = Field(
         None, description="ib_write_bw between node pairs, or why it was skipped"
     )
     storage: StorageResult | None = None
-    localise: dict[str, Any] | None = Field(
+    localise: LocaliseRecord | None = Field(
         None,
-        description="Localisation (validation.bench.localise, schema in its docstring): per-node"
-        " and per-link figures, the rules, and the findings that name a node, GPU or link",
+        description="Localisation (validation.bench.localisation.stages): per-node and per-link"
+        " figures, the rules, and the findings that name a node, GPU or link",
+    )
+    units: dict[str, Any] | None = Field(
+        None,
+        description="Results of benchmarks this schema does not name yet (a unit added to"
+        " validation.bench.units.UNITS), by unit name; give a unit a field above to type it",
     )
     warnings: list[str] = Field(
         default_factory=list, description="What went wrong without spoiling a figure"

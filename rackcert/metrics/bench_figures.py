@@ -6,7 +6,7 @@ a change of bench.json's format touches `figures_of` and nothing else.
 
 bench.json holds: ResNet50 throughput and scaling efficiency per scale point, allreduce
 bus bandwidth over the link the launch crossed, storage read throughput per node, and with
-localisation (`data.localise`, schema 1, validation.bench.localise) each link between two
+localisation (`data.localise`, schema 1, validation.bench.localisation.stages) each link between two
 nodes, each node's GPUs and inner allreduce, and each rank of the scaling runs. Units are
 converted to base units here (bytes/s, FLOP/s, seconds, ratios), as Prometheus names them.
 
@@ -125,7 +125,7 @@ def _num(value: Any) -> float | None:
 
 
 def localise_figures(loc: Any) -> list[BenchFigure]:
-    """bench.json `data.localise` (validation.bench.localise, schema 1) as figures: each
+    """bench.json `data.localise` (validation.bench.localisation.stages, schema 1) as figures: each
     link's bandwidth (node and peer; its RTT is left out: a second n(n-1)/2 series set),
     each node's GPUs (or CPU) and its inner allreduce, each rank of the scaling runs.
     Anything else, or another schema, gives no figures (never a guess)."""

@@ -51,8 +51,8 @@ from rackcert.core.stage_records import (
     ValidateNode,
 )
 from validation.bench import verdict
-from validation.bench.allreduce import busbw_fraction
-from validation.bench.resnet import scaling
+from validation.bench.units.allreduce import busbw_fraction
+from validation.bench.units.resnet import scaling
 from validation.junit import junit_xml
 from validation.runner import _summary as validate_summary
 
@@ -310,7 +310,7 @@ def resnet50(scale: float = 1.0) -> ScalingResult:
 
 
 def storage() -> StorageResult:
-    """What validation.bench.suite.run_storage records for two nodes."""
+    """What validation.bench.units.storage.run_storage records for two nodes."""
     per_node = [
         StorageNode(
             path="/mnt/data",

@@ -1,12 +1,16 @@
 """Certification benchmarks: allreduce sweep, ResNet50 weak scaling, storage random reads.
 
-Two halves that meet only through JSON:
-- worker side (`worker`, `comm`, `allreduce`, `resnet`, `storage`): runs on every node
-  under torchrun or horovodrun, needs only torch and the standard library;
-- orchestration side (`launch`, `suite`, `k8s`, `verdict`): runs where `rackcert bench`
-  runs, starts the workers through an existing engine (torchrun with a c10d rendezvous
-  over SSH, horovodrun, or Kubernetes manifests), and turns their output into the
-  `rackcert.core.results` models that the report reads.
+Laid out by job; the parts meet only through JSON:
+- `node/`: what runs on every node under torchrun, horovodrun, mpirun or srun (the worker,
+  its loops, the probes); torch and the standard library only;
+- `units/`: one file per benchmark on the controller (allreduce, resnet, references,
+  storage, rdma, nccl_tests): how its figures become the record;
+- `localisation/`: which node, GPU or link holds the rack back (stages, rules,
+  confirmation, findings);
+- the orchestration, where `rackcert bench` runs: `options` (what it can be told),
+  `targets` (which nodes), `launch`, `slurm_launch` and `k8s` (how ranks start),
+  `orchestrate` (plan, run, record), `verdict` (judge), `links` (which link a figure
+  crossed), `perftest` (ib_write_bw's commands, for the rdma unit and localisation).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
     from rackcert.core.spec_loader import LoadedSpec
     from rackcert.core.stage_records import BenchRecord
-    from validation.bench.localise import LocaliseOptions
-    from validation.bench.suite import BenchOptions, Progress
+    from validation.bench.localisation.stages import LocaliseOptions
+    from validation.bench.options import BenchOptions, Progress
 
 
 def run(
@@ -33,7 +37,7 @@ def run(
     """The bench stage: launch, measure, judge; records bench.json and returns it typed.
 
     `options` (or BenchOptions' fields as keywords) say what to run; `localise` adds
-    localisation after the bench (validation.bench.localise: one check per finding). With
+    localisation after the bench (validation.bench.localisation.stages: one check per finding). With
     no known_hosts given, the rack's known_hosts (rackcert.core.known_hosts) is the one trusted. A
     verdict of FAIL or INCOMPLETE is evidence, returned in the record; a launch that fails
     raises a RackcertError after recording what was measured before it.
@@ -43,7 +47,8 @@ def run(
     """
     from dataclasses import replace
 
-    from validation.bench.suite import BenchOptions, run_bench
+    from validation.bench.options import BenchOptions
+    from validation.bench.orchestrate import run_bench
 
     opts = replace(options or BenchOptions(), **fields)
     from rackcert.core.known_hosts import rack_file
@@ -54,6 +59,6 @@ def run(
     record = run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))
     if localise is None:
         return record
-    from validation.bench.localise import run_into
+    from validation.bench.localisation.stages import run_into
 
     return run_into(loaded.spec, run_dir, opts, localise, record, progress or (lambda _m: None))

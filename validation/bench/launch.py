@@ -14,19 +14,20 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import RackcertError
-from rackcert.core.ssh_target import SshTarget, hop_options, node_known_hosts
+from rackcert.core.ssh_target import hop_options, node_known_hosts
+from validation.bench.transport import NODE_PATH, Node, Proc, run_processes
 
-MARKER = "RACKCERT_RESULT "  # validation.bench.worker.MARKER, without importing torch-side code
-WORKER = ["-m", "validation.bench.worker"]
+MARKER = (
+    "RACKCERT_RESULT "  # validation.bench.node.worker.MARKER, without importing torch-side code
+)
+WORKER = ["-m", "validation.bench.node.worker"]
 # Variables that steer NCCL/Gloo/torch and must reach remote ranks too.
 FORWARD_ENV_PREFIXES = (
     "NCCL_",
@@ -48,32 +49,10 @@ FORWARD_ENV_PREFIXES = (
 # cache. Not sent to other nodes (their toolchain is theirs, not this machine's).
 TOOLCHAIN_ENV_PREFIXES = ("CUDA", "PYTORCH_", "TRITON_")
 TOOLCHAIN_ENV = ("LD_LIBRARY_PATH", "CC", "CXX", "CPATH", "LIBRARY_PATH")
-# PATH on the nodes for a launcher's children: the node's own tools, nothing of ours.
-NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class LaunchError(RackcertError):
     """A benchmark launch failed; the message names the launch, the exit code and the log."""
-
-
-@dataclass(frozen=True)
-class Node:
-    """One node to start ranks on, reached over SSH (rackcert.core.ssh_target)."""
-
-    name: str
-    ssh: SshTarget
-
-    @property
-    def address(self) -> str:
-        return self.ssh.host
-
-    @property
-    def port(self) -> int:
-        return self.ssh.port
-
-    def ssh_argv(self, *, tty: bool = False) -> list[str]:
-        """`ssh ... -- user@host`: the remote command is appended by the caller."""
-        return self.ssh.argv(tty=tty)
 
 
 @dataclass
@@ -402,7 +381,7 @@ def execute_text(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[
     this process's own children: ssh clients or the local engine). Raises LaunchError
     with the first failing command's exit code and its last error line.
     """
-    texts, _wall, failed = _run_all(launch, log, timeout_s)
+    texts, _wall, failed = _run(launch, log, timeout_s)
     if failed is not None:
         raise _failure(launch, log, texts, failed)
     return texts
@@ -417,7 +396,7 @@ def execute(launch: Launch, log: Path, *, timeout_s: float = 1800) -> list[dict[
     aborting, seen with Gloo). The result then carries `exit_warning`, which says so and
     names the ranks that never printed `RACKCERT_DONE` (their teardown did not finish).
     """
-    texts, wall, failed = _run_all(launch, log, timeout_s)
+    texts, wall, failed = _run(launch, log, timeout_s)
     results = [parse_result(text) for text in texts]
     if all(r is None for r in results):
         if failed is not None:
@@ -483,72 +462,31 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return named({**keep, **_forwarded_env(), **(extra or {})})
 
 
-def _run_all(
+def _run(
     launch: Launch, log: Path, timeout_s: float
 ) -> tuple[list[str], float, tuple[int, int] | None]:
-    """Run the commands; (outputs, wall seconds, (index, exit code) of the first that
-    failed or (-1, 124) on timeout, else None)."""
+    """Run the launch's commands here (validation.bench.transport, fail-fast: a rank that
+    failed stops the others); (outputs, wall seconds, (index, exit code) of the first that
+    failed or (-1, 124) on timeout, else None), all written to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     env = child_env(launch.env)
-    started = time.monotonic()
-    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
-    for i, argv in enumerate(launch.commands):
-        out_path = log.with_suffix(f".{i}.out")
-        handle = open(out_path, "wb")  # noqa: SIM115 - closed below, after the wait
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=launch.cwd,
-            start_new_session=True,
-        )
-        handle.close()
-        procs.append((proc, out_path))
-    failed: tuple[int, int] | None = None
-    deadline = started + timeout_s
-    while [p.poll() for p, _ in procs].count(None):  # poll every one: sets returncode
-        if time.monotonic() > deadline:
-            failed = failed or (-1, 124)
-            break
-        bad = next(((i, p.returncode) for i, (p, _) in enumerate(procs) if p.returncode), None)
-        if bad:
-            failed = bad
-            break
-        time.sleep(0.2)
-    if failed is None:
-        bad = next(((i, p.returncode) for i, (p, _) in enumerate(procs) if p.returncode), None)
-        failed = bad
-    for proc, _ in procs:
-        if proc.poll() is None:
-            _stop(proc)
-    texts = [path.read_text(errors="replace") for _, path in procs]
+    ran = run_processes(
+        [Proc(argv, env) for argv in launch.commands],
+        timeout_s,
+        fail_fast=True,
+        merge_stderr=True,
+        cwd=launch.cwd,
+    )
+    texts = [r.out for r in ran]
     with open(log, "w") as handle:
         for argv, text in zip(launch.commands, texts, strict=True):
             handle.write(f"$ {shlex.join(argv)}\n{text}\n")
-    for _, path in procs:
-        path.unlink(missing_ok=True)
-    wall = time.monotonic() - started
-    return texts, wall, failed
+    failed = next(((i, r.rc) for i, r in enumerate(ran) if r.rc and not r.stopped), None)
+    if failed is None and any(r.stopped for r in ran):
+        failed = (-1, 124)
+    return texts, max((r.wall_s for r in ran), default=0.0), failed
 
 
 def first_result(results: list[dict[str, Any] | None]) -> dict[str, Any]:
     """Rank 0's result among a launch's per-command results (the one that printed it)."""
     return next(r for r in results if r is not None)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop one child we started (and its own process group: torchrun's ranks)."""
-    import signal
-
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -4,7 +4,7 @@ Why srun and not SSH: on a site that schedules with Slurm, jobs never start by S
 controller; certifying the rack the way its users run it means asking Slurm for nodes
 (`--nodes N --ntasks-per-node G --exclusive`, one GPU per task, `--mpi=pmix`) and
 letting it choose. The ranks take their identity from Slurm's task environment
-(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID: validation.bench.comm) and meet at the first
+(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID: validation.bench.node.comm) and meet at the first
 node of the step (MASTER_ADDR from `scontrol show hostnames $SLURM_STEP_NODELIST`).
 
 Bounded, never a hang: `--immediate=S` (srun(1): "exit if resources are not available
@@ -30,7 +30,8 @@ import re
 import shlex
 from typing import Any
 
-from validation.bench.launch import NODE_PATH, WORKER, Launch, _forwarded_env
+from validation.bench.launch import WORKER, Launch, _forwarded_env
+from validation.bench.transport import NODE_PATH
 
 TAG = "rackcert-slurm"
 _TAG_RE = re.compile(rf"{TAG} job=(\d+) node=(\S+) rank=(\d+)")

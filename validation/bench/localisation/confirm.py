@@ -27,12 +27,13 @@ are not in `tried`.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from validation.bench import colocated
+from validation.bench.localisation import colocated
 
 Pair = tuple[str, str]
 LINK_METRICS = ("bandwidth", "two-node allreduce busbw")  # judge_links' rules (findings.rules)
@@ -162,9 +163,11 @@ def confirm(
     measure_nodes: Callable[[], list[dict[str, Any]]],
     judge: Callable[[dict[str, Any]], list[dict[str, Any]]],
     progress: Callable[[str], None] = lambda _m: None,
-) -> None:
+) -> dict[str, Any]:
     """Measure the record's suspects once more, keep each figure's best of two, judge
-    again; `record["confirm"]` says what was tried and what cleared."""
+    again: a new record (`record` is left as the first measurement wrote it), whose
+    `confirm` says what was tried and what cleared."""
+    record = copy.deepcopy(record)
     pairs, nodes_again, tried = plan(record)
     t0 = time.monotonic()
     scale: dict[tuple[str, str], float] = {}
@@ -197,3 +200,4 @@ def confirm(
         "new": sorted(after - before),  # named only after the figures moved (not measured again)
         "wall_s": time.monotonic() - t0,
     }
+    return record

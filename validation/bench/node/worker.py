@@ -1,8 +1,8 @@
 """The process torchrun or horovodrun starts on every rank: run the asked benchmarks.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 \\
-        -m validation.bench.worker --tasks allreduce,resnet --quick
-    horovodrun --gloo -np 2 -H localhost:2 python -m validation.bench.worker --backend horovod
+        -m validation.bench.node.worker --tasks allreduce,resnet --quick
+    horovodrun --gloo -np 2 -H localhost:2 python -m validation.bench.node.worker --backend horovod
 
 Every rank takes part; rank 0 prints one line `RACKCERT_RESULT <json>` on stdout, which
 the launcher reads (over SSH too, so no shared file system is needed). Every rank then
@@ -22,15 +22,15 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from validation.bench import allreduce, compilecache, environment, resnet
-from validation.bench.comm import connect
+from validation.bench.node import allreduce_loop, compilecache, environment, resnet_loop
+from validation.bench.node.comm import connect
 
 MARKER = "RACKCERT_RESULT "
 DONE = "RACKCERT_DONE "
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="validation.bench.worker", description=__doc__)
+    p = argparse.ArgumentParser(prog="validation.bench.node.worker", description=__doc__)
     p.add_argument("--backend", choices=["torch", "horovod"], default="torch")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument(
@@ -84,8 +84,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConfig:
-    cfg = resnet.TrainConfig.for_device(device_type, args.quick)
+def train_config(args: argparse.Namespace, device_type: str) -> resnet_loop.TrainConfig:
+    cfg = resnet_loop.TrainConfig.for_device(device_type, args.quick)
     if args.profile == "naive":
         cfg = cfg.naive()
     overrides = {
@@ -113,11 +113,13 @@ def train_config(args: argparse.Namespace, device_type: str) -> resnet.TrainConf
     return replace(cfg, **overrides)
 
 
-def reference_config(args: argparse.Namespace, device_type: str, which: str) -> resnet.TrainConfig:
+def reference_config(
+    args: argparse.Namespace, device_type: str, which: str
+) -> resnet_loop.TrainConfig:
     """The fixed reference loops, on the same schedule as the default (model and image size
     may be overridden, the recipe may not). Horovod's batch 32 runs 8x the steps per
     interval, so its intervals time as many images as the default's."""
-    base = resnet.TrainConfig.for_device(device_type, args.quick)
+    base = resnet_loop.TrainConfig.for_device(device_type, args.quick)
     for key, value in (("model", args.model), ("image_size", args.image_size)):
         if value is not None:
             base = replace(base, **{key: value})
@@ -138,7 +140,7 @@ def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], i
         top = (1 << 30) if gpu else (64 << 20)
     iters = args.iters or (5 if args.quick else 20)
     warm = args.warmup_iters if args.warmup_iters is not None else (2 if args.quick else 5)
-    return allreduce.sweep_sizes(args.min_bytes, top), iters, warm
+    return allreduce_loop.sweep_sizes(args.min_bytes, top), iters, warm
 
 
 def cpu_threads(device_type: str) -> int | None:
@@ -148,7 +150,7 @@ def cpu_threads(device_type: str) -> int | None:
     ranks of a CPU launch share those cores; OpenMP's waiting threads spin, so two ranks of
     two threads on two cores ran ResNet50's steps 5-8x slower than two ranks of one thread
     (measured under horovodrun, which, unlike torchrun, leaves OMP_NUM_THREADS unset). The
-    local bench already runs one thread per rank (validation.bench.suite), torchrun sets it
+    local bench already runs one thread per rank (validation.bench.orchestrate), torchrun sets it
     for more than one process: now every launcher's CPU ranks run alike.
     """
     if device_type != "cpu":
@@ -183,18 +185,18 @@ def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[s
         if "allreduce" in tasks:
             sizes, iters, warm = sweep_args(args, comm.device.type)
             out["allreduce"] = {
-                "points": allreduce.run_sweep(comm, sizes, iters=iters, warmup=warm),
+                "points": allreduce_loop.run_sweep(comm, sizes, iters=iters, warmup=warm),
                 "iters": iters,
                 "warmup": warm,
             }
         if "resnet" in tasks:
-            out["resnet"] = resnet.train(comm, train_config(args, comm.device.type))
+            out["resnet"] = resnet_loop.train(comm, train_config(args, comm.device.type))
         if "naive" in tasks:
-            out["naive"] = resnet.train(comm, train_config(args, comm.device.type).naive())
+            out["naive"] = resnet_loop.train(comm, train_config(args, comm.device.type).naive())
         for ref in ("plain", "horovod_ref"):
             if ref in tasks:
                 which = "plain" if ref == "plain" else "horovod"
-                out[ref] = resnet.train(comm, reference_config(args, comm.device.type, which))
+                out[ref] = resnet_loop.train(comm, reference_config(args, comm.device.type, which))
     finally:
         comm.close()
     out["rank"] = comm.rank

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from validation.bench import colocated
-from validation.bench.outliers import Finding, Rule, Unit, judge_links, judge_units
+from validation.bench.localisation import colocated
+from validation.bench.localisation.outliers import Finding, Rule, Unit, judge_links, judge_units
 
 # PCIe per-lane data rate after encoding, Gb/s (PCI-SIG base specifications: Gen1/2 8b/10b,
 # Gen3+ 128b/130b; Gen6 FLIT mode ~ 64 GT/s x 242/256).
@@ -36,7 +36,7 @@ def rules(
     )
     out = {
         "link": Rule("bandwidth", "Gb/s", median_fraction, absolute, src),
-        # validation.bench.pairallreduce: judged against the rack's median only (a
+        # validation.bench.node.pair_allreduce: judged against the rack's median only (a
         # collective's busbw over TCP or RDMA has no line-rate fraction a rack agrees on)
         "link_allreduce": Rule("two-node allreduce busbw", "GB/s", median_fraction),
         "pcie": Rule("PCIe link", "Gb/s", median_fraction),

@@ -2,7 +2,7 @@
 
 Why: a rack's average hides its slowest part. DCGM diagnostics test each GPU on its own;
 this probe does the short, fixed version of that on every node at the same moment, so
-each figure can be judged against the rack's own median (validation.bench.outliers):
+each figure can be judged against the rack's own median (validation.bench.localisation.outliers):
 - each GPU alone, one after another: a GEMM rate (bf16 on GPUs), host-to-device and
   device-to-host copy bandwidth from pinned memory (the PCIe path), and the GPU's PCIe
   link as `nvidia-smi --query-gpu` reports it (generation and width, current and max);
@@ -226,7 +226,7 @@ def _on_cpu() -> int | None:
 
 def _machine() -> str | None:
     """The running kernel's boot_id (proc(5)): nodes that share it share one machine's CPUs
-    (the lab), and validation.bench.colocated reads a CPU's slowness as the CPU's."""
+    (the lab), and validation.bench.localisation.colocated reads a CPU's slowness as the CPU's."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             return f.read().strip() or None
@@ -266,7 +266,7 @@ def cpu_gemm(fn: Any, duration: float, flops_per_call: float, windows: int = 5) 
         "cpu_throttled": throttled / wall if known else None,
         "own_clock": known,
         # where it ran: the CPU of at least 80 % of the looks (else None: it moved) and the
-        # machine; validation.bench.colocated
+        # machine; validation.bench.localisation.colocated
         "cpu_id": cpu_id if looks >= 0.8 * sum(seen.values()) else None,
         "machine": _machine(),
     }

@@ -6,7 +6,7 @@ interface choice, its socket or RDMA transport, the GPU's PCIe path to the NIC) 
 slow on a link whose raw bandwidth is fine. So each round's disjoint pairs also run a
 short two-rank torch.distributed allreduce at the same time, and its busbw (nccl-tests'
 definition: algbw x 2(n-1)/n, which is algbw for two ranks) is judged per link with the
-bandwidth's median rule (validation.bench.findings, rule `link_allreduce`).
+bandwidth's median rule (validation.bench.localisation.findings, rule `link_allreduce`).
 
 The script is self-contained (standard library and torch), sent as `python -c SOURCE`
 over SSH or as a Slurm step's command like the per-node probe, so a node needs no

@@ -408,21 +408,3 @@ def device_state(device: Any) -> dict[str, Any]:
 def spread(values: list[float]) -> float:
     """1.96 sigma of the values (Horovod's synthetic benchmark's "+-")."""
     return 1.96 * statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def scaling(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Speedup and efficiency of each point against N x the smallest point's figure.
-
-    Each point has `nodes`, `gpus` and `images_per_sec`; the baseline is the point with the
-    fewest GPUs (1 node or 1 GPU), as in the seed's table: speedup = total / baseline
-    total, efficiency = total / (gpus / baseline gpus x baseline total).
-    """
-    if not points:
-        return []
-    base = min(points, key=lambda p: p["gpus"])
-    out = []
-    for p in sorted(points, key=lambda p: p["gpus"]):
-        speedup = p["images_per_sec"] / base["images_per_sec"]
-        ideal = p["gpus"] / base["gpus"]
-        out.append({**p, "speedup": speedup, "efficiency": speedup / ideal})
-    return out

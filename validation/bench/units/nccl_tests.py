@@ -3,7 +3,7 @@
 Why: nccl-tests is the figure NVIDIA and every cloud's health check quote (busbw at
 large sizes), measured by NCCL's own benchmark rather than through a framework. Where
 the binary is given, on PATH or installed by configure's nccl_tests role, rackcert runs
-it and parses its table; the torch sweep (validation.bench.allreduce) stays the fallback
+it and parses its table; the torch sweep (validation.bench.node.allreduce_loop) stays the fallback
 and, when both ran, the report shows them side by side; bench.json names the binary that
 ran (`binary`, `found_by`). Parser tested on a real run's output (one H200,
 tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
@@ -34,6 +34,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import NcclTestsResult
+from validation.bench.options import BenchOptions, Engine, Point
+from validation.bench.units.base import BenchUnit, Context
 
 BINARY = "all_reduce_perf"
 # nccl-tests prints a figure that outgrows its column in %g form: "2e+06" (seen on an H200).
@@ -291,3 +296,68 @@ def side_by_side(engine: dict[str, Any], sweep: list[dict[str, Any]]) -> list[di
             }
         )
     return rows
+
+
+def run_nccl_tests(
+    opts: BenchOptions,
+    engine: Engine,
+    run: RunDir,
+    points: list[Point],
+    installed: Path = INSTALLED,
+) -> dict[str, Any]:
+    """all_reduce_perf on this machine's GPUs (local mode), or why it did not run; the
+    record names the binary that ran and how it was found (`binary`, `found_by`)."""
+    if not opts.local:
+        return {
+            "skipped": True,
+            "reason": "across nodes all_reduce_perf needs an MPI build of nccl-tests and"
+            " mpirun; the allreduce figures are the sweep's",
+        }
+    if engine.device != "cuda":
+        return {"skipped": True, "reason": "no GPU here: nccl-tests drives GPUs only"}
+    found = locate(opts.nccl_tests, installed)
+    if found is None:
+        where = opts.nccl_tests or f"{BINARY} on PATH or in {installed.parent}"
+        return {"skipped": True, "reason": f"nccl-tests not installed ({where} not found)"}
+    gpus = points[-1].gpus
+    top = opts.max_bytes or ((64 << 20) if opts.quick else (1 << 30))
+    log = run.artifacts("bench") / "nccl-tests.log"
+    try:
+        report = run_local(found["binary"], gpus, top, log, timeout_s=opts.timeout_s)
+    except (NcclTestsParseError, OSError) as exc:
+        return {"skipped": True, "reason": str(exc), "failed": True, **found}
+    return {**report, **found}
+
+
+class NcclTestsUnit(BenchUnit):
+    """nccl-tests' all_reduce_perf on this machine's GPUs, beside the sweep."""
+
+    name = "nccl_tests"
+    skip_word = "allreduce"
+    after_launches = True
+    help = "nccl-tests all_reduce_perf (local GPUs)"
+
+    def run(self, ctx: Context) -> NcclTestsResult:
+        raw = run_nccl_tests(ctx.opts, ctx.engine, ctx.run, ctx.points)
+        return NcclTestsResult.model_validate(raw)
+
+    def also(self, ctx: Context, result: NcclTestsResult) -> dict[str, Any]:
+        sweep = next((r for _p, r in reversed(ctx.answers) if "allreduce" in r), None)
+        if result.skipped or sweep is None:
+            return {}
+        rows = side_by_side(result.model_dump(), sweep["allreduce"]["points"])
+        return {"allreduce_side_by_side": rows}
+
+    def say(self, ctx: Context, result: NcclTestsResult) -> list[str]:
+        if result.skipped:
+            return []
+        return [f"  nccl-tests: avg busbw {result.avg_busbw_gbps} GB/s"]
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        nt = data.get("nccl_tests") or {}
+        if nt and not nt.get("skipped"):
+            return [
+                f"nccl-tests {nt.get('version')} x{nt['world_size']}: avg busbw"
+                f" {nt['avg_busbw_gbps']} GB/s (the sweep's figures beside it in bench.json)"
+            ]
+        return [f"nccl-tests: not run ({nt['reason']})"] if nt else []

@@ -114,17 +114,3 @@ def run_sweep(
         )
         del buf
     return points
-
-
-def busbw_fraction(
-    points: list[dict[str, Any]], line_rate_gbps: float | None, largest: int = 3
-) -> float | None:
-    """Mean busbw of the `largest` biggest sizes as a fraction of the line rate (Gb/s).
-
-    busbw is in GB/s (bytes), the line rate in Gb/s (bits): x 8.
-    """
-    if not line_rate_gbps or not points:
-        return None
-    top = sorted(points, key=lambda p: p["size_bytes"])[-largest:]
-    mean = sum(p["busbw_gbps"] for p in top) / len(top)
-    return mean * 8.0 / line_rate_gbps

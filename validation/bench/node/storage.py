@@ -16,7 +16,7 @@ vendors quote; this module's own `pread` readers otherwise, or when fio fails (t
 result says which ran and why). Both read the same files with the same block size,
 reader count and duration.
 
-Runs alone, without torch: `python -m validation.bench.storage DIR [--synthetic] [--quick]`
+Runs alone, without torch: `python -m validation.bench.node.storage DIR [--synthetic] [--quick]`
 prints one `RACKCERT_RESULT <json>` line (how the launcher reads it back over SSH).
 """
 

@@ -3,13 +3,13 @@
 Why: `rackcert bench` judges the rack as a whole; when it fails, the team needs the part.
 This stage does what SuperBench, ClusterKit, IMB `-multi` and DCGM diag do in a bring-up:
 1. per node, all nodes at once: each GPU alone, then the node's allreduce
-   (validation.bench.nodeprobe, sent to every node over SSH);
-2. per link, in rounds of disjoint pairs (validation.bench.schedule): iperf3 both ways
-   (validation.bench.linkprobe), or ib_write_bw + ib_write_lat where every node has an
+   (validation.bench.node.probe, sent to every node over SSH);
+2. per link, in rounds of disjoint pairs (validation.bench.localisation.schedule): iperf3 both ways
+   (validation.bench.localisation.linkprobe), or ib_write_bw + ib_write_lat where every node has an
    RDMA device and perftest; wall time ~ rounds x one pair's time;
 3. the per-rank images/s of the scaling runs already in bench.json;
 then every figure against its absolute threshold and the rack's own median
-(validation.bench.outliers, validation.bench.findings), one verdict check per finding.
+(validation.bench.localisation.outliers and .findings), one verdict check per finding.
 
 The record: bench.json `data.localise` (schema 1; other stages read it, keep it stable):
 
@@ -52,7 +52,7 @@ The record: bench.json `data.localise` (schema 1; other stages read it, keep it 
                     "message": "bench.link[lab-node2<->lab-node5]: 0.08 Gb/s, 0.41x rack
                                 median 0.194 Gb/s"}],
       "confirm": {"tried": ["bench.link[...]"], "cleared": [], "rounds": [...],
-                  "nodes_again": false, "new": [], "wall_s": 2.3},  # validation.bench.confirm
+                  "nodes_again": false, "new": [], "wall_s": 2.3},  # localisation.confirm
       "timing": {"node_stage_s": 7.0, "link_stage_s": 11.6, "rounds": 3, "rounds_s": 5.8,
                  "pair_s": 1.9, "rounds_over_pair": 3.1, "pairs": 6, "total_s": 19.8},
       "skipped": {"links": "one node: no pair"}     # a stage not run, and why
@@ -68,10 +68,8 @@ from __future__ import annotations
 import json
 import shlex
 import statistics
-import subprocess
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -80,22 +78,24 @@ from rackcert.core.errors import InputError
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
 from rackcert.core.stage_records import BenchRecord
-from validation.bench import (
-    colocated,
-    confirm,
-    linkprobe,
-    localise_srun,
-    pairallreduce,
-    perftest,
-    schedule,
+from validation.bench import perftest
+from validation.bench.localisation import colocated, confirm, linkprobe, schedule
+from validation.bench.localisation import findings as judging
+from validation.bench.node import pair_allreduce
+from validation.bench.transport import (
+    Node,
+    SrunTarget,
+    SrunTransport,
+    SshTransport,
+    Step,
+    Transport,
 )
-from validation.bench import findings as judging
-from validation.bench.launch import Node
-from validation.bench.localise_srun import SrunTarget
 
 SCHEMA = 1
-PROBE_SOURCE = Path(__file__).with_name("nodeprobe.py")
+PROBE_SOURCE = Path(__file__).parent.parent / "node" / "probe.py"
 Progress = Callable[[str], None]
+LAT_MARK = "rackcert-lat"  # between ib_write_bw's and ib_write_lat's output in one step
+SERVER_WAIT_S = 30  # how long a pair's client waits for its one-off server to listen
 
 
 @dataclass
@@ -119,8 +119,10 @@ class LocaliseOptions:
     # each round's pairs also run a two-rank allreduce; None: where the per-node stage
     # found GPUs on every node (pair_allreduce_auto)
     pair_allreduce: bool | None = False
-    confirm: bool = True  # a named part is measured once more (validation.bench.confirm)
-    launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.localise_srun)
+    confirm: bool = (
+        True  # a named part is measured once more (validation.bench.localisation.confirm)
+    )
+    launcher: str = "ssh"  # ssh | srun (Slurm job steps: validation.bench.transport)
     slurm: SrunTarget | None = None  # with srun: partition, reservation, client conf
 
     def __post_init__(self) -> None:
@@ -139,64 +141,11 @@ class LocaliseOptions:
                 raise InputError(f"{name} {getattr(self, name)}: want a fraction in (0, 1]")
 
 
-@dataclass
-class Answer:
-    rc: int
-    out: str
-    err: str
-    wall_s: float
-
-
-def run_all(
-    jobs: Sequence[tuple[list[str], str | None]], timeout_s: float, *, barrier: bool = False
-) -> list[Answer]:
-    """Start every argv at once (stdin text or None) and wait for all; one Answer each.
-
-    barrier: each process prints READY when it is set to measure; once all have (or
-    ended), every one gets a line on stdin and they measure together.
-    """
-    procs = [
-        subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for argv, _stdin in jobs
-    ]
-    t0 = time.monotonic()
-    early: list[str] = ["" for _ in procs]
-    if barrier:
-
-        def ready(i: int) -> None:
-            out = procs[i].stdout
-            assert out is not None
-            for line in out:
-                if line.strip() == "READY":
-                    return
-                early[i] += line
-
-        with ThreadPoolExecutor(max(1, len(procs))) as pool:
-            list(pool.map(ready, range(len(procs)), timeout=timeout_s))
-
-    def finish(i: int) -> Answer:
-        p, stdin = procs[i], jobs[i][1]
-        left = max(1.0, timeout_s - (time.monotonic() - t0))
-        try:
-            so, se = p.communicate("GO\n" if barrier else (stdin or ""), timeout=left)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            so, se = p.communicate()
-            se += f"\ntimed out after {timeout_s:g} s"
-        return Answer(p.returncode, early[i] + so, se, time.monotonic() - t0)
-
-    with ThreadPoolExecutor(max(1, len(procs))) as pool:
-        return list(pool.map(finish, range(len(procs))))
-
-
-def _log(log: Path | None, title: str, answers: Sequence[Answer]) -> None:
-    if log is None:
-        return
-    with log.open("a") as f:
-        for i, a in enumerate(answers):
-            f.write(f"== {title} #{i} rc={a.rc} {a.wall_s:.2f}s\n{a.out}\n{a.err}\n")
+def transport_of(opts: LocaliseOptions) -> Transport:
+    """How the stages reach the nodes: SSH, or Slurm job steps (`--launcher srun`)."""
+    if opts.launcher == "srun" and opts.slurm is not None:
+        return SrunTransport(opts.slurm)
+    return SshTransport()
 
 
 # -- stage 1: every node at once -----------------------------------------------------------
@@ -220,33 +169,37 @@ def probe_command(opts: LocaliseOptions) -> str:
 
 
 def node_stage(nodes: list[Node], opts: LocaliseOptions, log: Path | None) -> list[dict[str, Any]]:
-    """The probe on every node, all timed loops starting at one instant."""
-    line = probe_command(opts)
-    if opts.slurm is not None and opts.launcher == "srun":
-        return localise_srun.node_stage(nodes, line, opts.slurm, opts.timeout_s, log)
-    answers = run_all([([*n.ssh_argv(), line], None) for n in nodes], opts.timeout_s, barrier=True)
-    _log(log, "node stage", answers)
+    """The probe on every node as one step, all timed loops starting at one barrier."""
+    step = Step.on_all(nodes, probe_command(opts), "rackcert-localise-nodes")
+    (ans,) = transport_of(opts).run(
+        [step], opts.timeout_s, barrier=True, log=log, title="node stage"
+    )
     out = []
-    for n, a in zip(nodes, answers, strict=True):
-        last = a.out.strip().splitlines()[-1] if a.out.strip() else ""
+    for n in nodes:
+        mine = [ln for ln in ans.output(n.name).splitlines() if ln.strip()]
         try:
-            figures = json.loads(last)
+            figures = json.loads(mine[-1]) if mine else None
+        except ValueError:
+            figures = None
+        if isinstance(figures, dict):
             out.append(
                 {**figures, "node": n.name, "reported_hostname": figures.get("node"), "error": None}
             )
-        except ValueError:
-            why = (a.err.strip().splitlines() or [f"exit {a.rc}, no output"])[-1][:300]
+        else:
+            why = ans.why(n.name)
             out.append({"node": n.name, "error": why, "units": [], "smi": [], "allreduce": None})
     return out
 
 
 # -- stage 2: links in rounds of disjoint pairs --------------------------------------------
-def rdma_ready(nodes: list[Node], timeout_s: float, log: Path | None) -> str | None:
+def rdma_ready(nodes: list[Node], transport: Transport, log: Path | None) -> str | None:
     """None when every node has an RDMA device and perftest; else why not (TCP then)."""
-    answers = run_all([([*n.ssh_argv(), perftest.PROBE], None) for n in nodes], timeout_s)
-    _log(log, "rdma probe", answers)
-    for n, a in zip(nodes, answers, strict=True):
-        why = perftest.skip_reason(n.name, perftest.parse_probe(a.out))
+    step = Step.on_all(nodes, perftest.PROBE, "rackcert-localise-rdma")
+    (ans,) = transport.run([step], 60, log=log, title="rdma probe")
+    for n in nodes:
+        if n.name not in ans.outputs:
+            return f"{n.name}: no answer ({ans.why()})"
+        why = perftest.skip_reason(n.name, perftest.parse_probe(ans.output(n.name)))
         if why:
             return why
     return None
@@ -260,125 +213,119 @@ def link_stage(
     rounds: list[list[tuple[str, str]]] | None = None,
     engine: str | None = None,
 ) -> tuple[list[list[tuple[str, str]]], list[dict[str, Any]], str, list[float]]:
-    """(rounds, one record per pair, engine): each round's pairs at once. `rounds` and
-    `engine` given (a confirmation): those pairs, with that tool."""
+    """(rounds, one record per pair, engine, each round's wall): each round's pairs at once.
+    `rounds` and `engine` given (a confirmation): those pairs, with that tool.
+
+    Where a step's daemons outlive it (SSH), iperf3 runs as a daemon on every node for the
+    stage; under Slurm each pair's step starts a one-off server (`iperf3 -s -1`) beside its
+    client, and a pair without a figure is measured once more (iperf3 -J can exit 0 with an
+    "error" key, e.g. "the server is busy running a test", when a connection of the first
+    try's retry loop reached the one-off server first)."""
+    transport = transport_of(opts)
     by_name = {n.name: n for n in nodes}
     if rounds is None:
         rounds = schedule.rounds(opts.pattern, [n.name for n in nodes], opts.k)
-    srun = opts.slurm if opts.launcher == "srun" else None
     if engine is None:
-        no_rdma = localise_srun.rdma_ready(nodes, srun, log) if srun else rdma_ready(nodes, 60, log)
-        engine = "iperf3" if no_rdma else perftest.BINARY
+        engine = "iperf3" if rdma_ready(nodes, transport, log) else perftest.BINARY
+    daemons = engine == "iperf3" and transport.persistent
     results: list[dict[str, Any]] = []
     round_walls: list[float] = []
-    if srun:  # one step per pair, each round's pairs at once; no daemons to start
-        for i, rnd in enumerate(rounds):
-            progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} Slurm step(s) at once")
-            t0 = time.monotonic()
-            rows = localise_srun.link_round(
-                i, rnd, by_name, engine, opts.pair_seconds, srun, opts.timeout_s, log
-            )
-            if opts.pair_allreduce:
-                localise_srun.pair_allreduce_round(i, rnd, by_name, opts, srun, log, rows)
-            results += rows
-            round_walls.append(time.monotonic() - t0)
-        return rounds, results, engine, round_walls
-    if engine == "iperf3":
-        run_all([([*n.ssh_argv(), linkprobe.server_start(n.address)], None) for n in nodes], 60)
+    if daemons:
+        starts = Step(tuple(nodes), tuple(linkprobe.server_start(n.address) for n in nodes))
+        transport.run([starts], 60)
     try:
         for i, rnd in enumerate(rounds):
             progress(f"  links round {i + 1}/{len(rounds)}: {len(rnd)} pair(s) at once")
             t0 = time.monotonic()
-            if engine == "iperf3":
-                rows = _iperf3_round(i, rnd, by_name, opts, log)
-            else:
-                rows = _rdma_round(i, rnd, by_name, opts, log)
+            rows = link_round(transport, i, rnd, by_name, engine, opts, log, daemons=daemons)
             if opts.pair_allreduce:
-                _pair_allreduce_round(i, rnd, by_name, opts, log, rows)
+                pair_allreduce_round(transport, i, rnd, by_name, opts, log, rows)
             results += rows
             round_walls.append(time.monotonic() - t0)
     finally:
-        if engine == "iperf3":
-            run_all([([*n.ssh_argv(), linkprobe.server_stop(n.address)], None) for n in nodes], 60)
+        if daemons:
+            stops = Step(tuple(nodes), tuple(linkprobe.server_stop(n.address) for n in nodes))
+            transport.run([stops], 60)
     return rounds, results, engine, round_walls
 
 
-def _iperf3_round(
-    i: int,
-    rnd: list[tuple[str, str]],
-    by_name: dict[str, Node],
-    opts: LocaliseOptions,
-    log: Path | None,
-) -> list[dict[str, Any]]:
-    jobs = [
-        (
-            [
-                *by_name[a].ssh_argv(),
-                linkprobe.client_command(by_name[b].address, opts.pair_seconds),
-            ],
-            None,
+def pair_commands(a: Node, b: Node, engine: str, seconds: int, daemons: bool) -> tuple[str, str]:
+    """The pair's lines: the client on a, the server on b ("" where b's daemon serves)."""
+    if engine == "iperf3" and daemons:
+        return linkprobe.client_command(b.address, seconds), ""
+    if engine == "iperf3":
+        # A step's tasks start when each node's Prolog is done (a site's health check: seconds
+        # apart on a busy rack), so the client retries a refused connection for SERVER_WAIT_S.
+        server = (
+            f"timeout {seconds + SERVER_WAIT_S + 30} {linkprobe.IPERF3} -s -1 -p {linkprobe.PORT}"
         )
-        for a, b in rnd
-    ]
-    answers = run_all(jobs, opts.timeout_s)
-    _log(log, f"round {i}", answers)
-    out = []
-    for (a, b), ans in zip(rnd, answers, strict=True):
-        row: dict[str, Any] = {
-            "a": a,
-            "b": b,
-            "round": i,
-            "engine": "iperf3",
-            "wall_s": ans.wall_s,
-            "latency_us": None,
-            "error": None,
-        }
-        row.update(linkprobe.iperf3_figures(ans.out))
-        out.append(row)
-    return out
+        client = linkprobe.client_command(b.address, seconds, tries=int(SERVER_WAIT_S / 0.3))
+        return client, f"{server} >/dev/null 2>&1"
+    port = perftest.PORT + 1
+    server = f"{perftest.server_command(None, False)}; {linkprobe.lat_server(None, port)}"
+    client = (
+        f"{perftest.client_command(b.address, None, False)}; echo {LAT_MARK};"
+        f" {linkprobe.lat_client(b.address, None, port)}"
+    )
+    return client, f"{server} >/dev/null 2>&1"
 
 
-def _rdma_round(
+def link_round(
+    transport: Transport,
     i: int,
     rnd: list[tuple[str, str]],
     by_name: dict[str, Node],
+    engine: str,
     opts: LocaliseOptions,
     log: Path | None,
+    *,
+    daemons: bool,
 ) -> list[dict[str, Any]]:
-    """ib_write_bw, then ib_write_lat, each pair's server on b and client on a."""
-    bw_jobs: list[tuple[list[str], str | None]] = []
-    lat_jobs: list[tuple[list[str], str | None]] = []
-    for a, b in rnd:
-        sa, sb = by_name[a], by_name[b]
-        bw_jobs += [
-            ([*sb.ssh_argv(), perftest.server_command(None, False)], None),
-            ([*sa.ssh_argv(), perftest.client_command(sb.address, None, False)], None),
+    """One step per pair of the round, all at once; without daemons, a pair without a
+    figure once more."""
+
+    def measure(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        steps = [
+            Step.pair(
+                by_name[a],
+                by_name[b],
+                *pair_commands(by_name[a], by_name[b], engine, opts.pair_seconds, daemons),
+                name="rackcert-localise-link",
+            )
+            for a, b in pairs
         ]
-        port = perftest.PORT + 1
-        lat_jobs += [
-            ([*sb.ssh_argv(), linkprobe.lat_server(None, port)], None),
-            ([*sa.ssh_argv(), linkprobe.lat_client(sb.address, None, port)], None),
-        ]
-    bw = run_all(bw_jobs, opts.timeout_s)
-    lat = run_all(lat_jobs, opts.timeout_s)
-    _log(log, f"round {i} ib_write_bw", bw)
-    _log(log, f"round {i} ib_write_lat", lat)
-    out = []
-    for j, (a, b) in enumerate(rnd):
-        row: dict[str, Any] = {
-            "a": a,
-            "b": b,
-            "round": i,
-            "engine": perftest.BINARY,
-            "wall_s": bw[2 * j + 1].wall_s,
-            "error": None,
-        }
-        row.update(linkprobe.rdma_figures(bw[2 * j + 1].out, lat[2 * j + 1].out))
-        out.append(row)
-    return out
+        answers = transport.run(steps, opts.timeout_s, log=log, title=f"round {i} {engine}")
+        out = []
+        for (a, b), ans in zip(pairs, answers, strict=True):
+            text = ans.output(a)
+            row: dict[str, Any] = {"a": a, "b": b, "round": i, "engine": engine,
+                                   "wall_s": ans.wall_s, "latency_us": None,
+                                   "error": None}  # fmt: skip
+            if not daemons:
+                row["attempts"] = 1
+            if not text.strip():
+                row.update(gbps=None, error=f"no answer: {ans.why(a)}")
+            elif engine == "iperf3":
+                row.update(linkprobe.iperf3_figures(text))
+            else:
+                bw, _, lat = text.partition(LAT_MARK)
+                row.update(linkprobe.rdma_figures(bw, lat))
+            out.append(row)
+        return out
+
+    rows = measure(rnd)
+    again = [j for j, r in enumerate(rows) if r["error"]]
+    if again and not daemons:
+        retry = measure([rnd[j] for j in again])
+        for j, row in zip(again, retry, strict=True):
+            row["attempts"] = 2
+            row["first_error"] = rows[j]["error"]
+            rows[j] = row
+    return rows
 
 
-def _pair_allreduce_round(
+def pair_allreduce_round(
+    transport: Transport,
     i: int,
     rnd: list[tuple[str, str]],
     by_name: dict[str, Node],
@@ -386,21 +333,20 @@ def _pair_allreduce_round(
     log: Path | None,
     rows: list[dict[str, Any]],
 ) -> None:
-    """Every pair's two-rank allreduce at once (validation.bench.pairallreduce): rank 0 on
-    the pair's first node, rank 1 on its second; `allreduce` added to each row."""
-    jobs: list[tuple[list[str], str | None]] = []
+    """Every pair's two-rank allreduce at once (validation.bench.node.pair_allreduce): rank 0
+    on the pair's first node, rank 1 on its second; `allreduce` added to each row."""
+    steps = []
     for a, b in rnd:
         na, nb = by_name[a], by_name[b]
-        for rank, node in ((0, na), (1, nb)):
-            line = pairallreduce.command(
-                opts.python, rank, na.address, nb.address, device=opts.device
-            )
-            jobs.append(([*node.ssh_argv(), line], None))
-    answers = run_all(jobs, opts.timeout_s)
-    _log(log, f"round {i} pair allreduce", answers)
-    for j, row in enumerate(rows):
-        row["allreduce"] = pairallreduce.row_figures(answers[2 * j].out)
-        row["allreduce"]["wall_s"] = max(answers[2 * j].wall_s, answers[2 * j + 1].wall_s)
+        r0, r1 = (
+            pair_allreduce.command(opts.python, r, na.address, nb.address, device=opts.device)
+            for r in (0, 1)
+        )
+        steps.append(Step.pair(na, nb, r0, r1, name="rackcert-localise-allreduce"))
+    answers = transport.run(steps, opts.timeout_s, log=log, title=f"round {i} pair allreduce")
+    for (a, _b), ans, row in zip(rnd, answers, rows, strict=True):
+        row["allreduce"] = pair_allreduce.row_figures(ans.output(a) or f"no answer: {ans.why(a)}")
+        row["allreduce"]["wall_s"] = ans.wall_s
 
 
 # -- stage 3: the scaling runs' ranks -------------------------------------------------------
@@ -486,11 +432,12 @@ def localise(
         rec["confirm"] = {"tried": [], "cleared": []}
         if rec["findings"]:
             t1 = time.monotonic()
-            confirm.confirm(
+            engine = rec["engine"]
+            rec = confirm.confirm(
                 rec,
-                lambda rounds: link_stage(
-                    nodes, opts, log, progress, rounds=rounds, engine=rec["engine"]
-                )[1],
+                lambda rounds: link_stage(nodes, opts, log, progress, rounds=rounds, engine=engine)[
+                    1
+                ],
                 lambda: node_stage(nodes, opts, log),
                 _judge,
                 progress,
@@ -501,7 +448,8 @@ def localise(
 
 
 def _judge(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The record's findings (validation.bench.findings); its `numbers` set beside them."""
+    """The record's findings (validation.bench.localisation.findings); its `numbers` set
+    beside them."""
     found, rec["numbers"] = judging.judge(rec)
     return [f.to_dict() for f in found]
 
@@ -524,7 +472,7 @@ def line_rate(spec: Spec, option_gbps: float | None) -> tuple[float | None, str]
 
 def options_for(spec: Spec, bench: Any, **given: Any) -> LocaliseOptions:
     """LocaliseOptions from the spec's thresholds and the bench's options (`given` wins)."""
-    from validation.bench.suite import remote_python
+    from validation.bench.targets import remote_python
 
     rate, source = line_rate(spec, bench.line_rate_gbps)
     cert = spec.certification
@@ -564,16 +512,16 @@ def run_into(
     progress: Progress,
 ) -> BenchRecord:
     """Localise on the bench's nodes, add `localise` to bench.json and judge it again."""
-    from validation.bench import suite, verdict
+    from validation.bench import orchestrate, targets, verdict
 
     if bench.local:
         raise InputError("--localise measures nodes and the links between them: not with --local")
-    vms = suite.select_vms(spec, bench.vms)
-    nodes = suite.nodes_of(spec, tuple(vms), bench)
+    vms = targets.select_vms(spec, bench.vms)
+    nodes = targets.nodes_of(spec, tuple(vms), bench)
     data = record.data.model_dump(mode="json")
     log = run.artifacts("bench") / "localise.log"
     data["localise"] = localise(nodes, opts, bench_data=data, log=log, progress=progress)
     for f in data["localise"]["findings"]:
         progress(f"  {f['message']}")
     data["verdict"] = verdict.rejudge(spec, data).model_dump()
-    return suite.write_record(run, data, record.status, record.error, record.started_at)
+    return orchestrate.write_record(run, data, record.status, record.error, record.started_at)

@@ -1,6 +1,6 @@
 """One node pair's link: bandwidth and latency, with the tools a bring-up team uses.
 
-Why: localisation measures every pair in rounds (validation.bench.schedule); each pair
+Why: localisation measures every pair in rounds (validation.bench.localisation.schedule); each pair
 needs a figure for both directions, since one bad transceiver may slow one way only.
 - TCP (the lab, and any rack without RDMA): Debian's iperf3, `--bidir -J -i 0.5`: both
   directions at once; each direction's figure is the median of its half-second intervals
@@ -150,7 +150,8 @@ def lat_client(server: str, device: str | None, port: int) -> str:
 
 def iperf3_figures(text: str) -> dict[str, Any]:
     """A link row's figures from iperf3 -J's output, or `gbps` None and the error: one
-    reading for the SSH and the Slurm paths (validation.bench.localise, localise_srun)."""
+    reading for the SSH and the Slurm paths (validation.bench.localisation.stages,
+    validation.bench.transport)."""
     try:
         return parse_iperf3(text)
     except LinkProbeError as exc:

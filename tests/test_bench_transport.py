@@ -1,0 +1,88 @@
+"""validation.bench.transport: one way to run steps on nodes (here: the local transport,
+/bin/sh on this machine; the SSH and srun transports are the localisation lab tests')."""
+
+from __future__ import annotations
+
+import time
+
+from rackcert.core.ssh_target import SshTarget
+from validation.bench.transport import (
+    LocalTransport,
+    Node,
+    Proc,
+    SrunTarget,
+    SrunTransport,
+    Step,
+    node_lines,
+    run_processes,
+)
+
+A, B = Node("a", SshTarget(host="10.0.0.1")), Node("b", SshTarget(host="10.0.0.2"))
+
+
+def test_a_step_answers_each_nodes_output_and_the_first_failure() -> None:
+    step = Step.pair(A, B, "echo from-a", "echo from-b >&2; exit 3")
+    (ans,) = LocalTransport().run([step], timeout_s=10)
+    assert ans.output("a") == "from-a\n" and ans.output("b") == ""
+    assert ans.rc == 3 and ans.why("b") == "from-b"
+    assert ans.why("a") == "from-a"  # no error text: its last output line
+
+
+def test_an_empty_command_starts_nothing_on_that_node() -> None:
+    (ans,) = LocalTransport().run([Step.pair(A, B, "echo x", "")], timeout_s=10)
+    assert set(ans.outputs) == {"a"} and ans.rc == 0
+
+
+def test_the_barrier_releases_every_process_at_one_instant(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # b is slow to get ready; a must not start measuring before b said READY
+    line = "sleep {d}; echo READY; read go; date +%s.%N"
+    step = Step.pair(A, B, line.format(d=0), line.format(d=1))
+    t0 = time.time()
+    (ans,) = LocalTransport().run([step], timeout_s=20, barrier=True, log=tmp_path / "log")
+    ta, tb = (float(ans.output(n).strip()) for n in ("a", "b"))
+    assert ta - t0 >= 0.9 and abs(ta - tb) < 0.5, (ta - t0, tb - t0)
+    assert "READY" not in ans.output("a")  # the barrier's line is not the answer
+    assert "== local #0 rc=0" in (tmp_path / "log").read_text()
+
+
+def test_a_deadline_stops_the_step_and_says_so() -> None:
+    t0 = time.monotonic()
+    (ans,) = LocalTransport().run([Step.on_all([A], "sleep 30")], timeout_s=1)
+    assert time.monotonic() - t0 < 15
+    assert ans.rc == 124 and "timed out after 1 s" in ans.why("a")
+
+
+def test_fail_fast_stops_the_others_and_names_the_first_failure() -> None:
+    ran = run_processes(
+        [Proc(["/bin/sh", "-c", "sleep 30"]), Proc(["/bin/sh", "-c", "exit 7"])],
+        20,
+        fail_fast=True,
+    )
+    assert ran[1].rc == 7 and not ran[1].stopped
+    assert ran[0].stopped and ran[0].wall_s < 15
+
+
+def test_srun_steps_pick_each_nodes_part_and_read_labelled_output() -> None:
+    t = SrunTransport(SrunTarget(partition="gpu", reservation="maint", immediate_s=30))
+    (proc,) = t.procs(Step.pair(A, B, "run-client", "run-server"), barrier=True)
+    assert proc.argv[:3] == ["srun", "--nodelist=a,b", "--nodes=2"]
+    assert "--partition=gpu" in proc.argv and "--reservation=maint" in proc.argv
+    script = proc.argv[-1]
+    assert "a) run-client;;" in script and "b) run-server;;" in script
+    assert proc.ready == 2 and proc.labelled
+    # Slurm orders tasks by its own node list: each task names its node first
+    text = "1: rackcert-node a\n0: rackcert-node b\n1: client says\n0: server says\n"
+    assert node_lines(text) == {"a": ["client says"], "b": ["server says"]}
+
+
+def test_the_modules_the_nodes_are_told_to_run_exist_and_ship_in_the_worker_wheel() -> None:
+    """`python -m` lines the controller sends: the worker and the storage reader."""
+    import importlib.util
+
+    from rackcert.configure.worker_wheel import MODULES
+    from validation.bench import launch
+    from validation.bench.units import storage
+
+    for module in (launch.WORKER[1], storage.READER):
+        assert importlib.util.find_spec(module) is not None, module
+        assert module.replace(".", "/") + ".py" in MODULES, module

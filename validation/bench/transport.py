@@ -1,0 +1,429 @@
+"""One way to run commands on the nodes: `Transport.run(steps) -> answers`.
+
+Why one: the bench's launches and every localisation round start processes on nodes and
+wait for them; written once here (start at once, an optional barrier, a deadline, a
+process group stopped whole, one log format), each way of reaching a node is only how a
+step becomes a process:
+- `LocalTransport`: `/bin/sh -c` on this machine (a node that is this machine);
+- `SshTransport`: one `ssh` client per node of the step (rackcert.core.ssh_target);
+- `SrunTransport`: one Slurm job step per step (`srun -w a,b -N2 --ntasks-per-node=1`),
+  each task picking its part by SLURMD_NODENAME and naming itself in its first line.
+A step is one command per node, all started together; its answer is each node's output.
+
+The barrier: every process prints READY when it is set to measure; once all have (or
+ended), every one gets a line on stdin and they measure together. Under srun one step's
+tasks share srun's stdin (`--input=all`, srun(1): "stdin is broadcast to all remote
+tasks") and its labelled output (`--label`) says which task is ready.
+
+    answers = SshTransport().run([Step.on_all(nodes, "uname -r")], timeout_s=30)
+    answers[0].output("lab-node1")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackcert.core.ssh_target import SshTarget
+
+READY = "READY"
+NODE_TAG = "rackcert-node"  # a Slurm task's first line: `rackcert-node NAME`
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun --label's "<task>: "
+POLL_S = 0.05
+
+# PATH on the nodes for a launcher's children: the node's own tools, nothing of ours.
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node to start ranks on, reached over SSH (rackcert.core.ssh_target)."""
+
+    name: str
+    ssh: SshTarget
+
+    @property
+    def address(self) -> str:
+        return self.ssh.host
+
+    @property
+    def port(self) -> int:
+        return self.ssh.port
+
+    def ssh_argv(self, *, tty: bool = False) -> list[str]:
+        """`ssh ... -- user@host`: the remote command is appended by the caller."""
+        return self.ssh.argv(tty=tty)
+
+
+# -- processes: started at once, one deadline, stopped as a group -----------------------------
+@dataclass
+class Ran:
+    """One process's end: exit code (124 on timeout), stdout, stderr, wall seconds, and
+    whether it was stopped (the deadline passed, or another failed under fail_fast)."""
+
+    rc: int
+    out: str
+    err: str
+    wall_s: float
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class Proc:
+    """A process to start here: argv, its environment (None: this one's), and how many READY
+    lines (by distinct srun task label when `labelled`) it prints at the barrier."""
+
+    argv: list[str]
+    env: dict[str, str] | None = None
+    ready: int = 1
+    labelled: bool = False
+
+
+def run_processes(
+    procs: Sequence[Proc],
+    timeout_s: float,
+    *,
+    barrier: bool = False,
+    fail_fast: bool = False,
+    merge_stderr: bool = False,
+    cwd: str | None = None,
+) -> list[Ran]:
+    """Start every process at once and wait for all (or until `timeout_s`).
+
+    Output goes to files (no pipe fills while another process is waited on). barrier: see
+    the module's docstring. fail_fast: the first process to exit non-zero stops the others
+    (a launch's ranks cannot finish without it); each process runs in a session of its own,
+    so a stop reaches what it started (torchrun's ranks).
+    """
+    with tempfile.TemporaryDirectory(prefix="rackcert-steps-") as tmp:
+        outs = [Path(tmp, f"{i}.out") for i in range(len(procs))]
+        errs = [Path(tmp, f"{i}.err") for i in range(len(procs))]
+        started = time.monotonic()
+        deadline = started + timeout_s
+        running: list[subprocess.Popen[bytes]] = []
+        for p, out, err in zip(procs, outs, errs, strict=True):
+            with out.open("wb") as o, err.open("wb") as e:
+                running.append(
+                    subprocess.Popen(
+                        p.argv,
+                        stdin=subprocess.PIPE,
+                        stdout=o,
+                        stderr=subprocess.STDOUT if merge_stderr else e,
+                        env=p.env,
+                        cwd=cwd,
+                        start_new_session=True,
+                    )
+                )
+        ends: list[float | None] = [None] * len(running)
+        timed_out = False
+        if barrier:
+            while time.monotonic() < deadline and not all(
+                proc.poll() is not None or _ready(out, p)
+                for p, proc, out in zip(procs, running, outs, strict=True)
+            ):
+                time.sleep(POLL_S)
+        for proc in running:  # the barrier's line, or an empty stdin
+            try:
+                assert proc.stdin is not None
+                if barrier:
+                    proc.stdin.write(b"GO\n")
+                proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+        failed = False
+        while True:
+            now = time.monotonic()
+            for i, proc in enumerate(running):
+                if ends[i] is None and proc.poll() is not None:
+                    ends[i] = now - started
+                    failed = failed or (fail_fast and proc.returncode != 0)
+            if all(e is not None for e in ends) or failed:
+                break
+            if now > deadline:
+                timed_out = True
+                break
+            time.sleep(POLL_S)
+        stopped = [proc.poll() is None for proc in running]
+        for i, proc in enumerate(running):
+            if stopped[i]:
+                _stop(proc)
+                ends[i] = time.monotonic() - started
+        answers = []
+        for proc, out, err, end, halted in zip(running, outs, errs, ends, stopped, strict=True):
+            text = out.read_text(errors="replace")
+            if barrier:
+                text = "".join(ln for ln in text.splitlines(keepends=True) if not _is_ready(ln))
+            etext = "" if merge_stderr else err.read_text(errors="replace")
+            rc = proc.returncode
+            if timed_out and halted:
+                rc = 124
+                etext += f"\ntimed out after {timeout_s:g} s"
+            answers.append(Ran(rc, text, etext, end or 0.0, halted))
+        return answers
+
+
+def _is_ready(line: str) -> bool:
+    m = _LABEL.match(line)
+    return (m.group(2) if m else line).strip() == READY
+
+
+def _ready(out: Path, p: Proc) -> bool:
+    """Whether the process said READY (each of its `ready` tasks, when labelled)."""
+    try:
+        lines = out.read_text(errors="replace").splitlines()
+    except OSError:
+        return False
+    if not p.labelled:
+        return any(ln.strip() == READY for ln in lines)
+    tasks = {m.group(1) for ln in lines if (m := _LABEL.match(ln)) and m.group(2).strip() == READY}
+    return len(tasks) >= p.ready
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop one child we started, and its own process group."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# -- steps and answers ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """Each of `nodes` runs its own shell line (`commands[i]` on `nodes[i]`; "" runs nothing
+    there), all at once; `name` is the Slurm job name."""
+
+    nodes: tuple[Node, ...]
+    commands: tuple[str, ...]
+    name: str = "rackcert-step"
+
+    @classmethod
+    def on_all(cls, nodes: Sequence[Node], command: str, name: str = "rackcert-step") -> Step:
+        """The same line on every node."""
+        return cls(tuple(nodes), tuple(command for _ in nodes), name)
+
+    @classmethod
+    def pair(cls, a: Node, b: Node, on_a: str, on_b: str, name: str = "rackcert-pair") -> Step:
+        return cls((a, b), (on_a, on_b), name)
+
+
+@dataclass
+class Answer:
+    """One step's end: its exit (the first non-zero of its processes), each node's output
+    and error text by node name, the step's own error text, its wall seconds."""
+
+    rc: int
+    outputs: dict[str, str]
+    errors: dict[str, str] = field(default_factory=dict)
+    err: str = ""
+    wall_s: float = 0.0
+
+    def output(self, node: str) -> str:
+        return self.outputs.get(node, "")
+
+    def why(self, node: str | None = None) -> str:
+        """The last line that says what went wrong: the node's error text, else its last
+        output line, else the step's own (srun's) error line."""
+        if node is not None:
+            for text in (self.errors.get(node, ""), self.outputs.get(node, "")):
+                lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+                if lines:
+                    return lines[-1][:300]
+        lines = self.err.strip().splitlines()
+        return (lines or [f"exit {self.rc}, no output"])[-1][:300]
+
+
+class Transport(ABC):
+    """How a step reaches its nodes. `name` is written in the log; `persistent` says whether
+    a daemon a step starts outlives the step (not under Slurm: a step's processes end with
+    it), so that a link round can use daemons or must start one-off servers."""
+
+    name: str = ""
+    persistent: bool = True
+
+    @abstractmethod
+    def procs(self, step: Step, barrier: bool) -> list[Proc]:
+        """The processes that run the step here."""
+
+    @abstractmethod
+    def answer(self, step: Step, ran: list[Ran]) -> Answer:
+        """The step's answer from its processes' ends."""
+
+    def run(
+        self,
+        steps: Sequence[Step],
+        timeout_s: float,
+        *,
+        barrier: bool = False,
+        log: Path | None = None,
+        title: str = "",
+    ) -> list[Answer]:
+        """Every step at once; one answer per step, in order; logged under `title`."""
+        per_step = [self.procs(s, barrier) for s in steps]
+        flat = [p for ps in per_step for p in ps]
+        ran = run_processes(flat, timeout_s, barrier=barrier)
+        answers, at = [], 0
+        for step, ps in zip(steps, per_step, strict=True):
+            answers.append(self.answer(step, ran[at : at + len(ps)]))
+            at += len(ps)
+        write_log(log, f"{self.name} {title}".strip(), answers)
+        return answers
+
+
+class _PerNode(Transport):
+    """One process per node of the step (its command empty: none)."""
+
+    @abstractmethod
+    def argv(self, node: Node, command: str) -> list[str]: ...
+
+    def procs(self, step: Step, barrier: bool) -> list[Proc]:
+        return [Proc(self.argv(n, c)) for n, c in zip(step.nodes, step.commands, strict=True) if c]
+
+    def answer(self, step: Step, ran: list[Ran]) -> Answer:
+        it = iter(ran)
+        outputs, errors, rcs, walls = {}, {}, [], []
+        for n, c in zip(step.nodes, step.commands, strict=True):
+            if not c:
+                continue
+            r = next(it)
+            outputs[n.name], errors[n.name] = r.out, r.err
+            rcs.append(r.rc)
+            walls.append(r.wall_s)
+        rc = next((c for c in rcs if c), 0)
+        return Answer(rc, outputs, errors, "\n".join(errors.values()), max(walls, default=0.0))
+
+
+class SshTransport(_PerNode):
+    """`ssh ... -- user@host LINE` per node (the node's SshTarget: pinned keys, timeouts)."""
+
+    name = "ssh"
+
+    def argv(self, node: Node, command: str) -> list[str]:
+        return [*node.ssh_argv(), command]
+
+
+class LocalTransport(_PerNode):
+    """`/bin/sh -c LINE` here, whatever the node (a rack of one: this machine)."""
+
+    name = "local"
+
+    def argv(self, node: Node, command: str) -> list[str]:
+        return ["/bin/sh", "-c", command]
+
+
+@dataclass(frozen=True)
+class SrunTarget:
+    """Where the steps go: the spec's slurm block and the bench's reservation."""
+
+    partition: str | None = None
+    reservation: str | None = None
+    immediate_s: int = 60
+    client_conf: str | None = None
+
+    def env(self) -> dict[str, str]:
+        """srun's own environment: the client configuration when the spec names one."""
+        base = {"PATH": NODE_PATH, "LANG": "C.UTF-8"}
+        return {**base, "SLURM_CONF": self.client_conf} if self.client_conf else base
+
+
+class SrunTransport(Transport):
+    """One Slurm job step per step: one task on each of its nodes, labelled output, stdin to
+    every task. Slurm orders a step's tasks by its own node list, not by `-w`'s order, so
+    each task picks its part by its node's name and names itself in its first line."""
+
+    name = "srun"
+    persistent = False
+
+    def __init__(self, target: SrunTarget) -> None:
+        self.target = target
+
+    def procs(self, step: Step, barrier: bool) -> list[Proc]:
+        names = [n.name for n in step.nodes]
+        cmds = set(step.commands)
+        body = (
+            step.commands[0]
+            if len(cmds) == 1
+            else by_node(dict(zip(names, step.commands, strict=True)))
+        )
+        argv = [*srun_argv(self.target, names, step.name), "/bin/sh", "-c", task_script(body)]
+        return [Proc(argv, self.target.env(), ready=len(names), labelled=True)]
+
+    def answer(self, step: Step, ran: list[Ran]) -> Answer:
+        (r,) = ran
+        lines = node_lines(r.out)
+        outputs = {name: "\n".join(ls) for name, ls in lines.items()}
+        return Answer(r.rc, outputs, {}, r.err, r.wall_s)
+
+
+def srun_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[str]:
+    """One step: one task on each named node, labelled output, stdin to every task."""
+    argv = [
+        "srun",
+        f"--nodelist={','.join(names)}",
+        f"--nodes={len(names)}",
+        "--ntasks-per-node=1",
+        f"--immediate={target.immediate_s}",
+        f"--job-name={job_name}",
+        "--export=NONE",
+        "--mpi=none",  # plain processes: no PMIx server to start per step
+        "--label",
+        "--input=all",
+        "--chdir=/tmp",
+    ]
+    if target.partition:
+        argv.append(f"--partition={target.partition}")
+    if target.reservation:
+        argv.append(f"--reservation={target.reservation}")
+    return argv
+
+
+def task_script(body: str) -> str:
+    """A task's shell: PATH, the node's name first, then `body` (SLURMD_NODENAME set)."""
+    return f'export PATH={NODE_PATH}; echo "{NODE_TAG} $SLURMD_NODENAME"; {body}'
+
+
+def by_node(cases: dict[str, str], default: str = "exit 0") -> str:
+    """`case $SLURMD_NODENAME in a) ...;; b) ...;; esac`: each node's own part."""
+    arms = " ".join(f"{shlex.quote(n)}) {cmd};;" for n, cmd in cases.items() if cmd)
+    return f'case "$SLURMD_NODENAME" in {arms} *) {default};; esac'
+
+
+def node_lines(text: str) -> dict[str, list[str]]:
+    """A labelled step's output: each task's lines after its `rackcert-node NAME` line."""
+    tasks: dict[int, list[str]] = {}
+    for line in text.splitlines():
+        if m := _LABEL.match(line):
+            tasks.setdefault(int(m.group(1)), []).append(m.group(2))
+    out: dict[str, list[str]] = {}
+    for lines in tasks.values():
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(NODE_TAG + " ")), None)
+        if at is not None:
+            out[lines[at].split()[1]] = lines[at + 1 :]
+    return out
+
+
+def write_log(log: Path | None, title: str, answers: Sequence[Answer]) -> None:
+    """Append each answer, each node's output under its name, to the stage's log."""
+    if log is None:
+        return
+    with log.open("a") as f:
+        for i, a in enumerate(answers):
+            f.write(f"== {title} #{i} rc={a.rc} {a.wall_s:.2f}s\n")
+            for name, text in a.outputs.items():
+                f.write("".join(f"{name}: {ln}\n" for ln in text.splitlines()))
+            f.write(a.err + "\n")

@@ -1,0 +1,43 @@
+"""The benchmarks, one file each: `UNITS` lists them, in the order they run and are judged.
+
+Each is a `validation.bench.units.base.BenchUnit`: its name (bench.json's key, `--skip`'s
+word), the worker tasks it needs in each launch, `run(ctx)` (its part of the record),
+`checks(data, certification)` (its verdict checks) and `lines(data)` (its screen lines).
+The run loop (validation.bench.orchestrate), the verdict (validation.bench.verdict),
+`--skip` (validation.bench.options) and the display (rackcert.cli.display) read this tuple.
+docs/architecture.md, "A benchmark", shows how to add one.
+"""
+
+from __future__ import annotations
+
+from rackcert.core.errors import InputError
+from validation.bench.units.allreduce import AllreduceUnit
+from validation.bench.units.base import BenchUnit
+from validation.bench.units.nccl_tests import NcclTestsUnit
+from validation.bench.units.rdma import RdmaUnit
+from validation.bench.units.references import NaiveUnit, ReferencesUnit
+from validation.bench.units.resnet import ResnetUnit
+from validation.bench.units.storage import StorageUnit
+
+UNITS: tuple[BenchUnit, ...] = (
+    AllreduceUnit(),
+    ResnetUnit(),
+    NaiveUnit(),
+    ReferencesUnit(),
+    NcclTestsUnit(),
+    RdmaUnit(),
+    StorageUnit(),
+)
+
+
+def check_skip(skip: set[str] | frozenset[str], flag: str = "--skip") -> None:
+    """Refuse a word no unit has, in one line naming the flag (before anything runs)."""
+    words = skip_words()
+    unknown = sorted(set(skip) - set(words))
+    if unknown:
+        raise InputError(f"{flag} {unknown[0]!r}: choose from {', '.join(words)}")
+
+
+def skip_words(units: tuple[BenchUnit, ...] | None = None) -> tuple[str, ...]:
+    """What `--skip` knows, in UNITS' order: each unit's word, once."""
+    return tuple(dict.fromkeys(u.word for u in (UNITS if units is None else units)))

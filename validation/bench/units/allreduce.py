@@ -1,0 +1,192 @@
+"""The allreduce sweep's figures on the controller: busbw against the line rate of the link
+the sweep crossed (validation.bench.links). The sweep itself runs on the nodes
+(validation.bench.node.allreduce_loop)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rackcert.core.results import AllreducePoint, AllreduceResult, VerdictCheck
+from rackcert.core.spec import Certification
+from validation.bench import links
+from validation.bench.options import BenchOptions, Engine, Point
+from validation.bench.units.base import BenchUnit, Context, check
+
+WORLD1_NOTE = (
+    "world size 1: the sweep proves the engine path and the reduced values; an in-place"
+    " single-rank allreduce moves no data (NCCL returns after a launch), so times are"
+    " latency, algbw is not a bandwidth and busbw is 0 by definition"
+)
+
+
+def allreduce_result(
+    raw: dict[str, Any],
+    engine: Engine,
+    cert: Certification,
+    nic_gbps: float | None,
+    option_gbps: float | None = None,
+) -> AllreduceResult:
+    """The sweep's figures with the link they crossed and what that link should carry
+    (validation.bench.links): busbw judged against the line rate of THAT link."""
+    points = raw["allreduce"]["points"]
+    world = raw["world_size"]
+    link = links.launch_link(raw)
+    want = links.expectation(link, cert, nic_gbps, option_gbps) if world > 1 else None
+    rate = want.line_rate_gbps if want else None
+    top = sorted(points, key=lambda p: p["size_bytes"])[-3:]
+    return AllreduceResult(
+        backend=engine.name if engine.name == "horovod" else raw["backend"],
+        device=raw["device"],
+        world_size=world,
+        points=[AllreducePoint(**p) for p in points],
+        line_rate_gbps=rate,
+        busbw_fraction=busbw_fraction(points, rate) if world > 1 else None,
+        note=WORLD1_NOTE if world == 1 else None,
+        link=link.topology,
+        link_detail=link.detail or None,
+        link_source=want.source if want else None,
+        expected_busbw_gbps=want.busbw_gbps if want else None,
+        busbw_largest_gbps=sum(p["busbw_gbps"] for p in top) / len(top) if top else None,
+        sys_crossing=link.sys_pairs,
+    )
+
+
+def sys_note(pairs: list[str]) -> str:
+    """What a figure carries when its GPUs talk across the sockets (SYS)."""
+    return f" (through SYS, across sockets: {', '.join(pairs)})" if pairs else ""
+
+
+def busbw_fraction(
+    points: list[dict[str, Any]], line_rate_gbps: float | None, largest: int = 3
+) -> float | None:
+    """Mean busbw of the `largest` biggest sizes as a fraction of the line rate (Gb/s).
+
+    busbw is in GB/s (bytes), the line rate in Gb/s (bits): x 8.
+    """
+    if not line_rate_gbps or not points:
+        return None
+    top = sorted(points, key=lambda p: p["size_bytes"])[-largest:]
+    mean = sum(p["busbw_gbps"] for p in top) / len(top)
+    return mean * 8.0 / line_rate_gbps
+
+
+class AllreduceUnit(BenchUnit):
+    """The allreduce sweep in the largest launch: busbw against the link it crossed."""
+
+    name = "allreduce"
+    help = "allreduce sweep (nccl-tests' busbw) in the largest launch"
+
+    def tasks(
+        self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
+    ) -> list[str]:
+        return ["allreduce"] if point == points[-1] else []
+
+    def run(self, ctx: Context) -> AllreduceResult | None:
+        raw = next((r for _p, r in reversed(ctx.answers) if "allreduce" in r), None)
+        if raw is None:
+            return None
+        opts = ctx.opts
+        return allreduce_result(
+            raw, ctx.engine, ctx.spec.certification, ctx.line_rate_gbps, opts.line_rate_gbps
+        )
+
+    def also(self, ctx: Context, result: AllreduceResult) -> dict[str, Any]:
+        return {"judge_link": result.link_source is not None}
+
+    def say(self, ctx: Context, result: AllreduceResult) -> list[str]:
+        best = max(p.busbw_gbps for p in result.points)
+        return [
+            f"  allreduce: {len(result.points)} sizes, best busbw {best:.3g} GB/s"
+            f" over {result.link or 'no link'}{sys_note(result.sys_crossing)}"
+        ]
+
+    def checks(self, data: dict[str, Any], cert: Certification) -> list[VerdictCheck]:
+        ar = AllreduceResult.model_validate(data["allreduce"]) if data.get("allreduce") else None
+        judge_link = bool(data.get("judge_link", data.get("mode") != "local"))
+        return [allreduce_correct(ar), allreduce_busbw(ar, cert, judge_link)]
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        ar = data.get("allreduce")
+        if not ar:
+            return []
+        top = sorted(ar["points"], key=lambda p: p["size_bytes"])[-3:]
+        rows = ", ".join(f"{p['size_bytes']} B: {p['busbw_gbps']:.3g} GB/s" for p in top)
+        over = f" over {ar['link']}" if ar.get("link") else ""
+        sys_ = ar.get("sys_crossing") or []
+        across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
+        return [f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}"]
+
+
+def allreduce_correct(ar: AllreduceResult | None) -> VerdictCheck:
+    """Every size's reduced values equal the expected sums."""
+    if ar is None or not ar.points:
+        return check("allreduce.correct", None, "", "all sizes correct", "allreduce not run")
+    wrong = [p.size_bytes for p in ar.points if not p.correct]
+    observed = "all correct" if not wrong else f"wrong sums at sizes {wrong[:5]}"
+    return check("allreduce.correct", not wrong, observed, "all sizes correct")
+
+
+def allreduce_busbw(
+    ar: AllreduceResult | None, cert: Certification, judge_link: bool
+) -> VerdictCheck:
+    """busbw at the largest sizes against the link the launch crossed (ar.link): the spec's
+    expected busbw for that link when it states one, else the fraction of its line rate.
+    A launch whose GPUs talk through SYS says so in what was observed."""
+    expected = f">= {cert.allreduce_busbw_fraction_min:g} of line rate"
+    if ar is None or not ar.points:
+        return check("allreduce.busbw_fraction", None, "", expected, "allreduce not run")
+    if ar.world_size < 2:
+        return check(
+            "allreduce.busbw_fraction",
+            None,
+            "world size 1",
+            expected,
+            "one rank moves no bytes over a link (busbw = 0 by nccl-tests' definition)",
+        )
+    where = f" over {ar.link} ({ar.link_detail})" if ar.link and ar.link_detail else ""
+    if ar.sys_crossing:
+        where += f"; through SYS, across sockets: {', '.join(ar.sys_crossing)}"
+    if ar.expected_busbw_gbps is not None and ar.busbw_largest_gbps is not None:
+        return check(
+            "allreduce.busbw_fraction",
+            ar.busbw_largest_gbps >= ar.expected_busbw_gbps,
+            f"{ar.busbw_largest_gbps:.3g} GB/s busbw{where}",
+            f">= {ar.expected_busbw_gbps:g} GB/s ({ar.link_source})",
+        )
+    if ar.busbw_fraction is None:
+        why = "no line rate in the spec"
+        if ar.link is not None:
+            why = _no_figure(ar.link)
+        return check("allreduce.busbw_fraction", None, where.lstrip("; "), expected, why)
+    observed = f"{ar.busbw_fraction:.3g} of {ar.line_rate_gbps:g} Gb/s{where}"
+    if ar.link_source:
+        expected += f" ({ar.link_source})"
+    if not judge_link:
+        return check(
+            "allreduce.busbw_fraction",
+            None,
+            observed,
+            expected,
+            "local run: the ranks talk inside this machine (GPU interconnect or loopback),"
+            " not over the spec's network link (give --line-rate-gbps to judge it)",
+        )
+    return check(
+        "allreduce.busbw_fraction",
+        ar.busbw_fraction >= cert.allreduce_busbw_fraction_min,
+        observed,
+        expected,
+    )
+
+
+def _no_figure(link: str) -> str:
+    if link == "loopback":
+        return "the ranks talk over this machine's loopback (CPU ranks): no link to judge"
+    if link == "sys":
+        return (
+            "the GPUs talk through SYS (across sockets): no shipped figure for that path;"
+            " state one in certification.links (topology: sys) with its source"
+        )
+    return (
+        f"no figure for a {link} link with these GPUs: state one in certification.links"
+        " with its source (or give --line-rate-gbps)"
+    )

@@ -1,0 +1,74 @@
+"""RDMA: ib_write_bw between node pairs (perftest) where every node has an RDMA device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rackcert.core.runs import RunDir
+from rackcert.core.spec import Spec
+from rackcert.core.stage_records import RdmaResult
+from validation.bench import launch, perftest
+from validation.bench.options import BenchOptions, Point
+from validation.bench.targets import engine_gpus, nodes_of
+from validation.bench.units.base import BenchUnit, Context
+
+
+def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
+    """ib_write_bw between node pairs where every node has an RDMA device, else the reason."""
+    if opts.local:
+        return {"skipped": True, "reason": "one machine: RDMA is measured between node pairs"}
+    vms = points[-1].vms
+    if len(vms) < 2:
+        return {"skipped": True, "reason": "one node: RDMA is measured between node pairs"}
+    nodes = nodes_of(spec, vms, opts)
+    log = run.artifacts("bench") / "rdma-probe.log"
+    probe = launch.Launch("rdma probe", [[*n.ssh_argv(), perftest.PROBE] for n in nodes])
+    try:
+        answers = launch.execute_text(probe, log, timeout_s=60)
+    except launch.LaunchError as exc:
+        return {"skipped": True, "reason": f"could not ask the nodes: {exc}"}
+    found = {n.name: perftest.parse_probe(text) for n, text in zip(nodes, answers, strict=True)}
+    for n in nodes:
+        why = perftest.skip_reason(n.name, found[n.name])
+        if why:
+            return {"skipped": True, "reason": why, "nodes": found}
+    by_name = {n.name: n for n in nodes}
+    results: list[dict[str, Any]] = []
+    for a, b in perftest.pairs([n.name for n in nodes]):
+        server, client = by_name[b], by_name[a]
+        cuda = found[a]["cuda"] and found[b]["cuda"] and engine_gpus(spec, vms)
+        dev_s, dev_c = found[b]["devices"][0], found[a]["devices"][0]
+        job = launch.Launch(
+            f"ib_write_bw {a} -> {b}",
+            [
+                [*server.ssh_argv(), perftest.server_command(dev_s, cuda)],
+                [*client.ssh_argv(), perftest.client_command(server.address, dev_c, cuda)],
+            ],
+        )
+        try:
+            texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
+            parsed = perftest.parse(texts[1])
+        except (launch.LaunchError, perftest.PerftestParseError) as exc:
+            results.append({"client": a, "server": b, "error": str(exc)})
+            continue
+        results.append({"client": a, "server": b, "use_cuda": bool(cuda), **parsed})
+    return {"engine": perftest.BINARY, "pairs": results}
+
+
+class RdmaUnit(BenchUnit):
+    """ib_write_bw between node pairs (perftest) where every node has an RDMA device."""
+
+    name = "rdma"
+    after_launches = True
+    help = "ib_write_bw between node pairs"
+
+    def run(self, ctx: Context) -> RdmaResult:
+        return RdmaResult.model_validate(run_rdma(ctx.spec, ctx.opts, ctx.run, ctx.points))
+
+    def lines(self, data: dict[str, Any]) -> list[str]:
+        rdma = data.get("rdma") or {}
+        out = [f"rdma: not run ({rdma['reason']})"] if rdma.get("skipped") else []
+        for pair in rdma.get("pairs") or []:
+            best = pair.get("best_avg_gbps")
+            out.append(f"rdma {pair['client']} -> {pair['server']}: {best or pair.get('error')}")
+        return out
