@@ -28,7 +28,7 @@ from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import LoadedSpec, parse_spec
 from rackcert.core.stage_records import UpgradeData, UpgradeRecord, ValidateRecord
 from rackcert.upgrade.budget import Budget
-from rackcert.upgrade.evidence import certificates
+from rackcert.upgrade.evidence import certificates, node_figures
 from rackcert.upgrade.hooks import AskScheduler, HookScheduler
 from rackcert.upgrade.layers import guest_versions
 from rackcert.upgrade.machine import Policy, Ports, Roll, Timing
@@ -244,10 +244,24 @@ class ConfigureGuest:
 
 
 class ValidateCertifier:
-    """The node's own validate; the baseline is the certified run's validate.json."""
+    """The node's own validate, then localisation's per-node stage on it alone.
+
+    Baseline: the certified run's validate.json, and its bench.json `localise.nodes` rows
+    where that run localised (measured on an idle rack; a run taken now would measure nodes
+    that carry jobs). After: validate, then the per-node stage while the node is still out
+    of service (drained, no job), so its figures are the node's own.
+    """
 
     def __init__(
-        self, new: LoadedSpec, before: LoadedSpec, certified: RunDir, run: RunDir, root: Path
+        self,
+        new: LoadedSpec,
+        before: LoadedSpec,
+        certified: RunDir,
+        run: RunDir,
+        root: Path,
+        *,
+        node_stage: bool = True,
+        remote_python: str | None = None,
     ):
         self.new, self.before, self.certified, self.run, self.root = (
             new,
@@ -256,22 +270,49 @@ class ValidateCertifier:
             run,
             root,
         )
+        self.node_stage = node_stage
+        self.remote_python = remote_python  # default: the spec's guest.dl_venv/bin/python
 
     def baseline(self, nodes: list[str]) -> dict[str, Certificate]:
         record = self.certified.read_record("validate")
-        if not isinstance(record, ValidateRecord):
-            return {n: Certificate() for n in nodes}
-        found = certificates(record.data, nodes)
-        return {n: found.get(n, Certificate()) for n in nodes}
+        found = certificates(record.data, nodes) if isinstance(record, ValidateRecord) else {}
+        out = {n: found.get(n, Certificate()) for n in nodes}
+        bench = self.certified.read_record("bench")
+        localise = getattr(getattr(bench, "data", None), "localise", None)
+        for row in localise.nodes if localise is not None else []:
+            if row.node in out:
+                out[row.node].figures.update(node_figures(row))
+        return out
 
     def certify(self, node: str, versions: dict[str, str]) -> Certificate:
         from validation.stage import run as validate
 
         loaded = _spec_for(versions, self.new, self.before)
-        record = validate(
-            loaded, _child_run(self.run, node, loaded), runs_root=self.root, nodes=[node]
+        child = _child_run(self.run, node, loaded)
+        record = validate(loaded, child, runs_root=self.root, nodes=[node])
+        cert = certificates(record.data, [node]).get(node, Certificate())
+        if self.node_stage:
+            cert.figures.update(self._node_figures(loaded, node, child))
+        return cert
+
+    def _node_figures(self, loaded: LoadedSpec, node: str, child: RunDir) -> dict[str, float]:
+        """Localisation's per-node stage (validation.bench.localisation.stages.node_stage) on
+        this node alone: the same probe, rules and record rows `rackcert bench --localise`
+        uses, its log under the node's run."""
+        from rackcert.core.known_hosts import rack_file
+        from validation.bench.localisation.stages import node_stage, options_for
+        from validation.bench.options import BenchOptions
+        from validation.bench.targets import nodes_of, select_vms
+
+        spec = loaded.spec
+        bench = BenchOptions(
+            vms=[node], known_hosts=rack_file(spec, child), remote_python=self.remote_python
         )
-        return certificates(record.data, [node]).get(node, Certificate())
+        opts = options_for(spec, bench, stages={"nodes"}, confirm=False)
+        targets = nodes_of(spec, tuple(select_vms(spec, [node])), bench)
+        log = child.artifacts("upgrade") / "node-stage.log"
+        rows = node_stage(targets, opts, log)
+        return node_figures(rows[0]) if rows else {}
 
 
 class VSphereHypervisor:

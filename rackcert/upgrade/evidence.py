@@ -2,13 +2,17 @@
 judges a node with the same evidence `rackcert validate` writes.
 
 Versions come from the checks' observations (ValidateNode.versions), check statuses per
-node from the results. Figures (the per-node localisation stage's compute and link rates
-against their rules) are added by the certifier that runs that stage.
+node from the results. Figures come from localisation's per-node stage (bench.json's
+`localise.nodes` rows, or the stage run on the node alone by the certifier): each unit's
+compute and copy rates and the node's own allreduce, named `<unit>.<metric>` so that a
+node is compared with itself and the rack's median figure by figure.
 """
 
 from __future__ import annotations
 
-from rackcert.core.stage_records import ValidateData
+from typing import Any
+
+from rackcert.core.stage_records import NodeRow, ValidateData
 from rackcert.upgrade.ports import Certificate
 
 
@@ -23,4 +27,27 @@ def certificates(data: ValidateData, nodes: list[str] | None = None) -> dict[str
         cert = out.get(result.node)
         if cert is not None:
             cert.checks[result.id] = str(result.status.value)
+    return out
+
+
+# The per-node stage's figures judged by localisation's rules (validation.bench.localisation
+# .findings: UNIT_METRICS and node_allreduce), the ones a roll compares.
+UNIT_FIGURES = ("gemm_gflops", "memcpy_gb_s", "h2d_gb_s", "d2h_gb_s")
+
+
+def node_figures(row: NodeRow | dict[str, Any]) -> dict[str, float]:
+    """`<unit>.<metric>` -> value for one node's per-node stage row; empty when it failed."""
+    row = row if isinstance(row, NodeRow) else NodeRow.model_validate(row)
+    if row.error:
+        return {}
+    out: dict[str, float] = {}
+    for unit in row.units:
+        name = unit.get("unit")
+        for metric in UNIT_FIGURES:
+            value = unit.get(metric)
+            if name and isinstance(value, int | float) and not isinstance(value, bool):
+                out[f"{name}.{metric}"] = float(value)
+    busbw = (row.allreduce or {}).get("busbw_gb_s")
+    if isinstance(busbw, int | float) and not isinstance(busbw, bool):
+        out["node_allreduce.busbw_gb_s"] = float(busbw)
     return out

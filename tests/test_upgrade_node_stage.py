@@ -1,0 +1,69 @@
+"""The roll's certifier runs localisation's per-node stage on the node it certifies.
+
+A real SSH test host (network namespace, sshd) plays the node; the stage is the probe
+`rackcert bench --localise` sends (validation.bench.node.probe), and its row becomes the
+node's figures, named `<unit>.<metric>` (rackcert.upgrade.evidence.node_figures), which the
+roll judges against the node's baseline and the rack's median (rackcert.upgrade.judge).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from rackcert.core.runs import RunDir
+from rackcert.core.stage_records import NodeRow
+from rackcert.rollout import ValidateCertifier
+from rackcert.upgrade.evidence import node_figures
+from rackcert.upgrade.judge import judge
+from rackcert.upgrade.ports import Certificate
+from tests.plugins.configure import spec_for_hosts
+
+
+@pytest.mark.unit
+def test_node_figures_name_each_unit_metric_and_skip_a_failed_row():
+    row = {
+        "node": "n1",
+        "units": [
+            {"unit": "GPU0", "pci": "0000:17:00.0", "gemm_gflops": 700e3, "h2d_gb_s": 25.0},
+            {"unit": "GPU1", "pci": "0000:31:00.0", "gemm_gflops": 690e3, "d2h_gb_s": 26.0},
+        ],
+        "allreduce": {"ranks": 2, "busbw_gb_s": 180.0},
+    }
+    assert node_figures(row) == {
+        "GPU0.gemm_gflops": 700e3,
+        "GPU0.h2d_gb_s": 25.0,
+        "GPU1.gemm_gflops": 690e3,
+        "GPU1.d2h_gb_s": 26.0,
+        "node_allreduce.busbw_gb_s": 180.0,
+    }
+    assert node_figures(NodeRow(node="n2", error="ssh: connection refused")) == {}
+
+
+@pytest.mark.unit
+def test_a_node_slower_than_the_racks_median_rule_is_a_finding():
+    before = Certificate(figures={"cpu.gemm_gflops": 10.0})
+    after = Certificate(figures={"cpu.gemm_gflops": 4.0})
+    found = judge(before, after, wanted={}, medians={"cpu.gemm_gflops": 10.0}, median_fraction=0.7)
+    assert found == ["cpu.gemm_gflops 4 below the rack's median rule (0.7 x median 10)"]
+    fine = Certificate(figures={"cpu.gemm_gflops": 9.0})
+    assert (
+        judge(before, fine, wanted={}, medians={"cpu.gemm_gflops": 10.0}, median_fraction=0.7) == []
+    )
+
+
+@pytest.mark.integration
+def test_the_certifier_measures_the_node_alone_over_ssh(ssh_hosts, tmp_path):
+    (host,) = ssh_hosts(["n1"])
+    loaded = spec_for_hosts([host], tmp_path / "spec")
+    run = RunDir.create(tmp_path / "runs", loaded.spec.metadata.name, loaded.sha256, loaded.text)
+    # The rack's known_hosts (rackcert.core.known_hosts.rack_file): the host's enrolled key.
+    shutil.copy(host.known_hosts, run.path.parent / "known_hosts")
+    certifier = ValidateCertifier(
+        loaded, loaded, run, run, tmp_path / "runs", remote_python="python3"
+    )
+    figures = certifier._node_figures(loaded, host.name, run)
+    assert figures.get("cpu.gemm_gflops", 0) > 0, figures
+    assert figures.get("cpu.memcpy_gb_s", 0) > 0, figures
+    assert (run.path / "artifacts" / "upgrade" / "node-stage.log").is_file()
