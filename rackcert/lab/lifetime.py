@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackcert.lab.pids import pid_alive
+
 OWNER_ENV = "RACKCERT_LAB_OWNER"
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # A daemon asked to stop (SIGTERM) gets this long before it is killed: sshd, chronyd, the
@@ -62,20 +64,6 @@ def signal_name(signum: int) -> str:
 
 
 # -- the owner tag ------------------------------------------------------------------------------
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has ended; only its parent's wait is missing
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def owner_pid(owner: str) -> int | None:
     """The pid an owner tag names (`1234`, or `1234x2` for one of its sets); None for "lab"."""
     head = owner.split("x", 1)[0]
@@ -84,7 +72,7 @@ def owner_pid(owner: str) -> int | None:
 
 def owner_dead(owner: str) -> bool:
     pid = owner_pid(owner)
-    return pid is not None and not _pid_alive(pid)
+    return pid is not None and not pid_alive(pid)
 
 
 def tagged_processes() -> dict[int, str]:
@@ -142,10 +130,10 @@ def stop_processes(pids: Sequence[int], grace_s: float = GRACE_S) -> list[str]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
-        if _pid_alive(pid):
+        if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
     return names
@@ -209,7 +197,7 @@ def _clear(owners: Callable[[str], bool], *, keep: set[int]) -> Cleared:
     cleared.programs = stop_processes(list(tags)) if tags else []
     # What ran in the namespaces untagged (started before tags existed): counted, and
     # stopped with its namespace below.
-    cleared.programs += [_program(p) for p in sorted(netns_pids - set(tags)) if _pid_alive(p)]
+    cleared.programs += [_program(p) for p in sorted(netns_pids - set(tags)) if pid_alive(p)]
     if os.geteuid() == 0:
         bridge_owners = {}
         for link in sshhosts.bridge_names():

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import RackcertError
+from rackcert.lab.pids import pid_alive
 
 RUN_ROOT = Path("/run/rackcert-slurm")
 MUNGED = "/usr/sbin/munged"
@@ -341,7 +342,7 @@ class SlurmLab:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
             time.sleep(0.05)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -389,21 +390,7 @@ def _pid_of(path: Path) -> int | None:
         pid = int(path.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return pid if _alive(pid) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours counts as gone.
-    try:
-        return "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
+    return pid if pid_alive(pid) else None
 
 
 def _tail(path: Path, lines: int = 3) -> str:

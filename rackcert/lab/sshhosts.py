@@ -70,6 +70,7 @@ from typing import Any
 from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import timesync
+from rackcert.lab.pids import pid_alive
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -98,16 +99,6 @@ def _run(cmd: Sequence[str], *, check: bool = True, input: str | None = None) ->
     if check and proc.returncode != 0:
         raise SshHostError(f"{shlex.join(cmd)} failed: {proc.stderr.strip() or proc.returncode}")
     return proc.stdout
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _hex_net(net: ipaddress.IPv4Network) -> str:
@@ -154,7 +145,7 @@ class TestHost:
         """True while the host's sshd (the namespace's first process) runs."""
         if self._proc is not None:
             return self._proc.poll() is None
-        return _pid_alive(self.pid)
+        return pid_alive(self.pid)
 
     def routed(self) -> bool:
         """True when the kernel sends the host's address through the host's own bridge.
@@ -807,7 +798,7 @@ def release_subnet(subnet: str) -> None:
 
 def _owner_dead(owner: str) -> bool:
     pid = owner.split("x", 1)[0]
-    return pid.isdigit() and not _pid_alive(int(pid))
+    return pid.isdigit() and not pid_alive(int(pid))
 
 
 def stop_owner(owner: str, *, bridges: bool = True) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rackcert.lab.sshhosts import _pid_alive as _alive
+from rackcert.lab.pids import pid_alive as _alive
 
 LOG_DIR = Path(__file__).resolve().parents[2] / ".venv" / "log"
 WAIT_LIMIT_S = 900.0
