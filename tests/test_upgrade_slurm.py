@@ -192,25 +192,31 @@ def test_a_roll_under_real_slurm_loses_no_job_and_keeps_the_budget(slurm_rack: S
     jobs.append(_sbatch(rack, "-N2", "--wrap", "srun sleep 1"))  # multi-node
     stop, out_seen = threading.Event(), []
 
-    def stream():
+    def stream():  # short jobs, single- and multi-node, all through the roll
         while not stop.is_set():
             jobs.append(_sbatch(rack, "-N1", "--wrap", "sleep 1"))
             if len(jobs) % 3 == 0:
                 jobs.append(_sbatch(rack, "-N2", "--wrap", "srun sleep 1"))
+            time.sleep(0.3)
+
+    def sample():  # the nodes out of service as sinfo shows them, as often as it answers
+        while not stop.is_set():
             lines = rack.lab.client("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
             states = dict(line.split()[:2] for line in lines if len(line.split()) >= 2)
             out_seen.append(
-                sum(1 for s in states.values() if s.startswith(("drain", "drng", "down")))
+                {n for n, s in states.items() if s.startswith(("drain", "drng", "down"))}
             )
-            time.sleep(0.3)
+            time.sleep(0.05)
 
-    sampler = threading.Thread(target=stream, daemon=True)
-    sampler.start()
+    threads = [threading.Thread(target=f, daemon=True) for f in (stream, sample)]
+    for t in threads:
+        t.start()
     try:
         result = Roll(plan, run, ports, timing).run()
     finally:
         stop.set()
-        sampler.join(10)
+        for t in threads:
+            t.join(10)
         for node in names:
             if slurm.nodes([node])[node].drain:
                 slurm.resume(node)
@@ -218,7 +224,8 @@ def test_a_roll_under_real_slurm_loses_no_job_and_keeps_the_budget(slurm_rack: S
     assert [n.state for n in result.nodes] == ["resumed", "resumed"]
     assert all(v["nvidia_driver"] == "470.141.03" for v in guests.versions.values())
     assert vc.lost == []
-    assert max(out_seen) == 1 and len(out_seen) > 5
+    # Never more than one node out (the budget), and the sampling saw the roll take one out.
+    assert max(len(out) for out in out_seen) == 1, out_seen
     _wait(lambda: all(s in ("COMPLETED",) for s in _job_states(rack, jobs).values()), 90, "jobs")
     ends = _job_states(rack, jobs)
     assert set(ends.values()) == {"COMPLETED"}, ends

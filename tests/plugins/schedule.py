@@ -23,31 +23,37 @@ from typing import Any
 import pytest
 
 # Seconds per module: the full suite with `-n 2 --durations=0` on a 2-core machine, quiet
-# but for the suite itself, 2026-12-06 (970 tests, 10 min 36 s; the modules this session
-# cut since, at their figures alone). Modules above ~12 s; the rest in collection order.
+# but for the suite itself, 2026-12-06 evening (1,085 tests, 12 min 42 s; the site group's
+# configure runs count in test_bench_nodes' setup, which met the session fixture first).
+# Modules above ~12 s; the rest in collection order.
 LONGEST_MODULES: dict[str, int] = {
-    "tests/test_bench_localise_lab.py": 108,
-    "tests/test_e2e_bootstrap.py": 74,
-    "tests/test_configure_site.py": 75,  # both site.yml runs (tests/plugins/site.py)
-    "tests/test_bench_localise_srun.py": 64,
-    "tests/test_bench_nodes.py": 45,
-    "tests/test_provision_pace.py": 58,
-    "tests/test_slurm_lab.py": 57,
-    "tests/test_slurm_localise.py": 46,
-    "tests/test_vsphere_provision.py": 38,
-    "tests/test_bench_gloo.py": 32,
-    "tests/test_rehearse.py": 29,
-    "tests/test_configure_faults.py": 26,
-    "tests/test_configure_sources.py": 24,
-    "tests/test_twin_conformance.py": 21,
-    "tests/test_lab_guest_agent.py": 21,
-    "tests/test_spec_fuzz.py": 19,
-    "tests/test_configure_nccl_tests.py": 17,
-    "tests/test_configure_lint.py": 16,
+    "tests/test_bench_nodes.py": 125,
+    "tests/test_bench_localise_lab.py": 114,
+    "tests/test_configure_versions.py": 94,
+    "tests/test_bench_localise_srun.py": 86,
+    "tests/test_slurm_localise.py": 79,
+    "tests/test_e2e_bootstrap.py": 77,
+    "tests/test_slurm_lab.py": 62,
+    "tests/test_provision_pace.py": 56,
+    "tests/test_bench_gloo.py": 42,
+    "tests/test_configure_sources.py": 36,
+    "tests/test_twin_conformance.py": 35,
+    "tests/test_vsphere_provision.py": 30,
+    "tests/test_rehearse.py": 28,
+    "tests/test_spec_fuzz.py": 23,
+    "tests/test_configure_faults.py": 22,
+    "tests/test_bench_horovod.py": 21,
+    "tests/test_configure_lint.py": 20,
+    "tests/test_lab_guest_agent.py": 18,
+    "tests/test_configure_nccl_tests.py": 18,
     "tests/test_configure_vgpu_license.py": 15,
     "tests/test_bench_ssh.py": 15,
-    "tests/test_bench_horovod.py": 15,
-    "tests/test_twin_tools.py": 14,
+    "tests/test_upgrade_slurm.py": 15,
+    "tests/test_host_keys.py": 14,
+    "tests/test_cli_help_pipe.py": 14,
+    "tests/test_configure_sshhosts.py": 13,
+    "tests/test_report_secrets.py": 13,
+    "tests/test_configure_site.py": 2,
 }
 
 
