@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 import yaml
 
 from rackcert.lab.guest_agent import tools_rpc
@@ -103,6 +104,16 @@ def test_tools_report_only_what_the_guest_sends(rack_twin, capsys):
         assert tools_rpc(lab.spec, uuid, "tools.set.version 12352").startswith("0 ")
         # A fresh boot starts with nothing known again.
         WaitForTask(vm.PowerOnVM_Task())
+        assert _guest(vm) == NOT_RUNNING
+
+        # A guest operation needs Tools in the guest (vSphere API reference, ShutdownGuest:
+        # ToolsUnavailable "if VMware Tools is not running"); once they run, it is carried out.
+        with pytest.raises(vim.fault.ToolsUnavailable):
+            vm.ShutdownGuest()
+        assert vm.runtime.powerState == "poweredOn"
+        assert tools_rpc(lab.spec, uuid, "tools.set.version 12352") == "1 "
+        vm.ShutdownGuest()
+        assert vm.runtime.powerState == "poweredOff"
         assert _guest(vm) == NOT_RUNNING
 
 

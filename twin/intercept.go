@@ -152,6 +152,9 @@ func (i *Interceptor) serve(w http.ResponseWriter, r *http.Request, name *string
 		if serveDeviceGroups(w, r, method, body, task) { // devicegroup_config.go
 			return
 		}
+		if answerGuestOps(w, method) { // guestops.go: ToolsUnavailable without Tools
+			return
+		}
 		replaceField(method) // customfields.go: SetField replaces, as vCenter's does
 		i.serveTask(w, r, method)
 		return
