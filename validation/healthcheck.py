@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import time
@@ -37,6 +36,7 @@ from typing import Any
 
 from rackcert.core.errors import InputError
 from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.slurm.client import SLURM_PATH, run_client
 from rackcert.core.spec import Spec
 from validation.checks import REGISTRY, NodeView, facts_of, load_all, run_check
 from validation.expect import expectations
@@ -61,8 +61,6 @@ FAST_CHECKS = (
 BUDGET_S = 25.0
 DEFAULT_RECORD = Path("/var/lib/rackcert/health-check.jsonl")
 REASON_PREFIX = "rackcert:"
-# Where scontrol lives when Slurm gives the program no PATH.
-SLURM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -156,13 +154,7 @@ def reason_for(failing: list[CheckResult]) -> str:
 
 # -- Slurm ------------------------------------------------------------------------------------
 def _scontrol(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("scontrol", path=SLURM_PATH) or "scontrol"
-    child = {"PATH": SLURM_PATH, "LANG": "C.UTF-8"}
-    if env.get("SLURM_CONF"):
-        child["SLURM_CONF"] = env["SLURM_CONF"]
-    return subprocess.run(
-        [binary, *args], capture_output=True, text=True, timeout=15, check=False, env=child
-    )
+    return run_client("scontrol", *args, conf=env.get("SLURM_CONF"))
 
 
 _STATE_RE = re.compile(r"\bState=(\S+)")

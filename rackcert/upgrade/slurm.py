@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
+from rackcert.core.slurm.client import run_client
 from rackcert.upgrade.ports import NodeState, PortError
 
-SLURM_PATH = "/usr/bin:/usr/sbin:/usr/local/bin:/bin:/sbin"
 _FIELD = re.compile(r"(?:^|\s)(NodeName|State|Partitions)=(\S*)")
 _REASON = re.compile(r"\bReason=(.*?) \[[^\]\[@]*@[^\]\[]*\]")
 BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
@@ -59,23 +58,12 @@ class SlurmScheduler:
     kind = "slurm"
 
     def __init__(self, env: dict[str, str] | None = None, *, timeout: float = 15.0):
-        self.env = {"PATH": SLURM_PATH, "LANG": "C.UTF-8"}
-        conf = (env or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
-        if conf:
-            self.env["SLURM_CONF"] = conf
+        self.conf = (env or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
         self.timeout = timeout
 
     def _run(self, tool: str, *args: str) -> str:
-        binary = shutil.which(tool, path=SLURM_PATH) or tool
         try:
-            proc = subprocess.run(
-                [binary, *args],
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                check=False,
-                env=self.env,
-            )
+            proc = run_client(tool, *args, conf=self.conf, timeout=self.timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PortError(f"{tool} {' '.join(args[:3])}: {exc}") from None
         if proc.returncode != 0:
