@@ -10,14 +10,13 @@ production profile (tests/test_configure_lint.py) lints the same files.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from rackcert.core.paths import playbooks_dir
-from tests.test_configure_lint import BIN, _env
+from tests.test_configure_lint import syntax_check
 
 FAMILIES = {
     "RedHat": ("RedHat", "9", "5.14.0-427.el9.x86_64"),
@@ -54,13 +53,6 @@ def test_family_task_files_pass_the_syntax_check(family: str, tmp_path: Path) ->
     names = {p.name for p in files}
     # What a version change needs on every family is there to be checked.
     assert {f"install-{family}.yml", f"hold-{family}.yml", f"branch-{family}.yml"} <= names
-    proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(playbook)],
-        cwd=playbooks_dir(),
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = syntax_check(playbook, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"playbook: {playbook}" in proc.stdout

@@ -26,15 +26,21 @@ def _env(home: Path) -> dict[str, str]:
     )
 
 
-def test_site_yml_syntax_check(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
+def syntax_check(playbook: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """`ansible-playbook --syntax-check` of a playbook, from playbooks/, Ansible's home in
+    `home`."""
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(playbook)],
         cwd=playbooks_dir(),
-        env=_env(tmp_path),
+        env=_env(home),
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_site_yml_syntax_check(tmp_path: Path) -> None:
+    proc = syntax_check("site.yml", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "playbook: site.yml" in proc.stdout
 
