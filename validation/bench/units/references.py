@@ -93,10 +93,7 @@ class NaiveUnit(BenchUnit):
         return naive_vs_default(raw) if raw else None
 
     def say(self, ctx: Context, result: dict[str, Any]) -> list[str]:
-        return [
-            f"  naive {result['naive']['images_per_sec']:.1f} vs default"
-            f" {result['default']['images_per_sec']:.1f} images/s: x{result['ratio']:.2f}"
-        ]
+        return ["  " + line for line in self.lines({self.name: result})]
 
     def lines(self, data: dict[str, Any]) -> list[str]:
         nd = data.get("naive_vs_default")
