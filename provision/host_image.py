@@ -36,9 +36,18 @@ SW = "com.vmware.esx.settings.clusters.software"
 
 
 class HostImageError(RackcertError):
-    """vLCM refused or failed a host image step; the message is one line naming what."""
+    """vLCM refused or failed a host image step; the message is one line naming what, and
+    `kind` the vAPI error type when vCenter gave one (not_allowed_in_current_state, ...)."""
 
     exit_code = 1
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    @classmethod
+    def of(cls, exc: VapiError) -> HostImageError:
+        return cls(str(exc), exc.kind)
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ class HostImage:
         except VapiError as exc:
             if exc.kind == "not_found":
                 return False
-            raise HostImageError(str(exc)) from None
+            raise HostImageError.of(exc) from None
         return True
 
     def desired(self, cluster: str) -> Image:
@@ -306,14 +315,14 @@ class HostImage:
         try:
             return self._api.invoke(service, operation, fields)
         except VapiError as exc:
-            raise HostImageError(str(exc)) from None
+            raise HostImageError.of(exc) from None
 
     def _draft(self, cid: str) -> str:
         try:
             return str(self._api.invoke(f"{SW}.drafts", "create", {"cluster": cid}))
         except VapiError as exc:
             if exc.kind != "already_exists":
-                raise HostImageError(str(exc)) from None
+                raise HostImageError.of(exc) from None
         user = self._api_user()
         for draft, summary in (self._call(f"{SW}.drafts", "list", {"cluster": cid}) or {}).items():
             if summary["metadata"]["owner"] == user:

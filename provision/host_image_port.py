@@ -212,7 +212,7 @@ class VlcmHostImage:
             try:
                 return step()
             except HostImageError as exc:
-                if "not_allowed_in_current_state" not in str(exc) or time.monotonic() >= deadline:
+                if exc.kind != "not_allowed_in_current_state" or time.monotonic() >= deadline:
                     raise
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 15.0)
