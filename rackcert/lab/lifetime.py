@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackcert.lab.pids import pid_alive
+from rackcert.lab.pids import owner_dead, pid_alive
 
 OWNER_ENV = "RACKCERT_LAB_OWNER"
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -64,17 +64,6 @@ def signal_name(signum: int) -> str:
 
 
 # -- the owner tag ------------------------------------------------------------------------------
-def owner_pid(owner: str) -> int | None:
-    """The pid an owner tag names (`1234`, or `1234x2` for one of its sets); None for "lab"."""
-    head = owner.split("x", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-def owner_dead(owner: str) -> bool:
-    pid = owner_pid(owner)
-    return pid is not None and not pid_alive(pid)
-
-
 def tagged_processes() -> dict[int, str]:
     """Every process that carries an owner tag in its environment: pid -> tag.
 

@@ -1,4 +1,5 @@
-"""Whether a process still runs: the one answer the lab's starters and cleaners share."""
+"""Whether a process still runs, and whether a lab owner's does: the one answer the lab's
+starters and cleaners share."""
 
 from __future__ import annotations
 
@@ -20,3 +21,15 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def owner_pid(owner: str) -> int | None:
+    """The pid an owner tag names (`1234`, or `1234x2` for one of its sets); None for "lab"."""
+    head = owner.split("x", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def owner_dead(owner: str) -> bool:
+    """True when the owner is a pid that no longer runs (never for the persistent "lab")."""
+    pid = owner_pid(owner)
+    return pid is not None and not pid_alive(pid)

@@ -70,7 +70,7 @@ from typing import Any
 from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import timesync
-from rackcert.lab.pids import pid_alive
+from rackcert.lab.pids import owner_dead, pid_alive
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -796,11 +796,6 @@ def release_subnet(subnet: str) -> None:
     _delete_bridge(bridge_name(subnet))
 
 
-def _owner_dead(owner: str) -> bool:
-    pid = owner.split("x", 1)[0]
-    return pid.isdigit() and not pid_alive(int(pid))
-
-
 def stop_owner(owner: str, *, bridges: bool = True) -> int:
     """Stop every host (and bridge) of `owner` ("lab" or a pid); returns the hosts removed."""
     count = 0
@@ -826,13 +821,13 @@ def cleanup_stale() -> int:
     owners = set()
     for netns in netns_list():
         m = OWNER_RE.match(netns)
-        if m and _owner_dead(m["owner"]):
+        if m and owner_dead(m["owner"]):
             owners.add(m["owner"])
     for link in bridge_names():
         alias = _bridge_alias(link)
         if alias.startswith(_ALIAS_TAG):
             owner = alias[len(_ALIAS_TAG) :]
-            if _owner_dead(owner):
+            if owner_dead(owner):
                 owners.add(owner)
     return sum(stop_owner(o) for o in sorted(owners))
 
