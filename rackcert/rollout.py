@@ -26,7 +26,7 @@ from rackcert.core.matrix import certified_dir, load_references
 from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import LoadedSpec, parse_spec
-from rackcert.core.stage_records import UpgradeData, UpgradeRecord, ValidateRecord
+from rackcert.core.stage_records import BenchRecord, UpgradeData, UpgradeRecord, ValidateRecord
 from rackcert.upgrade.budget import Budget
 from rackcert.upgrade.evidence import certificates, node_figures
 from rackcert.upgrade.hooks import AskScheduler, HookScheduler
@@ -278,7 +278,7 @@ class ValidateCertifier:
         found = certificates(record.data, nodes) if isinstance(record, ValidateRecord) else {}
         out = {n: found.get(n, Certificate()) for n in nodes}
         bench = self.certified.read_record("bench")
-        localise = getattr(getattr(bench, "data", None), "localise", None)
+        localise = bench.data.localise if isinstance(bench, BenchRecord) else None
         for row in localise.nodes if localise is not None else []:
             if row.node in out:
                 out[row.node].figures.update(node_figures(row))

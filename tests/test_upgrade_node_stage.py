@@ -53,6 +53,26 @@ def test_a_node_slower_than_the_racks_median_rule_is_a_finding():
     )
 
 
+@pytest.mark.unit
+def test_the_baseline_takes_the_certified_runs_localised_figures(tmp_path):
+    """Before the roll: the certified run's validate (versions, checks) and, where it
+    localised, its per-node rows, measured on an idle rack."""
+    from rackcert.core.stage_records import BenchData, LocaliseRecord, ValidateData
+
+    certified = RunDir.create(tmp_path / "runs", "rack", "sha256:0", "metadata: {}\n")
+    certified.write_stage("validate", ValidateData())
+    rows = [
+        NodeRow(node="n1", units=[{"unit": "cpu", "gemm_gflops": 9.5, "memcpy_gb_s": 4.0}]),
+        NodeRow(node="n2", error="ssh: timed out"),
+    ]
+    certified.write_stage("bench", BenchData(localise=LocaliseRecord(nodes=rows)))
+    # The baseline reads the certified run alone: no spec is needed for it.
+    certifier = ValidateCertifier(None, None, certified, certified, tmp_path / "runs")  # type: ignore[arg-type]
+    got = certifier.baseline(["n1", "n2", "n3"])
+    assert got["n1"].figures == {"cpu.gemm_gflops": 9.5, "cpu.memcpy_gb_s": 4.0}
+    assert got["n2"].figures == {} and got["n3"].figures == {}
+
+
 @pytest.mark.integration
 def test_the_certifier_measures_the_node_alone_over_ssh(ssh_hosts, tmp_path):
     (host,) = ssh_hosts(["n1"])
