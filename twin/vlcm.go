@@ -545,20 +545,26 @@ func latestVersion(name string) string {
 	return best
 }
 
-func init() {
-	const sw = "com.vmware.esx.settings.clusters.software"
-	vapiOps[sw+" get"] = func(c *vapiCall) (interface{}, *vapiErr) {
+// locked runs a vLCM operation holding the twin's lock on the desired states: vAPI calls come
+// in on concurrent connections, and each reads or changes clusters' images, drafts and commits.
+func locked(op func(c *vapiCall) (interface{}, *vapiErr)) func(c *vapiCall) (interface{}, *vapiErr) {
+	return func(c *vapiCall) (interface{}, *vapiErr) {
 		vlcm.Lock()
 		defer vlcm.Unlock()
+		return op(c)
+	}
+}
+
+func init() {
+	const sw = "com.vmware.esx.settings.clusters.software"
+	vapiOps[sw+" get"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, e := clusterOf(c)
 		if e != nil {
 			return nil, e
 		}
 		return softwareInfo(ci.latest().Image), nil
-	}
-	vapiOps[sw+".drafts create"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+".drafts create"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, e := clusterOf(c)
 		if e != nil {
 			return nil, e
@@ -572,7 +578,7 @@ func init() {
 		d := &vlcmDraft{ID: strconv.Itoa(vlcm.nextID), Owner: c.User, Created: time.Now(), Image: ci.latest().Image.copy()}
 		ci.drafts[d.ID] = d
 		return d.ID, nil
-	}
+	})
 	draftMeta := func(d *vlcmDraft) obj {
 		status := "VALID"
 		if validateImage(d.Image) != nil {
@@ -581,19 +587,15 @@ func init() {
 		return st("com.vmware.esx.settings.clusters.software.drafts.metadata", obj{"owner": d.Owner,
 			"status": status, "creation_time": vtime(d.Created)})
 	}
-	vapiOps[sw+".drafts get"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	vapiOps[sw+".drafts get"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
 		}
 		return st("com.vmware.esx.settings.clusters.software.drafts.info", obj{"metadata": draftMeta(d),
 			"software": softwareInfo(d.Image), "display_name": opt(nil)}), nil
-	}
-	vapiOps[sw+".drafts list"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+".drafts list"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, e := clusterOf(c)
 		if e != nil {
 			return nil, e
@@ -603,30 +605,24 @@ func init() {
 			m[id] = st("com.vmware.esx.settings.clusters.software.drafts.summary", obj{"metadata": draftMeta(d)})
 		}
 		return vmap(m), nil
-	}
-	vapiOps[sw+".drafts delete"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+".drafts delete"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
 		}
 		delete(ci.drafts, d.ID)
 		return nil, nil
-	}
+	})
 	const dsw = sw + ".drafts.software"
-	vapiOps[dsw+".base_image get"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	vapiOps[dsw+".base_image get"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
 		}
 		return baseImageInfo(d.Image.Base), nil
-	}
-	vapiOps[dsw+".base_image set"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[dsw+".base_image set"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
@@ -638,10 +634,8 @@ func init() {
 		}
 		d.Image.Base = v
 		return nil, nil
-	}
-	vapiOps[dsw+".components list"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[dsw+".components list"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
@@ -651,10 +645,8 @@ func init() {
 			m[n] = componentInfo(n, v)
 		}
 		return vmap(m), nil
-	}
-	vapiOps[dsw+".components set"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[dsw+".components set"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
@@ -662,20 +654,16 @@ func init() {
 		n := inStr(c.In["component"])
 		d.Image.Components[n] = orDefault(inStr(c.In["version"]), latestVersion(n))
 		return nil, nil
-	}
-	vapiOps[dsw+".components delete"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[dsw+".components delete"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
 		}
 		delete(d.Image.Components, inStr(c.In["component"]))
 		return nil, nil
-	}
-	vapiOps[dsw+".components update"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[dsw+".components update"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
@@ -688,10 +676,8 @@ func init() {
 			delete(d.Image.Components, n)
 		}
 		return nil, nil
-	}
-	vapiOps[sw+".drafts commit$task"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+".drafts commit$task"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, d, e := draftOf(c)
 		if e != nil {
 			return nil, e
@@ -710,10 +696,8 @@ func init() {
 		return startVapiTask(c, ci.ref, "Commit draft", vlcmCommitS, func(t *vapiTask) (interface{}, *vapiErr) {
 			return commit.ID, nil
 		}), nil
-	}
-	vapiOps[sw+".commits get"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+".commits get"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, e := clusterOf(c)
 		if e != nil {
 			return nil, e
@@ -729,10 +713,8 @@ func init() {
 			}
 		}
 		return nil, verr("not_found", "There is no commit %s for cluster %s.", inStr(c.In["commit"]), ci.ref.Value)
-	}
-	vapiOps[sw+".compliance get"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+".compliance get"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, e := clusterOf(c)
 		if e != nil {
 			return nil, e
@@ -741,10 +723,8 @@ func init() {
 			return nil, verr("not_found", "No compliance information for cluster %s: scan it first.", ci.ref.Value)
 		}
 		return ci.lastScan, nil
-	}
-	vapiOps[sw+" scan$task"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps[sw+" scan$task"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		ci, e := clusterOf(c)
 		if e != nil {
 			return nil, e
@@ -755,13 +735,11 @@ func init() {
 			ci.lastScan = clusterCompliance(ci)
 			return ci.lastScan, nil
 		}), nil
-	}
+	})
 	vapiOps[sw+" apply$task"] = applyTask
 
 	// The depot's content (com.vmware.esx.settings.depot_content): what a draft may name.
-	vapiOps["com.vmware.esx.settings.depot_content.base_images list"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	vapiOps["com.vmware.esx.settings.depot_content.base_images list"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		versions := make([]string, 0, len(vlcm.baseImages))
 		for v := range vlcm.baseImages {
 			versions = append(versions, v)
@@ -776,10 +754,8 @@ func init() {
 				"release_date": release, "quick_patch_compatible_versions": opt(nil)}))
 		}
 		return out, nil
-	}
-	vapiOps["com.vmware.esx.settings.depot_content.components list"] = func(c *vapiCall) (interface{}, *vapiErr) {
-		vlcm.Lock()
-		defer vlcm.Unlock()
+	})
+	vapiOps["com.vmware.esx.settings.depot_content.components list"] = locked(func(c *vapiCall) (interface{}, *vapiErr) {
 		_, filter := unStruct(c.In["filter"])
 		names := filterSet(filter, "names")
 		keys := make([]string, 0, len(vlcm.components))
@@ -810,7 +786,7 @@ func init() {
 				"name": n, "display_name": display, "vendor": vendor, "versions": list}))
 		}
 		return out, nil
-	}
+	})
 }
 
 // applyTask is clusters.software apply$task.
