@@ -39,6 +39,10 @@ def test_node_figures_name_each_unit_metric_and_skip_a_failed_row():
         "node_allreduce.busbw_gb_s": 180.0,
     }
     assert node_figures(NodeRow(node="n2", error="ssh: connection refused")) == {}
+    # A unit name is the node's word: no control character, no endless name in the record.
+    hostile = {"node": "n3", "units": [{"unit": "GPU\x1b[2J" + "x" * 500, "gemm_gflops": 1.0}]}
+    (name,) = node_figures(hostile)
+    assert "\x1b" not in name and len(name) < 200
 
 
 @pytest.mark.unit

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rackcert.core.localisation import NAME_CAP
 from rackcert.core.stage_records import NodeRow, ValidateData
+from rackcert.core.untrusted import cap, strip_controls
 from rackcert.upgrade.ports import Certificate
 
 
@@ -42,7 +44,9 @@ def node_figures(row: NodeRow | dict[str, Any]) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     for unit in row.units:
-        name = unit.get("unit")
+        # The unit's name comes from the node (untrusted): controls stripped, length capped,
+        # as rackcert.core.localisation shows it, before it names a figure in the record.
+        name = cap(strip_controls(str(unit.get("unit") or "")), NAME_CAP)
         for metric in UNIT_FIGURES:
             value = unit.get(metric)
             if name and isinstance(value, int | float) and not isinstance(value, bool):
