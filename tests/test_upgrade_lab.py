@@ -22,10 +22,10 @@ One module-scoped lab, scenarios in order (each starts from the state the last o
    driver and resumes it.
 
 The kill point is drawn from a seed the test prints (`killed at step N (seed S)`);
-RACKCERT_TEST_KILL_SEED=S replays it. Cost: the module took 23.4 min on this 2-core machine
-at a load average of 12-15 from other work (set-up 4.4 min, of which configure's first run on
-four nodes about 4; each node's chain 2.5-4 min, of which site.yml limited to the node about
-1.5-3 min); it is the suite's longest module.
+RACKCERT_TEST_KILL_SEED=S replays it. Cost on this 2-core machine shared with other work:
+13.6 min at a load average of 10-12 (set-up 4.0 min, most of it configure's first run on four
+nodes; the first roll 6.8 min, the second with its rollback 2.8 min), 23.4 min at 12-15. Each
+node's chain is mostly site.yml limited to the node (1.5-3 min). The suite's longest module.
 """
 
 from __future__ import annotations
