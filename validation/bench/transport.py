@@ -458,11 +458,7 @@ def srun_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[s
         "--input=all",
         "--chdir=/tmp",
     ]
-    if target.partition:
-        argv.append(f"--partition={target.partition}")
-    if target.reservation:
-        argv.append(f"--reservation={target.reservation}")
-    return argv
+    return [*argv, *_where(target)]
 
 
 def job_argv(target: SrunTarget, job: Job) -> list[str]:
@@ -489,11 +485,13 @@ def job_argv(target: SrunTarget, job: Job) -> list[str]:
     ]
     if job.gpus:
         argv.append("--gpus-per-task=1")
-    if target.partition:
-        argv.append(f"--partition={target.partition}")
-    if target.reservation:
-        argv.append(f"--reservation={target.reservation}")
-    return argv
+    return [*argv, *_where(target)]
+
+
+def _where(target: SrunTarget) -> list[str]:
+    """The partition and reservation a step asks for, where the spec and the bench name them."""
+    named = (("partition", target.partition), ("reservation", target.reservation))
+    return [f"--{option}={value}" for option, value in named if value]
 
 
 def task_lines(text: str) -> dict[str, str]:
