@@ -177,12 +177,23 @@ def ssh_torchrun(
     return Step.on_all(nodes, remote, "rackcert-bench")
 
 
+def node_vars(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables a rank on a node starts with, whichever transport reached it: the
+    node's PATH, a UTF-8 locale, the engines' own variables from here
+    (FORWARD_ENV_PREFIXES), then what the launch names; never this process's environment
+    (secrets live there)."""
+    return {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+
+
+def env_pairs(named: dict[str, str]) -> str:
+    """`K=V ...` for a shell line on a node: sorted, each value quoted."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
+
+
 def _node_env(env: dict[str, str] | None) -> str:
-    """`env -i K=V ...` for a command on a node: the engines' own variables from here plus
-    what the launch names, never this process's environment (secrets live there)."""
-    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
-    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
-    return f'env -i HOME="$HOME" USER="$USER" {pairs}'  # the node's own HOME (its ~/.ssh)
+    """`env -i K=V ...` for a command on a node over SSH: node_vars, and the node's own
+    HOME (its ~/.ssh) and USER."""
+    return f'env -i HOME="$HOME" USER="$USER" {env_pairs(node_vars(env))}'
 
 
 def ssh_horovodrun(

@@ -33,7 +33,7 @@ import re
 import shlex
 from typing import Any
 
-from validation.bench.launch import WORKER, Launch, _forwarded_env
+from validation.bench.launch import WORKER, Launch, env_pairs, node_vars
 from validation.bench.transport import NODE_PATH, Job, SrunTarget, SrunTransport
 
 TAG = "rackcert-slurm"
@@ -76,12 +76,11 @@ def task_script(
     the step's PMIx server through the PMIX_* variables slurmstepd sets (a direct launch,
     srun(1) --mpi=pmix), and srun's --export=NONE already kept this machine's out of it.
     """
-    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
-    named |= {**_forwarded_env(), **(env or {})}
     # Slurm binds each task's GPU (--gpus-per-task 1) through the task's own
     # CUDA_VISIBLE_DEVICES: that one goes on, never this machine's.
+    named = node_vars({"PYTHONUNBUFFERED": "1", **(env or {})})
     named.pop("CUDA_VISIBLE_DEVICES", None)
-    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
+    pairs = env_pairs(named)
     worker = shlex.join([python, *WORKER, "--backend", backend, *worker_args])
     empty = "-i " if backend == "torch" else ""
     return (
