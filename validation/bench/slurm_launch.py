@@ -61,7 +61,7 @@ def horovod_env(interface: str | None) -> dict[str, str]:
     return env
 
 
-def task_script(
+def rank_script(
     python: str,
     worker_args: list[str],
     *,
@@ -117,7 +117,7 @@ def build(
     Horovod ranks; Horovod needs a build with MPI, see horovod_env)."""
     if backend == "horovod":
         env = {**horovod_env(interface), **(env or {})}
-    script = task_script(python, worker_args, rdzv_port=rdzv_port, env=env, backend=backend)
+    script = rank_script(python, worker_args, rdzv_port=rdzv_port, env=env, backend=backend)
     job = Job(nodes, tasks_per_node, script, gpus=gpus, name="rackcert-bench")
     target = SrunTarget(
         partition=partition,

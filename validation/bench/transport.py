@@ -431,7 +431,7 @@ class SrunTransport(Transport):
             if len(cmds) == 1
             else by_node(dict(zip(names, step.commands, strict=True)))
         )
-        argv = [*srun_argv(self.target, names, step.name), "/bin/sh", "-c", task_script(body)]
+        argv = [*step_argv(self.target, names, step.name), "/bin/sh", "-c", task_script(body)]
         return [Proc(argv, self.target.env(), ready=len(names), labelled=True)]
 
     def answer(self, step: Step | Job, ran: list[Ran]) -> Answer:
@@ -443,7 +443,7 @@ class SrunTransport(Transport):
         return Answer(r.rc, outputs, {}, r.err, r.wall_s)
 
 
-def srun_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[str]:
+def step_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[str]:
     """One step: one task on each named node, labelled output, stdin to every task."""
     argv = [
         "srun",
