@@ -35,6 +35,7 @@ SKIP_HELP = f"Comma list of {','.join(skip_words())} to leave out"
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
     from rackcert.core.spec import Spec
+    from rackcert.core.stage_records import LocaliseRecord
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -341,10 +342,11 @@ def bench(
         from validation.junit import write_bench_junit
 
         write_bench_junit(junit, record.data.verdict)
-    data = record.data.model_dump(mode="json")
-    if drain:
-        data["slurm_drains"] = _drain(loaded.spec, rundir, data, say)
+    drains = _drain(loaded.spec, rundir, record.data.localise, say) if drain else None
     if as_json:
+        data = record.data.model_dump(mode="json")
+        if drains is not None:
+            data["slurm_drains"] = drains
         print_json({"run": str(rundir.path), **data})
     else:
         show_bench(console, record, rundir.path)
@@ -358,7 +360,7 @@ def bench(
 
 
 def _drain(
-    spec: Spec, rundir: RunDir, data: dict[str, Any], say: Callable[[str], None]
+    spec: Spec, rundir: RunDir, part: LocaliseRecord | None, say: Callable[[str], None]
 ) -> list[dict[str, Any]]:
     """--drain after the verdict: what it did, also kept as the run's artifact."""
     import json
@@ -368,7 +370,7 @@ def _drain(
     from rackcert.core.untrusted import markup
     from validation.bench.localisation.drain import RECORD_NAME, drain_named
 
-    loc = read_localisation(data)
+    loc = read_localisation(part)
     if loc is None:
         say("--drain: this bench recorded no localisation, so no node is named; nothing drained")
         return []
