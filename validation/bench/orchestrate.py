@@ -26,7 +26,7 @@ from rackcert.core.spec import Spec, Vm
 from rackcert.core.stage_records import BenchData, BenchRecord
 from rackcert.core.untrusted import cap_strings
 from validation.bench import k8s, launch, slurm_launch, units, verdict
-from validation.bench.node import compilecache
+from validation.bench.node import compilecache, declare
 from validation.bench.options import BACKENDS, BenchOptions, Engine, Point, Progress
 from validation.bench.targets import (
     engine_gpus,
@@ -134,27 +134,15 @@ def compile_cache_dir(spec: Spec, opts: BenchOptions) -> str | None:
 def worker_args(
     opts: BenchOptions, engine: Engine, tasks: list[str], cache: str | None = None
 ) -> list[str]:
+    """The worker's arguments: the launch's tasks and device, then every declared option a
+    unit passes to the worker (`Opt.worker`), declarations first (validation.bench.node.declare)."""
     args = ["--tasks", ",".join(tasks), "--device", engine.device]
     if cache:
         args += ["--compile-cache", cache]
     if opts.quick:
         args.append("--quick")
-    for flag, value in (
-        ("--batch", opts.batch),
-        ("--model", opts.model),
-        ("--image-size", opts.image_size),
-        ("--precision", opts.precision),
-        ("--max-bytes", opts.max_bytes),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
-    if opts.compile is not None:
-        args.append("--compile" if opts.compile else "--no-compile")
-    if opts.compile_mode is not None:
-        args += ["--compile-mode", opts.compile_mode]
-    if opts.compile_optimizer is not None:
-        args.append("--compile-optimizer" if opts.compile_optimizer else "--no-compile-optimizer")
-    return args
+    passed = [o for o in units.declared_options().values() if o.worker]
+    return args + declare.worker_argv(opts.given(passed))
 
 
 def build_launch(
@@ -434,7 +422,8 @@ def run_bench(
     k8s_counts = sorted({p.nodes for p in points}) if not opts.local else _k8s_counts(spec)
     per_node = points[0].procs_per_node if not opts.local else _k8s_gpus(spec)
     k8s_args = worker_args(opts, Engine("torch", "auto", "nccl"), ["allreduce", "resnet"])
-    k8s_args = [a for a in k8s_args if a not in ("--device", "auto")]
+    # the pods pick their device: the pair "--device auto" out (a value "auto" stays)
+    k8s_args = k8s_args[:2] + k8s_args[4:] if k8s_args[2:4] == ["--device", "auto"] else k8s_args
     data["kubernetes"] = k8s.write_manifests(
         art / "k8s",
         rack=spec.metadata.name,
