@@ -4,6 +4,8 @@ Why write-ahead: a step is recorded `started` before the port touches the world 
 `done` after, so a controller killed in between leaves a record that says exactly which
 step may be half done; a re-run repeats that step (every step is idempotent: draining a
 drained node, entering maintenance a host is in, a reboot proven by a later bootTime).
+So `started` must be on disk before the port is called; a step's `done` and a node's state
+may ride with the next write (the next step's `started`), which halves the writes.
 The file goes through the spine's atomic write (temporary file, fsync, rename): SIGKILL
 leaves the old record or the new one, never half of one. It is written compact (C JSON
 encoder) and without re-reading meta.json or re-validating the typed record each time:
@@ -175,9 +177,17 @@ class Recorder:
         self.save()
         return entry
 
-    def end(self, entry: UpgradeStep, status: str, detail: str = "") -> None:
+    def end(
+        self, entry: UpgradeStep, status: str, detail: str = "", *, durable: bool = True
+    ) -> None:
+        """The step's outcome. `durable=False` (a step done, the roll going straight on to the
+        next step's `begin`, which writes it): a controller killed in between finds the step
+        `started` and repeats it, as it would one killed just before this call."""
         with self.lock:
             entry.status = status  # type: ignore[assignment]
             entry.ended_at = utc_now()
             entry.detail = " ".join(detail.split())[:500]
+            if not durable:
+                self._changes += 1
+                return
         self.save()
