@@ -151,7 +151,7 @@ def one_roll(hosts: int, budget: str, scale: float, records: Path | None = None)
 
     base = Path(tempfile.mkdtemp(prefix="rackcert-roll-"))
     factory = TwinFactory(base)
-    made: list[Path] = []  # record directories in memory, removed at the end
+    made: list[Path] = []  # record directories in memory
     try:
         spec_path = rack_spec(base / "rack.yaml", hosts, 2)
         spec0 = load_spec(spec_path).spec
@@ -222,7 +222,7 @@ def one_roll(hosts: int, budget: str, scale: float, records: Path | None = None)
         }
     finally:
         factory.stop_all()
-        for path in made:
+        for path in [*made, base]:  # the twin's files and the records: nothing left behind
             shutil.rmtree(path, ignore_errors=True)
 
 
