@@ -35,6 +35,7 @@ from validation.bench.targets import (
     remote_python,
     select_vms,
 )
+from validation.bench.transport import Step
 from validation.bench.units.base import BenchUnit, Context, dump
 from validation.bench.units.resnet import describe
 
@@ -162,7 +163,7 @@ def build_launch(
             # One core per rank at every scale (torchrun sets it only for >1 process), so the
             # 1-rank baseline is not a 2-thread run and CPU "weak scaling" means something.
             env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
-        return launch.Launch(label, [cmd], env=env, cwd=str(REPO_ROOT))
+        return launch.here(label, [cmd], env=env, cwd=str(REPO_ROOT))
     nodes = nodes_of(spec, point.vms, opts)
     py = remote_python(spec, opts)
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
@@ -175,7 +176,7 @@ def build_launch(
         # 127.0.0.1 among those named (Horovod 0.28.1, horovod/runner/driver/
         # driver_service.py get_local_interfaces), so naming the data interface fails
         # ("No interface is found for address 127.0.0.1"); its ranks meet over loopback.
-        cmd = launch.ssh_horovodrun(
+        step = launch.ssh_horovodrun(
             nodes,
             point.procs_per_node,
             args,
@@ -184,9 +185,9 @@ def build_launch(
             env=env,
             host_keys=host_keys(opts, nodes),
         )
-        return launch.Launch(label, [cmd])
+        return launch.on_nodes(label, [step])
     if which == "mpirun":
-        cmd = launch.ssh_mpirun(
+        step = launch.ssh_mpirun(
             nodes,
             point.procs_per_node,
             args,
@@ -198,8 +199,8 @@ def build_launch(
             env=env,
             host_keys=host_keys(opts, nodes),
         )
-        return launch.Launch(label, [cmd])
-    cmds = launch.ssh_torchrun(
+        return launch.on_nodes(label, [step])
+    step = launch.ssh_torchrun(
         nodes,
         point.procs_per_node,
         args,
@@ -207,7 +208,7 @@ def build_launch(
         remote_dir=opts.remote_dir,
         rdzv_port=opts.rdzv_port,
     )
-    return launch.Launch(label, cmds)
+    return launch.on_nodes(label, [step])
 
 
 def require_spec_fits(spec: Spec, opts: BenchOptions) -> None:
@@ -293,7 +294,8 @@ def node_has_horovod(spec: Spec, opts: BenchOptions, vms: tuple[Vm, ...], log: P
     """Whether horovod.torch imports in the first node's environment (auto backend)."""
     node = nodes_of(spec, vms[:1], opts)[0]
     py = remote_python(spec, opts)
-    probe = launch.Launch("horovod probe", [[*node.ssh_argv(), f"{py} -c 'import horovod.torch'"]])
+    step = Step.on_all([node], f"{py} -c 'import horovod.torch'", "rackcert-probe")
+    probe = launch.on_nodes("horovod probe", [step], tty=False)
     try:
         launch.execute_text(probe, log, timeout_s=120)
     except launch.LaunchError:
