@@ -45,12 +45,10 @@ def run(
         >>> record = run(load_spec("inventories/lab.yaml"), run_dir, local=True, quick=True)
         >>> record.data.verdict.verdict
     """
-    from dataclasses import replace
-
     from validation.bench.options import BenchOptions
     from validation.bench.orchestrate import run_bench
 
-    opts = replace(options or BenchOptions(), **fields)
+    opts = (options or BenchOptions()).with_(**fields)
     from rackcert.core.known_hosts import rack_file
 
     recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys

@@ -13,6 +13,7 @@ from rackcert.core.runs import RunDir
 from rackcert.core.spec import Certification, Spec
 from validation.bench import launch
 from validation.bench.node import storage
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import nodes_of, remote_python
 from validation.bench.units.base import BenchUnit, Context, check
@@ -88,6 +89,22 @@ class StorageUnit(BenchUnit):
     name = "storage"
     after_launches = True
     help = "parallel random reads from the data mount"
+    options = (
+        Opt("storage_dir", "path", "Read this directory instead of the mount"),
+        Opt(
+            "synthetic_data",
+            "bool",
+            "Create small files if the data directory is empty (default: the spec's"
+            " storage.nfs.create_synthetic_data)",
+        ),
+        Opt(
+            "storage_engine",
+            "str",
+            "auto (fio when installed), fio or pread",
+            default="auto",
+            choices=("auto", "fio", "pread"),
+        ),
+    )
 
     def run(self, ctx: Context) -> dict[str, Any]:
         ctx.progress("storage: parallel random reads")
