@@ -69,8 +69,8 @@ def spec_without_horovod(spec_path: Path, out_dir: Path) -> Path:
     out = out_dir / WITHOUT_HOROVOD
     out_dir.mkdir(parents=True, exist_ok=True)
     head = (
-        f"# Written by `rackcert demo`: {spec_path} with guest.horovod off, because Horovod was\n"
-        "# not in the lab nodes' image yet (set-up builds it in the background).\n"
+        f"# Written by `rackcert demo`: {Path(spec_path).name} with guest.horovod off, because\n"
+        "# Horovod was not in the lab nodes' image yet (set-up builds it in the background).\n"
     )
     out.write_text(head + yaml.safe_dump(data, sort_keys=False))
     return out
