@@ -8,9 +8,11 @@ stay installed (removing them would break whatever else runs here), so the apt l
 only what was missing.
 
 It prints set-up's steps (from the `==> step [N s]` lines set-up prints), the demo's stages
-(from its closing summary) and the time to the first verdict; then it waits for the test-only
-tools set-up left installing in the background (they ran beside the demo, niced) and says when
-they were done, counted from the end of set-up: what the README's second command would wait for.
+(from its closing summary), whether the demo ran with or without Horovod (set-up no longer
+waits for Horovod's source build), and the time to the first verdict; then it waits for what
+set-up left running in the background (Horovod's build and install, the test-only tools; they
+ran beside the demo, niced) and says when it was done, counted from the end of set-up: what
+the README's second command would wait for.
 
     .venv/bin/python benchmarks/newcomer.py                     # setup + demo
     .venv/bin/python benchmarks/newcomer.py --json out.json --keep
@@ -77,8 +79,8 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[in
 
 
 def test_tools(clone: Path, setup_end: float, limit_s: float = 900.0) -> dict[str, Any]:
-    """Wait for set-up's background install (.venv/log/test-tools.rc, as the test session does)
-    and say its exit status and when it ended, in seconds after set-up ended."""
+    """Wait for set-up's background job (Horovod, the test-only tools) as the test session does
+    (.venv/log/test-tools.rc); its exit status and when it ended, in seconds after set-up."""
     rc_file = clone / ".venv" / "log" / "test-tools.rc"
     deadline = time.monotonic() + limit_s
     while not rc_file.is_file() and time.monotonic() < deadline:
@@ -117,6 +119,9 @@ def main() -> int:
     if rc == 0 and not args.no_demo:
         rc, demo_s, out = timed([".venv/bin/rackcert", "demo"], clone, env, work / "demo.log")
         result.update(demo_exit=rc, demo_s=round(demo_s, 1), demo_stages=stages(out))
+        result["demo_horovod"] = (
+            "left out (not built yet)" if "not run: the Horovod" in out else "run"
+        )
     if result["setup_exit"] == 0:
         result["test_tools"] = test_tools(clone, setup_end)
     print("\nset-up step | s")
@@ -128,11 +133,12 @@ def main() -> int:
         for stage, s in result["demo_stages"]:
             print(f"{stage} | {s:.1f}")
         print(f"demo total | {result['demo_s']:.0f} (exit {result['demo_exit']}; 1 = FAIL verdict)")
+        print(f"demo's Horovod path | {result['demo_horovod']}")
         first = result["setup_s"] + result["demo_s"]
         print(f"\nfresh clone to the first verdict: {first:.0f} s ({first / 60:.1f} min)")
     if "test_tools" in result:
         tools = result["test_tools"]
-        print(f"test-only tools (background): exit {tools['rc']}, done", end=" ")
+        print(f"set-up's background (Horovod, test-only tools): exit {tools['rc']}, done", end=" ")
         print(tools.get("note") or f"{tools['after_setup_s']} s after set-up ended")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -7,12 +7,20 @@ and this controller's CPU grow with the rack. While apply runs, `wait_task`
 `info.state`, `info.progress`, `info.result` and `info.error` of every pending task in one
 PropertyCollector retrieval, and wakes each waiter when its task ends.
 
-How often: each task is looked at after about a twentieth of its age so far (at least
-LEAST_S, at most the watcher's interval). A task of 30 s is then seen ending within ~1.5 s,
-one of 9 minutes within the interval, and one that ends at once (a ReconfigVM_Task of a
-powered-off VM, or any task on a twin whose clock is shrunk) within a few milliseconds,
-while the round trips per task grow only with the log of its length. A fixed interval made
+How often: each task is looked at after about a twentieth of its age so far (at least a
+200th of the watcher's interval, 10 ms at the default 2 s; at most the interval). A task of
+30 s is then seen ending within ~1.5 s, one of 9 minutes within the interval, and one that
+ends at once (a ReconfigVM_Task of a powered-off VM, or any task on a twin whose clock is
+shrunk) within a few milliseconds, while the round trips per task grow only with the log of
+its length. A fixed interval made
 short tasks wait for the poll, not for vCenter: on a shrunk clock the polls were the figure.
+
+The shortest pause is a share of the interval, not a fixed 10 ms: the interval shrinks with
+a twin's clock (provision.pace.Pace.poll_s), and a fixed floor made every short task's first
+looks come every 10 wall ms whatever the scale, so the looks (and this controller's CPU,
+which the pace benchmark counts scaled up) grew with the wall time: 404 reads for 16 hosts
+x 2 VMs at scale 0.01, 1,734 for the same work at 0.05. ROUND_TRIP_S stays the floor of
+the floor: no look sooner than a round trip takes.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PATHS = ["info.state", "info.progress", "info.result", "info.error"]
-LEAST_S = 0.01  # the shortest pause before a look at a task: one round trip's order
+LEAST_SHARE = 200  # the shortest pause before a look is 1/LEAST_SHARE of the interval
+ROUND_TRIP_S = 0.002  # and never under a round trip's order
 SHARE = 20  # a task is looked at after 1/SHARE of its age so far
 
 
@@ -34,8 +43,10 @@ def next_look(age: float, most: float) -> float:
 
     >>> next_look(0.0, 2.0), next_look(10.0, 2.0), next_look(600.0, 2.0)
     (0.01, 0.5, 2.0)
+    >>> next_look(0.0, 4.0), next_look(0.0, 0.1)  # a twin's clock at 0.2, at 0.005
+    (0.02, 0.002)
     """
-    return min(most, max(LEAST_S, age / SHARE))
+    return min(most, max(ROUND_TRIP_S, most / LEAST_SHARE, age / SHARE))
 
 
 @dataclass

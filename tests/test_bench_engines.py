@@ -168,7 +168,7 @@ def test_nccl_tests_skips_say_why(tmp_path: Path) -> None:
     pts = [Point(1, 1, 1)]
     assert "MPI build" in run_nccl_tests(BenchOptions(local=False), cuda, run, pts)["reason"]
     assert "no GPU" in run_nccl_tests(BenchOptions(local=True), cpu, run, pts)["reason"]
-    missing = BenchOptions(local=True, nccl_tests=str(tmp_path / "all_reduce_perf"))
+    missing = BenchOptions.of(local=True, nccl_tests=str(tmp_path / "all_reduce_perf"))
     out = run_nccl_tests(missing, cuda, run, pts)
     assert out["skipped"] and "not installed" in out["reason"] and str(tmp_path) in out["reason"]
 

@@ -130,12 +130,21 @@ def test_manifests_rendered_and_validated(bench: dict[str, Any]) -> None:
     assert all(Path(f["path"]).is_file() for f in k8s["files"])
 
 
+def declared(**values: Any) -> list[str]:
+    """The worker's arguments for these benchmark options, from their units' declarations
+    (as a launch passes them: declarations as data, then the flags)."""
+    from validation.bench.node.declare import worker_argv
+    from validation.bench.units import declared_options
+
+    return worker_argv((declared_options()[k], v) for k, v in values.items())
+
+
 def test_three_ranks_busbw_is_four_thirds_of_algbw(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
          "-m", "validation.bench.node.worker", "--tasks", "allreduce", "--device", "cpu",
-         "--max-bytes", "4096", "--iters", "2", "--warmup-iters", "1"],
+         *declared(max_bytes=4096), "--iters", "2", "--warmup-iters", "1"],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=env, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
@@ -173,7 +182,7 @@ def test_settled_steps_then_the_median_window_on_two_ranks() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          "-m", "validation.bench.node.worker", "--device", "cpu", "--tasks", "resnet", "--quick",
-         "--model", "resnet18", "--settle-s", "0.3", "--intervals", "3"],
+         *declared(model="resnet18"), "--settle-s", "0.3", "--intervals", "3"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env=env, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

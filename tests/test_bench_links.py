@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rackcert.core.spec import Certification
 from rackcert.core.stage_records import BenchLaunch
 from validation.bench import links, verdict
-from validation.bench.launch import Launch
+from validation.bench.launch import here
 from validation.bench.node import environment
 from validation.bench.options import Engine
 from validation.bench.orchestrate import launch_entry
@@ -156,7 +156,7 @@ def test_a_gpu_ranks_answer_is_recorded_with_its_bus_ids(node_with) -> None:
     """A GPU worker's ranks carry their bus id; the launch record takes them (an H200 run
     lost its bench.json over that field once)."""
     raw = _raw(node_with("nvidia-smi-nvlink-pair"))
-    entry = launch_entry(Launch("1 node(s), 2 GPU(s): allreduce", [["x"]]), ["allreduce"],
+    entry = launch_entry(here("1 node(s), 2 GPU(s): allreduce", [["x"]]), ["allreduce"],
                          Path("launch.log"), raw)  # fmt: skip
     record = BenchLaunch.model_validate(entry)
     assert [r.bus_id for r in record.ranks or []] == BUS

@@ -30,7 +30,7 @@ def _rank(*lines: str, then: str = "") -> list[str]:
 
 
 def test_a_rank_that_aborts_after_all_reported_is_a_warning(tmp_path: Path) -> None:
-    job = launch.Launch(
+    job = launch.here(
         "2 ranks",
         [_rank("RACKCERT_RESULT " + json.dumps(RESULT), "RACKCERT_DONE 1",
                then="import os; os.abort()\n")],
@@ -54,20 +54,20 @@ def test_torchruns_own_summary_names_the_rank_and_the_signal() -> None:
 
 
 def test_a_rank_that_aborts_before_the_result_fails_the_launch(tmp_path: Path) -> None:
-    job = launch.Launch("2 ranks", [_rank("warming up", then="import os; os.abort()\n")])
+    job = launch.here("2 ranks", [_rank("warming up", then="import os; os.abort()\n")])
     with pytest.raises(launch.LaunchError, match="failed \\(exit -6\\)"):
         launch.execute(job, tmp_path / "launch.log", timeout_s=60)
 
 
 def test_a_clean_launch_has_no_warning(tmp_path: Path) -> None:
-    job = launch.Launch("2 ranks", [_rank("RACKCERT_RESULT " + json.dumps(RESULT))])
+    job = launch.here("2 ranks", [_rank("RACKCERT_RESULT " + json.dumps(RESULT))])
     (out,) = launch.execute(job, tmp_path / "launch.log", timeout_s=60)
     assert out is not None and "exit_warning" not in out
 
 
 def test_probes_and_helpers_stay_strict(tmp_path: Path) -> None:
     """execute_text (probes, storage, ib_write_bw) has no results to keep: a failure fails."""
-    job = launch.Launch("probe", [_rank("RACKCERT_RESULT {}", then="raise SystemExit(3)\n")])
+    job = launch.here("probe", [_rank("RACKCERT_RESULT {}", then="raise SystemExit(3)\n")])
     with pytest.raises(launch.LaunchError, match="exit 3"):
         launch.execute_text(job, tmp_path / "probe.log", timeout_s=60)
 

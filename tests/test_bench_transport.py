@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from rackcert.core.ssh_target import SshTarget
 from validation.bench.transport import (
+    Job,
     LocalTransport,
     Node,
     Proc,
     SrunTarget,
     SrunTransport,
+    SshTransport,
     Step,
     node_lines,
     run_processes,
@@ -86,3 +90,28 @@ def test_the_modules_the_nodes_are_told_to_run_exist_and_ship_in_the_worker_whee
     for module in (launch.WORKER[1], storage.READER):
         assert importlib.util.find_spec(module) is not None, module
         assert module.replace(".", "/") + ".py" in MODULES, module
+
+
+def test_a_job_is_srun_s_alone_and_a_program_here_starts_without_a_shell() -> None:
+    """The bench's Slurm job (nodes Slurm chooses) has one command line, SrunTransport's;
+    the other transports refuse it. A program step here is its own argv (bench.json's
+    `commands` name the engine, not a shell)."""
+    job = Job(2, 4, "run-rank", gpus=True)
+    target = SrunTarget(partition="gpu", immediate_s=30, client_conf="/etc/slurm/site.conf")
+    (proc,) = SrunTransport(target).procs(job, barrier=False)
+    assert proc.argv[:2] == ["srun", "--mpi=pmix"] and proc.argv[-3:] == [
+        "/bin/sh",
+        "-c",
+        "run-rank",
+    ]
+    assert "--nodes=2" in proc.argv and "--gpus-per-task=1" in proc.argv
+    assert proc.env is not None and proc.env["SLURM_CONF"] == "/etc/slurm/site.conf"
+    for other in (LocalTransport(), SshTransport()):
+        with pytest.raises(TypeError, match="chosen by Slurm"):
+            other.procs(job, barrier=False)
+    (here,) = LocalTransport().procs(Step.here(["/bin/echo", "a b", "$HOME"]), barrier=False)
+    assert here.argv == ["/bin/echo", "a b", "$HOME"]
+    (ans,) = LocalTransport().run([Step.here(["/bin/echo", "a b", "$HOME"])], timeout_s=10)
+    assert ans.output("localhost") == "a b $HOME\n" and ans.argvs == [here.argv]
+    (tty,) = SshTransport(tty=True).procs(Step.on_all([A], "true"), barrier=False)
+    assert tty.argv[:2] == ["ssh", "-tt"] and tty.argv[-1] == "true"

@@ -230,9 +230,10 @@ def test_ssh_torchrun_joins_one_c10d_rendezvous_on_the_first_node() -> None:
         Node("a", SshTarget(host="10.0.0.1", port=2222, identity_file="/k", known_hosts="/kh")),
         Node("b", SshTarget(host="10.0.0.2", user="ubuntu")),
     ]
-    cmds = launch.ssh_torchrun(
+    step = launch.ssh_torchrun(
         nodes, 2, ["--quick"], remote_python="/py", remote_dir="/src", rdzv_id="rid"
     )
+    cmds = launch.on_nodes("t", [step]).commands  # as SshTransport starts them
     assert len(cmds) == 2
     assert cmds[0][:2] == ["ssh", "-tt"]
     assert cmds[0][cmds[0].index("-p") + 1] == "2222" and cmds[0][cmds[0].index("-i") + 1] == "/k"
@@ -261,10 +262,11 @@ def test_horovodrun_runs_on_the_first_node_with_the_data_interface() -> None:
         Node("b", SshTarget(host="10.0.0.2")),
     ]
     keys = ["[10.0.0.1]:2222 ssh-ed25519 AAAAkeyA", "[10.0.0.2]:2222 ssh-ed25519 AAAAkeyB"]
-    cmd = launch.ssh_horovodrun(
+    step = launch.ssh_horovodrun(
         nodes, 4, ["--quick"], remote_python="/opt/rackcert/venv/bin/python", interface="ens3f0",
         host_keys=keys,
     )  # fmt: skip
+    (cmd,) = launch.on_nodes("t", [step]).commands
     assert cmd[:2] == ["ssh", "-tt"] and cmd[-3:-1] == ["--", "root@10.0.0.1"]
     remote = shlex.split(cmd[-1])
     # The wrapper's directory: shipped keys and the ssh wrapper, first on horovodrun's PATH.
@@ -289,8 +291,10 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
         Node("a", SshTarget(host="10.0.0.1")),
         Node("b", SshTarget(host="10.0.0.2")),
     ]
-    cmd = launch.ssh_mpirun(nodes, 2, [], remote_python="/py", interface="eth1",
-                            known_hosts="~/.ssh/known_hosts", rdzv_port=29500)  # fmt: skip
+    step = launch.ssh_mpirun(nodes, 2, [], remote_python="/py", interface="eth1",
+                             known_hosts="~/.ssh/known_hosts", rdzv_port=29500)  # fmt: skip
+    (cmd,) = launch.on_nodes("t", [step]).commands
+    assert cmd[:2] == ["ssh", "-tt"]
     assert cmd[-3:-1] == ["--", "root@10.0.0.1"]
     remote = shlex.split(cmd[-1])
     mpi = remote[remote.index("mpirun") :]
@@ -301,7 +305,8 @@ def test_mpirun_hops_are_strict_and_ranks_get_named_variables_only(monkeypatch) 
     shipped = launch.ssh_mpirun(
         nodes, 2, [], remote_python="/py", host_keys=["10.0.0.2 ssh-ed25519 AAAAkeyB"]
     )
-    mpi2 = shlex.split(shipped[-1])
+    (on_first,) = shipped.commands
+    mpi2 = shlex.split(on_first)
     rsh2 = mpi2[mpi2.index("plm_rsh_args") + 1]
     where = next(w for w in mpi2 if w.startswith("/tmp/rackcert-mpi-"))
     assert f"UserKnownHostsFile={where}/known_hosts" in rsh2 and "StrictHostKeyChecking=yes" in rsh2
@@ -361,7 +366,7 @@ def test_launch_children_never_get_this_processes_whole_environment(tmp_path, mo
     monkeypatch.setenv("RACKCERT_VCENTER_PASSWORD", "vc-Secret-9921")
     monkeypatch.setenv("RACKCERT_BECOME_PASSWORD", "become-Secret-1182")
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
-    job = launch.Launch("env", [["env"]], env={"PYTHONPATH": "/src"})
+    job = launch.here("env", [["env"]], env={"PYTHONPATH": "/src"})
     (text,) = launch.execute_text(job, tmp_path / "env.log", timeout_s=30)
     assert "vc-Secret-9921" not in text and "become-Secret-1182" not in text
     assert "NCCL_SOCKET_IFNAME=eth0" in text and "PYTHONPATH=/src" in text and "PATH=" in text
@@ -472,7 +477,7 @@ def test_local_ranks_get_this_machines_toolchain_and_no_secret(monkeypatch) -> N
     assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64" and env["PYTHONPATH"] == "/repo"
     assert "never-forwarded" not in env.values()
     # Not sent to other nodes: a remote rank's toolchain is its node's own.
-    cmd = launch.ssh_torchrun(
+    step = launch.ssh_torchrun(
         [Node("a", SshTarget(host="10.0.0.1"))], 1, [], remote_python="/py", remote_dir=None
     )
-    assert "CUDA_HOME" not in cmd[0][-1] and "never-forwarded" not in cmd[0][-1]
+    assert "CUDA_HOME" not in step.commands[0] and "never-forwarded" not in step.commands[0]

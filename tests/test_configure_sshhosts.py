@@ -10,7 +10,7 @@ import pytest
 
 from rackcert.core.errors import RackcertError
 from rackcert.core.spec_loader import load_spec
-from rackcert.lab import sshhosts
+from rackcert.lab import lifetime, sshhosts
 
 
 def test_hosts_answer_ssh_with_own_name_address_and_mtu(ssh_hosts):
@@ -112,13 +112,13 @@ def test_subnet_in_use_is_a_clear_error(ssh_hosts, tmp_path):
         sshhosts.start_hosts(["x"], h.subnet, tmp_path / "k", owner="1")
 
 
-def test_cleanup_stale_removes_dead_owner_only(ssh_hosts, tmp_path):
+def test_clear_stale_removes_dead_owner_only(ssh_hosts, tmp_path):
     (mine,) = ssh_hosts(["live"])
     dead = 2**22 + 12345  # above pid_max's default: never a live pid
     subnet = sshhosts.claim_subnet(owner=str(dead))
     stale = sshhosts.start_hosts(["ghost"], subnet, tmp_path / "k", owner=str(dead))
     assert stale[0].reachable()
-    assert sshhosts.cleanup_stale() >= 1
+    assert lifetime.clear_stale().namespaces >= 1
     assert stale[0].netns not in sshhosts.netns_list()
     assert not Path("/sys/class/net", sshhosts.bridge_name(subnet)).exists()
     assert mine.ssh("true").returncode == 0

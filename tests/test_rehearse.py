@@ -218,6 +218,40 @@ def test_a_capture_written_before_num_cpus_loads_and_is_written_with_it(tmp_path
     assert '"num_cpus": 8' in loaded.to_json() and '"cpus"' not in loaded.to_json()
 
 
+@pytest.mark.unit
+def test_a_capture_written_before_the_shared_facts_loads_whole() -> None:
+    """A capture written by an older release (tests/fixtures/capture) loads, and says again
+    every value it held: only `cpus` reads as `num_cpus`, nothing else moves or is lost."""
+    path = REPO_ROOT / "tests" / "fixtures" / "capture" / "written-with-cpus.json"
+    old = json.loads(path.read_text())
+    loaded = load_capture(path)
+    assert [v.num_cpus for v in loaded.vms] == [16, 2]
+    for vm in old["vms"]:
+        vm["num_cpus"] = vm.pop("cpus")
+    assert loaded.model_dump(mode="json") == old
+
+
+@pytest.mark.unit
+def test_a_capture_and_a_live_read_name_a_fact_alike() -> None:
+    """One model of vCenter's objects: what a capture and discovery both hold about a host,
+    a VM or a PCI function is declared once (rackcert.core.observed), so a name cannot
+    drift apart again (`cpus` against `num_cpus`)."""
+    from rackcert.core import observed
+    from rackcert.core.capture import model
+
+    for facts, live, captured in (
+        (observed.HostState, observed.ObservedHost, model.Host),
+        (observed.VmConfig, observed.ObservedVm, model.Vm),
+        (observed.PciIds, observed.PciDevice, model.PciFunction),
+    ):
+        assert issubclass(live, facts) and issubclass(captured, facts)
+        for name, field in facts.model_fields.items():
+            same = {repr(live.model_fields[name]), repr(field), repr(captured.model_fields[name])}
+            assert len(same) == 1, (name, same)
+    assert model.Vm.model_config["extra"] == "forbid"  # a capture stays strict
+    assert observed.ObservedVm.model_config["extra"] == "allow"
+
+
 def test_capture_round_trip_on_the_r750xa_twin(rack_twin, capsys, tmp_path):
     lab = rack_twin(guests=True)  # inventories/r750xa-4node.yaml
     code, _, err = cli(lab, capsys, "provision", str(lab.spec_path), "--yes")

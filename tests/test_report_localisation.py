@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rackcert.core.localisation import read_localisation
+from rackcert.core.stage_records import LocaliseRecord
 from rackcert.report.assemble import assemble
 from rackcert.report.diff import diff_records, format_diff
 from rackcert.report.html import render_html
@@ -50,13 +51,15 @@ def localisation(
         a, b = slow_link
         findings.append(
             {"kind": "link", "nodes": [a, b], "metric": "gbps", "value": RATE * 0.3,
-             "id": f"bench.link[{a}<->{b}]",
+             "id": f"bench.link[{a}<->{b}]", "target": f"{a}<->{b}", "unit": "Gb/s",
+             "observed": "2.88 Gb/s", "expected": ">= 6.72 Gb/s",
              "message": f"bench.link[{a}<->{b}]: 2.88 Gb/s, 0.30x rack median 9.60 Gb/s"}
         )  # fmt: skip
     if slow_node:
         findings.append(
             {"kind": "compute", "nodes": [slow_node], "metric": "gemm_gflops",
-             "id": f"bench.compute[{slow_node}]",
+             "id": f"bench.compute[{slow_node}]", "target": slow_node, "value": 36.0,
+             "unit": "GFLOP/s", "observed": "36 GFLOP/s", "expected": ">= 56 GFLOP/s",
              "message": f"bench.compute[{slow_node}]: 36 GFLOP/s, 0.45x rack median 80"}
         )  # fmt: skip
     rules = {"link": {"metric": "bandwidth", "unit": "Gb/s", "median_fraction": 0.7}}
@@ -73,7 +76,7 @@ def base_record(tmp_path_factory):  # noqa: ANN001, ANN201
 
 def _with(record, part: dict[str, Any]):  # noqa: ANN001, ANN202
     copy = record.model_copy(deep=True)
-    copy.bench.localise = part
+    copy.bench.localise = LocaliseRecord.model_validate(part)
     return copy
 
 
@@ -173,23 +176,23 @@ def test_the_same_culprit_again_is_not_newly_named(base_record) -> None:  # noqa
 
 
 def test_reader_leaves_out_what_it_cannot_read() -> None:
-    loc = read_localisation(
+    """A probe's own figures are kept only when they are finite numbers; a link from a node
+    to itself is no link; a finding that names no node names nothing."""
+    part = LocaliseRecord.model_validate(
         {
-            "localise": {
-                "nodes": [
-                    {
-                        "node": "a",
-                        "units": [{"unit": "cpu", "x": "fast", "y": float("nan"), "z": 2}],
-                    },
-                    7,
-                ],
-                "links": [{"a": "a", "b": "a", "gbps": 1}, {"a": "a", "b": "b", "gbps": True}],
-                "findings": [{"kind": "rumour", "node": "a"}, {"kind": "node", "nodes": []}],
-            }
+            "nodes": [
+                {"node": "a", "units": [{"unit": "cpu", "x": "fast", "y": float("nan"), "z": 2}]}
+            ],
+            "links": [{"a": "a", "b": "a", "gbps": 1}, {"a": "a", "b": "b", "gbps": None}],
+            "findings": [
+                {"kind": "node", "nodes": [], "id": "x", "target": "a", "metric": "m",
+                 "value": 1.0, "unit": "u", "observed": "", "expected": "", "message": ""}
+            ],
         }
-    )
+    )  # fmt: skip
+    loc = read_localisation(part)
     assert loc is not None
     assert [n.figures for n in loc.nodes] == [{"z": 2.0}]
     assert [(x.a, x.b, x.gbps) for x in loc.links] == [("a", "b", None)]
     assert loc.findings == []
-    assert read_localisation({"localise": "no"}) is None and read_localisation(None) is None
+    assert read_localisation(None) is None

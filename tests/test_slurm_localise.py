@@ -20,6 +20,7 @@ from rackcert.core.localisation import Localisation, read_localisation
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.slurm.conf import health_check_script
 from rackcert.core.spec_loader import load_spec
+from rackcert.core.stage_records import LocaliseRecord
 from tests.plugins.slurm import SlurmRack
 from validation.bench.localisation.drain import drain_named
 
@@ -132,17 +133,21 @@ def _verdict(findings: list[dict]) -> dict:
 
 
 def _loc(findings: list[dict]) -> Localisation:
-    loc = read_localisation(_verdict(findings))
+    loc = read_localisation(LocaliseRecord.model_validate(_verdict(findings)["localise"]))
     assert loc is not None
     return loc
 
 
 SLOW_NODE = {
     "kind": "compute", "target": "node1", "nodes": ["node1"], "id": "bench.compute[node1]",
+    "metric": "gemm_gflops", "value": 40.0, "unit": "GFLOP/s", "reference": 81.0,
+    "observed": "40.0 GFLOP/s", "expected": ">= 56.7 GFLOP/s",
     "message": "bench.compute[node1]: 40.0 GFLOP/s, 0.49x rack median 81.0 GFLOP/s",
 }  # fmt: skip
 SLOW_LINK = {
     "kind": "link", "nodes": ["node1", "node2"], "id": "bench.link[node1<->node2]",
+    "target": "node1<->node2", "metric": "bandwidth", "value": 0.48, "unit": "Gb/s",
+    "observed": "0.48 Gb/s", "expected": ">= 0.5 Gb/s",
     "message": "bench.link[node1<->node2]: 0.48 Gb/s, below 0.5x line rate 1 Gb/s",
 }  # fmt: skip
 

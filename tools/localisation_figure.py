@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.localisation import read_localisation
+from rackcert.core.stage_records import LocaliseRecord
 from rackcert.report.plots import link_heatmap_figure
 
 NODES = [f"lab-node{i}" for i in range(1, 9)]
@@ -41,10 +42,13 @@ def example() -> dict[str, Any]:
         for n in NODES
     ]
     findings = [
-        {"kind": "link", "nodes": ["lab-node2", "lab-node5"],
-         "id": "bench.link[lab-node2<->lab-node5]",
+        {"kind": "link", "nodes": ["lab-node2", "lab-node5"], "target": "lab-node2<->lab-node5",
+         "id": "bench.link[lab-node2<->lab-node5]", "metric": "bandwidth", "value": 2.88,
+         "unit": "Gb/s", "reference": 9.6, "observed": "2.88 Gb/s", "expected": ">= 6.72 Gb/s",
          "message": "bench.link[lab-node2<->lab-node5]: 2.88 Gb/s, 0.30x rack median 9.6 Gb/s"},
         {"kind": "compute", "nodes": ["lab-node7"], "id": "bench.compute[lab-node7]",
+         "target": "lab-node7", "metric": "gemm_gflops", "value": 36.0, "unit": "GFLOP/s",
+         "reference": 80.0, "observed": "36 GFLOP/s", "expected": ">= 56 GFLOP/s",
          "message": "bench.compute[lab-node7]: 36 GFLOP/s, 0.45x rack median 80 GFLOP/s"},
     ]  # fmt: skip
     return {"localise": {"schema": 1, "nodes_measured": NODES, "nodes": nodes, "links": links,
@@ -61,7 +65,8 @@ def main(argv: list[str]) -> int:
     else:
         record = json.loads(Path(source).read_text())
         data = record.get("data", record)
-    loc = read_localisation(data)
+    part = data.get("localise")
+    loc = read_localisation(LocaliseRecord.model_validate(part) if part else None)
     if loc is None or not loc.links:
         print(f"error: {source}: no localisation part with links", file=sys.stderr)
         return 1

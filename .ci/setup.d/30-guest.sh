@@ -29,5 +29,7 @@ fi
 mkdir -p /run/sshd
 # Leftovers of crashed test runs (namespaces of dead pids; never the lab's).
 if [ -x .venv/bin/python ]; then
-  .venv/bin/python -c "from rackcert.lab.sshhosts import cleanup_stale; cleanup_stale()" || true
+  .venv/bin/python -c "from rackcert.lab.lifetime import clear_stale
+c = clear_stale()
+print(c.line()) if c else None" || true
 fi

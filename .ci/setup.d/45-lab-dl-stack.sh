@@ -54,12 +54,14 @@ pins = "\n".join(
 )
 key = hashlib.sha256(f"{sys.argv[2]}\n{pins}".encode()).hexdigest()[:16]
 stamp = target / ".rackcert-stack"
-if stamp.is_file() and stamp.read_text().strip() == key:
+# The stamp: the key, the script's digest, then one line per distribution (rackcert.lab.dlstack
+# reads them: the demo asks whether Horovod is in the nodes' image yet). Written last.
+stamp_text = f"{key}\nscript {sys.argv[2]}\n{pins}\n"
+old = stamp.read_text().splitlines() if stamp.is_file() else []
+if old[:1] == [key]:
     print(f"lab DL stack: {len(seen)} distributions in {target}, unchanged (key {key})")
     sys.exit(0)
-tmp = target.with_name(target.name + ".tmp")
-shutil.rmtree(tmp, ignore_errors=True)
-count = 0
+
 
 def link(src: Path, dst: Path) -> None:
     if dst.exists():  # a .pyc that RECORD lists too (a .venv installed with bytecode)
@@ -71,22 +73,51 @@ def link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-for name in sorted(seen):
-    dist = metadata.distribution(name)
-    base = Path(dist.locate_file(""))
-    for f in dist.files or []:
-        src = base / f
-        if not src.is_file() or ".." in f.parts:
-            continue
-        link(src, tmp / f)
-        count += 1
-        # Set-up installs torch with pip --no-compile, so its RECORD lists no bytecode: what .venv's
-        # Python has compiled by now (torch, torchvision and Horovod, imported by the steps
-        # before this one) comes along, so the nodes do not compile it again.
-        if src.suffix == ".py":
-            pyc = Path(importlib.util.cache_from_source(str(src)))
-            if pyc.is_file():
-                link(pyc, Path(importlib.util.cache_from_source(str(tmp / f))))
+def lay(names, into: Path) -> tuple[int, list[Path]]:
+    """Hard-link the distributions' files under `into`; (files, the .py files laid)."""
+    count, sources = 0, []
+    for name in sorted(names):
+        dist = metadata.distribution(name)
+        base = Path(dist.locate_file(""))
+        # The dist-info last: a reader that finds it finds the package's files already there.
+        files = sorted(dist.files or [], key=lambda f: ".dist-info" in str(f.parts[0]))
+        for f in files:
+            src = base / f
+            if not src.is_file() or ".." in f.parts:
+                continue
+            link(src, into / f)
+            count += 1
+            # Set-up installs torch with pip --no-compile, so its RECORD lists no bytecode:
+            # what .venv's Python has compiled by now comes along, so the nodes do not compile
+            # it again.
+            if src.suffix == ".py":
+                sources.append(into / f)
+                pyc = Path(importlib.util.cache_from_source(str(src)))
+                if pyc.is_file():
+                    link(pyc, Path(importlib.util.cache_from_source(str(into / f))))
+    return count, sources
+
+
+# Only distributions added (set-up lays the stack without Horovod first, so that the demo need
+# not wait for Horovod's build, and adds Horovod in the background once it is installed): the
+# new files go into the stack in place, nothing there is replaced or removed, so lab nodes
+# importing torch from it meanwhile (a demo running) see no file change under them.
+old_pins = set(old[2:])
+new_pins = set(pins.splitlines())
+if old[1:2] == [f"script {sys.argv[2]}"] and old_pins < new_pins:
+    added = {line.split("==", 1)[0] for line in new_pins - old_pins}
+    count, sources = lay(added, target)
+    for src in sources:
+        compileall.compile_file(str(src), quiet=2)
+    fresh = stamp.with_name(stamp.name + ".new")
+    fresh.write_text(stamp_text)
+    fresh.rename(stamp)
+    print(f"lab DL stack: added {', '.join(sorted(added))} ({count} files) in {target}")
+    sys.exit(0)
+
+tmp = target.with_name(target.name + ".tmp")
+shutil.rmtree(tmp, ignore_errors=True)
+count, _ = lay(seen, tmp)
 # Bytecode for every module, as a node image has it (pip compiles what it installs; so do
 # Debian's packages). The hosts see /opt through an overlay of their own, so without it each
 # new host compiled torch, torchvision, numpy and Horovod again at its first import: measured,
@@ -98,7 +129,7 @@ compileall.compile_dir(str(tmp), quiet=2, workers=0)
 pycs = sum(1 for _ in tmp.rglob("*.pyc"))
 shutil.rmtree(target, ignore_errors=True)
 target.parent.mkdir(parents=True, exist_ok=True)
-(tmp / ".rackcert-stack").write_text(key + "\n")
+(tmp / ".rackcert-stack").write_text(stamp_text)
 tmp.rename(target)
 print(f"lab DL stack: {len(seen)} distributions, {count} files ({pycs} compiled) in {target}")
 PYEOF

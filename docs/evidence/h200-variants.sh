@@ -10,6 +10,9 @@ set -uo pipefail
 OUT=${OUT:-/tmp/h200-variants}
 BUDGET=${1:-560}
 mkdir -p "$OUT"
+# The ResNet options these variants set are declared in validation/bench/units/resnet.py; a
+# launch passes their declarations to the worker as data (validation/bench/node/declare.py).
+DECLARED='[["compile_mode","str",[]],["compile_optimizer","bool",[]],["batch","int",[]]]'
 CACHE=$(python3 -c 'import sys; from validation.bench.node.compilecache import default_dir
 print(default_dir(sys.prefix))')
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -23,7 +26,7 @@ variant() {  # name, seconds at most, worker args...
   [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
   timeout "$limit" python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
-    -m validation.bench.node.worker --device cuda --compile-cache "$CACHE" "$@" > "$OUT/$name.log" 2>&1
+    -m validation.bench.node.worker --device cuda --compile-cache "$CACHE" --declared "$DECLARED" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   python3 - "$name" "$rc" "$((SECONDS - t0))" "$OUT/$name.log" <<'PY' | tee -a "$OUT/summary.txt"
 import sys

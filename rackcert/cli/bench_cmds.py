@@ -26,6 +26,7 @@ from rackcert.cli.common import (
     print_json,
 )
 from rackcert.cli.display import show_bench
+from rackcert.cli.unit_options import with_unit_options
 from rackcert.core.errors import InputError
 from validation.bench.units import skip_words
 
@@ -35,6 +36,7 @@ SKIP_HELP = f"Comma list of {','.join(skip_words())} to leave out"
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
     from rackcert.core.spec import Spec
+    from rackcert.core.stage_records import LocaliseRecord
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -54,6 +56,7 @@ def _names(text: str | None) -> list[str] | None:
 
 
 @app.command("bench")
+@with_unit_options  # each benchmark's own options, from its unit's declarations
 def bench(
     spec_path: SpecArg,
     local: Annotated[
@@ -97,69 +100,9 @@ def bench(
     quick: Annotated[
         bool, typer.Option("--quick", help="Small sizes and few steps: a path check")
     ] = False,
-    naive: Annotated[
-        bool | None,
-        typer.Option(
-            "--naive/--no-naive", help="Also time a naive eager fp32 NCHW loop (default: on GPUs)"
-        ),
-    ] = None,
-    references: Annotated[
-        bool | None,
-        typer.Option(
-            "--references/--no-references",
-            help="Also time two reference loops: a plain compiled fp16 loop and Horovod's"
-            " synthetic-benchmark defaults (default: on GPUs)",
-        ),
-    ] = None,
-    compile_mode: Annotated[
-        str | None,
-        typer.Option(
-            "--compile-mode",
-            help="torch.compile mode: auto (the default mode at every scale), default,"
-            " reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
-        ),
-    ] = None,
-    compile_optimizer: Annotated[
-        bool | None,
-        typer.Option(
-            "--compile-optimizer/--no-compile-optimizer",
-            help="Compile the optimizer step too (bf16/fp32: no gradient scaler)",
-        ),
-    ] = None,
-    compile_: Annotated[
-        bool | None,
-        typer.Option("--compile/--no-compile", help="torch.compile the model (default: on GPUs)"),
-    ] = None,
-    batch: Annotated[
-        int | None, typer.Option("--batch", min=1, help="Images per GPU per step")
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="torchvision model (resnet50)")
-    ] = None,
-    image_size: Annotated[
-        int | None, typer.Option("--image-size", min=16, help="Synthetic image side (224)")
-    ] = None,
-    precision: Annotated[str | None, typer.Option("--precision", help="fp16, bf16 or fp32")] = None,
-    max_bytes: Annotated[
-        int | None, typer.Option("--max-bytes", min=8, help="Largest allreduce")
-    ] = None,
     skip: Annotated[
         str | None,
         typer.Option("--skip", help=SKIP_HELP),
-    ] = None,
-    storage_dir: Annotated[
-        Path | None, typer.Option("--storage-dir", help="Read this directory instead of the mount")
-    ] = None,
-    synthetic_data: Annotated[
-        bool | None,
-        typer.Option(
-            "--synthetic-data/--no-synthetic-data",
-            help="Create small files if the data directory is empty (default: the spec's"
-            " storage.nfs.create_synthetic_data)",
-        ),
-    ] = None,
-    line_rate_gbps: Annotated[
-        float | None, typer.Option("--line-rate-gbps", help="Link line rate to judge busbw against")
     ] = None,
     known_hosts: Annotated[
         Path | None,
@@ -199,17 +142,6 @@ def bench(
             help="The nodes' data interface for horovodrun/mpirun (default: network.interface)",
         ),
     ] = None,
-    nccl_tests: Annotated[
-        str | None,
-        typer.Option(
-            "--nccl-tests",
-            help="all_reduce_perf to run beside the sweep (default: the one on PATH, if any)",
-        ),
-    ] = None,
-    storage_engine: Annotated[
-        str,
-        typer.Option("--storage-engine", help="auto (fio when installed), fio or pread"),
-    ] = "auto",
     drain: Annotated[
         bool,
         typer.Option(
@@ -260,6 +192,8 @@ def bench(
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
     run: RunOpt = None,
     as_json: JsonOpt = False,
+    *,
+    unit_values: dict[str, Any],
 ) -> None:
     """Benchmark the rack and judge it against spec.certification; writes bench.json.
 
@@ -285,31 +219,17 @@ def bench(
         gpus_per_node=gpus_per_node,
         backend=backend,
         quick=quick,
-        naive=naive,
-        references=references,
-        compile=compile_,
-        compile_mode=compile_mode,
-        compile_optimizer=compile_optimizer,
-        batch=batch,
-        model=model,
-        image_size=image_size,
-        precision=precision,
-        max_bytes=max_bytes,
         skip=set(_names(skip) or []),
-        storage_dir=storage_dir,
-        synthetic_data=synthetic_data,
-        line_rate_gbps=line_rate_gbps,
         known_hosts=known_hosts,
         remote_python=remote_python,
         remote_dir=remote_dir,
         rdzv_port=rdzv_port,
         image=image,
         timeout_s=timeout,
-        nccl_tests=nccl_tests,
-        storage_engine=storage_engine,
         launcher=launcher,
         reservation=reservation,
         network_interface=network_interface,
+        values={k: v for k, v in unit_values.items() if v is not None},
     )
     require_spec_fits(loaded.spec, opts)  # a choice the spec cannot serve: its own line first
     if drain and loaded.spec.slurm is None:
@@ -341,10 +261,11 @@ def bench(
         from validation.junit import write_bench_junit
 
         write_bench_junit(junit, record.data.verdict)
-    data = record.data.model_dump(mode="json")
-    if drain:
-        data["slurm_drains"] = _drain(loaded.spec, rundir, data, say)
+    drains = _drain(loaded.spec, rundir, record.data.localise, say) if drain else None
     if as_json:
+        data = record.data.model_dump(mode="json")
+        if drains is not None:
+            data["slurm_drains"] = drains
         print_json({"run": str(rundir.path), **data})
     else:
         show_bench(console, record, rundir.path)
@@ -358,7 +279,7 @@ def bench(
 
 
 def _drain(
-    spec: Spec, rundir: RunDir, data: dict[str, Any], say: Callable[[str], None]
+    spec: Spec, rundir: RunDir, part: LocaliseRecord | None, say: Callable[[str], None]
 ) -> list[dict[str, Any]]:
     """--drain after the verdict: what it did, also kept as the run's artifact."""
     import json
@@ -368,7 +289,7 @@ def _drain(
     from rackcert.core.untrusted import markup
     from validation.bench.localisation.drain import RECORD_NAME, drain_named
 
-    loc = read_localisation(data)
+    loc = read_localisation(part)
     if loc is None:
         say("--drain: this bench recorded no localisation, so no node is named; nothing drained")
         return []

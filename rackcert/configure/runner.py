@@ -17,13 +17,15 @@ with REDACTOR, and every text artifact is scrubbed again after the run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,34 @@ from rackcert.core.stage_records import ConfigureData, ConfigureRecord
 from rackcert.core.untrusted import cap_strings
 
 EventHook = Callable[[dict[str, Any], EventCollector], None]
+
+
+# The signals ansible-runner takes over (ansible_runner.utils.signal_handler, 2.4).
+_RUNNER_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def runner_signals() -> Iterator[Callable[[], bool] | None]:
+    """The cancel callback to give ansible-runner, and this process's signal handlers back after.
+
+    Why: without a cancel callback, ansible-runner installs its own SIGTERM and SIGINT
+    handlers (they only set an event that cancels the playbook) and never restores the ones
+    it replaced. A run that owns a lab (rackcert.lab.lifetime: `rackcert demo`, a benchmark)
+    then lost its own answer to SIGTERM for good: a SIGTERM during configure became a
+    canceled playbook and an exit 1, and after configure it was ignored altogether. Where
+    this process has a handler of its own for SIGTERM (a Python callable), the callback
+    given never cancels, so that handler stays in charge (it stops the run and its lab);
+    otherwise None: ansible-runner's own handler cancels the playbook, as before. Either
+    way the handlers in place before are put back afterwards.
+    """
+    before = {signum: signal.getsignal(signum) for signum in _RUNNER_SIGNALS}
+    own = callable(before[signal.SIGTERM])
+    try:
+        yield (lambda: False) if own else None
+    finally:
+        for signum, handler in before.items():
+            if handler is not None:
+                signal.signal(signum, handler)
 
 
 def _ssh_args(known_hosts: Path) -> str:
@@ -294,25 +324,27 @@ def configure(
             cmdline += ["--extra-vars", shlex.quote(value)]
         envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)), keys.path)
         try:
-            runner = ansible_runner.interface.init_runner(
-                private_data_dir=str(artifacts),
-                artifact_dir=str(artifacts / "ansible"),
-                ident=ident,
-                playbook=str(playbook),
-                inventory=str(inventory),
-                envvars=envvars,
-                passwords=passwords,
-                cmdline=" ".join(cmdline) or None,
-                tags=",".join(tags) or None,
-                skip_tags=",".join(skip_tags) or None,
-                limit=limit,
-                verbosity=verbosity or None,
-                event_handler=handler,
-                quiet=True,
-                settings={"suppress_ansible_output": True, "job_timeout": 3600},
-            )
-            runner.config.env = _runner_env(runner.config.env, envvars, secret_variables(spec))
-            runner.run()
+            with runner_signals() as cancel_callback:
+                runner = ansible_runner.interface.init_runner(
+                    private_data_dir=str(artifacts),
+                    artifact_dir=str(artifacts / "ansible"),
+                    ident=ident,
+                    playbook=str(playbook),
+                    inventory=str(inventory),
+                    envvars=envvars,
+                    passwords=passwords,
+                    cmdline=" ".join(cmdline) or None,
+                    tags=",".join(tags) or None,
+                    skip_tags=",".join(skip_tags) or None,
+                    limit=limit,
+                    verbosity=verbosity or None,
+                    event_handler=handler,
+                    quiet=True,
+                    cancel_callback=cancel_callback,
+                    settings={"suppress_ansible_output": True, "job_timeout": 3600},
+                )
+                runner.config.env = _runner_env(runner.config.env, envvars, secret_variables(spec))
+                runner.run()
             rc = int(runner.rc if runner.rc is not None else 1)
             if runner.status != "successful" and rc == 0:
                 rc = 1  # timed out or canceled: ansible-runner says so in status, not rc

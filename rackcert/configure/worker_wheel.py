@@ -29,6 +29,7 @@ MODULES = (
     "validation/bench/__init__.py",
     "validation/bench/node/__init__.py",
     "validation/bench/node/worker.py",
+    "validation/bench/node/declare.py",
     "validation/bench/node/comm.py",
     "validation/bench/node/allreduce_loop.py",
     "validation/bench/node/resnet_loop.py",

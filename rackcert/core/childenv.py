@@ -28,6 +28,9 @@ PASSED = (
     "TMPDIR",
     "SSH_AUTH_SOCK",  # the operator's ssh-agent: keys stay in the agent, never in a variable
     "VIRTUAL_ENV",
+    # The lab's owner tag (rackcert.lab.lifetime): a run that owns a lab stops every process
+    # that carries it when it ends, on a signal too; Ansible and what it starts are among them.
+    "RACKCERT_LAB_OWNER",
 )
 
 

@@ -1,35 +1,18 @@
-"""Read bench.json's `localisation` part: per-node and per-GPU figures, per-link figures, the
-outlier rule, and the findings that name a culprit.
+"""Read bench.json's `localise` part as the report and `bench --drain` see it: per-node and
+per-GPU figures, per-link figures, the outlier rules, and the findings that name a culprit.
 
 Why one reader: the report (per-node table, link heat map, diff) and `bench --drain` all read
-the part bench writes, and its shape is settled elsewhere (validation/bench's localisation
-stage). Everything that reads it goes through `read_localisation`, so a change of shape
-touches this module only. Names come from nodes and the spec: they are untrusted, kept to
-`CAP` characters here and shown with markup off wherever they go.
-
-The shape read is bench.json's `data.localise` (schema 1, written by
-validation/bench/localisation/stages.py, whose docstring is its reference); anything else is
-left out,
-never an error. What this module takes from it:
-
-    "localise": {
-      "nodes_measured": ["n1", ...],
-      "nodes": [{"node": "n1", "units": [{"unit": "cpu", "pci": null, "gemm_gflops": 9.1,
-                 "memcpy_gb_s": 4.2}, {"unit": "GPU0", "pci": "0000:17:00.0", ...}],
-                 "allreduce": {"busbw_gb_s": ...}}],
-      "links": [{"a": "n1", "b": "n2", "gbps": 0.194, "latency_us": null}],
-      "rules": {"link": {"median_fraction": 0.7, ...}, ...},
-      "findings": [{"id": "bench.link[n2<->n5]", "kind": "link", "nodes": ["n2", "n5"],
-                    "pci": null, "metric": "bandwidth", "value": 0.08, "reference": 0.194,
-                    "message": "bench.link[n2<->n5]: 0.08 Gb/s, 0.41x rack median ..."}]
-    }
+the part bench writes. Its shape is the typed `LocaliseRecord` (rackcert.core.stage_records,
+schema 1: a record written before that model loads through it); this module turns it into
+the views those readers need. Names come from nodes and the spec: they are untrusted, kept
+to `NAME_CAP` characters here and shown with markup off wherever they go. A probe's own
+figures (a unit's keys beside `unit` and `pci`) are kept when they are finite numbers.
 
 A unit with a PCI address is a GPU (its own row); the others (the lab's `cpu`) and the
 node's own allreduce are the node's figures. Finding kinds: link (two nodes); node, gpu,
-compute, node_allreduce and rank name one node. (A draft shape, `localisation` with
-per-node `figures` and `gpus`, is read too.)
+compute, node_allreduce and rank name one node.
 
-    loc = read_localisation(bench_json["data"])   # reads data["localise"]
+    loc = read_localisation(record.data.localise)   # a BenchData's LocaliseRecord, or None
     loc.link_matrix()        # (names, n x n Gb/s or None), for the heat map
 """
 
@@ -38,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rackcert.core.stage_records import LocaliseFinding, LocaliseRecord, NodeRow
 from rackcert.core.untrusted import cap, strip_controls
 
 NAME_CAP = 120  # a node name, PCI address or figure name as shown
@@ -152,76 +136,47 @@ class Localisation:
         return out
 
 
-def _first(item: dict[str, Any], *keys: str) -> Any:
-    """The first key present (the stage names it `id`/`metric`/`reference`/`pci`; the older
-    draft `check`/`figure`/`median`/`gpu`): one place for the shape to settle."""
-    return next((item[k] for k in keys if item.get(k) is not None), "")
-
-
-def _finding(item: dict[str, Any]) -> Finding | None:
-    kind = str(item.get("kind", ""))
-    nodes = item.get("nodes")
-    if not nodes and item.get("node") is not None:
-        nodes = [item["node"]]
-    if kind not in KINDS or not isinstance(nodes, list) or not nodes:
+def _finding(item: LocaliseFinding) -> Finding | None:
+    if item.kind not in KINDS or not item.nodes:
         return None
     return Finding(
-        kind=kind,
-        nodes=tuple(_name(n) for n in nodes[:2]),
-        check=_name(_first(item, "id", "check")),
-        message=cap(strip_controls(str(item.get("message", ""))), 300),
-        figure=_name(_first(item, "metric", "figure")),
-        value=_number(item.get("value")),
-        median=_number(_first(item, "reference", "median")),
-        gpu=_name(_first(item, "pci", "gpu")),
+        kind=item.kind,
+        nodes=tuple(_name(n) for n in item.nodes[:2]),
+        check=_name(item.id),
+        message=cap(strip_controls(item.message), 300),
+        figure=_name(item.metric),
+        value=_number(item.value),
+        median=_number(item.reference),
+        gpu=_name(item.pci or ""),
     )
 
 
-def _node(item: dict[str, Any]) -> NodeFigures:
-    """One node's own figures and its GPUs', from its probe units (or the draft's keys)."""
-    figures = _figures(item.get("figures"))
-    gpus = [
-        (_name(g.get("pci", "?")), _figures(g.get("figures")))
-        for g in item.get("gpus") or []
-        if isinstance(g, dict)
-    ]
-    for unit in item.get("units") or []:
-        if not isinstance(unit, dict):
-            continue
+def _node(row: NodeRow) -> NodeFigures:
+    """One node's own figures and its GPUs', from its probe units."""
+    figures: dict[str, float] = {}
+    gpus: list[tuple[str, dict[str, float]]] = []
+    for unit in row.units:
         values = _figures({k: v for k, v in unit.items() if k not in _UNIT_KEYS})
         if unit.get("pci"):
             gpus.append((_name(unit["pci"]), values))
         else:
             figures |= values
-    allreduce = item.get("allreduce")
-    if isinstance(allreduce, dict) and _number(allreduce.get("busbw_gb_s")) is not None:
-        figures["allreduce_busbw_gb_s"] = _number(allreduce["busbw_gb_s"]) or 0.0
-    return NodeFigures(_name(item["node"]), figures, tuple(gpus))
+    busbw = _number((row.allreduce or {}).get("busbw_gb_s"))
+    if busbw is not None:
+        figures["allreduce_busbw_gb_s"] = busbw
+    return NodeFigures(_name(row.node), figures, tuple(gpus))
 
 
-def read_localisation(bench: dict[str, Any] | None) -> Localisation | None:
-    """The localisation part of bench.json's data (or of run.json's bench), None without one."""
-    bench = bench or {}
-    part = bench.get("localise", bench.get("localisation"))
-    if not isinstance(part, dict):
+def read_localisation(part: LocaliseRecord | None) -> Localisation | None:
+    """The views of bench.json's `localise` part (`BenchData.localise`), None without one."""
+    if part is None:
         return None
-    rule = part.get("rules", part.get("rule"))
-    loc = Localisation(rule=rule if isinstance(rule, dict) else {})
-    for item in part.get("nodes") or []:
-        if isinstance(item, dict) and item.get("node") is not None:
-            loc.nodes.append(_node(item))
-    for item in part.get("links") or []:
-        if isinstance(item, dict) and item.get("a") is not None and item.get("b") is not None:
-            a, b = _name(item["a"]), _name(item["b"])
-            if a != b:
-                loc.links.append(
-                    LinkFigure(a, b, _number(item.get("gbps")), _number(item.get("latency_us")))
-                )
-    for item in part.get("findings") or []:
-        finding = _finding(item) if isinstance(item, dict) else None
-        if finding is not None:
-            loc.findings.append(finding)
-    measured = part.get("nodes_measured")
-    if isinstance(measured, list):
-        loc.order = [_name(n) for n in measured]
+    loc = Localisation(rule=dict(part.rules))
+    loc.nodes = [_node(row) for row in part.nodes]
+    for link in part.links:
+        a, b = _name(link.a), _name(link.b)
+        if a != b:
+            loc.links.append(LinkFigure(a, b, _number(link.gbps), _number(link.latency_us)))
+    loc.findings = [f for f in (_finding(item) for item in part.findings) if f is not None]
+    loc.order = [_name(n) for n in part.nodes_measured]
     return loc

@@ -7,28 +7,90 @@ spine so that provision and validation never import each other.
 Ids are as vSphere reports them, made readable: PCI vendor/device ids as
 unsigned integers (the API types them as signed 16-bit), PCI addresses in
 the long form 0000:bb:dd.f.
+
+The model of record for vCenter's objects. A capture (rackcert.core.capture.model:
+a recorded snapshot the twin replays) describes the same hosts, VMs and PCI
+functions, so its models are built on the facts declared here (`PciIds`,
+`HostState`, `VmConfig`): one name, type and meaning per vSphere property, whether
+a live read or a replayed file says it. Each side adds only what is its own: the
+observed side the managed-object ids and what provision derives; the capture
+side what the twin needs to serve the objects back.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 
 class Observed(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class PciDevice(Observed):
+# -- the facts both a live read and a capture hold (no model_config: each side keeps its own)
+class PciIds(BaseModel):
+    """hardware.pciDevice[]: one PCI function's address and ids (unsigned; the API sends
+    xsd:short)."""
+
     id: str = Field(description="PCI address as vSphere reports it, 0000:bb:dd.f")
-    vendor_id: int
-    device_id: int
+    class_id: int = 0
     sub_vendor_id: int = 0
     sub_device_id: int = 0
-    class_id: int = 0
     vendor_name: str = ""
     device_name: str = ""
+
+
+class HostState(BaseModel):
+    """A host's state as vCenter reports it (HostSystem runtime, summary and config)."""
+
+    name: str
+    connection_state: str = Field("", description="runtime.connectionState")
+    power_state: str = Field("", description="runtime.powerState")
+    in_maintenance: bool = Field(False, description="runtime.inMaintenanceMode")
+    reboot_required: bool = Field(False, description="summary.rebootRequired: pending boot options")
+    rebind_without_reboot: bool = Field(
+        False,
+        description="HostCapability.deviceRebindWithoutRebootSupported (7.0+): passthrough"
+        " changes apply without a reboot",
+    )
+    boot_time: datetime | None = Field(None, description="runtime.bootTime")
+    graphics_type: str = Field(
+        "", description="config.graphicsConfig.hostDefaultGraphicsType (vGPU needs sharedDirect)"
+    )
+    vgpu_types: list[str] = Field(
+        default_factory=list, description="config.sharedPassthruGpuTypes (vGPU profiles)"
+    )
+    datastores: list[str] = Field(default_factory=list, description="Datastores the host mounts")
+    networks: list[str] = Field(default_factory=list, description="Port groups on the host")
+
+
+class VmConfig(BaseModel):
+    """A VM's configuration as vCenter reports it (VirtualMachine config and runtime)."""
+
+    name: str
+    host: str | None = Field(None, description="The host it runs on (runtime.host), by name")
+    template: bool = Field(False, description="config.template: a template, not a VM")
+    power_state: str = Field("", description="runtime.powerState")
+    guest_id: str = Field("", description="config.guestId")
+    hardware_version: str = Field("", description="config.version (vmx-NN)")
+    firmware: str = Field("", description="config.firmware: bios or efi")
+    # config.hardware.numCPU; captures written before the one name said `cpus`.
+    num_cpus: int = Field(
+        0,
+        validation_alias=AliasChoices("num_cpus", "cpus"),
+        description="config.hardware.numCPU",
+    )
+    memory_mb: int = Field(0, description="config.hardware.memoryMB")
+    memory_reservation_locked: bool = Field(
+        False, description="config.memoryReservationLockedToMax"
+    )
+    memory_reservation_mb: int = Field(0, description="config.memoryAllocation.reservation")
+
+
+class PciDevice(Observed, PciIds):
+    vendor_id: int
+    device_id: int
     parent_bridge: str | None = None
     numa_node: int | None = Field(None, description="From hardware.numaInfo.numaNode[].pciId")
     passthru_capable: bool = False
@@ -81,8 +143,7 @@ class EsxcliHost(Observed):
         return next((v for v in nvd if "driver" in v.name.lower()), None)
 
 
-class ObservedHost(Observed):
-    name: str
+class ObservedHost(Observed, HostState):
     moid: str
     address: str = ""
     vendor: str = ""
@@ -91,10 +152,6 @@ class ObservedHost(Observed):
     esxi_build: str = ""
     api_version: str = ""
     system_id: str = Field("", description="hardware.systemInfo.uuid")
-    connection_state: str = ""
-    power_state: str = ""
-    in_maintenance: bool = False
-    reboot_required: bool = Field(False, description="summary.rebootRequired: pending boot options")
     ats_enabled: bool | None = Field(
         None, description="ATS setting as configured (VMkernel.Boot.atsSupport); None: not seen"
     )
@@ -113,24 +170,10 @@ class ObservedHost(Observed):
         description="Declared type of VMkernel.Boot.atsSupport on this host (bool, string, ...);"
         " empty: the ESXi build has no such option; None: not read",
     )
-    rebind_without_reboot: bool = Field(
-        False,
-        description="HostCapability.deviceRebindWithoutRebootSupported (7.0+): passthrough"
-        " changes apply without a reboot",
-    )
-    boot_time: datetime | None = Field(None, description="runtime.bootTime")
-    graphics_type: str = Field(
-        "", description="config.graphicsConfig.hostDefaultGraphicsType (vGPU needs sharedDirect)"
-    )
     numa_nodes: int = 0
     memory_mb: int = 0
     pci_devices: list[PciDevice] = Field(default_factory=list)
-    vgpu_types: list[str] = Field(
-        default_factory=list, description="config.sharedPassthruGpuTypes (vGPU profiles)"
-    )
     vm_names: list[str] = Field(default_factory=list)
-    datastores: list[str] = Field(default_factory=list, description="Datastores the host mounts")
-    networks: list[str] = Field(default_factory=list, description="Port groups on the host")
     esxcli: EsxcliHost | None = Field(
         None, description="What the host answered through esxcli; None: not asked"
     )
@@ -166,18 +209,8 @@ class VirtualNic(Observed):
     network: str = Field("", description="Port group (backing.deviceName)")
 
 
-class ObservedVm(Observed):
-    name: str
+class ObservedVm(Observed, VmConfig):
     moid: str
-    host: str | None = None
-    power_state: str = ""
-    firmware: str = ""
-    guest_id: str = ""
-    num_cpus: int = 0
-    memory_mb: int = 0
-    memory_reservation_locked: bool = False
-    memory_reservation_mb: int = 0
-    hardware_version: str = ""
     extra_config: dict[str, str] = Field(default_factory=dict)
     passthrough: list[PassthroughDevice] = Field(default_factory=list)
     managed_by: str = Field(
@@ -185,7 +218,6 @@ class ObservedVm(Observed):
         description="config.managedBy.extensionKey: a VM an extension runs (vCLS agents:"
         " com.vmware.vim.eam), never workload",
     )
-    template: bool = Field(False, description="config.template: a template, not a VM")
     disks: list[VirtualDisk] = Field(default_factory=list)
     nics: list[VirtualNic] = Field(default_factory=list)
     guest_ip: str = Field("", description="guest.ipAddress as VMware Tools reports it")

@@ -250,7 +250,9 @@ class RunDir:
             "error": error,
             "started_at": started_at or utc_now(),
             "finished_at": utc_now(),
-            "data": data.model_dump(mode="json") if isinstance(data, BaseModel) else data,
+            # a model (or a dict holding models) is taken as it is: typed once, never dumped
+            # to be read back; the file is its one serialisation
+            "data": data,
         }
         try:
             record = RECORDS[stage].model_validate(raw)

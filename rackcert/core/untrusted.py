@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import escape
@@ -113,6 +114,23 @@ def cap_strings(value: Any, limit: int = CAP, where: str | None = None) -> Any:
     if isinstance(value, (list, tuple)):
         return [cap_strings(v, limit, where) for v in value]
     return value
+
+
+def cap_model(value: Any, where: str | None = None, limit: int = CAP) -> Any:
+    """`cap_strings` for a typed value too: a pydantic model's string fields are cut in a
+    copy of it (a new model, the same class, never re-read from a dict); dicts, lists and
+    strings as cap_strings."""
+    if isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        return value.model_copy(
+            update={name: cap_model(getattr(value, name), where, limit) for name in fields}
+        )
+    if isinstance(value, dict):
+        return {cap_strings(k, limit, where): cap_model(v, where, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [cap_model(v, where, limit) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    return cap_strings(value, limit, where)
 
 
 def xml_text(text: str) -> str:

@@ -37,7 +37,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackcert.lab import sshhosts
 from rackcert.lab.pids import owner_dead, pid_alive
+from rackcert.lab.slurm import RUN_ROOT, SlurmLab
 
 OWNER_ENV = "RACKCERT_LAB_OWNER"
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -166,9 +168,6 @@ class Cleared:
 
 def _clear(owners: Callable[[str], bool], *, keep: set[int]) -> Cleared:
     """Stop the labs of every owner for which `owners(tag)` is true (never `keep`'s pids)."""
-    from rackcert.lab import sshhosts
-    from rackcert.lab.slurm import RUN_ROOT, SlurmLab
-
     cleared = Cleared()
     found: set[str] = set()
     # Processes first (the twin, munged, slurmctld, ansible's SSH masters...), so nothing
@@ -210,7 +209,11 @@ def _clear(owners: Callable[[str], bool], *, keep: set[int]) -> Cleared:
 
 def clear_stale() -> Cleared:
     """Stop what owners that are no longer running left: namespaces, bridges, tagged
-    processes, Slurm controllers. Never an owner whose pid runs, never the lab ("lab")."""
+    processes, Slurm controllers. Never an owner whose pid runs, never the lab ("lab").
+
+    The one clearer of dead owners' labs: set-up (30-guest.sh), every owned run and the
+    test session's fixtures call this, so a crashed run's SSH hosts and its daemons go
+    together (the SSH hosts' own namespace-only clearer is gone)."""
     return _clear(owner_dead, keep=_ancestors())
 
 

@@ -28,7 +28,7 @@ machine plays several hosts:
 
 Namespaces are named `rackcert-<owner>-<host>`; the owner is the test process's
 pid (so parallel runs and xdist workers never collide) or `lab` for the lab.
-`cleanup_stale()` removes what dead pids left behind and never touches `lab`.
+What dead pids left behind is cleared by rackcert.lab.lifetime.clear_stale (never `lab`).
 Needs root, iproute2, util-linux and openssh-server; no kernel modules.
 
 API:
@@ -70,7 +70,7 @@ from typing import Any
 from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.paths import REPO_ROOT
 from rackcert.lab import timesync
-from rackcert.lab.pids import owner_dead, pid_alive
+from rackcert.lab.pids import pid_alive
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -311,7 +311,7 @@ def _create_bridge(subnet: str, owner: str) -> str:
         if "exists" in proc.stderr:
             raise SshHostError(
                 f"subnet {subnet} is in use (bridge {name} exists, {_bridge_alias(name) or 'no'}"
-                " owner); pick another subnet or run cleanup_stale()"
+                " owner); pick another subnet or run rackcert.lab.lifetime.clear_stale()"
             )
         raise SshHostError(f"cannot create bridge {name}: {proc.stderr.strip()}")
     gateway = f"{net.network_address + 1}/{net.prefixlen}"
@@ -836,22 +836,6 @@ def stop_owner(owner: str, *, bridges: bool = True) -> int:
 def bridge_names() -> list[str]:
     """The test-host bridges on this machine (rcb*), whoever owns them."""
     return [p.name for p in Path("/sys/class/net").glob("rcb*")]
-
-
-def cleanup_stale() -> int:
-    """Remove namespaces and bridges whose owning pid is dead (crashed runs); never the lab."""
-    owners = set()
-    for netns in netns_list():
-        m = OWNER_RE.match(netns)
-        if m and owner_dead(m["owner"]):
-            owners.add(m["owner"])
-    for link in bridge_names():
-        alias = _bridge_alias(link)
-        if alias.startswith(_ALIAS_TAG):
-            owner = alias[len(_ALIAS_TAG) :]
-            if owner_dead(owner):
-                owners.add(owner)
-    return sum(stop_owner(o) for o in sorted(owners))
 
 
 # -- the lab ------------------------------------------------------------------------------------

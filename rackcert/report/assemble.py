@@ -452,17 +452,8 @@ def _bench(records: dict[str, StageRecordModel]) -> Bench:
         resnet50=data.resnet50,
         storage=data.storage.model_dump(mode="json") if data.storage else None,
         verdict=data.verdict,
-        localise=_localisation_part(data),
+        localise=data.localise,  # typed; read through rackcert.core.localisation only
     )
-
-
-def _localisation_part(data: BenchData) -> dict[str, Any] | None:
-    """bench.json's localisation part (`data.localise`) as a plain dict: its model lives with
-    the bench stage; the report reads it through rackcert.core.localisation only."""
-    part = getattr(data, "localise", None)
-    if isinstance(part, BaseModel):
-        part = part.model_dump(mode="json")
-    return part if isinstance(part, dict) else None
 
 
 def combine_verdict(

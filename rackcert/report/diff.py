@@ -176,7 +176,7 @@ def _mad_spread(values: list[float]) -> float | None:
 def _localisation_figures(r: RunRecord) -> dict[str, Figure]:
     """Each link's Gb/s and each node's figures, spread = the rack's MAD of that figure in
     that run (how much links or nodes of one rack differ, a bound on one's own noise)."""
-    loc = read_localisation({"localise": r.bench.localise})
+    loc = read_localisation(r.bench.localise)
     out: dict[str, Figure] = {}
     if loc is None:
         return out
@@ -196,8 +196,8 @@ def _localisation_figures(r: RunRecord) -> dict[str, Figure]:
 
 def _named(a: RunRecord, b: RunRecord) -> list[str]:
     """The findings of B that name a node, GPU or link A's verdict did not name."""
-    la = read_localisation({"localise": a.bench.localise})
-    lb = read_localisation({"localise": b.bench.localise})
+    la = read_localisation(a.bench.localise)
+    lb = read_localisation(b.bench.localise)
     if lb is None:
         return []
     before = {(f.kind, f.subject) for f in (la.findings if la else [])}

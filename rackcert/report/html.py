@@ -118,7 +118,7 @@ def _figures(record: RunRecord) -> dict[str, str | None]:
     allreduce = (
         plots.allreduce_svg(bench.allreduce) if bench.allreduce and bench.allreduce.points else None
     )
-    loc = read_localisation(record.bench.model_dump(mode="json"))
+    loc = read_localisation(record.bench.localise)
     heatmap = plots.link_heatmap_svg(loc) if loc and len(loc.names()) > 1 and loc.links else None
     return {"scaling": scaling, "allreduce": allreduce, "heatmap": heatmap}
 
@@ -126,7 +126,7 @@ def _figures(record: RunRecord) -> dict[str, str | None]:
 def _localisation(record: RunRecord) -> dict[str, Any] | None:
     """The per-node table (each node's figures, the median of its links, what names it), the
     per-GPU rows and the findings, from bench's localisation part; None without one."""
-    loc = read_localisation(record.bench.model_dump(mode="json"))
+    loc = read_localisation(record.bench.localise)
     if loc is None:
         return None
     columns = sorted({k for n in loc.nodes for k in n.figures})

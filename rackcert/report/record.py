@@ -13,6 +13,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
+from rackcert.core.stage_records import LocaliseRecord
 
 RECORD_SCHEMA: Final = "rackcert/run"
 RECORD_VERSION: Final = 1
@@ -166,7 +167,7 @@ class Bench(Model):
     reference_resnet50: list[ReferenceFigure] = Field(
         default_factory=list, description="Published figures of the chosen reference, for context"
     )
-    localise: dict[str, Any] | None = Field(
+    localise: LocaliseRecord | None = Field(
         None,
         description="bench's localisation part (bench.json data.localise) as recorded: per-node"
         " and per-link figures, the outlier rules, findings; read by rackcert.core.localisation",

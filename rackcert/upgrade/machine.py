@@ -299,12 +299,16 @@ class Roll:
     def _sample(self) -> None:
         states = self.ports.scheduler.nodes([n.name for n in self.rec.data.nodes])
         out = self._out_of_service(states, set())
-        seen = self.rec.data.out_of_service_max
-        with self.rec.lock:
-            if any(n > seen.get(part, 0) for part, n in out.items()):
-                with self.rec.editing():
-                    for part, n in out.items():
-                        seen[part] = max(seen.get(part, 0), n)
+
+        def raise_max(data: UpgradeData) -> bool:
+            seen = data.out_of_service_max
+            if not any(n > seen.get(part, 0) for part, n in out.items()):
+                return False
+            for part, n in out.items():
+                seen[part] = max(seen.get(part, 0), n)
+            return True
+
+        self.rec.update(raise_max, durable=False)
 
     # -- one host and its nodes ----------------------------------------------------------
     def _step(
@@ -322,22 +326,30 @@ class Roll:
         except (RackcertError, OSError, TimeoutError) as exc:
             self.rec.end(entry, "failed", str(exc))
             raise UnitFailed(step, " ".join(str(exc).split())) from None
-        self.rec.end(entry, "done", detail)
+        # Written with the next step's `started` (every step is idempotent: one repeated
+        # after a kill in between is no harm), a write less per step.
+        self.rec.end(entry, "done", detail, durable=False)
 
     def _set(self, names: list[str] | tuple[str, ...], state: str) -> None:
-        """Record the nodes' new state (written only when it changes)."""
-        with self.rec.lock:
+        """Record the nodes' new state; it reaches the disk with the next step's write (the
+        state is the record's summary of the steps, which are written ahead)."""
+
+        def move(_data: UpgradeData) -> bool:
             moved = [n for n in names if self.rec.node(n).state != state]
-            if moved:
-                with self.rec.editing():
-                    for name in moved:
-                        self.rec.node(name).state = state  # type: ignore[assignment]
+            for name in moved:
+                self.rec.node(name).state = state  # type: ignore[assignment]
+            return bool(moved)
+
+        self.rec.update(move, durable=False)
 
     def _set_host(self, host: str, state: str) -> None:
-        with self.rec.lock:
-            if self.rec.host(host).state != state:
-                with self.rec.editing():
-                    self.rec.host(host).state = state  # type: ignore[assignment]
+        def move(_data: UpgradeData) -> bool:
+            if self.rec.host(host).state == state:
+                return False
+            self.rec.host(host).state = state  # type: ignore[assignment]
+            return True
+
+        self.rec.update(move, durable=False)
 
     def _unit(self, unit: Unit, *, rollback: bool = False) -> str:
         """One host's chain; returns why the roll must stop, or '' to go on."""
@@ -357,6 +369,7 @@ class Roll:
             self._step(self.rec.node(n), prefix + "drain", partial(sched.drain, n, reason))
             self._set([n], "draining")
         self._sample()
+        self.rec.flush()  # the drain wait may be long: the record shows it meanwhile
         if nodes and not self.rec.finished(self.rec.node(nodes[0]), prefix + "wait drained"):
             outcome = self._wait_drained(nodes)
             if outcome != "drained":
@@ -374,8 +387,9 @@ class Roll:
             if not h.boot_time_before:
                 # Taken before the image: vLCM's remediation reboots the host itself, and
                 # then the roll's reboot step has nothing left to do but prove it.
+                boot_time = hv.boot_time(unit.host)  # asked before the lock is taken
                 with self.rec.editing():
-                    h.boot_time_before = hv.boot_time(unit.host)
+                    h.boot_time_before = boot_time
             self._set_host(unit.host, "maintenance")
             self._step(
                 h,
@@ -524,8 +538,9 @@ class Roll:
         hv, clock = self.ports.hypervisor, self.ports.clock
         h = self.rec.host(host)
         if not h.boot_time_before:
+            boot_time = hv.boot_time(host)
             with self.rec.editing():
-                h.boot_time_before = hv.boot_time(host)
+                h.boot_time_before = boot_time
         before = h.boot_time_before
         now = self._boot_time(host)
         asked = bool(now) and not _later(now, before)  # up and not rebooted since: reboot it
@@ -541,8 +556,9 @@ class Roll:
                     h.boot_time_after = now
                 image = self.ports.host_image
                 if image is not None:
+                    running = image.current(host)  # a vAPI call: not under the record's lock
                     with self.rec.editing():
-                        h.image_after = image.current(host)
+                        h.image_after = running
                 by = "" if asked else " (rebooted by the image's remediation, or before a re-run)"
                 return f"bootTime {before} -> {now}{by}"
             if clock.monotonic() > deadline:

@@ -1,9 +1,10 @@
-"""The test session waits for the test-only tools that set-up installs in the background.
+"""The test session waits for what set-up installs in the background: Horovod, test-only tools.
 
 Why: `.ci/setup` installs what the demo needs first and the tools only the tests use (pyproject's
 test-tools extra: ruff, mypy, hypothesis, ansible-lint, selenium; the judges' virtual
 environments: clients nobody here wrote) after it, in the background, so a newcomer's demo never
-waits for them. The README's test command is plain pytest, so the
+waits for them; likewise Horovod (its source build, its install into .venv and into the lab
+nodes' image), which the Horovod tests need. The README's test command is plain pytest, so the
 wait happens here, once, at the session's start: it says what it waits for and for how long,
 and stops the session with one line if that install failed.
 """
@@ -44,14 +45,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if state == "running":
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         say = reporter.write_line if reporter else print
-        say(f"waiting for set-up's test-only tools (pid {pid}; {LOG_DIR / 'test-tools.log'})")
+        say(
+            "waiting for set-up's background steps: Horovod, test-only tools"
+            f" (pid {pid}; {LOG_DIR / 'test-tools.log'})"
+        )
         while state == "running" and time.monotonic() - started < WAIT_LIMIT_S:
             time.sleep(1.0)
             state, pid = background_state()
-        say(f"set-up's test-only tools: {state} after {time.monotonic() - started:.0f} s")
+        say(f"set-up's background steps: {state} after {time.monotonic() - started:.0f} s")
     if state in ("failed", "running"):
         pytest.exit(
-            f"set-up's test-only tools did not install ({state}): see"
+            f"set-up's background steps (Horovod, test-only tools) did not finish ({state}): see"
             f" {LOG_DIR / 'test-tools.log'}, then run .ci/setup again",
             returncode=1,
         )

@@ -8,7 +8,8 @@ Laid out by job; the parts meet only through JSON:
 - `localisation/`: which node, GPU or link holds the rack back (stages, rules,
   confirmation, findings);
 - the orchestration, where `rackcert bench` runs: `options` (what it can be told),
-  `targets` (which nodes), `launch`, `slurm_launch` and `k8s` (how ranks start),
+  `targets` (which nodes), `launch`, `slurm_launch` and `k8s` (how ranks start: steps
+  handed to `transport`, the one place ssh and srun command lines are written),
   `orchestrate` (plan, run, record), `verdict` (judge), `links` (which link a figure
   crossed), `perftest` (ib_write_bw's commands, for the rdma unit and localisation).
 """
@@ -45,12 +46,10 @@ def run(
         >>> record = run(load_spec("inventories/lab.yaml"), run_dir, local=True, quick=True)
         >>> record.data.verdict.verdict
     """
-    from dataclasses import replace
-
     from validation.bench.options import BenchOptions
     from validation.bench.orchestrate import run_bench
 
-    opts = replace(options or BenchOptions(), **fields)
+    opts = (options or BenchOptions()).with_(**fields)
     from rackcert.core.known_hosts import rack_file
 
     recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys

@@ -1,10 +1,12 @@
 """Start bench workers through existing engines: torchrun (c10d rendezvous) or horovodrun.
 
 No process manager of our own: locally one `torchrun --standalone --nproc-per-node G`
-(or `horovodrun --gloo -np G -H localhost:G`); across nodes one plain `ssh` per node,
-each starting torchrun with the same c10d rendezvous endpoint (the first node) and id,
-or one `horovodrun -H a:G,b:G` that uses SSH itself. This module builds those command
-lines (pure functions, tested without hosts) and runs them: all at once, output to a
+(or `horovodrun --gloo -np G -H localhost:G`); across nodes torchrun on every node, each
+with the same c10d rendezvous endpoint (the first node) and id, or one `horovodrun -H
+a:G,b:G` (or mpirun) on the first node that uses SSH itself. This module builds those
+as steps (what runs on which node, with which environment: pure functions, tested
+without hosts) and hands them to a transport (validation.bench.transport: ssh, srun or
+this machine, whose command lines are written there alone): all at once, output to a
 log file, rank 0's `RACKCERT_RESULT` line parsed from whichever node printed it.
 """
 
@@ -22,7 +24,15 @@ from typing import Any
 
 from rackcert.core.errors import RackcertError
 from rackcert.core.ssh_target import hop_options, node_known_hosts
-from validation.bench.transport import NODE_PATH, Node, Proc, run_processes
+from validation.bench.transport import (
+    NODE_PATH,
+    Job,
+    LocalTransport,
+    Node,
+    SshTransport,
+    Step,
+    Transport,
+)
 
 MARKER = (
     "RACKCERT_RESULT "  # validation.bench.node.worker.MARKER, without importing torch-side code
@@ -57,12 +67,32 @@ class LaunchError(RackcertError):
 
 @dataclass
 class Launch:
-    """What to run for one measurement: one argv per process to start here."""
+    """What to run for one measurement: its steps and the transport that runs them; `env`:
+    what the processes started here get beside child_env's; `cwd`: where they start."""
 
     label: str
-    commands: list[list[str]]
+    steps: list[Step | Job]
+    transport: Transport
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+
+    @property
+    def commands(self) -> list[list[str]]:
+        """The command lines the transport starts here, in order (what the log shows)."""
+        return [p.argv for p in self.transport.processes(self.steps)]
+
+
+def on_nodes(label: str, steps: list[Step | Job], *, tty: bool = True) -> Launch:
+    """Steps run on the nodes over SSH; tty (the launchers): `ssh -tt`, so that stopping
+    the client stops the ranks (SshTransport)."""
+    return Launch(label, steps, SshTransport(tty=tty))
+
+
+def here(
+    label: str, argvs: list[list[str]], env: dict[str, str] | None = None, cwd: str | None = None
+) -> Launch:
+    """Programs on this machine, one step each (the local engines)."""
+    return Launch(label, [Step.here(a) for a in argvs], LocalTransport(), dict(env or {}), cwd)
 
 
 def _forwarded_env() -> dict[str, str]:
@@ -117,8 +147,8 @@ def ssh_torchrun(
     rdzv_id: str | None = None,
     env: dict[str, str] | None = None,
     join_timeout_s: int = 300,
-) -> list[list[str]]:
-    """One `ssh node torchrun ...` per node, all joining the c10d rendezvous on nodes[0]."""
+) -> Step:
+    """torchrun on every node, all joining the c10d rendezvous on nodes[0]."""
     rdzv_id = rdzv_id or f"rackcert-{uuid.uuid4().hex[:12]}"
     extra = {**(env or {}), "PYTHONPATH": remote_dir} if remote_dir else dict(env or {})
     torchrun = [
@@ -144,17 +174,26 @@ def ssh_torchrun(
     ]
     where = shlex.quote(remote_dir) if remote_dir else "/tmp"
     remote = f"cd {where} && exec {_node_env(extra)} {shlex.join(torchrun)}"
-    # -tt: the remote torchrun hangs on a pty, so stopping the local ssh client (a node
-    # failed, the launch timed out) hangs it up instead of leaving ranks behind.
-    return [[*node.ssh_argv(tty=True), remote] for node in nodes]
+    return Step.on_all(nodes, remote, "rackcert-bench")
+
+
+def node_vars(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables a rank on a node starts with, whichever transport reached it: the
+    node's PATH, a UTF-8 locale, the engines' own variables from here
+    (FORWARD_ENV_PREFIXES), then what the launch names; never this process's environment
+    (secrets live there)."""
+    return {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
+
+
+def env_pairs(named: dict[str, str]) -> str:
+    """`K=V ...` for a shell line on a node: sorted, each value quoted."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
 
 
 def _node_env(env: dict[str, str] | None) -> str:
-    """`env -i K=V ...` for a command on a node: the engines' own variables from here plus
-    what the launch names, never this process's environment (secrets live there)."""
-    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", **_forwarded_env(), **(env or {})}
-    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
-    return f'env -i HOME="$HOME" USER="$USER" {pairs}'  # the node's own HOME (its ~/.ssh)
+    """`env -i K=V ...` for a command on a node over SSH: node_vars, and the node's own
+    HOME (its ~/.ssh) and USER."""
+    return f'env -i HOME="$HOME" USER="$USER" {env_pairs(node_vars(env))}'
 
 
 def ssh_horovodrun(
@@ -166,9 +205,9 @@ def ssh_horovodrun(
     interface: str | None = None,
     env: dict[str, str] | None = None,
     host_keys: list[str] | None = None,
-) -> list[str]:
+) -> Step:
     """horovodrun started ON THE FIRST NODE (as the seed ran it), over the nodes' own SSH
-    trust (configure's ssh_trust role): `ssh node1 -- horovodrun -np N -H a:g,b:g ...`.
+    trust (configure's ssh_trust role): on node1, `horovodrun -np N -H a:g,b:g ...`.
 
     `--network-interface` is the spec's data interface: the nodes' names for it, which
     this machine does not share (the reason horovodrun from here found no common
@@ -206,7 +245,8 @@ def ssh_horovodrun(
     setup += f" && printf %s {wrapper} > {where}/ssh && chmod 700 {where}/ssh"
     named = {**(env or {}), "PATH": f"{where}:{NODE_PATH}"}
     # No exec: the shell stays to remove the wrapper's directory when horovodrun ends.
-    return [*first.ssh_argv(tty=True), _staying_shell(setup, cleanup, _node_env(named), argv)]
+    staying = _staying_shell(setup, cleanup, _node_env(named), argv)
+    return Step.on_all([first], staying, "rackcert-bench")
 
 
 # Options a launcher's ssh must not get from the launcher itself: the wrapper's pins decide.
@@ -258,7 +298,7 @@ def ssh_mpirun(
     rdzv_port: int = 29400,
     env: dict[str, str] | None = None,
     host_keys: list[str] | None = None,
-) -> list[str]:
+) -> Step:
     """Open MPI's mpirun (Debian's openmpi-bin) started on the first node: the second
     launcher. Its ssh hops take `plm_rsh_args`, so they are strict (rackcert.core.ssh_target's
     hop options): `host_keys`, the controller's enrolled keys shipped with the launch into
@@ -285,7 +325,7 @@ def ssh_mpirun(
     remote = f"cd /tmp && exec {_node_env(env)} {shlex.join(argv)}"
     if host_keys:  # the shell stays to remove the shipped file when mpirun ends
         remote = _staying_shell(setup, cleanup, _node_env(env), argv)
-    return [*first.ssh_argv(tty=True), remote]
+    return Step.on_all([first], remote, "rackcert-bench")
 
 
 def _staying_shell(setup: str, cleanup: str, env_prefix: str, argv: list[str]) -> str:
@@ -465,21 +505,23 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def _run(
     launch: Launch, log: Path, timeout_s: float
 ) -> tuple[list[str], float, tuple[int, int] | None]:
-    """Run the launch's commands here (validation.bench.transport, fail-fast: a rank that
-    failed stops the others); (outputs, wall seconds, (index, exit code) of the first that
-    failed or (-1, 124) on timeout, else None), all written to `log`."""
+    """Run the launch's steps through its transport (fail-fast: a rank that failed stops
+    the others); (each process's output, wall seconds, (index, exit code) of the first
+    that failed or (-1, 124) on timeout, else None), all written to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = child_env(launch.env)
-    ran = run_processes(
-        [Proc(argv, env) for argv in launch.commands],
+    answers = launch.transport.run(
+        launch.steps,
         timeout_s,
         fail_fast=True,
         merge_stderr=True,
+        env=child_env(launch.env),
         cwd=launch.cwd,
     )
+    argvs = [argv for a in answers for argv in a.argvs]
+    ran = [r for a in answers for r in a.ran]
     texts = [r.out for r in ran]
     with open(log, "w") as handle:
-        for argv, text in zip(launch.commands, texts, strict=True):
+        for argv, text in zip(argvs, texts, strict=True):
             handle.write(f"$ {shlex.join(argv)}\n{text}\n")
     failed = next(((i, r.rc) for i, r in enumerate(ran) if r.rc and not r.stopped), None)
     if failed is None and any(r.stopped for r in ran):

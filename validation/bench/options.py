@@ -2,16 +2,26 @@
 
 Why apart from the orchestration: the CLI, the units and the orchestration all read these;
 a unit that imported the orchestration to learn its options would climb back up.
+
+Two kinds of options: the run's own (where, how many, which launcher) are BenchOptions'
+fields here; a benchmark's own (ResNet's --batch, the sweep's --max-bytes, storage's
+--storage-dir) are declared once in its unit's file (`BenchUnit.options`,
+validation.bench.node.declare.Opt) and held in `values`, read as attributes all the same:
+
+    opts = BenchOptions.of(local=True, batch=64)   # or BenchOptions(local=True, values={...})
+    opts.batch, opts.max_bytes                     # 64, None (its declared default)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from rackcert.core.errors import InputError
 from rackcert.core.spec import Vm
+from validation.bench.node.declare import Opt
 
 BACKENDS = ("auto", "nccl", "gloo", "horovod")
 
@@ -30,20 +40,7 @@ class BenchOptions:
     gpus_per_node: int | None = None
     backend: str = "auto"
     quick: bool = False
-    naive: bool | None = None
-    references: bool | None = None
-    compile: bool | None = None
-    compile_mode: str | None = None
-    compile_optimizer: bool | None = None
-    batch: int | None = None
-    model: str | None = None
-    image_size: int | None = None
-    precision: str | None = None
-    max_bytes: int | None = None
     skip: set[str] = field(default_factory=set)
-    storage_dir: Path | None = None
-    synthetic_data: bool | None = None
-    line_rate_gbps: float | None = None
     known_hosts: Path | None = None
     # known_hosts ON the nodes for mpirun's hops: the one configure's ssh_trust role fills
     node_known_hosts: str | None = "~/.ssh/known_hosts"
@@ -56,11 +53,11 @@ class BenchOptions:
     rdzv_port: int = 29400
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
-    nccl_tests: str | None = None  # all_reduce_perf to run (default: PATH, then the role's)
-    storage_engine: str = "auto"  # fio when installed, else pread
     # inductor/Triton cache on the nodes, kept between runs: default under the DL environment
     # (guest.dl_venv remotely, this interpreter's prefix locally); "" turns it off
     compile_cache: str | None = None
+    # the benchmarks' own options, by name (each declared once in its unit's file)
+    values: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Every choice is checked here, once, whoever builds the options (CLI or library)."""
@@ -68,22 +65,81 @@ class BenchOptions:
             value = getattr(self, name)
             if value is not None and value not in allowed:
                 raise InputError(f"{flag} {value!r}: choose one of {', '.join(allowed)}")
+        self.values = {k: checked(opt_named(k), v) for k, v in self.values.items()}
         if self.gpus and not self.local:
             raise InputError("--gpus sweeps GPU counts on this machine: use it with --local")
         if self.reservation and self.launcher != "srun":
             raise InputError("--reservation is a Slurm reservation: use it with --launcher srun")
 
+    def __getattr__(self, name: str) -> Any:
+        """A benchmark's option by name: its value, else its declared default."""
+        if name.startswith("_") or "values" not in self.__dict__:
+            raise AttributeError(name)
+        try:
+            opt = declared()[name]
+        except KeyError:
+            raise AttributeError(f"BenchOptions has no option {name!r}") from None
+        return self.__dict__["values"].get(name, opt.default)
 
-# (field, the CLI flag that sets it, its choices): one table, read by __post_init__.
+    @classmethod
+    def of(cls, **given: Any) -> BenchOptions:
+        """Options from keywords: the run's fields and the benchmarks' options alike."""
+        return cls().with_(**given)
+
+    def with_(self, **given: Any) -> BenchOptions:
+        """A copy with these keywords set (a field, or a declared option into `values`)."""
+        own = {f.name for f in fields(self)}
+        unit = {k: v for k, v in given.items() if k not in own}
+        base = {k: v for k, v in given.items() if k in own}
+        return replace(self, **base, values={**self.values, **base.get("values", {}), **unit})
+
+    def given(self, opts: list[Opt]) -> list[tuple[Opt, Any]]:
+        """Each of `opts` with its value here (its default when not given)."""
+        return [(opt, getattr(self, opt.name)) for opt in opts]
+
+
+def declared() -> dict[str, Opt]:
+    """Every benchmark's options by name (validation.bench.units.UNITS' declarations)."""
+    from validation.bench import units
+
+    return units.declared_options()
+
+
+def opt_named(name: str) -> Opt:
+    opt = declared().get(name)
+    if opt is None:
+        raise InputError(f"bench option {name!r}: no benchmark declares it")
+    return opt
+
+
+def checked(opt: Opt, value: Any) -> Any:
+    """`value` for `opt`, as its declaration allows (one line naming the flag if not)."""
+    if value is None:
+        return None
+    want = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(opt.kind)
+    if opt.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InputError(f"{opt.flag} {value!r}: want {want}")
+    if opt.kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(f"{opt.flag} {value!r}: want {want}")
+        value = float(value)
+    if opt.kind == "bool" and not isinstance(value, bool):
+        raise InputError(f"{opt.flag} {value!r}: want {want}")
+    if opt.kind in ("str", "path") and not isinstance(value, str | Path):
+        raise InputError(f"{opt.flag} {value!r}: want a {'path' if opt.kind == 'path' else 'word'}")
+    if opt.kind == "path":
+        value = Path(value)
+    if opt.choices and value not in opt.choices:
+        raise InputError(f"{opt.flag} {value!r}: choose one of {', '.join(opt.choices)}")
+    if opt.minimum is not None and value < opt.minimum:
+        raise InputError(f"{opt.flag} {value!r}: want at least {opt.minimum:g}")
+    return value
+
+
+# (field, the CLI flag that sets it, its choices): the run's own options, read by
+# __post_init__ (a benchmark's choices are in its declaration).
 _CHOICES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("precision", "--precision", ("fp16", "bf16", "fp32")),
-    (
-        "compile_mode",
-        "--compile-mode",
-        ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
-    ),
     ("launcher", "--launcher", LAUNCHERS),
-    ("storage_engine", "--storage-engine", ("auto", "fio", "pread")),
     ("backend", "--backend", BACKENDS),
 )
 

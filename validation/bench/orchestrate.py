@@ -24,9 +24,9 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir, utc_now
 from rackcert.core.spec import Spec, Vm
 from rackcert.core.stage_records import BenchData, BenchRecord
-from rackcert.core.untrusted import cap_strings
+from rackcert.core.untrusted import cap_model, cap_strings
 from validation.bench import k8s, launch, slurm_launch, units, verdict
-from validation.bench.node import compilecache
+from validation.bench.node import compilecache, declare
 from validation.bench.options import BACKENDS, BenchOptions, Engine, Point, Progress
 from validation.bench.targets import (
     engine_gpus,
@@ -35,6 +35,7 @@ from validation.bench.targets import (
     remote_python,
     select_vms,
 )
+from validation.bench.transport import Step
 from validation.bench.units.base import BenchUnit, Context, dump
 from validation.bench.units.resnet import describe
 
@@ -134,27 +135,15 @@ def compile_cache_dir(spec: Spec, opts: BenchOptions) -> str | None:
 def worker_args(
     opts: BenchOptions, engine: Engine, tasks: list[str], cache: str | None = None
 ) -> list[str]:
+    """The worker's arguments: the launch's tasks and device, then every declared option a
+    unit passes to the worker (`Opt.worker`), declarations first (validation.bench.node.declare)."""
     args = ["--tasks", ",".join(tasks), "--device", engine.device]
     if cache:
         args += ["--compile-cache", cache]
     if opts.quick:
         args.append("--quick")
-    for flag, value in (
-        ("--batch", opts.batch),
-        ("--model", opts.model),
-        ("--image-size", opts.image_size),
-        ("--precision", opts.precision),
-        ("--max-bytes", opts.max_bytes),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
-    if opts.compile is not None:
-        args.append("--compile" if opts.compile else "--no-compile")
-    if opts.compile_mode is not None:
-        args += ["--compile-mode", opts.compile_mode]
-    if opts.compile_optimizer is not None:
-        args.append("--compile-optimizer" if opts.compile_optimizer else "--no-compile-optimizer")
-    return args
+    passed = [o for o in units.declared_options().values() if o.worker]
+    return args + declare.worker_argv(opts.given(passed))
 
 
 def build_launch(
@@ -174,7 +163,7 @@ def build_launch(
             # One core per rank at every scale (torchrun sets it only for >1 process), so the
             # 1-rank baseline is not a 2-thread run and CPU "weak scaling" means something.
             env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
-        return launch.Launch(label, [cmd], env=env, cwd=str(REPO_ROOT))
+        return launch.here(label, [cmd], env=env, cwd=str(REPO_ROOT))
     nodes = nodes_of(spec, point.vms, opts)
     py = remote_python(spec, opts)
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
@@ -187,7 +176,7 @@ def build_launch(
         # 127.0.0.1 among those named (Horovod 0.28.1, horovod/runner/driver/
         # driver_service.py get_local_interfaces), so naming the data interface fails
         # ("No interface is found for address 127.0.0.1"); its ranks meet over loopback.
-        cmd = launch.ssh_horovodrun(
+        step = launch.ssh_horovodrun(
             nodes,
             point.procs_per_node,
             args,
@@ -196,9 +185,9 @@ def build_launch(
             env=env,
             host_keys=host_keys(opts, nodes),
         )
-        return launch.Launch(label, [cmd])
+        return launch.on_nodes(label, [step])
     if which == "mpirun":
-        cmd = launch.ssh_mpirun(
+        step = launch.ssh_mpirun(
             nodes,
             point.procs_per_node,
             args,
@@ -210,8 +199,8 @@ def build_launch(
             env=env,
             host_keys=host_keys(opts, nodes),
         )
-        return launch.Launch(label, [cmd])
-    cmds = launch.ssh_torchrun(
+        return launch.on_nodes(label, [step])
+    step = launch.ssh_torchrun(
         nodes,
         point.procs_per_node,
         args,
@@ -219,7 +208,7 @@ def build_launch(
         remote_dir=opts.remote_dir,
         rdzv_port=opts.rdzv_port,
     )
-    return launch.Launch(label, cmds)
+    return launch.on_nodes(label, [step])
 
 
 def require_spec_fits(spec: Spec, opts: BenchOptions) -> None:
@@ -305,7 +294,8 @@ def node_has_horovod(spec: Spec, opts: BenchOptions, vms: tuple[Vm, ...], log: P
     """Whether horovod.torch imports in the first node's environment (auto backend)."""
     node = nodes_of(spec, vms[:1], opts)[0]
     py = remote_python(spec, opts)
-    probe = launch.Launch("horovod probe", [[*node.ssh_argv(), f"{py} -c 'import horovod.torch'"]])
+    step = Step.on_all([node], f"{py} -c 'import horovod.torch'", "rackcert-probe")
+    probe = launch.on_nodes("horovod probe", [step], tty=False)
     try:
         launch.execute_text(probe, log, timeout_s=120)
     except launch.LaunchError:
@@ -340,14 +330,21 @@ def launch_groups(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[
     return [[task] for task in tasks]
 
 
-def _record_unit(unit: BenchUnit, ctx: Context, data: dict[str, Any], progress: Progress) -> None:
-    """Run a unit into the record: data[name] (or data["units"][name] for a unit the record's
-    model does not name), the other keys it fills, its progress lines."""
+def _record_unit(
+    unit: BenchUnit,
+    ctx: Context,
+    data: dict[str, Any],
+    typed: dict[str, Any],
+    progress: Progress,
+) -> None:
+    """Run a unit into the record: typed[name], its result as it returned it (or
+    data["units"][name], JSON, for a unit the record's model does not name yet), the other
+    keys it fills, its progress lines."""
     result = unit.run(ctx)
     if result is None:
         return
     if unit.name in BenchData.model_fields:
-        data[unit.name] = dump(result)
+        typed[unit.name] = result
     else:
         data.setdefault("units", {})[unit.name] = dump(result)
     data.update(unit.also(ctx, result))
@@ -382,17 +379,30 @@ def launch_entry(
 
 
 def write_record(
-    run: RunDir, data: dict[str, Any], status: str, error: str | None, started: str
+    run: RunDir,
+    data: dict[str, Any] | BenchData,
+    status: str,
+    error: str | None,
+    started: str,
+    typed: dict[str, Any] | None = None,
 ) -> BenchRecord:
-    """bench.json as it stands. A node's long output (a crashed rank's stderr, a GPU name) is
-    cut in the record; the launch logs under the run's bench artifacts keep the whole."""
+    """bench.json as it stands: `data` the raw parts (the launches' answers, as they came)
+    with `typed` (the units' results and the verdict, BenchData's fields, as they are), or
+    a BenchData already whole. A node's long output (a crashed rank's stderr, a GPU name)
+    is cut in the record; the launch logs under the run's bench artifacts keep the whole."""
     where = str(run.artifacts("bench").relative_to(run.path))
-    capped = cap_strings(data, where=where)
-    # The commands are rackcert's own (a remote shell line runs past the cut): kept whole.
-    for kept, launched in zip(capped.get("launches", []), data.get("launches", []), strict=True):
-        if "commands" in launched:
-            kept["commands"] = launched["commands"]
-    written = run.write_stage("bench", capped, status=status, error=error, started_at=started)
+    if isinstance(data, BenchData):
+        whole: dict[str, Any] | BenchData = data
+    else:
+        capped = cap_strings(data, where=where)
+        # The commands are rackcert's own (a remote shell line runs past the cut): kept whole.
+        launches = zip(capped.get("launches", []), data.get("launches", []), strict=True)
+        for kept, launched in launches:
+            if "commands" in launched:
+                kept["commands"] = launched["commands"]
+        parts = {k: cap_model(v, where) for k, v in (typed or {}).items()}
+        whole = {**capped, **parts}  # a model among them is taken as it is, not re-read
+    written = run.write_stage("bench", whole, status=status, error=error, started_at=started)
     assert isinstance(written, BenchRecord)
     return written
 
@@ -428,13 +438,18 @@ def run_bench(
         "launches": [],
     }
 
+    typed: dict[str, Any] = {}  # the units' results and the verdict, as they are
+    written: list[BenchRecord] = []  # the last record written
+
     def record(status: str = "partial", error: str | None = None) -> BenchRecord:
-        return write_record(run, data, status, error, started)
+        written[:] = [write_record(run, data, status, error, started, typed)]
+        return written[0]
 
     k8s_counts = sorted({p.nodes for p in points}) if not opts.local else _k8s_counts(spec)
     per_node = points[0].procs_per_node if not opts.local else _k8s_gpus(spec)
     k8s_args = worker_args(opts, Engine("torch", "auto", "nccl"), ["allreduce", "resnet"])
-    k8s_args = [a for a in k8s_args if a not in ("--device", "auto")]
+    # the pods pick their device: the pair "--device auto" out (a value "auto" stays)
+    k8s_args = k8s_args[:2] + k8s_args[4:] if k8s_args[2:4] == ["--device", "auto"] else k8s_args
     data["kubernetes"] = k8s.write_manifests(
         art / "k8s",
         rack=spec.metadata.name,
@@ -473,18 +488,17 @@ def run_bench(
                 record()
             ctx.answers.append((point, raw))
             for unit in during:
-                _record_unit(unit, ctx, data, progress)
+                _record_unit(unit, ctx, data, typed, progress)
             record()
         for unit in active_units(opts):
             if unit.after_launches:
-                _record_unit(unit, ctx, data, progress)
+                _record_unit(unit, ctx, data, typed, progress)
                 record()
     except RackcertError as exc:
-        data["verdict"] = None
-        record("failed", str(exc))
+        record("failed", str(exc))  # no verdict: what was measured, and why it stopped
         raise
-    judged = verdict.judge_data(spec.certification, data, required=spec.required_checks())
-    data["verdict"] = judged.model_dump()
+    # the units' checks read bench.json's shape: judged over the record as written
+    typed["verdict"] = verdict.judge_bench(spec, (written or [record()])[-1].data)
     return record("ok")
 
 

@@ -1,5 +1,8 @@
 """Bench ranks as a Slurm job: one `srun` from this machine, Slurm places the ranks.
 
+This module builds the job (its shape and what each task runs); the srun command line
+is validation.bench.transport's (SrunTransport, `job_argv`).
+
 Why srun and not SSH: on a site that schedules with Slurm, jobs never start by SSH from a
 controller; certifying the rack the way its users run it means asking Slurm for nodes
 (`--nodes N --ntasks-per-node G --exclusive`, one GPU per task, `--mpi=pmix`) and
@@ -30,48 +33,11 @@ import re
 import shlex
 from typing import Any
 
-from validation.bench.launch import WORKER, Launch, _forwarded_env
-from validation.bench.transport import NODE_PATH
+from validation.bench.launch import WORKER, Launch, env_pairs, node_vars
+from validation.bench.transport import NODE_PATH, Job, SrunTarget, SrunTransport
 
 TAG = "rackcert-slurm"
 _TAG_RE = re.compile(rf"{TAG} job=(\d+) node=(\S+) rank=(\d+)")
-
-
-def srun_argv(
-    *,
-    nodes: int,
-    tasks_per_node: int,
-    gpus: bool,
-    partition: str | None,
-    reservation: str | None,
-    immediate_s: int,
-    job_name: str,
-) -> list[str]:
-    """srun's own options: the shape of the job and how long it may wait to be placed."""
-    argv = [
-        "srun",
-        "--mpi=pmix",
-        f"--nodes={nodes}",
-        f"--ntasks-per-node={tasks_per_node}",
-        "--exclusive",
-        f"--immediate={immediate_s}",
-        f"--job-name={job_name}",
-        "--export=NONE",
-        "--kill-on-bad-exit=1",
-        # Whole lines, each with its task: with --unbuffered slurmstepd forwards raw chunks
-        # (a pty per task), and rank 0's long result line was seen cut by rank 1's output.
-        # Without it each task's output arrives line by line (PYTHONUNBUFFERED below keeps
-        # them prompt), and --label prefixes "<task>: ", which the result parser reads past.
-        "--label",
-        "--chdir=/tmp",  # this checkout's directory is no path on the nodes
-    ]
-    if gpus:
-        argv.append("--gpus-per-task=1")
-    if partition:
-        argv.append(f"--partition={partition}")
-    if reservation:
-        argv.append(f"--reservation={reservation}")
-    return argv
 
 
 def horovod_env(interface: str | None) -> dict[str, str]:
@@ -95,7 +61,7 @@ def horovod_env(interface: str | None) -> dict[str, str]:
     return env
 
 
-def task_script(
+def rank_script(
     python: str,
     worker_args: list[str],
     *,
@@ -110,12 +76,11 @@ def task_script(
     the step's PMIx server through the PMIX_* variables slurmstepd sets (a direct launch,
     srun(1) --mpi=pmix), and srun's --export=NONE already kept this machine's out of it.
     """
-    named = {"PATH": NODE_PATH, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
-    named |= {**_forwarded_env(), **(env or {})}
     # Slurm binds each task's GPU (--gpus-per-task 1) through the task's own
     # CUDA_VISIBLE_DEVICES: that one goes on, never this machine's.
+    named = node_vars({"PYTHONUNBUFFERED": "1", **(env or {})})
     named.pop("CUDA_VISIBLE_DEVICES", None)
-    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(named.items()))
+    pairs = env_pairs(named)
     worker = shlex.join([python, *WORKER, "--backend", backend, *worker_args])
     empty = "-i " if backend == "torch" else ""
     return (
@@ -150,20 +115,18 @@ def build(
 ) -> Launch:
     """The Launch that runs one measurement as one Slurm job step (torch.distributed or
     Horovod ranks; Horovod needs a build with MPI, see horovod_env)."""
-    argv = srun_argv(
-        nodes=nodes,
-        tasks_per_node=tasks_per_node,
-        gpus=gpus,
+    if backend == "horovod":
+        env = {**horovod_env(interface), **(env or {})}
+    script = rank_script(python, worker_args, rdzv_port=rdzv_port, env=env, backend=backend)
+    job = Job(nodes, tasks_per_node, script, gpus=gpus, name="rackcert-bench")
+    target = SrunTarget(
         partition=partition,
         reservation=reservation,
         immediate_s=immediate_s,
-        job_name="rackcert-bench",
+        client_conf=client_conf,
     )
-    if backend == "horovod":
-        env = {**horovod_env(interface), **(env or {})}
-    script = task_script(python, worker_args, rdzv_port=rdzv_port, env=env, backend=backend)
     slurm_env = {"SLURM_CONF": client_conf} if client_conf else {}
-    return Launch(label, [[*argv, "/bin/sh", "-c", script]], env=slurm_env)
+    return Launch(label, [job], SrunTransport(target), env=slurm_env)
 
 
 def placement(text: str) -> dict[str, Any]:

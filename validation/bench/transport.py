@@ -7,8 +7,11 @@ step becomes a process:
 - `LocalTransport`: `/bin/sh -c` on this machine (a node that is this machine);
 - `SshTransport`: one `ssh` client per node of the step (rackcert.core.ssh_target);
 - `SrunTransport`: one Slurm job step per step (`srun -w a,b -N2 --ntasks-per-node=1`),
-  each task picking its part by SLURMD_NODENAME and naming itself in its first line.
+  each task picking its part by SLURMD_NODENAME and naming itself in its first line; or,
+  for a `Job`, one step whose nodes Slurm chooses (the bench's ranks, `--mpi=pmix`).
 A step is one command per node, all started together; its answer is each node's output.
+The bench's launches (validation.bench.launch, slurm_launch) and localisation's rounds
+only build steps; the ssh and srun command lines are written here alone.
 
 The barrier: every process prints READY when it is set to measure; once all have (or
 ended), every one gets a line on stdin and they measure together. Under srun one step's
@@ -62,6 +65,9 @@ class Node:
     def ssh_argv(self, *, tty: bool = False) -> list[str]:
         """`ssh ... -- user@host`: the remote command is appended by the caller."""
         return self.ssh.argv(tty=tty)
+
+
+HERE = Node("localhost", SshTarget(host="localhost"))  # this machine (LocalTransport's node)
 
 
 # -- processes: started at once, one deadline, stopped as a group -----------------------------
@@ -206,11 +212,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @dataclass(frozen=True)
 class Step:
     """Each of `nodes` runs its own shell line (`commands[i]` on `nodes[i]`; "" runs nothing
-    there), all at once; `name` is the Slurm job name."""
+    there), all at once; `name` is the Slurm job name. `program`: each line is one program's
+    argv (shlex-joined), which this machine starts without a shell (`here`)."""
 
     nodes: tuple[Node, ...]
     commands: tuple[str, ...]
     name: str = "rackcert-step"
+    program: bool = False
 
     @classmethod
     def on_all(cls, nodes: Sequence[Node], command: str, name: str = "rackcert-step") -> Step:
@@ -220,6 +228,25 @@ class Step:
     @classmethod
     def pair(cls, a: Node, b: Node, on_a: str, on_b: str, name: str = "rackcert-pair") -> Step:
         return cls((a, b), (on_a, on_b), name)
+
+    @classmethod
+    def here(cls, argv: Sequence[str], name: str = "rackcert-step") -> Step:
+        """One program on this machine (LocalTransport), started as it is: its exit (a
+        signal's included) is the step's."""
+        return cls((HERE,), (shlex.join(argv),), name, program=True)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A step whose nodes the scheduler chooses (SrunTransport only): `nodes` nodes,
+    `tasks_per_node` tasks on each, every task running `command` and taking its identity
+    from the scheduler's environment; `gpus`: one GPU bound to each task."""
+
+    nodes: int
+    tasks_per_node: int
+    command: str
+    gpus: bool = False
+    name: str = "rackcert-bench"
 
 
 @dataclass
@@ -232,6 +259,8 @@ class Answer:
     errors: dict[str, str] = field(default_factory=dict)
     err: str = ""
     wall_s: float = 0.0
+    argvs: list[list[str]] = field(default_factory=list)  # the processes started here
+    ran: list[Ran] = field(default_factory=list)  # and their ends, in the same order
 
     def output(self, node: str) -> str:
         return self.outputs.get(node, "")
@@ -257,29 +286,49 @@ class Transport(ABC):
     persistent: bool = True
 
     @abstractmethod
-    def procs(self, step: Step, barrier: bool) -> list[Proc]:
+    def procs(self, step: Step | Job, barrier: bool) -> list[Proc]:
         """The processes that run the step here."""
 
     @abstractmethod
-    def answer(self, step: Step, ran: list[Ran]) -> Answer:
+    def answer(self, step: Step | Job, ran: list[Ran]) -> Answer:
         """The step's answer from its processes' ends."""
+
+    def processes(self, steps: Sequence[Step | Job], barrier: bool = False) -> list[Proc]:
+        """Every process the steps start here, in order (what a launch's log shows)."""
+        return [p for s in steps for p in self.procs(s, barrier)]
 
     def run(
         self,
-        steps: Sequence[Step],
+        steps: Sequence[Step | Job],
         timeout_s: float,
         *,
         barrier: bool = False,
+        fail_fast: bool = False,
+        merge_stderr: bool = False,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
         log: Path | None = None,
         title: str = "",
     ) -> list[Answer]:
-        """Every step at once; one answer per step, in order; logged under `title`."""
+        """Every step at once; one answer per step, in order; logged under `title`.
+
+        fail_fast, merge_stderr and cwd as run_processes; `env`, when given, is the
+        environment of every process started here instead of the transport's own.
+        """
         per_step = [self.procs(s, barrier) for s in steps]
+        if env is not None:
+            per_step = [[Proc(p.argv, env, p.ready, p.labelled) for p in ps] for ps in per_step]
         flat = [p for ps in per_step for p in ps]
-        ran = run_processes(flat, timeout_s, barrier=barrier)
+        ran = run_processes(
+            flat, timeout_s, barrier=barrier, fail_fast=fail_fast, merge_stderr=merge_stderr,
+            cwd=cwd,
+        )  # fmt: skip
         answers, at = [], 0
         for step, ps in zip(steps, per_step, strict=True):
-            answers.append(self.answer(step, ran[at : at + len(ps)]))
+            mine = ran[at : at + len(ps)]
+            answer = self.answer(step, mine)
+            answer.argvs, answer.ran = [p.argv for p in ps], mine
+            answers.append(answer)
             at += len(ps)
         write_log(log, f"{self.name} {title}".strip(), answers)
         return answers
@@ -289,12 +338,15 @@ class _PerNode(Transport):
     """One process per node of the step (its command empty: none)."""
 
     @abstractmethod
-    def argv(self, node: Node, command: str) -> list[str]: ...
+    def argv(self, node: Node, command: str, program: bool) -> list[str]: ...
 
-    def procs(self, step: Step, barrier: bool) -> list[Proc]:
-        return [Proc(self.argv(n, c)) for n, c in zip(step.nodes, step.commands, strict=True) if c]
+    def procs(self, step: Step | Job, barrier: bool) -> list[Proc]:
+        step = _named(step, self.name)
+        pairs = zip(step.nodes, step.commands, strict=True)
+        return [Proc(self.argv(n, c, step.program)) for n, c in pairs if c]
 
-    def answer(self, step: Step, ran: list[Ran]) -> Answer:
+    def answer(self, step: Step | Job, ran: list[Ran]) -> Answer:
+        step = _named(step, self.name)
         it = iter(ran)
         outputs, errors, rcs, walls = {}, {}, [], []
         for n, c in zip(step.nodes, step.commands, strict=True):
@@ -308,22 +360,38 @@ class _PerNode(Transport):
         return Answer(rc, outputs, errors, "\n".join(errors.values()), max(walls, default=0.0))
 
 
+def _named(step: Step | Job, transport: str) -> Step:
+    """The step itself: only a scheduler places a Job's nodes."""
+    if isinstance(step, Job):
+        raise TypeError(f"a Job's nodes are chosen by Slurm: run it with srun, not {transport}")
+    return step
+
+
 class SshTransport(_PerNode):
-    """`ssh ... -- user@host LINE` per node (the node's SshTarget: pinned keys, timeouts)."""
+    """`ssh ... -- user@host LINE` per node (the node's SshTarget: pinned keys, timeouts).
+
+    tty: `ssh -tt`, for a launcher that must end with its client: the remote command hangs
+    on a pty, so stopping the local ssh client (a rank failed, the launch timed out) hangs
+    it up instead of leaving ranks behind.
+    """
 
     name = "ssh"
 
-    def argv(self, node: Node, command: str) -> list[str]:
-        return [*node.ssh_argv(), command]
+    def __init__(self, *, tty: bool = False) -> None:
+        self.tty = tty
+
+    def argv(self, node: Node, command: str, program: bool) -> list[str]:
+        return [*node.ssh_argv(tty=self.tty), command]  # the node's shell runs either
 
 
 class LocalTransport(_PerNode):
-    """`/bin/sh -c LINE` here, whatever the node (a rack of one: this machine)."""
+    """`/bin/sh -c LINE` here (a program's argv as it is), whatever the node (a rack of one:
+    this machine)."""
 
     name = "local"
 
-    def argv(self, node: Node, command: str) -> list[str]:
-        return ["/bin/sh", "-c", command]
+    def argv(self, node: Node, command: str, program: bool) -> list[str]:
+        return shlex.split(command) if program else ["/bin/sh", "-c", command]
 
 
 @dataclass(frozen=True)
@@ -352,7 +420,10 @@ class SrunTransport(Transport):
     def __init__(self, target: SrunTarget) -> None:
         self.target = target
 
-    def procs(self, step: Step, barrier: bool) -> list[Proc]:
+    def procs(self, step: Step | Job, barrier: bool) -> list[Proc]:
+        if isinstance(step, Job):
+            argv = [*job_argv(self.target, step), "/bin/sh", "-c", step.command]
+            return [Proc(argv, self.target.env())]
         names = [n.name for n in step.nodes]
         cmds = set(step.commands)
         body = (
@@ -360,17 +431,19 @@ class SrunTransport(Transport):
             if len(cmds) == 1
             else by_node(dict(zip(names, step.commands, strict=True)))
         )
-        argv = [*srun_argv(self.target, names, step.name), "/bin/sh", "-c", task_script(body)]
+        argv = [*step_argv(self.target, names, step.name), "/bin/sh", "-c", task_script(body)]
         return [Proc(argv, self.target.env(), ready=len(names), labelled=True)]
 
-    def answer(self, step: Step, ran: list[Ran]) -> Answer:
+    def answer(self, step: Step | Job, ran: list[Ran]) -> Answer:
         (r,) = ran
+        if isinstance(step, Job):  # each task's lines by its label (Slurm named the nodes)
+            return Answer(r.rc, task_lines(r.out), {}, r.err, r.wall_s)
         lines = node_lines(r.out)
         outputs = {name: "\n".join(ls) for name, ls in lines.items()}
         return Answer(r.rc, outputs, {}, r.err, r.wall_s)
 
 
-def srun_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[str]:
+def step_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[str]:
     """One step: one task on each named node, labelled output, stdin to every task."""
     argv = [
         "srun",
@@ -385,11 +458,49 @@ def srun_argv(target: SrunTarget, names: Sequence[str], job_name: str) -> list[s
         "--input=all",
         "--chdir=/tmp",
     ]
-    if target.partition:
-        argv.append(f"--partition={target.partition}")
-    if target.reservation:
-        argv.append(f"--reservation={target.reservation}")
-    return argv
+    return [*argv, *_where(target)]
+
+
+def job_argv(target: SrunTarget, job: Job) -> list[str]:
+    """One step that Slurm places: the shape of the job (nodes, tasks, a GPU per task, whole
+    nodes) and how long it may wait to be placed (`--immediate`, srun(1): "exit if
+    resources are not available within the time period specified")."""
+    argv = [
+        "srun",
+        "--mpi=pmix",
+        f"--nodes={job.nodes}",
+        f"--ntasks-per-node={job.tasks_per_node}",
+        "--exclusive",
+        f"--immediate={target.immediate_s}",
+        f"--job-name={job.name}",
+        "--export=NONE",
+        "--kill-on-bad-exit=1",
+        # Whole lines, each with its task: with --unbuffered slurmstepd forwards raw chunks
+        # (a pty per task), and rank 0's long result line was seen cut by rank 1's output.
+        # Without it each task's output arrives line by line (PYTHONUNBUFFERED in the task
+        # keeps them prompt), and --label prefixes "<task>: ", which the result parser reads
+        # past.
+        "--label",
+        "--chdir=/tmp",  # this checkout's directory is no path on the nodes
+    ]
+    if job.gpus:
+        argv.append("--gpus-per-task=1")
+    return [*argv, *_where(target)]
+
+
+def _where(target: SrunTarget) -> list[str]:
+    """The partition and reservation a step asks for, where the spec and the bench name them."""
+    named = (("partition", target.partition), ("reservation", target.reservation))
+    return [f"--{option}={value}" for option, value in named if value]
+
+
+def task_lines(text: str) -> dict[str, str]:
+    """A labelled step's output by task: `{"0": "...", "1": "..."}`."""
+    tasks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if m := _LABEL.match(line):
+            tasks.setdefault(m.group(1), []).append(m.group(2))
+    return {task: "\n".join(lines) for task, lines in tasks.items()}
 
 
 def task_script(body: str) -> str:

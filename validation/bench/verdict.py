@@ -19,6 +19,7 @@ from typing import Any
 
 from rackcert.core.results import AllreduceResult, ScalingResult, Status, Verdict, VerdictCheck
 from rackcert.core.spec import Certification, Spec
+from rackcert.core.stage_records import BenchData
 from validation.bench import units
 from validation.bench.units.allreduce import allreduce_busbw, allreduce_correct
 from validation.bench.units.base import check
@@ -111,6 +112,13 @@ def judge(
         "localise": localise,
     }
     return judge_data(cert, data, required=required)
+
+
+def judge_bench(spec: Spec, data: BenchData) -> Verdict:
+    """The verdict over a typed bench record, against `spec` (the units' checks read the
+    shape bench.json holds, so a recorded run is judged alike: they get its JSON view)."""
+    view = data.model_dump(mode="json")
+    return judge_data(spec.certification, view, required=spec.required_checks())
 
 
 def rejudge(spec: Spec, data: dict[str, Any]) -> Verdict:

@@ -5,6 +5,11 @@ Names, not managed-object ids, tie things together (a VM's `host`, a cluster's
 `hosts`): ids differ between a vCenter and its twin, names do not. Lists are
 sorted by name, so two captures of the same inventory are equal as text, apart
 from `taken_at` and the hosts' `boot_time` (see `comparable`).
+
+A host, a VM and a PCI function are the observed model's (rackcert.core.observed:
+`HostState`, `VmConfig`, `PciIds`, the model of record for what vCenter says about
+them), plus what the twin needs to serve them back: names instead of ids, the raw
+hardware, options and devices.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rackcert.core.errors import InputError
+from rackcert.core.observed import HostState, PciIds, VmConfig
 
 CAPTURE_FORMAT: Final = "rackcert-capture"
 CAPTURE_VERSION: Final = 1
@@ -95,17 +101,11 @@ class Numa(CModel):
     nodes: list[NumaNode] = Field(default_factory=list)
 
 
-class PciFunction(CModel):
+class PciFunction(CModel, PciIds):
     """hardware.pciDevice[]: ids as unsigned integers (the API sends xsd:short)."""
 
-    id: str
-    class_id: int = 0
     vendor_id: int = 0
     device_id: int = 0
-    sub_vendor_id: int = 0
-    sub_device_id: int = 0
-    vendor_name: str = ""
-    device_name: str = ""
     parent_bridge: str = ""
 
 
@@ -154,8 +154,7 @@ class HostDeviceGroup(CModel):
     members: list[DeviceGroupMember] = Field(default_factory=list)
 
 
-class Host(CModel):
-    name: str
+class Host(CModel, HostState):
     cluster: str = ""
     hardware: HostHardware = Field(default_factory=HostHardware)
     numa: Numa = Field(default_factory=Numa)
@@ -170,17 +169,7 @@ class Host(CModel):
         default_factory=list,
         description="VMkernel.Boot.atsSupport when the build has it; [] when it has not",
     )
-    rebind_without_reboot: bool = False
     product: Product = Field(default_factory=Product)
-    connection_state: str = ""
-    power_state: str = ""
-    in_maintenance: bool = False
-    reboot_required: bool = False
-    boot_time: datetime | None = None
-    graphics_type: str = ""
-    vgpu_types: list[str] = Field(default_factory=list)
-    datastores: list[str] = Field(default_factory=list)
-    networks: list[str] = Field(default_factory=list)
     device_groups: list[HostDeviceGroup] = Field(
         default_factory=list, description="Vendor device groups (read from an API 8.0.0.1+ vCenter)"
     )
@@ -230,26 +219,13 @@ class ExtraConfig(CModel):
     sha256: str | None = None
 
 
-class Vm(CModel):
-    name: str
-    host: str | None = None
-    template: bool = False
+class Vm(CModel, VmConfig):
     instance_uuid: str = Field(
         "",
         description="config.instanceUuid: how provision finds a VM it made under another name"
         " (provision/vm_identity.py); empty in an anonymized capture",
     )
     managed_by: ManagedBy | None = None
-    power_state: str = ""
-    guest_id: str = ""
-    hardware_version: str = ""
-    firmware: str = ""
-    # One name with the observed model (rackcert.core.observed.ObservedVm.num_cpus), after
-    # vSphere's config.hardware.numCPU; captures written before the rename said `cpus`.
-    num_cpus: int = Field(0, validation_alias=AliasChoices("num_cpus", "cpus"))
-    memory_mb: int = 0
-    memory_reservation_locked: bool = False
-    memory_reservation_mb: int = 0
     extra_config: list[ExtraConfig] = Field(default_factory=list)
     devices: list[VmDevice] = Field(default_factory=list)
     device_groups: list[VmDeviceGroup] = Field(default_factory=list)

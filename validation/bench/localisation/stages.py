@@ -77,7 +77,8 @@ from typing import Any
 from rackcert.core.errors import InputError
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
-from rackcert.core.stage_records import BenchRecord
+from rackcert.core.stage_records import BenchData, BenchRecord, LocaliseRecord
+from rackcert.core.untrusted import cap_strings
 from validation.bench import perftest
 from validation.bench.localisation import colocated, confirm, linkprobe, schedule
 from validation.bench.localisation import findings as judging
@@ -350,24 +351,24 @@ def pair_allreduce_round(
 
 
 # -- stage 3: the scaling runs' ranks -------------------------------------------------------
-def scaling_ranks(bench_data: dict[str, Any]) -> list[dict[str, Any]]:
+def scaling_ranks(bench: BenchData | None) -> list[dict[str, Any]]:
     """Each recorded ResNet50 launch's per-rank images/s, with the rank's host and GPU."""
     out = []
-    for launch in bench_data.get("launches") or []:
-        res, ranks = launch.get("resnet") or {}, launch.get("ranks") or []
-        means = res.get("per_rank_mean") or []
+    for launch in bench.launches if bench is not None else []:
+        ranks = launch.ranks or []
+        means = (launch.resnet or {}).get("per_rank_mean") or []
         if len(means) < 2 or len(ranks) != len(means):
             continue
         rows = [
             {
-                "rank": r.get("rank", i),
-                "host": r.get("host") or f"rank{i}",
-                "bus_id": r.get("bus_id"),
+                "rank": r.rank,
+                "host": r.host or f"rank{i}",
+                "bus_id": r.bus_id,
                 "images_per_sec": m,
             }
             for i, (r, m) in enumerate(zip(ranks, means, strict=True))
         ]
-        out.append({"label": launch.get("label", ""), "ranks": rows})
+        out.append({"label": launch.label, "ranks": rows})
     return out
 
 
@@ -376,7 +377,7 @@ def localise(
     nodes: list[Node],
     opts: LocaliseOptions,
     *,
-    bench_data: dict[str, Any] | None = None,
+    bench: BenchData | None = None,
     log: Path | None = None,
     progress: Progress = lambda _m: None,
 ) -> dict[str, Any]:
@@ -398,7 +399,7 @@ def localise(
         "rounds": [],
         "links": [],
         "nodes": [],
-        "ranks": scaling_ranks(bench_data or {}),
+        "ranks": scaling_ranks(bench),
         "skipped": {},
         "timing": {},
     }
@@ -511,17 +512,21 @@ def run_into(
     record: BenchRecord,
     progress: Progress,
 ) -> BenchRecord:
-    """Localise on the bench's nodes, add `localise` to bench.json and judge it again."""
+    """Localise on the bench's nodes; bench.json written again with `localise` and the verdict
+    over both: a new record, typed throughout (`record` is left as the bench wrote it)."""
     from validation.bench import orchestrate, targets, verdict
 
     if bench.local:
         raise InputError("--localise measures nodes and the links between them: not with --local")
     vms = targets.select_vms(spec, bench.vms)
     nodes = targets.nodes_of(spec, tuple(vms), bench)
-    data = record.data.model_dump(mode="json")
     log = run.artifacts("bench") / "localise.log"
-    data["localise"] = localise(nodes, opts, bench_data=data, log=log, progress=progress)
-    for f in data["localise"]["findings"]:
-        progress(f"  {f['message']}")
-    data["verdict"] = verdict.rejudge(spec, data).model_dump()
+    raw = localise(nodes, opts, bench=record.data, log=log, progress=progress)
+    # the nodes' figures and words, cut as every record's are, typed once here
+    where = str(run.artifacts("bench").relative_to(run.path))
+    part = LocaliseRecord.model_validate(cap_strings(raw, where=where))
+    for f in part.findings:
+        progress(f"  {f.message}")
+    data = record.data.model_copy(update={"localise": part})
+    data = data.model_copy(update={"verdict": verdict.judge_bench(spec, data)})
     return orchestrate.write_record(run, data, record.status, record.error, record.started_at)

@@ -3,6 +3,13 @@
     python -m torch.distributed.run --standalone --nproc-per-node 2 \\
         -m validation.bench.node.worker --tasks allreduce,resnet --quick
     horovodrun --gloo -np 2 -H localhost:2 python -m validation.bench.node.worker --backend horovod
+    python -m validation.bench.node.worker --tasks allreduce \\
+        --declared '[["max_bytes","int",[]]]' --max-bytes 65536
+
+A benchmark's own options (--batch, --max-bytes, ...) are declared once, in its unit's file
+on the controller (validation.bench.units); a launch passes their declarations as data
+(`--declared`, validation.bench.node.declare) before their flags, and this parser is built
+from them.
 
 Every rank takes part; rank 0 prints one line `RACKCERT_RESULT <json>` on stdout, which
 the launcher reads (over SSH too, so no shared file system is needed). Every rank then
@@ -22,7 +29,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from validation.bench.node import allreduce_loop, compilecache, environment, resnet_loop
+from validation.bench.node import allreduce_loop, compilecache, declare, environment, resnet_loop
 from validation.bench.node.comm import connect
 
 MARKER = "RACKCERT_RESULT "
@@ -40,32 +47,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="small sizes, few steps")
     p.add_argument("--min-bytes", type=int, default=8)
-    p.add_argument("--max-bytes", type=int, help="default 1 GiB on GPUs, 64 MiB on CPUs")
     p.add_argument("--iters", type=int, help="timed allreduce iterations per size (20)")
     p.add_argument("--warmup-iters", type=int, help="allreduce warm-up iterations (5)")
     p.add_argument("--profile", choices=["default", "naive"], default="default")
-    p.add_argument("--model")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--image-size", type=int)
-    p.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
-    p.add_argument(
-        "--compile-mode",
-        choices=[
-            "auto",
-            "default",
-            "reduce-overhead",
-            "max-autotune",
-            "max-autotune-no-cudagraphs",
-        ],
-    )
-    p.add_argument(
-        "--compile-optimizer", dest="compile_optimizer", action="store_true", default=None
-    )
-    p.add_argument("--no-compile-optimizer", dest="compile_optimizer", action="store_false")
     p.add_argument("--fused", dest="fused", action="store_true", default=None)
     p.add_argument("--no-fused", dest="fused", action="store_false")
-    p.add_argument("--compile", dest="compile", action="store_true", default=None)
-    p.add_argument("--no-compile", dest="compile", action="store_false")
     p.add_argument("--channels-last", dest="channels_last", action="store_true", default=None)
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--cudnn-benchmark", dest="cudnn_benchmark", action="store_true", default=None)
@@ -81,23 +67,38 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="directory for inductor's FX graph/AOTAutograd caches and Triton's kernels, kept"
         " between runs (TORCHINDUCTOR_CACHE_DIR in the environment wins)",
     )
-    return p.parse_args(argv)
+    # The benchmarks' own options (--batch, --max-bytes, ...) are declared in their unit's
+    # file on the controller; a launch sends their declarations as data (node/declare.py).
+    declare.add_declared(p, argv)
+    args, rest = p.parse_known_args(argv)
+    if rest:
+        p.error(
+            f"unrecognized arguments: {' '.join(rest)} (a benchmark's option needs its"
+            " declaration before it: --declared, as `rackcert bench` passes it)"
+        )
+    return args
+
+
+def given(args: argparse.Namespace, name: str) -> Any:
+    """A declared option's value; None when the launch did not pass it."""
+    return getattr(args, name, None)
 
 
 def train_config(args: argparse.Namespace, device_type: str) -> resnet_loop.TrainConfig:
     cfg = resnet_loop.TrainConfig.for_device(device_type, args.quick)
     if args.profile == "naive":
         cfg = cfg.naive()
+    mode = given(args, "compile_mode")
     overrides = {
         k: v
         for k, v in {
-            "model": args.model,
-            "batch": args.batch,
-            "image_size": args.image_size,
-            "precision": args.precision,
-            "compile": args.compile,
-            "compile_mode": None if args.compile_mode == "default" else args.compile_mode,
-            "compile_optimizer": args.compile_optimizer,
+            "model": given(args, "model"),
+            "batch": given(args, "batch"),
+            "image_size": given(args, "image_size"),
+            "precision": given(args, "precision"),
+            "compile": given(args, "compile"),
+            "compile_mode": None if mode == "default" else mode,
+            "compile_optimizer": given(args, "compile_optimizer"),
             "fused_optimizer": args.fused,
             "channels_last": args.channels_last,
             "cudnn_benchmark": args.cudnn_benchmark,
@@ -108,7 +109,7 @@ def train_config(args: argparse.Namespace, device_type: str) -> resnet_loop.Trai
         }.items()
         if v is not None
     }
-    if args.compile_mode == "default":
+    if mode == "default":
         overrides["compile_mode"] = None
     return replace(cfg, **overrides)
 
@@ -120,7 +121,7 @@ def reference_config(
     may be overridden, the recipe may not). Horovod's batch 32 runs 8x the steps per
     interval, so its intervals time as many images as the default's."""
     base = resnet_loop.TrainConfig.for_device(device_type, args.quick)
-    for key, value in (("model", args.model), ("image_size", args.image_size)):
+    for key, value in (("model", given(args, "model")), ("image_size", given(args, "image_size"))):
         if value is not None:
             base = replace(base, **{key: value})
     if which == "plain":
@@ -132,8 +133,8 @@ def reference_config(
 
 def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], int, int]:
     gpu = device_type == "cuda"
-    if args.max_bytes:
-        top = args.max_bytes
+    if given(args, "max_bytes"):
+        top = given(args, "max_bytes")
     elif args.quick:
         top = (64 << 20) if gpu else (1 << 20)
     else:

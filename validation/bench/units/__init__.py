@@ -2,7 +2,8 @@
 
 Each is a `validation.bench.units.base.BenchUnit`: its name (bench.json's key, `--skip`'s
 word), the worker tasks it needs in each launch, `run(ctx)` (its part of the record),
-`checks(data, certification)` (its verdict checks) and `lines(data)` (its screen lines).
+`checks(data, certification)` (its verdict checks), `lines(data)` (its screen lines) and its
+`options` (declared once: `rackcert bench`'s flags, BenchOptions' values, the worker's args).
 The run loop (validation.bench.orchestrate), the verdict (validation.bench.verdict),
 `--skip` (validation.bench.options) and the display (rackcert.cli.display) read this tuple.
 docs/architecture.md, "A benchmark", shows how to add one.
@@ -11,6 +12,7 @@ docs/architecture.md, "A benchmark", shows how to add one.
 from __future__ import annotations
 
 from rackcert.core.errors import InputError
+from validation.bench.node.declare import Opt
 from validation.bench.units.allreduce import AllreduceUnit
 from validation.bench.units.base import BenchUnit
 from validation.bench.units.nccl_tests import NcclTestsUnit
@@ -28,6 +30,18 @@ UNITS: tuple[BenchUnit, ...] = (
     RdmaUnit(),
     StorageUnit(),
 )
+
+
+def declared_options(units: tuple[BenchUnit, ...] | None = None) -> dict[str, Opt]:
+    """Every unit's options by name, in UNITS' order; a name two units declare is refused
+    (one option, one declaration)."""
+    out: dict[str, Opt] = {}
+    for unit in UNITS if units is None else units:
+        for opt in unit.options:
+            if opt.name in out and out[opt.name] is not opt:
+                raise ValueError(f"bench option {opt.name!r} is declared twice ({unit.name})")
+            out[opt.name] = opt
+    return out
 
 
 def check_skip(skip: set[str] | frozenset[str], flag: str = "--skip") -> None:

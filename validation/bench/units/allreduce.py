@@ -9,6 +9,7 @@ from typing import Any
 from rackcert.core.results import AllreducePoint, AllreduceResult, VerdictCheck
 from rackcert.core.spec import Certification
 from validation.bench import links
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context, check
 
@@ -75,6 +76,10 @@ class AllreduceUnit(BenchUnit):
 
     name = "allreduce"
     help = "allreduce sweep (nccl-tests' busbw) in the largest launch"
+    options = (
+        Opt("max_bytes", "int", "Largest allreduce", minimum=8, worker=True),
+        Opt("line_rate_gbps", "float", "Link line rate to judge busbw against"),
+    )
 
     def tasks(
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]

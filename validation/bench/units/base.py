@@ -6,10 +6,12 @@ verdict's signature, the record and the display. A unit declares in one place it
 figures become its part of the record (`run`), its verdict checks (`checks`) and its lines
 on the screen (`lines`); `validation.bench.units.UNITS` lists them, and the run loop, the
 verdict, `--skip` and the display read that tuple (superbench's one class per benchmark
-with a register call is the model).
+with a register call is the model). Its options are declared in its class too (`options`):
+`rackcert bench --help`, BenchOptions and the worker's arguments are built from them.
 
     class Toy(BenchUnit):
         name = "toy"
+        options = (Opt("toy_limit", "float", "Most load per CPU", default=1000.0),)
         def run(self, ctx): return ToyResult(value=1.0)
         def checks(self, data, cert): return [check("toy.ok", data["toy"]["value"] > 0, ...)]
 """
@@ -25,6 +27,7 @@ from pydantic import BaseModel
 from rackcert.core.results import Status, VerdictCheck
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Certification, Spec
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 
 
@@ -53,6 +56,9 @@ class BenchUnit:
     from the answers so far (the record is written after every launch)."""
 
     name: ClassVar[str] = ""
+    # its own options, each declared once: `rackcert bench`'s flags, BenchOptions' values
+    # and (worker=True) the worker's arguments (validation.bench.node.declare)
+    options: ClassVar[tuple[Opt, ...]] = ()
     skip_word: ClassVar[str | None] = None
     after_launches: ClassVar[bool] = False
     help: ClassVar[str] = ""

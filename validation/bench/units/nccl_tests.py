@@ -37,6 +37,7 @@ from typing import Any
 
 from rackcert.core.runs import RunDir
 from rackcert.core.stage_records import NcclTestsResult
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context
 
@@ -336,6 +337,13 @@ class NcclTestsUnit(BenchUnit):
     skip_word = "allreduce"
     after_launches = True
     help = "nccl-tests all_reduce_perf (local GPUs)"
+    options = (
+        Opt(
+            "nccl_tests",
+            "str",
+            "all_reduce_perf to run beside the sweep (default: the one on PATH, if any)",
+        ),
+    )
 
     def run(self, ctx: Context) -> NcclTestsResult:
         raw = run_nccl_tests(ctx.opts, ctx.engine, ctx.run, ctx.points)

@@ -10,6 +10,7 @@ from rackcert.core.stage_records import RdmaResult
 from validation.bench import launch, perftest
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import engine_gpus, nodes_of
+from validation.bench.transport import Step
 from validation.bench.units.base import BenchUnit, Context
 
 
@@ -22,7 +23,8 @@ def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -
         return {"skipped": True, "reason": "one node: RDMA is measured between node pairs"}
     nodes = nodes_of(spec, vms, opts)
     log = run.artifacts("bench") / "rdma-probe.log"
-    probe = launch.Launch("rdma probe", [[*n.ssh_argv(), perftest.PROBE] for n in nodes])
+    step = Step.on_all(nodes, perftest.PROBE, "rackcert-rdma-probe")
+    probe = launch.on_nodes("rdma probe", [step], tty=False)
     try:
         answers = launch.execute_text(probe, log, timeout_s=60)
     except launch.LaunchError as exc:
@@ -38,13 +40,14 @@ def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -
         server, client = by_name[b], by_name[a]
         cuda = found[a]["cuda"] and found[b]["cuda"] and engine_gpus(spec, vms)
         dev_s, dev_c = found[b]["devices"][0], found[a]["devices"][0]
-        job = launch.Launch(
-            f"ib_write_bw {a} -> {b}",
-            [
-                [*server.ssh_argv(), perftest.server_command(dev_s, cuda)],
-                [*client.ssh_argv(), perftest.client_command(server.address, dev_c, cuda)],
-            ],
+        pair = Step.pair(
+            server,
+            client,
+            perftest.server_command(dev_s, cuda),
+            perftest.client_command(server.address, dev_c, cuda),
+            name="rackcert-ib-write-bw",
         )
+        job = launch.on_nodes(f"ib_write_bw {a} -> {b}", [pair], tty=False)
         try:
             texts = launch.execute_text(job, run.artifacts("bench") / f"rdma-{a}-{b}.log")
             parsed = perftest.parse(texts[1])

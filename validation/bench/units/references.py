@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rackcert.core.stage_records import References
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context
 
@@ -82,6 +83,7 @@ class NaiveUnit(BenchUnit):
     name = "naive_vs_default"
     skip_word = "resnet"
     help = "the naive training configuration against the default"
+    options = (Opt("naive", "bool", "Also time a naive eager fp32 NCHW loop (default: on GPUs)"),)
 
     def tasks(
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
@@ -111,6 +113,14 @@ class ReferencesUnit(BenchUnit):
     name = "references"
     skip_word = "resnet"
     help = "reference training loops timed beside the default"
+    options = (
+        Opt(
+            "references",
+            "bool",
+            "Also time two reference loops: a plain compiled fp16 loop and Horovod's"
+            " synthetic-benchmark defaults (default: on GPUs)",
+        ),
+    )
 
     def tasks(
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]

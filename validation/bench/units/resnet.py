@@ -7,8 +7,11 @@ from typing import Any
 
 from rackcert.core.results import ScalingPoint, ScalingResult, VerdictCheck
 from rackcert.core.spec import Certification
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context, check
+
+COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def scaling(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -77,6 +80,29 @@ class ResnetUnit(BenchUnit):
     name = "resnet50"
     skip_word = "resnet"
     help = "ResNet50 synthetic training, weak scaling over the points"
+    options = (
+        Opt(
+            "compile_mode",
+            "str",
+            "torch.compile mode: auto (the default mode at every scale), default,"
+            " reduce-overhead, max-autotune, max-autotune-no-cudagraphs",
+            choices=COMPILE_MODES,
+            worker=True,
+        ),
+        Opt(
+            "compile_optimizer",
+            "bool",
+            "Compile the optimizer step too (bf16/fp32: no gradient scaler)",
+            worker=True,
+        ),
+        Opt("compile", "bool", "torch.compile the model (default: on GPUs)", worker=True),
+        Opt("batch", "int", "Images per GPU per step", minimum=1, worker=True),
+        Opt("model", "str", "torchvision model (resnet50)", worker=True),
+        Opt("image_size", "int", "Synthetic image side (224)", minimum=16, worker=True),
+        Opt(
+            "precision", "str", "fp16, bf16 or fp32", choices=("fp16", "bf16", "fp32"), worker=True
+        ),
+    )
 
     def tasks(
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]

@@ -13,8 +13,10 @@ from rackcert.core.runs import RunDir
 from rackcert.core.spec import Certification, Spec
 from validation.bench import launch
 from validation.bench.node import storage
+from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import nodes_of, remote_python
+from validation.bench.transport import Step
 from validation.bench.units.base import BenchUnit, Context, check
 
 READER = "validation.bench.node.storage"  # what each node runs (the worker wheel ships it)
@@ -67,12 +69,11 @@ def run_storage(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]
     base += f" --engine {opts.storage_engine}"
     log = run.artifacts("bench") / "storage.log"
     if allow:
-        prep = launch.Launch(
-            "storage prepare", [[*nodes[0].ssh_argv(), f"{base} --synthetic --prepare"]]
-        )
+        first = Step.on_all(nodes[:1], f"{base} --synthetic --prepare", "rackcert-storage")
+        prep = launch.on_nodes("storage prepare", [first], tty=False)
         launch.execute(prep, log.with_name("storage-prepare.log"), timeout_s=600)
-    cmds = [[*n.ssh_argv(), base] for n in nodes]
-    results = launch.execute(launch.Launch("storage", cmds), log, timeout_s=600)
+    every = Step.on_all(nodes, base, "rackcert-storage")
+    results = launch.execute(launch.on_nodes("storage", [every], tty=False), log, timeout_s=600)
     per_node = [
         {**{k: v for k, v in r.items() if k != "wall_s"}, "node": n.name}
         for r, n in zip(results, nodes, strict=True)
@@ -88,6 +89,22 @@ class StorageUnit(BenchUnit):
     name = "storage"
     after_launches = True
     help = "parallel random reads from the data mount"
+    options = (
+        Opt("storage_dir", "path", "Read this directory instead of the mount"),
+        Opt(
+            "synthetic_data",
+            "bool",
+            "Create small files if the data directory is empty (default: the spec's"
+            " storage.nfs.create_synthetic_data)",
+        ),
+        Opt(
+            "storage_engine",
+            "str",
+            "auto (fio when installed), fio or pread",
+            default="auto",
+            choices=("auto", "fio", "pread"),
+        ),
+    )
 
     def run(self, ctx: Context) -> dict[str, Any]:
         ctx.progress("storage: parallel random reads")
