@@ -23,9 +23,9 @@ One module-scoped lab, scenarios in order (each starts from the state the last o
 
 The kill point is drawn from a seed the test prints (`killed at step N (seed S)`);
 RACKCERT_TEST_KILL_SEED=S replays it. Cost on this 2-core machine shared with other work:
-13.6 min at a load average of 10-12 (set-up 4.0 min, most of it configure's first run on four
-nodes; the first roll 6.8 min, the second with its rollback 2.8 min), 23.4 min at 12-15. Each
-node's chain is mostly site.yml limited to the node (1.5-3 min). The suite's longest module.
+8.5 min at a load average of 4-6 (set-up 1.7 min, the first roll 3.6, the second with its
+rollback 3.3), 13.6 min at 10-12, 23.4 min at 12-15. Most of it is configure: its first run
+on four nodes, then site.yml limited to each node in its chain. The suite's longest module.
 """
 
 from __future__ import annotations
