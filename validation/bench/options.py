@@ -98,11 +98,24 @@ class BenchOptions:
         return [(opt, getattr(self, opt.name)) for opt in opts]
 
 
+_declarations: Callable[[], dict[str, Opt]] | None = None
+
+
+def declarations_from(source: Callable[[], dict[str, Opt]]) -> None:
+    """Where BenchOptions learns the benchmarks' options: validation.bench.units registers
+    its `declared_options` when it is imported. A registration, not an import from here,
+    because the units sit above this module (they read BenchOptions): importing them here
+    would run back up and close a cycle. `source` is asked at each use, so a unit added to
+    UNITS later is known too."""
+    global _declarations
+    _declarations = source
+
+
 def declared() -> dict[str, Opt]:
     """Every benchmark's options by name (validation.bench.units.UNITS' declarations)."""
-    from validation.bench import units
-
-    return units.declared_options()
+    if _declarations is None:
+        raise RuntimeError("no benchmark's options are known yet: import validation.bench.units")
+    return _declarations()
 
 
 def opt_named(name: str) -> Opt:

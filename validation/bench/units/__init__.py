@@ -12,6 +12,7 @@ docs/architecture.md, "A benchmark", shows how to add one.
 from __future__ import annotations
 
 from rackcert.core.errors import InputError
+from validation.bench import options
 from validation.bench.node.declare import Opt
 from validation.bench.units.allreduce import AllreduceUnit
 from validation.bench.units.base import BenchUnit
@@ -42,6 +43,9 @@ def declared_options(units: tuple[BenchUnit, ...] | None = None) -> dict[str, Op
                 raise ValueError(f"bench option {opt.name!r} is declared twice ({unit.name})")
             out[opt.name] = opt
     return out
+
+
+options.declarations_from(declared_options)
 
 
 def check_skip(skip: set[str] | frozenset[str], flag: str = "--skip") -> None:
