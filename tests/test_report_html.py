@@ -108,3 +108,28 @@ def test_dollar_signs_in_recorded_names_are_drawn_as_text(report_runs):
     html = render_html(assemble(run))
     assert html.count("<svg") == 2
     assert "resnet50 $\\frac{$ v2 weak-scaling speedup" in html
+
+
+def test_the_header_says_what_the_spec_says_it_certifies(built_pair, tmp_path):
+    html = _html(built_pair)
+    header = html[: html.index("</header>")]
+    assert 'id="description"' in header
+    assert "Dell PowerEdge R750xa, 4 x A100 PCIe per host, vSphere 7.0.3" in header
+
+    # A description is the spec author's text: escaped, stripped of control characters, capped.
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import load_spec
+    from tests.plugins.report import SPEC
+
+    loaded = load_spec(SPEC)
+    hostile = "Horovod left out\x1b[31m <script>alert(1)</script> " + "x" * 1000
+    text = loaded.text.replace(
+        "description: Dell PowerEdge R750xa, 4 x A100 PCIe per host, vSphere 7.0.3",
+        f"description: {hostile!r}".replace("\\x1b", "\\e").replace("'", '"'),
+    )
+    run = RunDir.create(tmp_path / "runs", loaded.spec.metadata.name, loaded.sha256, text)
+    record = assemble(run)
+    assert record.run.description.startswith("Horovod left out[31m <script>")
+    assert len(record.run.description) == 400
+    page = render_html(record)
+    assert "&lt;script&gt;alert(1)" in page and "<script>alert" not in page

@@ -73,6 +73,7 @@ PciRecord = TypeVar("PciRecord", GpuRecord, NicRecord)
 EVIDENCE_STAGES = tuple(s for s in STAGES if s != "report")
 REQUIRED_STAGES = ("validate", "bench")  # a certificate needs both; the rest may be older runs
 OK_STATUSES = {"ok"}
+MAX_DESCRIPTION = 400  # characters of metadata.description shown in the report's header
 FAILED_STATUSES = {"failed"}
 
 
@@ -121,6 +122,7 @@ def _run_info(run: RunDir) -> RunInfo:
         spec_file_sha256=file_sha,
         spec_intact=(file_sha == recorded) if file_sha and recorded else None,
         schema_version=meta.get("schema_version"),
+        description=spec_description(run),
     )
 
 
@@ -532,16 +534,34 @@ def _same_gpu_as_reference(bench: Bench, ref: matrix_mod.Reference | None) -> bo
     return rule is None or rule.holds(gpu)
 
 
-def spec_reference(run: RunDir) -> str | None:
-    """certification.reference of the spec stored in the run (read without re-validating it)."""
+def _stored_spec(run: RunDir) -> dict[str, Any]:
+    """The spec stored in the run as plain data, read without re-validating it: the report
+    must still render a run whose spec a later rackcert would refuse."""
     path = run.path / "spec.yaml"
     try:
         spec = yaml.safe_load(read_capped(path, MAX_SPEC_BYTES)) if path.is_file() else None
     except (OSError, yaml.YAMLError, RecursionError, RecordError):
-        return None
-    cert = spec.get("certification") if isinstance(spec, dict) else None
-    ref = cert.get("reference") if isinstance(cert, dict) else None
-    return ref if isinstance(ref, str) and ref else None
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _text_at(spec: dict[str, Any], section: str, key: str) -> str | None:
+    part = spec.get(section)
+    value = part.get(key) if isinstance(part, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def spec_reference(run: RunDir) -> str | None:
+    """certification.reference of the spec stored in the run."""
+    return _text_at(_stored_spec(run), "certification", "reference")
+
+
+def spec_description(run: RunDir) -> str:
+    """metadata.description of the spec stored in the run, stripped of control characters
+    and capped: it is what the run says it certified (the demo says there what it left out,
+    e.g. the Horovod path while the lab's image lacks it), so the report's header shows it."""
+    text = _text_at(_stored_spec(run), "metadata", "description") or ""
+    return "".join(c for c in text if c.isprintable())[:MAX_DESCRIPTION]
 
 
 def assemble(

@@ -46,6 +46,9 @@ class RunInfo(Model):
     spec_file_sha256: str | None = Field(None, description="sha256 of spec.yaml as stored")
     spec_intact: bool | None = Field(None, description="spec.yaml still has the recorded digest")
     schema_version: int | None = None
+    description: str = Field(
+        "", description="metadata.description of the run's spec: what the run says it certified"
+    )
 
 
 class GpuRecord(Model):
