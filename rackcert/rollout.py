@@ -15,7 +15,6 @@ steps and records why.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -398,8 +397,12 @@ class VSphereHypervisor:
         wait_task(self._call(f"{vm}: PowerOff", ref.PowerOffVM_Task), f"{vm}: power off")
 
     def power_on(self, vm: str) -> None:
-        from provision.lifecycle import ssh_answers
+        """Power the VM on, then wait for it the way provision waits for a new clone
+        (provision.lifecycle.wait_up: Tools reporting the node's address, or SSH there, as
+        network.management.wait_for says, within boot_timeout_s)."""
+        from provision.lifecycle import wait_up
         from provision.vsphere_ops import power_on_vm
+        from rackcert.core.stage_records import ActionRecord
 
         ref = self._find("vm", vm)
         if str(ref.runtime.powerState) != "poweredOn":
@@ -407,13 +410,29 @@ class VSphereHypervisor:
         node = next((v for v in self.spec.vms if v.name == vm), None)
         if node is None or not self.wait_guest:
             return
-        deadline = time.monotonic() + self.boot_timeout
-        while not ssh_answers(node.address, node.ssh_port):
-            if time.monotonic() > deadline:
-                raise PortError(
-                    f"{vm}: powered on, no SSH at {node.address} after {self.boot_timeout:.0f} s"
-                )
-            time.sleep(1.0)
+        mode = self.spec.network.management.wait_for
+        action = ActionRecord(
+            kind="vm.wait",
+            target=vm,
+            change=f"wait up to {self.boot_timeout:.0f} s for the guest ({mode})",
+            reason="the roll configures and validates the node once it has booted",
+            params={
+                "address": node.address,
+                "port": node.ssh_port,
+                "timeout_s": self.boot_timeout,
+                "wait_for": mode,
+            },
+        )
+        state = self._call(
+            f"{vm}: wait for the guest",
+            lambda: wait_up(self.si, action, ref._moId, lambda *_: None),
+        )
+        if not state.get("answered"):
+            what = {"ssh": "no SSH", "tools": "no Tools report", "any": "no Tools or SSH"}[mode]
+            raise PortError(
+                f"{vm}: powered on, {what} at {node.address} after {self.boot_timeout:.0f} s"
+                f" (power {state.get('power_state', '?')})"
+            )
 
     def enter_maintenance(self, host: str, run: str) -> None:
         from provision import maintenance_mark

@@ -135,3 +135,27 @@ def test_sigterm_during_a_playbook_ends_the_owner_with_143_and_stops_ansible(tmp
     assert "status" not in text  # the play was not reported as having ended on its own
     time.sleep(0.5)
     assert _tagged(proc.pid) == [], "ansible-playbook or its task outlived the signal"
+
+
+@pytest.mark.unit
+def test_off_the_main_thread_nothing_is_set_and_nothing_raises():
+    """`rackcert upgrade` configures nodes from worker threads, where signal.signal raises
+    ValueError: runner_signals must neither set nor put back a handler there."""
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def worker() -> None:
+        try:
+            with runner_signals() as cancel_callback:
+                seen.append(cancel_callback)
+        except Exception as exc:  # noqa: BLE001 - the failure this test is about
+            seen.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(10)
+    assert seen == [None]
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -47,6 +47,36 @@ def test_files_are_per_host_and_machine_untouched(ssh_hosts):
     assert h2.ssh("test -d /work || test -d /tmp").returncode == 0
 
 
+def test_a_host_on_a_disk_finds_its_files_when_started_again(tmp_path):
+    """A disk outlives its host (the lab's VMs powered off and on); without one, a host starts
+    from the image every time."""
+    subnet = sshhosts.claim_subnet()
+    disk, key, marker = tmp_path / "disk-a", tmp_path / "k", "/etc/rackcert-disk-test"
+    started: list[sshhosts.TestHost] = []
+
+    def start(**kw):
+        (host,) = sshhosts.start_hosts(["a"], subnet, key, **kw)
+        started.append(host)
+        return host
+
+    try:
+        a = start(disks=[disk])
+        assert a.ssh(f"echo kept > {marker} && echo home > /root/note").returncode == 0
+        sshhosts.stop_hosts([a], delete_bridge=False)
+        again = start(disks=[disk])
+        out = again.ssh(f"cat {marker} /root/note")
+        assert out.stdout == "kept\nhome\n", out.stderr
+        sshhosts.stop_hosts([again], delete_bridge=False)
+        fresh = start()  # no disk: the image, as before
+        assert fresh.ssh(f"test -e {marker}").returncode == 1
+        assert not Path(marker).exists()
+        with pytest.raises(RackcertError, match="one disk per test host name"):
+            sshhosts.start_hosts(["b", "c"], subnet, key, disks=[disk])
+    finally:
+        sshhosts.stop_hosts(started)
+        sshhosts.release_subnet(subnet)
+
+
 def test_known_hosts_pins_each_host_key(ssh_hosts):
     h1, h2 = ssh_hosts(2)
     lines = h1.known_hosts.read_text().splitlines()

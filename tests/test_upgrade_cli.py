@@ -1,5 +1,7 @@
 """`rackcert upgrade SPEC --plan` on the lab's spec against a certified run directory: the
-plan printed, the refusals as one line and exit 2, nothing written."""
+plan printed, the refusals as one line and exit 2, nothing written. The roll itself, and the
+rollback's wiring (the node pinned to what its forward configure run recorded), run with the
+real roles in tests/test_upgrade_lab.py."""
 
 from __future__ import annotations
 
@@ -103,30 +105,3 @@ def test_a_roll_off_a_terminal_needs_a_scheduler_and_yes(tmp_path, certified, ca
     assert main(["upgrade", str(spec), "--runs-dir", str(certified)]) == 2
     assert "pass --yes" in capsys.readouterr().err
     assert list((certified / "lab").iterdir()) == [next((certified / "lab").iterdir())]
-
-
-def test_a_rollback_pins_the_node_to_what_its_forward_run_recorded(tmp_path, monkeypatch):
-    """ConfigureGuest: forward, the new spec's roles limited to the node; back, the certified
-    spec's with versions_from = the node's forward configure run of this roll."""
-    import rackcert.configure as configure_stage
-    from rackcert.core.spec_loader import parse_spec
-    from rackcert.rollout import ConfigureGuest
-    from rackcert.upgrade.layers import guest_versions
-
-    before = load_spec(LAB)
-    after = parse_spec(_new_spec(tmp_path, "470.141.03").read_text(), "new.yaml")
-    roll_run = RunDir.create(tmp_path / "runs", "lab", after.sha256, after.text)
-    calls = []
-
-    def fake_configure(loaded, run_dir, **options):  # records the call; writes configure.json
-        calls.append((loaded.sha256, run_dir.path, options))
-        (run_dir.path / "configure.json").write_text("{}")
-
-    monkeypatch.setattr(configure_stage, "run", fake_configure)
-    guest = ConfigureGuest(after, before, roll_run)
-    guest.apply("lab-node1", guest_versions(after.spec))
-    guest.apply("lab-node1", guest_versions(before.spec))
-    (sha1, forward, opts1), (sha2, _, opts2) = calls
-    assert sha1 == after.sha256 and opts1 == {"limit": "lab-node1"}
-    assert sha2 == before.sha256
-    assert opts2 == {"limit": "lab-node1", "versions_from": forward}

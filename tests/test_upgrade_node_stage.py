@@ -58,6 +58,25 @@ def test_a_node_slower_than_the_racks_median_rule_is_a_finding():
 
 
 @pytest.mark.unit
+def test_a_component_the_roll_leaves_alone_and_nobody_observed_is_not_a_finding():
+    """Seen in the lab: the spec pins CUDA and OFED, no check there can observe them (no nvcc,
+    no ofed_info), and a roll of the driver alone was refused for them."""
+    wanted = {"nvidia_driver": "470.141.03", "cuda": "11.4", "ofed": "5.4-3.1.0.0"}
+    before = Certificate(versions={"nvidia_driver": "470.82.01", "ofed": "5.4-3.1.0.0"})
+    after = Certificate(versions={"nvidia_driver": "470.141.03"})
+    kw = {"wanted": wanted, "medians": {}, "median_fraction": 0.7}
+    moved = frozenset({"nvidia_driver"})
+    # OFED was observed before and is gone now: a finding; CUDA never was: none.
+    assert judge(before, after, changing=moved, **kw) == ["ofed not observed, wanted 5.4-3.1.0.0"]
+    # The component the roll moves must be observed, whatever the baseline saw.
+    assert judge(Certificate(), Certificate(), changing=moved, **kw)[0] == (
+        "nvidia_driver not observed, wanted 470.141.03"
+    )
+    # Without `changing`, every wanted component counts as moved (and must be observed).
+    assert "cuda not observed, wanted 11.4" in judge(before, after, **kw)
+
+
+@pytest.mark.unit
 def test_the_baseline_takes_the_certified_runs_localised_figures(tmp_path):
     """Before the roll: the certified run's validate (versions, checks) and, where it
     localised, its per-node rows, measured on an idle rack."""

@@ -37,6 +37,7 @@ from typing import Any
 from rackcert.core.errors import InputError
 from rackcert.core.results import CheckResult, Severity, Status
 from rackcert.core.slurm.client import SLURM_PATH, run_client
+from rackcert.core.slurm.reason import REASON, node_reason
 from rackcert.core.spec import Spec
 from validation.checks import REGISTRY, NodeView, facts_of, load_all, run_check
 from validation.expect import expectations
@@ -158,8 +159,8 @@ def _scontrol(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 _STATE_RE = re.compile(r"\bState=(\S+)")
-# scontrol follows a reason with " [user@time]"; the reason itself may hold "=" and spaces.
-_REASON_RE = re.compile(r"\bReason=(.*) \[[^\]\[@]*@[^\]\[]*\]")
+# scontrol follows a reason with " [user@time]": one reading with the upgrade's.
+_REASON_RE = REASON
 
 
 def node_state(node: str, env: dict[str, str]) -> tuple[str, str]:
@@ -168,8 +169,7 @@ def node_state(node: str, env: dict[str, str]) -> tuple[str, str]:
     if proc.returncode != 0:
         raise InputError(f"health check: scontrol show node {node}: {proc.stderr.strip()}")
     state = _STATE_RE.search(proc.stdout)
-    reason = _REASON_RE.search(proc.stdout)
-    return (state.group(1) if state else ""), (reason.group(1).strip() if reason else "")
+    return (state.group(1) if state else ""), node_reason(proc.stdout)
 
 
 def _last_own_drain(record: Path, node: str) -> str | None:

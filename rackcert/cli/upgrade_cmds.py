@@ -179,6 +179,14 @@ def upgrade_cmd(
             extra = f": {node.reason}" if node.reason else ""
             console.print(f"{markup(node.name)}: {node.state}{markup(extra)}")
         console.print(f"record: {markup(str(roll.rec.run.path / 'upgrade.json'))}")
+    if rollback is not None:
+        # The rollback's outcome is the node's: the roll it belongs to may stay stopped (the
+        # failure it rolled back counted), which is the next forward run's to decide.
+        back = next((n for n in data.nodes if n.name == rollback), None)
+        if back is None or back.state != "rolled_back":
+            why = f"{back.state}: {back.reason}" if back is not None else "not in the record"
+            raise RackcertError(f"rollback of {rollback} did not finish: {why}")
+        return
     if (
         data.status == "stopped"
         or data.failures

@@ -25,6 +25,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,12 @@ def runner_signals() -> Iterator[Callable[[], bool] | None]:
     otherwise None: ansible-runner's own handler cancels the playbook, as before. Either
     way the handlers in place before are put back afterwards.
     """
+    if threading.current_thread() is not threading.main_thread():
+        # Only the main thread may set a handler (signal.signal raises ValueError elsewhere),
+        # and ansible-runner sets none off it: nothing to keep. `rackcert upgrade` configures
+        # the nodes of a host from worker threads (a ValueError there failed every node).
+        yield None
+        return
     before = {signum: signal.getsignal(signum) for signum in _RUNNER_SIGNALS}
     own = callable(before[signal.SIGTERM])
     try:

@@ -86,6 +86,10 @@ class GuestAgent:
     hang: set[str] = field(default_factory=set)  # VMs whose guest never boots (fault injection)
     # VM -> how many of its host starts fail (fault injection: a lab host that did not come up)
     fail_starts: dict[str, int] = field(default_factory=dict)
+    # Each guest's files on a disk of its own under state_dir (<hostname>/disk) that outlives a
+    # power-off, as a VM's virtual disk does: what configure installed is there at the next
+    # power-on (and only a running process, such as slurmd, is gone). False: a tmpfs per boot.
+    disks: bool = False
     _hung: set[str] = field(default_factory=set)  # hung VMs left without a host, for now
     _failed: set[str] = field(default_factory=set)  # VMs whose host did not start: tried again
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -311,6 +315,7 @@ class GuestAgent:
             addresses=[ident["address"]],
             shared=self.shared,
             timeout=BOOT_FOR_S,
+            disks=[state / "disk"] if self.disks else None,
         )
         keys = "".join(f"{k}\n" for k in ident["authorized_keys"])
         (host.runtime_dir / "authorized_keys").write_text(keys)

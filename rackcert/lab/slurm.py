@@ -109,6 +109,11 @@ class SlurmLab:
         return self.directory / "prolog"
 
     @property
+    def jobcomp_log(self) -> Path:
+        """jobcomp/filetxt's log: JobId=... JobState=... per finished job."""
+        return self.directory / "jobcomp.log"
+
+    @property
     def munge_key(self) -> Path:
         return self.directory / "munge.key"
 
@@ -170,7 +175,11 @@ class SlurmLab:
             "KillWait=5",
             "MinJobAge=300",  # finished jobs stay visible to scontrol for 5 minutes
             "MailProg=/bin/true",
-            "JobCompType=jobcomp/none",
+            # Each finished job's end state, one line a job (slurm.conf(5), JobCompType):
+            # the lab runs no slurmdbd, so sacct has nothing; this log is what tells a job
+            # that ended COMPLETED from one CANCELLED, FAILED or NODE_FAIL once it is gone.
+            "JobCompType=jobcomp/filetxt",
+            f"JobCompLoc={self.jobcomp_log}",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
         ]

@@ -138,6 +138,9 @@ class TestHost:
     state_dir: Path = field(default_factory=Path)
     runtime_dir: Path = field(default_factory=Path)
     known_hosts: Path = field(default_factory=Path)
+    # Where the host's files live (its overlays' upper layers and /root): None, a tmpfs that
+    # vanishes with the host; a directory, a disk that outlives it (a VM's virtual disk).
+    disk: Path | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     # -- inspection -------------------------------------------------------------------------
@@ -419,11 +422,22 @@ def _sshd_config(host_dir: Path, address: str, port: int) -> str:
 
 
 def _setup_script(
-    name: str, host_dir: Path, shared: Sequence[Path], private: Sequence[Path] = ()
+    name: str,
+    host_dir: Path,
+    shared: Sequence[Path],
+    private: Sequence[Path] = (),
+    disk: Path | None = None,
 ) -> str:
-    """Shell run inside the new namespaces, then replaced by sshd (same pid)."""
+    """Shell run inside the new namespaces, then replaced by sshd (same pid).
+
+    `disk`: the host's files (overlay upper layers, /root) on that directory instead of a
+    tmpfs, so a host started again over the same disk finds what it left there, as a VM
+    powered on again finds its virtual disk as it was (packages, configuration)."""
     mnt = shlex.quote(str(PRIVATE_MNT))
-    lines = ["set -e", f"mount -t tmpfs -o mode=0755 rackcert-host {mnt}"]
+    if disk is None:
+        lines = ["set -e", f"mount -t tmpfs -o mode=0755 rackcert-host {mnt}"]
+    else:
+        lines = ["set -e", f"mount --bind {shlex.quote(str(disk))} {mnt}"]
     for i, path in enumerate(shared):
         stage = f"{mnt}/shared{i}"
         lines += [f"mkdir -p {stage}", f"mount --bind {shlex.quote(str(path))} {stage}"]
@@ -525,6 +539,7 @@ def start_hosts(
     shared: Sequence[Path | str] = (),
     private: Sequence[Path | str] | None = None,
     timeout: float = 15.0,
+    disks: Sequence[Path] | None = None,
 ) -> list[TestHost]:
     """Start one sshd per name in its own namespaces on `subnet` (a /24); wait until each answers.
 
@@ -541,6 +556,8 @@ def start_hosts(
         shared: directories that stay shared between hosts and the machine (created).
         private: directories the hosts must not see (default: the rackcert checkout and
             this interpreter's virtualenv, so nodes use their own environment).
+        disks: one directory per name holding the host's files, kept when it stops (default:
+            a tmpfs each, gone with the host); the lab's guests keep their disk this way.
 
     On any failure the hosts started so far are stopped and SshHostError is raised.
 
@@ -554,6 +571,8 @@ def start_hosts(
     addrs = list(addresses) if addresses else _default_addresses(net, len(names))
     if len(addrs) != len(names):
         raise InputError("one address per test host name")
+    if disks is not None and len(disks) != len(names):
+        raise InputError("one disk per test host name")
     for a in addrs:
         if ipaddress.IPv4Address(a) not in net or a == str(net.network_address + 1):
             raise InputError(f"test host address {a} is not a host address of {subnet}")
@@ -605,6 +624,9 @@ def start_hosts(
                 _start_one(name, addr, port, net, owner, bridge, i, state_dir, key_file, mtu)
             )
             hosts[-1].known_hosts = known_hosts
+            if disks is not None:
+                hosts[-1].disk = Path(disks[i])
+                hosts[-1].disk.mkdir(parents=True, exist_ok=True, mode=0o755)
             _launch(hosts[-1], shared_paths, hidden)
         deadline = time.monotonic() + timeout
         for host in hosts:
@@ -705,7 +727,7 @@ def _start_one(
 
 
 def _launch(host: TestHost, shared: Sequence[Path], private: Sequence[Path] = ()) -> None:
-    script = _setup_script(host.name, host.runtime_dir, shared, private)
+    script = _setup_script(host.name, host.runtime_dir, shared, private, host.disk)
     log = open(host.state_dir / "launch.log", "wb")  # noqa: SIM115 - owned by the child
     try:
         host._proc = subprocess.Popen(

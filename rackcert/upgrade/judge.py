@@ -42,13 +42,22 @@ def judge(
     wanted: dict[str, str],
     medians: dict[str, float],
     median_fraction: float,
+    changing: frozenset[str] | None = None,
 ) -> list[str]:
-    """Each reason the node may not resume, one line each; empty: it may."""
+    """Each reason the node may not resume, one line each; empty: it may.
+
+    `changing`: the components this roll moves (None: every wanted one). One it leaves alone
+    that no check observed before the roll either (in the lab: CUDA without nvcc, OFED
+    without ofed_info) is not the roll's to prove; one it moves must be observed."""
     out: list[str] = []
     for component, version in sorted(wanted.items()):
         seen = after.versions.get(component)
-        if not version_matches(seen, version):
-            out.append(f"{component} {seen or 'not observed'}, wanted {version}")
+        if version_matches(seen, version):
+            continue
+        moved = changing is None or component in changing
+        if not seen and not moved and not before.versions.get(component):
+            continue
+        out.append(f"{component} {seen or 'not observed'}, wanted {version}")
     for check, status in sorted(after.checks.items()):
         if before.checks.get(check) == PASSED and status != PASSED:
             out.append(f"{check} {status}, passed before the roll")

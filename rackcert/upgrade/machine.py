@@ -592,6 +592,7 @@ class Roll:
             wanted=wanted,
             medians=self.medians,
             median_fraction=self.timing.median_fraction,
+            changing=frozenset(c.component for c in self.plan.changes if c.layer == "guest"),
         )
         image_after = self.rec.host(node.host).image_after
         if host_wanted and image_after:

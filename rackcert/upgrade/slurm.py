@@ -4,7 +4,8 @@ squeue to count jobs.
 What Slurm says, read as Slurm documents it (scontrol(1), sinfo(1) NODE STATE CODES):
 `scontrol show node -o` prints `State=<BASE>[+FLAG...]` with a `*` after a base state
 the controller cannot reach; a node with the DRAIN flag and jobs left (ALLOCATED, MIXED,
-COMPLETING) is DRAINING, one with none is DRAINED. `Reason=` runs to ` [user@time]`.
+COMPLETING) is DRAINING, one with none is DRAINED. `Reason=` is read as
+rackcert.core.slurm.reason reads it (the health check too).
 
     slurm = SlurmScheduler({"SLURM_CONF": "/etc/slurm/slurm.conf"})
     slurm.drain("node1", "rackcert upgrade 20261206T...")
@@ -17,10 +18,10 @@ import re
 import subprocess
 
 from rackcert.core.slurm.client import run_client
+from rackcert.core.slurm.reason import node_reason
 from rackcert.upgrade.ports import NodeState, PortError
 
 _FIELD = re.compile(r"(?:^|\s)(NodeName|State|Partitions)=(\S*)")
-_REASON = re.compile(r"\bReason=(.*?) \[[^\]\[@]*@[^\]\[]*\]")
 BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 
 
@@ -38,7 +39,6 @@ def parse_nodes(text: str) -> dict[str, NodeState]:
         flags = {p.rstrip("*").upper() for p in parts[1:]}
         if parts[0].endswith("*") and base not in ("DOWN",):
             flags.add("NOT_RESPONDING")
-        reason = _REASON.search(line)
         partitions = tuple(p for p in fields.get("Partitions", "").split(",") if p)
         drain = bool(flags & {"DRAIN", "DRAINING", "DRAINED"}) or base in ("DRAINED", "DRAINING")
         if base in ("DRAINED", "DRAINING"):
@@ -48,7 +48,7 @@ def parse_nodes(text: str) -> dict[str, NodeState]:
             base="DOWN" if "NOT_RESPONDING" in flags and base == "IDLE" else base,
             drain=drain,
             jobs=1 if base in BUSY or "COMPLETING" in flags else 0,
-            reason=reason.group(1).strip() if reason else "",
+            reason=node_reason(line),
             partitions=partitions,
         )
     return out

@@ -27,6 +27,8 @@ import pytest
 # configure runs count in test_bench_nodes' setup, which met the session fixture first).
 # Modules above ~12 s; the rest in collection order.
 LONGEST_MODULES: dict[str, int] = {
+    # Measured alone at a load average of 4-6 (2026-12-06 night): four nodes rolled twice.
+    "tests/test_upgrade_lab.py": 511,
     "tests/test_bench_nodes.py": 125,
     "tests/test_bench_localise_lab.py": 114,
     "tests/test_configure_versions.py": 94,
