@@ -101,6 +101,15 @@ def test_tiny_resnet_two_ranks_through_ddp(bench: dict[str, Any]) -> None:
     assert len(run["per_rank_mean"]) == 2 and all(v > 0 for v in run["per_rank_mean"])
     assert "torch.distributed.run" in launch["commands"][0]
     assert point["warmup_s"] == pytest.approx(run["warmup_s"])  # recorded per point
+    # One timed interval: the point says so, and no spread is claimed from it.
+    assert point["intervals"] == run["config"]["intervals"] == 1
+    # Every rank built the same weights from the seed: compared, not broadcast.
+    assert run["config"]["start_sync"].startswith("same on every rank")
+    # Where the launch's time went, rank 0's clock: its start, then each phase.
+    phases = launch["phases"]
+    assert list(phases) == ["started_s", "connect_s", "environment_s", "resnet_s"]
+    assert all(v is not None and v >= 0 for v in phases.values())
+    assert sum(phases.values()) <= launch["wall_s"] + 0.5
     # The ranks kept their compile cache under the DL environment (here: this interpreter's).
     cache = launch["compile_cache"]
     assert cache["dir"] == f"{sys.prefix}/var/cache/rackcert/compile" and cache["files_before"] >= 0

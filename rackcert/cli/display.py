@@ -187,7 +187,7 @@ def show_bench(console: Console, record: BenchRecord, path: Path) -> None:
                 str(p["nodes"]),
                 str(p["gpus"]),
                 f"{p['images_per_sec']:.1f}",
-                f"{p['spread']:.1f}",
+                "-" if p.get("intervals") == 1 else f"{p['spread']:.1f}",
                 f"{p['images_per_sec_per_gpu']:.1f}",
                 f"{p['speedup']:.2f}",
                 f"{p['efficiency']:.3f}",

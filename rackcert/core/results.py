@@ -101,6 +101,11 @@ class ScalingPoint(BaseModel):
     images_per_sec: float = Field(description="Total images/s across all GPUs")
     images_per_sec_per_gpu: float
     spread: float = Field(0.0, description="+- 1.96 sigma of the total over timed intervals")
+    intervals: int | None = Field(
+        None,
+        description="Timed intervals behind the figure: a spread needs two; with one (a quick"
+        " CPU path check) there is none, and the report shows '-', not 0",
+    )
     warmup_s: float | None = Field(
         None, description="Seconds of warm-up steps (compilation included), excluded from the rate"
     )

@@ -306,6 +306,12 @@ class BenchLaunch(Model):
         " recorded, not a failed launch",
     )
     slurm: SlurmPlacement | None = Field(None, description="srun launches: job and nodes")
+    phases: dict[str, float | None] | None = Field(
+        None,
+        description="Rank 0's clock: started_s its process's age when the worker began (the"
+        " launcher's start, the interpreter), then seconds per phase (connect_s: torch"
+        " imported and the ranks met; environment_s; one per task)",
+    )
 
 
 class StorageNode(Model):

@@ -361,6 +361,15 @@ def _record_unit(
 # -- assembly ---------------------------------------------------------------------------------
 
 
+def timeline(wall_s: float | None, phases: dict[str, float | None]) -> str:
+    """Where a launch's wall time went, one line: rank 0's age when the worker began (the
+    launcher's start and the interpreter's), then each phase the worker timed."""
+    parts = [f"{name.removesuffix('_s')} {value:.1f}" for name, value in phases.items()]
+    parts = [p for p, v in zip(parts, phases.values(), strict=True) if v is not None]
+    wall = f"launch {wall_s:.1f} s" if wall_s is not None else "launch"
+    return f"{wall}: " + ", ".join(parts) + " s (rank 0)"
+
+
 def launch_entry(
     job: launch.Launch, tasks: list[str], log: Path, raw: dict[str, Any]
 ) -> dict[str, Any]:
@@ -374,6 +383,7 @@ def launch_entry(
         "ranks": raw.get("ranks"),
         "compile_cache": raw.get("compile_cache"),
         "exit_warning": raw.get("exit_warning"),
+        "phases": raw.get("phases"),
         **{key: raw.get(key) for key in ("resnet", "naive", "plain", "horovod_ref")},
     }
 
@@ -485,6 +495,8 @@ def run_bench(
                 for task in group:
                     if task in one and task != "allreduce":
                         progress(f"  {task}: {describe(one[task])}")
+                if one.get("phases"):
+                    progress(f"  {timeline(one.get('wall_s'), one['phases'])}")
                 record()
             ctx.answers.append((point, raw))
             for unit in during:

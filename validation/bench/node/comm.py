@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+START_CHECKED = "same on every rank (SHA-256 of weights and optimizer state compared)"
+START_BROADCAST = "broadcast from rank 0 (the ranks' weights differed)"
+
 
 class Comm:
     """The questions a benchmark asks of its engine; subclasses answer them per engine."""
@@ -22,6 +25,8 @@ class Comm:
     device: Any = None
     data_parallel: str = "none"  # what wrap() did: DDP, horovod, or none (one rank)
     wraps_optimizer: bool = False  # wrap() replaced the optimizer (Horovod's)
+    # how wrap() made the start the same on every rank (start_sync), for the result
+    start_sync: str = "one rank"
 
     def allreduce_(self, tensor: Any) -> None:
         """Sum `tensor` in place over all ranks; returns when the result is usable."""
@@ -41,6 +46,30 @@ class Comm:
     def wrap(self, model: Any, optimizer: Any) -> tuple[Any, Any]:
         """Make training data-parallel: same start weights everywhere, gradients averaged."""
         raise NotImplementedError
+
+    def same_start(self, model: Any, optimizer: Any) -> bool:
+        """Whether every rank already holds the same weights and optimizer state.
+
+        Why: every rank builds the model from the same seed (resnet_loop._build), so the
+        usual broadcast from rank 0 moves ResNet50's ~100 MB (Horovod: twice, weights then
+        momentum) only to overwrite them with equal bytes; over a 100 Mbit/s link that was
+        most of a two-node CPU launch's start (the lab's demo). A SHA-256 of every tensor,
+        compared across ranks (a few bytes each), proves them equal; where they differ
+        (other torch builds on the nodes) wrap() broadcasts as before.
+        """
+        import hashlib
+
+        import torch
+
+        digest = hashlib.sha256()
+        tensors = list(model.state_dict().values())
+        for state in optimizer.state_dict()["state"].values():
+            tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+        for t in tensors:
+            digest.update(str((t.dtype, tuple(t.shape))).encode())
+            digest.update(t.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+        mine = digest.hexdigest()
+        return all(other == mine for other in self.allgather_object(mine))
 
     def step(self, optimizer: Any, scaler: Any | None) -> None:
         """One optimizer step, through the gradient scaler when mixed precision needs one."""
@@ -143,9 +172,18 @@ class TorchComm(Comm):
             return model, optimizer
         self.data_parallel = "DDP"
         ids = [self.device.index] if self.device.type == "cuda" else None
+        same = self.same_start(model, optimizer)
+        self.start_sync = START_CHECKED if same else START_BROADCAST
         # broadcast_buffers=False: no per-step broadcast of BatchNorm statistics (Horovod does
         # not sync them either); they only matter for evaluation, which a benchmark never does.
-        ddp = DDP(model, device_ids=ids, gradient_as_bucket_view=True, broadcast_buffers=False)
+        # init_sync=False: no broadcast of weights every rank already holds (same_start).
+        ddp = DDP(
+            model,
+            device_ids=ids,
+            gradient_as_bucket_view=True,
+            broadcast_buffers=False,
+            init_sync=not same,
+        )
         return ddp, optimizer
 
     def close(self) -> None:
@@ -211,8 +249,12 @@ class HorovodComm(Comm):
         hvd = self._hvd
         self.data_parallel = "horovod"
         self.wraps_optimizer = True
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        if self.same_start(model, optimizer):
+            self.start_sync = START_CHECKED
+        else:
+            self.start_sync = START_BROADCAST
+            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+            hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         dist_opt = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
         return model, dist_opt
 

@@ -303,6 +303,7 @@ def train(comm: Any, cfg: TrainConfig) -> dict[str, Any]:
             "cuda_graphs": graphs,
             "optimizer_compiled": optimizer_compiled(cfg, comm) and compile_error is None,
             "data_parallel": comm.data_parallel,
+            "start_sync": comm.start_sync,
             "gradient_scaler": scaler is not None,
         },
         "compile_error": compile_error,

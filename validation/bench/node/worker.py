@@ -26,6 +26,7 @@ import json
 import os
 import socket
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -163,13 +164,42 @@ def cpu_threads(device_type: str) -> int | None:
     return int(torch.get_num_threads())
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), None where that cannot be read.
+
+    Why: a launch's wall time is the launcher's start (ssh, horovodrun's checks), the
+    interpreter's, torch's import and the rendezvous, then the work; the age at main() and
+    the phases after it say which of them a slow launch spent its time on.
+    """
+    try:
+        with open("/proc/self/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return round(uptime - started / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[str, Any]:
+    # rank 0's own clock: started_s its age at this point, the rest what each phase took
+    phases: dict[str, float | None] = {"started_s": process_age_s()}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] = round(now - clock, 2)
+        clock = now
+
     comm = connect(args.backend, args.device)
+    lap("connect_s")  # torch (and Horovod) imported, the ranks met
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     out: dict[str, Any] = {
         "backend": comm.backend,
         "world_size": comm.world_size,
         "device": comm.device.type,
+        "phases": phases,
     }
     threads = cpu_threads(comm.device.type)
     if threads is not None:
@@ -183,6 +213,7 @@ def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[s
         out["ranks"] = [{"rank": i, **w} for i, w in enumerate(comm.allgather_object(where))]
         if comm.rank == 0:
             out["environment"] = environment.collect()
+        lap("environment_s")  # the ranks' places gathered, rank 0's versions read
         if "allreduce" in tasks:
             sizes, iters, warm = sweep_args(args, comm.device.type)
             out["allreduce"] = {
@@ -190,14 +221,18 @@ def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[s
                 "iters": iters,
                 "warmup": warm,
             }
+            lap("allreduce_s")
         if "resnet" in tasks:
             out["resnet"] = resnet_loop.train(comm, train_config(args, comm.device.type))
+            lap("resnet_s")
         if "naive" in tasks:
             out["naive"] = resnet_loop.train(comm, train_config(args, comm.device.type).naive())
+            lap("naive_s")
         for ref in ("plain", "horovod_ref"):
             if ref in tasks:
                 which = "plain" if ref == "plain" else "horovod"
                 out[ref] = resnet_loop.train(comm, reference_config(args, comm.device.type, which))
+                lap(f"{ref}_s")
     finally:
         comm.close()
     out["rank"] = comm.rank

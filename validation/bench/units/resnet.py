@@ -40,6 +40,7 @@ def scaling_result(measured: list[tuple[Point, dict[str, Any]]], engine: Engine)
             "images_per_sec": r["images_per_sec"],
             "images_per_sec_per_gpu": r["images_per_sec_per_gpu"],
             "spread": r["spread"],
+            "intervals": r["config"].get("intervals"),
             "warmup_s": r.get("warmup_s"),
         }
         for p, r in measured
@@ -68,9 +69,13 @@ def describe(r: dict[str, Any]) -> str:
     if c.get("compiled"):
         how = "compiled, CUDA graphs" if c.get("cuda_graphs") else "compiled"
     per_gpu = r.get("images_per_sec_per_gpu", r["images_per_sec"])
+    timed = c.get("intervals", 0) * c.get("steps_per_interval", 0)
+    # How much was timed, and the +- only where two or more intervals measured one.
+    spread = "one interval, no +-" if c.get("intervals") == 1 else f"+- {r['spread']:,.1f}"
+    steps = f"; {timed} timed step{'s' if timed != 1 else ''} ({spread})" if timed else ""
     return (
         f"{r['images_per_sec']:,.1f} images/s ({per_gpu:,.1f} per GPU) at {c['precision']},"
-        f" batch {c['batch']}/GPU, {how}; warm-up {r['warmup_s']:.1f} s"
+        f" batch {c['batch']}/GPU, {how}; warm-up {r['warmup_s']:.1f} s{steps}"
     )
 
 
