@@ -278,6 +278,24 @@ def test_a_failed_install_stops_the_roll_and_rollback_returns_the_node(tmp_path)
         roll(plan, run, world, data=again).rollback("lab-node4")
 
 
+def test_a_guest_only_rollback_leaves_the_host_unchanged_not_failed(tmp_path):
+    data, before, _ = _pair()
+    after = spec_of(upgraded(data, esxi=None))
+    world = world_for(before)
+    world.guests.broken_install.add("lab-node3")
+    plan = make_plan(before, after)
+    run = new_run(tmp_path, upgraded(data, esxi=None))
+    out = roll(plan, run, world).run()
+    host3 = next(h for h in out.hosts if h.name == "lab-esx03")
+    assert out.nodes[2].state == "failed" and host3.state == "failed"
+    world.guests.broken_install.clear()
+    again = roll(plan, run, world, data=out).rollback("lab-node3")
+    assert again.nodes[2].state == "rolled_back"
+    assert next(h for h in again.hosts if h.name == "lab-esx03").state == "unchanged"
+    assert next(h for h in again.hosts if h.name == "lab-esx01").state == "unchanged"
+    assert world.vc.images["lab-esx03"]["esxi"] == "7.0.3"
+
+
 def test_draining_is_not_drained_and_the_policy_decides(tmp_path):
     data, before, after = _pair()
     for policy, status in (("skip", "done"), ("stop", "stopped")):

@@ -423,7 +423,10 @@ class Roll:
         self._set(nodes, "validating")
         passed = _each(nodes, lambda n: self._certify(n, prefix, rollback))
         failed = [n for n, ok in zip(nodes, passed, strict=True) if not ok]
-        self._set_host(unit.host, "done" if host_target else h.state)
+        # A host without a host-layer change ends as it began, "unchanged": also after a
+        # rollback of a chain whose guest step had failed and marked it "failed", or the
+        # record would show a failed host whose image never moved.
+        self._set_host(unit.host, "done" if host_target else "unchanged")
         if failed:
             with self.rec.editing() as data:
                 data.failures += len(failed)
