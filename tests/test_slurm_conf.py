@@ -16,9 +16,10 @@ from rackcert.core.ansible_vars import spec_group_vars
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.results import CheckResult, Severity, Status
 from rackcert.core.slurm.conf import health_check_lines, site_lines
+from rackcert.core.slurm.reason import node_reason
 from rackcert.core.spec_loader import load_spec
 from validation.bench import slurm_launch
-from validation.healthcheck import _REASON_RE, _last_own_drain, append_record, reason_for
+from validation.healthcheck import _last_own_drain, append_record, reason_for
 
 LAB = REPO_ROOT / "inventories" / "lab.yaml"
 SLURM = {
@@ -174,11 +175,9 @@ def test_drain_reason_and_own_drain_record(tmp_path: Path) -> None:
     reason = reason_for([_failed("gpu.count", "1 GPU(s):\n A100"), _failed("gpu.xid", "79")])
     assert reason == "rackcert: gpu.count: 1 GPU(s): A100 (+1 more)"
     line = f"NodeName=n1 State=IDLE+DRAIN Reason={reason} [root@2026-12-03T15:00:00] Comment=x"
-    found = _REASON_RE.search(line)
-    assert found and found.group(1) == reason
+    assert node_reason(line) == reason
     odd = "rackcert: gpu.pcie.link: gen=3 width=8 ['x']"
-    found = _REASON_RE.search(f"NodeName=n1 Reason={odd} [slurm@2026-12-03T15:00:00]\n")
-    assert found and found.group(1) == odd
+    assert node_reason(f"NodeName=n1 Reason={odd} [slurm@2026-12-03T15:00:00]\n") == odd
     record = tmp_path / "h.jsonl"
     assert _last_own_drain(record, "n1") is None
     append_record(record, {"node": "n1", "action": "drain", "reason": reason})

@@ -37,7 +37,7 @@ from typing import Any
 from rackcert.core.errors import InputError
 from rackcert.core.results import CheckResult, Severity, Status
 from rackcert.core.slurm.client import SLURM_PATH, run_client
-from rackcert.core.slurm.reason import REASON, node_reason
+from rackcert.core.slurm.reason import node_reason
 from rackcert.core.spec import Spec
 from validation.checks import REGISTRY, NodeView, facts_of, load_all, run_check
 from validation.expect import expectations
@@ -159,8 +159,6 @@ def _scontrol(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 _STATE_RE = re.compile(r"\bState=(\S+)")
-# scontrol follows a reason with " [user@time]": one reading with the upgrade's.
-_REASON_RE = REASON
 
 
 def node_state(node: str, env: dict[str, str]) -> tuple[str, str]:
