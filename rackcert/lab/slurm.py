@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import RackcertError
+from rackcert.core.slurm.client import run_client
 from rackcert.lab.pids import pid_alive
 
 RUN_ROOT = Path("/run/rackcert-slurm")
@@ -311,15 +312,9 @@ class SlurmLab:
     def client(
         self, tool: str, *args: str, timeout: float = 10
     ) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm client command (sinfo, scontrol, squeue...) against this lab."""
-        return subprocess.run(
-            [tool, *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", **self.env()},
-        )
+        """Run a Slurm client command (sinfo, scontrol, squeue...) against this lab: the
+        spine's run_client, as the health check and the roll run them."""
+        return run_client(tool, *args, conf=str(self.conf), timeout=timeout)
 
     def node_states(self) -> dict[str, str]:
         """Each node's state as sinfo prints it (idle, alloc, drain, down*...)."""
