@@ -32,8 +32,7 @@ VALUES = "unit_values"
 def typer_parameter(opt: Opt) -> inspect.Parameter:
     """One declared option as a keyword-only parameter typer turns into a click option."""
     if opt.kind == "bool":
-        no = "--no-" + opt.flag[2:]
-        info = typer.Option(f"{opt.flag}/{no}", help=opt.help)
+        info = typer.Option(f"{opt.flag}/{opt.no_flag}", help=opt.help)
     else:
         info = typer.Option(opt.flag, help=opt.help, min=opt.minimum)
     kind = _TYPES[opt.kind]

@@ -54,6 +54,11 @@ class Opt:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def no_flag(self) -> str:
+        """A bool's off switch (`--no-x`)."""
+        return "--no-" + self.name.replace("_", "-")
+
     def data(self) -> list[Any]:
         """What the worker needs of it: name, kind, choices (help stays on the controller)."""
         return [self.name, self.kind, list(self.choices)]
@@ -67,8 +72,7 @@ class Opt:
         """This option in an argparse parser (the worker's)."""
         if self.kind == "bool":
             parser.add_argument(self.flag, dest=self.name, action="store_true", default=None)
-            no = "--no-" + self.name.replace("_", "-")
-            parser.add_argument(no, dest=self.name, action="store_false")
+            parser.add_argument(self.no_flag, dest=self.name, action="store_false")
             return
         parser.add_argument(
             self.flag,
@@ -84,7 +88,7 @@ class Opt:
         if value is None:
             return []
         if self.kind == "bool":
-            return [self.flag if value else "--no-" + self.name.replace("_", "-")]
+            return [self.flag if value else self.no_flag]
         return [self.flag, str(value)]
 
 
