@@ -364,8 +364,7 @@ def _record_unit(
 def timeline(wall_s: float | None, phases: dict[str, float | None]) -> str:
     """Where a launch's wall time went, one line: rank 0's age when the worker began (the
     launcher's start and the interpreter's), then each phase the worker timed."""
-    parts = [f"{name.removesuffix('_s')} {value:.1f}" for name, value in phases.items()]
-    parts = [p for p, v in zip(parts, phases.values(), strict=True) if v is not None]
+    parts = [f"{name.removesuffix('_s')} {v:.1f}" for name, v in phases.items() if v is not None]
     wall = f"launch {wall_s:.1f} s" if wall_s is not None else "launch"
     return f"{wall}: " + ", ".join(parts) + " s (rank 0)"
 
