@@ -8,6 +8,16 @@ Definitions (nccl-tests, doc/PERFORMANCE.md):
 The time of one size is the slowest rank's mean over the timed iterations (after warm-up),
 so one slow link shows. Correctness: every rank fills its buffer with a rank-dependent
 pattern of small integers whose sum is exact in float32, allreduces once, and compares.
+
+busbw compares with a line rate only where a call's time is the bytes' time on the link:
+every call also costs a fixed time whatever its size (the smallest size's time: the engine's
+coordination, and on CPU ranks every wake-up of its threads). Where the sweep's largest
+size still spends more than FIXED_SHARE_MAX of its time on that, the sweep goes on doubling
+(up to `extend_to`), as one reads nccl-tests' busbw at the sizes where it has levelled off.
+Measured in the lab (benchmarks/allreduce_paths.py, 4 CPU ranks on 2 nodes of a 2-core
+machine, 100 Mbit/s links): Horovod's Gloo path sent a ring's bytes (1.5 x size per node)
+but an 8-byte call took tens of ms under load, so its busbw at 1 MiB read 0.5-0.97 of the
+line rate run to run, while at 4 MiB it held 0.88-0.96.
 """
 
 from __future__ import annotations
@@ -16,6 +26,9 @@ import time
 from typing import Any
 
 PATTERN = 7  # element i of rank r holds (r + 1) + (i % PATTERN): sums are exact in float32
+# The most of a call's time the sweep's largest size may spend on the fixed time every call
+# costs (the smallest size's time) before the sweep doubles on (see the module's docstring).
+FIXED_SHARE_MAX = 0.05
 
 
 def sweep_sizes(min_bytes: int = 8, max_bytes: int = 1 << 30) -> list[int]:
@@ -70,47 +83,79 @@ def iterations_for(size_bytes: int, iters: int, cpu: bool) -> int:
     return iters
 
 
+def fixed_share(points: list[dict[str, Any]]) -> float:
+    """The share of the largest size's time that every call costs whatever its size: the
+    smallest size's time over the largest's (points in size order)."""
+    first, last = points[0], points[-1]
+    return first["time_us"] / last["time_us"] if last["time_us"] > 0 else 1.0
+
+
+def needs_larger(points: list[dict[str, Any]], size: int, extend_to: int | None) -> bool:
+    """Whether the sweep doubles on to `size`: its largest so far still spends more than
+    FIXED_SHARE_MAX of its time on a call's fixed time, and `size` is within `extend_to`.
+    Decided from figures gathered from every rank (the same on each), so that every rank
+    runs the same sizes."""
+    if not extend_to or size > extend_to or len(points) < 2:
+        return False
+    return fixed_share(points) > FIXED_SHARE_MAX
+
+
 def run_sweep(
-    comm: Any, sizes: list[int], *, iters: int = 20, warmup: int = 5, dtype: str = "float32"
+    comm: Any,
+    sizes: list[int],
+    *,
+    iters: int = 20,
+    warmup: int = 5,
+    dtype: str = "float32",
+    extend_to: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Measure every size on every rank; returns one dict per size (same on every rank)."""
+    """Measure every size on every rank; returns one dict per size (same on every rank).
+
+    `extend_to`: past the last of `sizes`, keep doubling up to this many bytes while a
+    call's fixed time is more than FIXED_SHARE_MAX of the largest size's (needs_larger).
+    """
+    points = [_measure(comm, size, iters, warmup, dtype) for size in sizes]
+    size = sizes[-1] * 2 if sizes else 0
+    while needs_larger(points, size, extend_to):
+        points.append(_measure(comm, size, iters, warmup, dtype))
+        size *= 2
+    return points
+
+
+def _measure(comm: Any, size: int, iters: int, warmup: int, dtype: str) -> dict[str, Any]:
+    """One size: a checked allreduce, the warm-up, then the timed iterations."""
     import torch
 
     tdtype = getattr(torch, dtype)
     elem = torch.tensor([], dtype=tdtype).element_size()
     cpu = comm.device.type == "cpu"
-    points: list[dict[str, Any]] = []
-    for size in sizes:
-        count = max(1, size // elem)
-        buf = torch.empty(count, dtype=tdtype, device=comm.device)
-        _fill(buf, comm.rank)
+    count = max(1, size // elem)
+    buf = torch.empty(count, dtype=tdtype, device=comm.device)
+    _fill(buf, comm.rank)
+    comm.allreduce_(buf)
+    comm.synchronize()
+    correct = _check(buf, comm.world_size)
+    buf.zero_()  # timed iterations on zeros: values stay finite however many we run
+    n = iterations_for(size, iters, cpu)
+    for _ in range(warmup):
         comm.allreduce_(buf)
-        comm.synchronize()
-        correct = _check(buf, comm.world_size)
-        buf.zero_()  # timed iterations on zeros: values stay finite however many we run
-        n = iterations_for(size, iters, cpu)
-        for _ in range(warmup):
-            comm.allreduce_(buf)
-        comm.synchronize()
-        comm.barrier()
-        start = time.perf_counter()
-        for _ in range(n):
-            comm.allreduce_(buf)
-        comm.synchronize()
-        mine = (time.perf_counter() - start) / n
-        rows = comm.allgather_floats([mine, 1.0 if correct else 0.0])
-        seconds = max(r[0] for r in rows)
-        algbw = algbw_gbps(count * elem, seconds)
-        points.append(
-            {
-                "size_bytes": count * elem,
-                "count": count,
-                "time_us": seconds * 1e6,
-                "algbw_gbps": algbw,
-                "busbw_gbps": busbw_gbps(algbw, comm.world_size),
-                "correct": all(r[1] == 1.0 for r in rows),
-                "iters": n,
-            }
-        )
-        del buf
-    return points
+    comm.synchronize()
+    comm.barrier()
+    start = time.perf_counter()
+    for _ in range(n):
+        comm.allreduce_(buf)
+    comm.synchronize()
+    mine = (time.perf_counter() - start) / n
+    rows = comm.allgather_floats([mine, 1.0 if correct else 0.0])
+    seconds = max(r[0] for r in rows)
+    algbw = algbw_gbps(count * elem, seconds)
+    del buf
+    return {
+        "size_bytes": count * elem,
+        "count": count,
+        "time_us": seconds * 1e6,
+        "algbw_gbps": algbw,
+        "busbw_gbps": busbw_gbps(algbw, comm.world_size),
+        "correct": all(r[1] == 1.0 for r in rows),
+        "iters": n,
+    }
