@@ -17,7 +17,11 @@ lab's 2-GPU VMs), 4 ranks. Paths (`--paths`):
 - torch-gloo: torchrun on each node, torch.distributed over Gloo (the demo without Horovod);
 - hvd-gloo: horovodrun --gloo from node1, Horovod's Gloo controller and operations (the
   demo with Horovod: Horovod's CPU operations default to Gloo as set-up builds it);
-- hvd-gloo-hier: the same with HOROVOD_HIERARCHICAL_ALLREDUCE=1;
+- hvd-gloo-hier: the same with HOROVOD_HIERARCHICAL_ALLREDUCE=1 (Horovod 0.28.1 turns it off
+  where it has no NCCL: the same path again, so its spread is the machine's);
+- hvd-gloo-poll: hvd-gloo, its ranks waiting for each allreduce by polling the handle with
+  0.5 ms sleeps instead of Horovod's own wait (a sched_yield loop that keeps the waiting
+  thread runnable, competing for the cores with the threads that move the bytes);
 - hvd-mpi: mpirun from node1, Horovod with MPI controller and MPI operations (Open MPI's
   tuned allreduce, its own choice of algorithm);
 - hvd-mpi-hier: the same with HOROVOD_HIERARCHICAL_ALLREDUCE=1;
@@ -81,6 +85,9 @@ PATHS = {
     "torch-gloo": Path_("torchrun", "torch"),
     "hvd-gloo": Path_("horovodrun", "horovod"),
     "hvd-gloo-hier": Path_("horovodrun", "horovod", HIER),
+    # hvd-gloo with the rank's wait for each allreduce sleeping between polls instead of
+    # Horovod's own wait (a loop of sched_yield: the waiting thread stays runnable)
+    "hvd-gloo-poll": Path_("horovodrun", "horovod", {"ARPATHS_POLL_SLEEP_S": "0.0005"}),
     "hvd-mpi": Path_("mpirun", "horovod", {"HOROVOD_CPU_OPERATIONS": "MPI"}),
     "hvd-mpi-hier": Path_("mpirun", "horovod", {"HOROVOD_CPU_OPERATIONS": "MPI", **HIER}),
     "hvd-mpi-ring": Path_("mpirun", "horovod", {"HOROVOD_CPU_OPERATIONS": "MPI", **MPI_RING}),
@@ -114,6 +121,19 @@ def hvd_ops() -> str:
     return "+".join(ops) or "?"
 
 
+def _sleeping_allreduce(nap: float) -> Any:
+    """hvd.allreduce_ whose caller sleeps `nap` seconds between polls of the handle."""
+    import horovod.torch as hvd
+
+    def allreduce_(tensor: Any) -> None:
+        handle = hvd.allreduce_async_(tensor, op=hvd.Sum)
+        while not hvd.poll(handle):
+            time.sleep(nap)
+        hvd.synchronize(handle)
+
+    return allreduce_
+
+
 def rank_main(args: argparse.Namespace) -> int:
     import torch
 
@@ -121,6 +141,9 @@ def rank_main(args: argparse.Namespace) -> int:
     from validation.bench.node.comm import connect
 
     comm = connect(args.backend, "cpu")
+    nap = float(os.environ.get("ARPATHS_POLL_SLEEP_S", "0"))
+    if nap and args.backend == "horovod":
+        comm.allreduce_ = _sleeping_allreduce(nap)  # type: ignore[method-assign]
     worker.cpu_threads("cpu")  # one intra-op thread per rank, as the bench's worker sets it
     ops = hvd_ops() if args.backend == "horovod" else comm.backend
     # The demo's sweep: quick, CPU: 8 B .. 1 MiB, 5 timed, 2 warm-up iterations.

@@ -93,8 +93,9 @@ class AllreduceResult(BaseModel):
     )
     fixed_time_us: float | None = Field(
         None,
-        description="What every call cost whatever its size: the sweep's smallest size's time"
-        " (the engine's coordination; on CPU ranks, their threads' waits for a core)",
+        description="What every call cost whatever its size: the median time of the sweep's"
+        " sizes up to 4 KiB (the engine's coordination; on CPU ranks, their threads' waits"
+        " for a core)",
     )
     busbw_fraction_less_fixed: float | None = Field(
         None,

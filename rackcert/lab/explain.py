@@ -10,7 +10,7 @@ rest, so every failing check (validate's and bench's) is put in one of three kin
   cores (adding a node adds no compute, so efficiency cannot be linear); allreduce busbw
   below the rule where more ranks run than there are cores AND the figure with each call's
   fixed time taken out meets the rule (the link carried its rate; what was lost is every
-  call's wait for the ranks' threads to get a core: an 8-byte call's time, measured in the
+  call's wait for the ranks' threads to get a core: the small sizes' time, measured in the
   same sweep). Measured (benchmarks/allreduce_paths.py): Horovod's Gloo path sends a ring's
   bytes over the link (1.5 x size per node for 4 ranks), the same as torch.distributed's,
   and loses its figure to that fixed time alone;
@@ -115,7 +115,7 @@ def _allreduce_line(bench: BenchFailure, cores: int) -> str:
     assert bench.fixed_time_us is not None and bench.fraction_less_fixed is not None
     return (
         f"{bench.id} ({bench.observed}): every call cost {bench.fixed_time_us / 1000:.3g} ms"
-        f" whatever its size (an 8-byte allreduce) with {bench.ranks} ranks on this"
+        f" whatever its size (the sweep's sizes up to 4 KiB) with {bench.ranks} ranks on this"
         f" machine's {cores} CPU core(s); with that taken out busbw is"
         f" {bench.fraction_less_fixed:.3g} of the line rate (the rule: {bench.fraction_min:g}),"
         " so the link carried its rate and the ranks waited for cores; on a rack every rank"

@@ -10,25 +10,28 @@ so one slow link shows. Correctness: every rank fills its buffer with a rank-dep
 pattern of small integers whose sum is exact in float32, allreduces once, and compares.
 
 busbw compares with a line rate only where a call's time is the bytes' time on the link:
-every call also costs a fixed time whatever its size (the smallest size's time: the engine's
+every call also costs a fixed time whatever its size (the small sizes' time: the engine's
 coordination, and on CPU ranks every wake-up of its threads). Where the sweep's largest
 size still spends more than FIXED_SHARE_MAX of its time on that, the sweep goes on doubling
 (up to `extend_to`), as one reads nccl-tests' busbw at the sizes where it has levelled off.
 Measured in the lab (benchmarks/allreduce_paths.py, 4 CPU ranks on 2 nodes of a 2-core
-machine, 100 Mbit/s links): Horovod's Gloo path sent a ring's bytes (1.5 x size per node)
-but an 8-byte call took tens of ms under load, so its busbw at 1 MiB read 0.5-0.97 of the
-line rate run to run, while at 4 MiB it held 0.88-0.96.
+machine at load 17-50, 100 Mbit/s links): Horovod's Gloo path sent a ring's bytes (1.45-1.50
+x size per node, as torch.distributed's) but an 8-byte call took 12-80 ms (torch: 3-11), so
+its busbw over the sweep's top sizes up to 1 MiB read 0.48-0.98 of the line rate run to run
+(torch: 0.98-1.02), while over 4 MiB calls it held 0.79-0.96.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
 PATTERN = 7  # element i of rank r holds (r + 1) + (i % PATTERN): sums are exact in float32
 # The most of a call's time the sweep's largest size may spend on the fixed time every call
-# costs (the smallest size's time) before the sweep doubles on (see the module's docstring).
+# costs (fixed_time_us) before the sweep doubles on (see the module's docstring).
 FIXED_SHARE_MAX = 0.05
+FIXED_SIZE_MAX = 4096  # sizes whose time is a call's fixed time (fixed_time_us)
 
 
 def sweep_sizes(min_bytes: int = 8, max_bytes: int = 1 << 30) -> list[int]:
@@ -83,11 +86,22 @@ def iterations_for(size_bytes: int, iters: int, cpu: bool) -> int:
     return iters
 
 
+def fixed_time_us(points: list[dict[str, Any]]) -> float | None:
+    """What a call costs whatever its size: the median time of the sizes up to
+    FIXED_SIZE_MAX (they carry no bandwidth worth the name); None without such a size.
+    The median, because on shared cores one size's time can hold a wait of its own (in one
+    lab sweep under Horovod: 17-98 ms across the sizes up to 4 KiB, median 25 ms)."""
+    small = sorted(p["time_us"] for p in points if p["size_bytes"] <= FIXED_SIZE_MAX)
+    return float(statistics.median(small)) if small else None
+
+
 def fixed_share(points: list[dict[str, Any]]) -> float:
-    """The share of the largest size's time that every call costs whatever its size: the
-    smallest size's time over the largest's (points in size order)."""
-    first, last = points[0], points[-1]
-    return first["time_us"] / last["time_us"] if last["time_us"] > 0 else 1.0
+    """The share of the largest size's time that every call costs whatever its size
+    (fixed_time_us over the largest size's time; points in size order)."""
+    fixed, last = fixed_time_us(points), points[-1]["time_us"]
+    if fixed is None:
+        return 0.0
+    return fixed / last if last > 0 else 1.0
 
 
 def needs_larger(points: list[dict[str, Any]], size: int, extend_to: int | None) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 from rackcert.core.results import AllreducePoint, AllreduceResult, VerdictCheck
 from rackcert.core.spec import Certification
 from validation.bench import links
+from validation.bench.node.allreduce_loop import fixed_time_us
 from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context, check
@@ -52,15 +53,6 @@ def allreduce_result(
         fixed_time_us=fixed_time_us(points) if world > 1 else None,
         busbw_fraction_less_fixed=busbw_fraction_less_fixed(points, rate) if world > 1 else None,
     )
-
-
-def fixed_time_us(points: list[dict[str, Any]]) -> float | None:
-    """What a call cost whatever its size: the smallest size's time, when it is small enough
-    (<= 4 KiB) to carry no bandwidth worth the name; else None."""
-    if not points:
-        return None
-    first = min(points, key=lambda p: p["size_bytes"])
-    return float(first["time_us"]) if first["size_bytes"] <= 4096 else None
 
 
 def busbw_fraction_less_fixed(
