@@ -18,7 +18,7 @@ Measured in the lab (benchmarks/allreduce_paths.py, 4 CPU ranks on 2 nodes of a 
 machine at load 17-50, 100 Mbit/s links): Horovod's Gloo path sent a ring's bytes (1.45-1.50
 x size per node, as torch.distributed's) but an 8-byte call took 12-80 ms (torch: 3-11), so
 its busbw over the sweep's top sizes up to 1 MiB read 0.48-0.98 of the line rate run to run
-(torch: 0.98-1.02), while over 4 MiB calls it held 0.79-0.96.
+(torch: 0.94-1.02), while over 4 MiB calls it held 0.79-0.96 (docs/lab.md).
 """
 
 from __future__ import annotations
