@@ -12,6 +12,11 @@ They model the real behaviour the roll depends on, not rackcert's code:
   does not complete (no DRS can move a passthrough VM: here it is refused); a reboot is
   accepted before the host goes down, then bootTime moves later; vLCM's apply needs
   maintenance mode.
+- The host image: what is installed is not what runs until the host reboots. `esxcli
+  software profile update` stages the new image's VIBs for the next boot ("Reboot Required:
+  true" in its result; VMware's esxcli software reference), and vLCM's remediation reboots the
+  host itself before its task ends. So `images` is the running image and `installed` the one
+  the next boot runs.
 """
 
 from __future__ import annotations
@@ -158,7 +163,8 @@ class SimVcenter:
         self.marks: dict[str, str] = {}
         self.boot = {h: 1000.0 for h in self.maintenance}
         self.down_until: dict[str, float] = {}
-        self.images = {h: dict(image) for h in self.maintenance}
+        self.images = {h: dict(image) for h in self.maintenance}  # running
+        self.installed = {h: dict(image) for h in self.maintenance}  # what the next boot runs
         self.events: list[tuple[float, str, str]] = []
         self.shutdown_s, self.reboot_s = 2.0, 5.0
         clock.tickers.append(self.tick)
@@ -227,6 +233,7 @@ class SimVcenter:
             raise PortError(f"{host}: RebootHost needs maintenance mode")
         self.down_until[host] = self.clock.t + self.reboot_s
         self.boot[host] = self.boot[host] + 60  # later by a minute, whatever the clock says
+        self.images[host] = dict(self.installed[host])  # the boot runs what is installed
         self.events.append((self.clock.t, "reboot", host))
 
 
@@ -243,9 +250,10 @@ class SimHostImage:
             raise PortError(f"{host}: vLCM apply needs the host in maintenance mode")
         if host in self.fail:
             raise PortError(f"{host}: vLCM apply task failed (planted)")
-        self.vc.images[host].update(versions)
+        self.vc.installed[host].update(versions)  # staged: runs after the next boot
         if self.reboots:  # vLCM's remediation reboots the host itself before its task ends
             self.vc.boot[host] += 60
+            self.vc.images[host] = dict(self.vc.installed[host])
             self.vc.events.append((self.vc.clock.t, "remediation reboot", host))
 
     reboots = False

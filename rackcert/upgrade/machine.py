@@ -384,12 +384,17 @@ class Roll:
         h = self.rec.host(unit.host)
         if host_target:
             self._set(nodes, "host")
-            if not h.boot_time_before:
-                # Taken before the image: vLCM's remediation reboots the host itself, and
-                # then the roll's reboot step has nothing left to do but prove it.
-                boot_time = hv.boot_time(unit.host)  # asked before the lock is taken
-                with self.rec.editing():
-                    h.boot_time_before = boot_time
+            if not self.rec.finished(h, prefix + "host image"):
+                # Each chain (forward, rollback, a re-run whose image step had not ended) takes
+                # its own bootTime before its image step, and its reboot step proves a later
+                # one: an image is installed for the next boot (esxcli software) or vLCM's
+                # remediation reboots the host itself, and only a reboot after this chain's
+                # image runs it. A rollback measured against the forward chain's bootTime
+                # found it "rebooted" and ran the old image nowhere.
+                boot_time = self._boot_time(unit.host)  # asked before the lock is taken
+                if boot_time:
+                    with self.rec.editing():
+                        h.boot_time_before, h.boot_time_after = boot_time, ""
             self._set_host(unit.host, "maintenance")
             self._step(
                 h,
