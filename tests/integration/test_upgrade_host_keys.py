@@ -87,9 +87,7 @@ class _Rack:
         return sorted(self.roll_run.path.rglob("known_hosts"))
 
 
-def test_a_roll_of_one_node_uses_the_racks_file_and_leaves_none_under_its_run(
-    ssh_hosts, tmp_path
-):
+def test_a_roll_of_one_node_uses_the_racks_file_and_leaves_none_under_its_run(ssh_hosts, tmp_path):
     rack = _Rack(ssh_hosts, tmp_path)
     out, _ = rack.roll()
     assert rack.stray_files() == [], "a known_hosts was made under the roll's run"

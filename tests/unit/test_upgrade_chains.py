@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from rackcert.core.runs import RunDir
-from tests.upgrade_helpers import make_plan, new_run, roll, spec_of, upgraded, world_for
 from tests.upgrade_helpers import four_node as _four
+from tests.upgrade_helpers import make_plan, new_run, roll, spec_of, upgraded, world_for
 
 pytestmark = pytest.mark.unit
 
