@@ -313,10 +313,11 @@ class ConfigureGuest:
 class ValidateCertifier:
     """The node's own validate, then localisation's per-node stage on it alone.
 
-    Baseline: the certified run's validate.json, and its bench.json `localise.nodes` rows
-    where that run localised (measured on an idle rack; a run taken now would measure nodes
-    that carry jobs). After: validate, then the per-node stage while the node is still out
-    of service (drained, no job), so its figures are the node's own.
+    `certify` runs both on the node while it is out of service (drained, no job), so its
+    figures are the node's own: the roll calls it for the node's before (the certified
+    spec, before its host goes down) and for its after. `baseline` reads the start run: its
+    validate.json, and its bench.json `localise.nodes` rows where that run localised
+    (measured on an idle rack), which give the rack's median per figure.
     """
 
     def __init__(

@@ -269,6 +269,12 @@ class SimGuests:
         self.broken_install: set[str] = set()
         self.half_rate: set[str] = set()
         self.applied: list[str] = []
+        # What a node shows after the roll changed it (each a planted regression):
+        self.rate_after: dict[str, float] = {}  # its compute rate
+        self.check_fails_after: dict[str, str] = {}  # a check that passed before, failing
+        self.figure_gone_after: dict[str, str] = {}  # a figure the stage no longer gives
+        self.extra_figures: dict[str, dict[str, tuple[float, float]]] = {}  # (before, after)
+        self.unreachable: set[str] = set()  # its validate cannot reach it
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         if self.vc.power[node] != "poweredOn":
@@ -282,27 +288,41 @@ class SimGuests:
 
     def certificate(self, node: str) -> Certificate:
         after = self.versions[node]
+        changed = after != self.initial[node]
         rate = 100.0
-        if node in self.half_rate and after != self.initial[node]:
+        if node in self.half_rate and changed:
             rate = 50.0  # the node came back at half its compute rate
+        if node in self.rate_after and changed:
+            rate = self.rate_after[node]
+        checks = {"gpu.count": "pass", "gpu.nvlink": "fail"}  # the lab lacks NVLink
+        if node in self.check_fails_after and changed:
+            checks[self.check_fails_after[node]] = "fail"
+        figures = {"node.compute": rate}
+        for name, (old, new) in self.extra_figures.get(node, {}).items():
+            figures[name] = new if changed else old
+        if node in self.figure_gone_after and changed:
+            figures.pop(self.figure_gone_after[node])
         return Certificate(
-            versions=dict(after),
-            checks={"gpu.count": "pass", "gpu.nvlink": "fail"},  # the lab lacks NVLink
-            figures={"node.compute": rate},
-            floors={"node.compute": 40.0},
+            versions=dict(after), checks=checks, figures=figures, floors={"node.compute": 40.0}
         )
 
 
 class SimCertifier:
+    """The node's validate and per-node stage (`certify`), and the start run's record of the
+    nodes (`baseline`): by default what they show now, as a run on an idle rack recorded it;
+    `start` replaces a node's record (a start run without its validate, or one that did not
+    localise and so has no figures)."""
+
     def __init__(self, guests: SimGuests):
         self.guests = guests
         self.certified: list[str] = []
+        self.start: dict[str, Certificate] = {}
 
     def baseline(self, nodes: list[str]) -> dict[str, Certificate]:
-        return {n: self.guests.certificate(n) for n in nodes}
+        return {n: self.start.get(n, self.guests.certificate(n)) for n in nodes}
 
     def certify(self, node: str, versions: dict[str, str]) -> Certificate:
-        if self.guests.vc.power[node] != "poweredOn":
+        if self.guests.vc.power[node] != "poweredOn" or node in self.guests.unreachable:
             raise PortError(f"{node}: unreachable")
         self.certified.append(node)
         return self.guests.certificate(node)

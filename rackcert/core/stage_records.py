@@ -788,7 +788,14 @@ class UpgradeNode(Model):
     versions_before: dict[str, str] = Field(default_factory=dict)
     versions_after: dict[str, str] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(
-        default_factory=dict, description="The node before the roll: versions, checks, figures"
+        default_factory=dict,
+        description="The node before the roll, measured on it once drained and idle, before"
+        " its host went down: versions, checks, figures, floors",
+    )
+    after: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The node after the roll (its validate and per-node stage), judged"
+        " against `baseline`: versions, checks, figures, floors",
     )
     findings: list[str] = Field(default_factory=list)
     steps: list[UpgradeStep] = Field(default_factory=list)

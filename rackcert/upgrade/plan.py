@@ -21,6 +21,7 @@ from rackcert.upgrade import refusals as refuse
 from rackcert.upgrade.budget import Budget, Unit, order_units, plan_waves, unfreeable
 from rackcert.upgrade.layers import Change, diff, guest_versions, host_versions, uses_vgpu
 from rackcert.upgrade.ports import NodeState
+from rackcert.upgrade.rules import node_floors
 
 SCHEDULERS = {
     "slurm": "Slurm: scontrol drain/resume, squeue for jobs, sinfo for states",
@@ -57,6 +58,7 @@ class UpgradePlan:
     target_guest: dict[str, str] = field(default_factory=dict)
     before_host: dict[str, dict[str, str]] = field(default_factory=dict)
     before_guest: dict[str, str] = field(default_factory=dict)
+    floors: dict[str, dict[str, float]] = field(default_factory=dict)  # node -> the spec's rules
 
     @property
     def host_layer(self) -> bool:
@@ -149,6 +151,7 @@ def node_steps(plan_host_change: bool, guest_change: bool, scheduler: str) -> li
     guest = ["guest layer"] if guest_change else []
     return [
         *take_out,
+        "measure before (validate + per-node localisation)",
         "shutdown guest",
         *host,
         "power on",
@@ -244,4 +247,5 @@ def build_plan(
         target_guest=guest_versions(after),
         before_host={h.name: host_versions(before, h.name) for h in before.hosts},
         before_guest=guest_versions(before),
+        floors=node_floors(after),
     )
