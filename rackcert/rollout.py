@@ -42,6 +42,7 @@ from rackcert.upgrade.ports import (
     Scheduler,
 )
 from rackcert.upgrade.slurm import SlurmScheduler
+from rackcert.upgrade.start import read_start
 
 
 @dataclass
@@ -100,6 +101,7 @@ def plan_roll(
     max_failures: int = 1,
     order: list[str] | None = None,
     allow_uncertified: bool = False,
+    allow_uncertified_start: bool = False,
     certified_run: Path | None = None,
     read_scheduler: bool = True,
 ) -> Planned:
@@ -112,6 +114,7 @@ def plan_roll(
             f"no certified run of rack {rack} under {root}: the roll starts from one"
             " (certify the rack first, or give --certified-run)"
         )
+    start = read_start(certified, rack)  # of this rack, validated; its verdict
     before = certified_spec(certified)
     found = resumable(root, rack, loaded.sha256)
     resume, data = found if found else (None, None)
@@ -138,12 +141,14 @@ def plan_roll(
             order=order,
             allow_uncertified=allow_uncertified,
             max_failures=max_failures,
+            allow_uncertified_start=allow_uncertified_start,
         ),
         certified_run=certified.path.name,
         reference=reference,
         matrix_where=str(certified_dir()),
         states=states,
         run=resume.path.name if resume else "",
+        start=start,
     )
     return Planned(plan, certified, before, resume, data)
 

@@ -828,6 +828,15 @@ class UpgradeData(Model):
     order: str
     allow_uncertified: bool = False
     uncertified: list[str] = Field(default_factory=list)
+    start_verdict: str = Field(
+        "", description="The start run's verdict (PASS, FAIL, INCOMPLETE, none)"
+    )
+    start_failing: list[str] = Field(
+        default_factory=list, description="The start run's failing checks: 'node: check status'"
+    )
+    allow_uncertified_start: bool = Field(
+        False, description="Rolled from a start whose verdict is not PASS, as the operator asked"
+    )
     changes: list[UpgradeChange] = Field(default_factory=list)
     waves: list[list[str]] = Field(default_factory=list, description="Hosts, wave by wave")
     status: Literal["running", "done", "stopped"] = "running"

@@ -84,6 +84,13 @@ def upgrade_section(run: RunDir) -> tuple[list[UpgradeRow], str | None]:
     status = f"{data.status} (from certified run {data.certified_run})"
     if data.stopped_because:
         status += f": {data.stopped_because}"
+    if data.start_verdict and data.start_verdict != "PASS":
+        failing = ", ".join(data.start_failing[:5])
+        more = f" (+{len(data.start_failing) - 5} more)" if len(data.start_failing) > 5 else ""
+        status += (
+            f"; started from a run that is not certified (verdict {data.start_verdict},"
+            f" --allow-uncertified-start){': failing ' + failing + more if failing else ''}"
+        )
     if data.uncertified:
         status += f"; uncertified versions allowed: {len(data.uncertified)}"
     return rows, status

@@ -118,6 +118,9 @@ def new_record(plan: UpgradePlan) -> UpgradeData:
         order=",".join(order) if order else "spec",
         allow_uncertified=plan.options.allow_uncertified,
         uncertified=list(plan.refusals.uncertified) if plan.options.allow_uncertified else [],
+        start_verdict=plan.start.verdict if plan.start is not None else "",
+        start_failing=list(plan.start.failing) if plan.start is not None else [],
+        allow_uncertified_start=plan.options.allow_uncertified_start,
         changes=[
             UpgradeChange(
                 layer=c.layer,
