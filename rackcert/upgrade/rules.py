@@ -4,9 +4,9 @@ The per-node stage's figures (rackcert.upgrade.evidence: each unit's GEMM and co
 the node's own allreduce) are judged by localisation against the rack's median only; the
 one absolute rule the spec gives for them is the expected allreduce busbw of the link the
 node's GPUs talk over (certification.links, `busbw_gbps`: nccl-tests' busbw, GB/s), inside
-one VM an NVLink bridge or PCIe. The first matching entry wins, as in bench
-(validation.bench.links). The certified matrix gives no per-node figure (its reference
-results are whole-rack ResNet50 rates), so it adds none here.
+one VM an NVLink bridge or PCIe: the first entry for that topology (and the node's GPU,
+where the entry names one) that gives `busbw_gbps`. The certified matrix gives no per-node
+figure (its reference results are whole-rack ResNet50 rates), so it adds none here.
 
     floors = node_floors(spec)   # {"lab-node1": {"node_allreduce.busbw_gb_s": 150.0}, ...}
 """
