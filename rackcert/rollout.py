@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import InputError, RecordError
+from rackcert.core.known_hosts import rack_file
 from rackcert.core.matrix import certified_dir, load_references
 from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
 from rackcert.core.spec import Spec
@@ -32,8 +33,16 @@ from rackcert.upgrade.hooks import AskScheduler, HookScheduler
 from rackcert.upgrade.layers import guest_versions
 from rackcert.upgrade.machine import Policy, Ports, Roll, Timing
 from rackcert.upgrade.plan import PlanOptions, UpgradePlan, build_plan, scheduler_kind
-from rackcert.upgrade.ports import Certificate, HostImage, NodeState, PortError, Scheduler
+from rackcert.upgrade.ports import (
+    Certificate,
+    HostImage,
+    Hypervisor,
+    NodeState,
+    PortError,
+    Scheduler,
+)
 from rackcert.upgrade.slurm import SlurmScheduler
+from rackcert.upgrade.start import read_start
 
 
 @dataclass
@@ -92,6 +101,7 @@ def plan_roll(
     max_failures: int = 1,
     order: list[str] | None = None,
     allow_uncertified: bool = False,
+    allow_uncertified_start: bool = False,
     certified_run: Path | None = None,
     read_scheduler: bool = True,
 ) -> Planned:
@@ -104,6 +114,7 @@ def plan_roll(
             f"no certified run of rack {rack} under {root}: the roll starts from one"
             " (certify the rack first, or give --certified-run)"
         )
+    start = read_start(certified, rack)  # of this rack, validated; its verdict
     before = certified_spec(certified)
     found = resumable(root, rack, loaded.sha256)
     resume, data = found if found else (None, None)
@@ -130,12 +141,14 @@ def plan_roll(
             order=order,
             allow_uncertified=allow_uncertified,
             max_failures=max_failures,
+            allow_uncertified_start=allow_uncertified_start,
         ),
         certified_run=certified.path.name,
         reference=reference,
         matrix_where=str(certified_dir()),
         states=states,
         run=resume.path.name if resume else "",
+        start=start,
     )
     return Planned(plan, certified, before, resume, data)
 
@@ -195,8 +208,8 @@ def build_ports(
 ) -> Ports:
     return Ports(
         scheduler=scheduler_for(loaded.spec, run.path.name, ask),
-        hypervisor=VSphereHypervisor(loaded.spec),
-        guest=ConfigureGuest(loaded, planned.before, run),
+        hypervisor=HostKeyGate(VSphereHypervisor(loaded.spec), loaded.spec, root),
+        guest=ConfigureGuest(loaded, planned.before, run, root),
         certifier=ValidateCertifier(loaded, planned.before, planned.certified, run, root),
         host_image=host_image_port(loaded),
     )
@@ -212,7 +225,54 @@ def _spec_for(versions: dict[str, str], *choices: LoadedSpec) -> LoadedSpec:
 def _child_run(run: RunDir, node: str, loaded: LoadedSpec) -> RunDir:
     """A run of its own per node and step under the roll's run (nodes/<node>/<stamp>), so
     the configure and validate records of nodes rolled side by side never meet."""
-    return RunDir.create(run.path / "nodes", node, loaded.sha256, loaded.text)
+    return RunDir.create(run.path / "nodes", node, loaded.sha256, loaded.text, within=run.path.name)
+
+
+class HostKeyGate:
+    """The Hypervisor port, with power-on proven by the node's enrolled host key: after the
+    VM is on (and answers, as VSphereHypervisor waits), SSH must answer with a key the rack's
+    known_hosts holds (rackcert.core.host_key_check). A roll never enrols: a key missing or
+    changed fails the power-on step, and the node stays drained with that line."""
+
+    def __init__(self, inner: Hypervisor, spec: Spec, root: Path, *, timeout: float | None = None):
+        self.inner, self.spec = inner, spec
+        self.known_hosts = rack_file(spec, root)
+        self.timeout = timeout or float(spec.network.management.boot_timeout_s)
+
+    def power_on(self, vm: str) -> str:
+        from rackcert.core.host_key_check import wait_enrolled
+
+        self.inner.power_on(vm)
+        node = next((v for v in self.spec.vms if v.name == vm), None)
+        if node is None:
+            raise PortError(f"{vm}: not a VM of the spec")
+        return wait_enrolled(
+            self.known_hosts, vm, node.address, node.ssh_port, timeout=self.timeout
+        )
+
+    def power_state(self, vm: str) -> str:
+        return self.inner.power_state(vm)
+
+    def shutdown_guest(self, vm: str) -> None:
+        self.inner.shutdown_guest(vm)
+
+    def power_off(self, vm: str) -> None:
+        self.inner.power_off(vm)
+
+    def enter_maintenance(self, host: str, run: str) -> None:
+        self.inner.enter_maintenance(host, run)
+
+    def exit_maintenance(self, host: str) -> None:
+        self.inner.exit_maintenance(host)
+
+    def marked_hosts(self) -> list[str]:
+        return self.inner.marked_hosts()
+
+    def boot_time(self, host: str) -> str:
+        return self.inner.boot_time(host)
+
+    def reboot(self, host: str) -> None:
+        self.inner.reboot(host)
 
 
 class ConfigureGuest:
@@ -220,14 +280,27 @@ class ConfigureGuest:
     (a rollback), the node is pinned to the versions its forward configure run recorded
     before it changed anything (`configure(versions_from=...)`, rackcert/configure/rollback.py)."""
 
-    def __init__(self, new: LoadedSpec, before: LoadedSpec, run: RunDir):
-        self.new, self.before, self.run = new, before, run
+    def __init__(
+        self,
+        new: LoadedSpec,
+        before: LoadedSpec,
+        run: RunDir,
+        root: Path,
+        *,
+        tags: tuple[str, ...] = (),
+    ):
+        self.new, self.before, self.run, self.root = new, before, run, root
+        self.tags = tags  # only these roles (default: site.yml whole)
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         from rackcert.configure import run as configure
 
         loaded = _spec_for(versions, self.new, self.before)
-        options: dict[str, Any] = {"limit": node}
+        # The rack's known_hosts under the runs root, never enrolling (a roll trusts only
+        # enrolled keys); the node's run is nested in the roll's.
+        options: dict[str, Any] = {"limit": node, "runs_root": self.root, "enrol": False}
+        if self.tags:
+            options["tags"] = list(self.tags)
         forward = self._forward_run(node) if loaded is self.before else None
         if forward is not None:
             options["versions_from"] = forward
@@ -245,10 +318,11 @@ class ConfigureGuest:
 class ValidateCertifier:
     """The node's own validate, then localisation's per-node stage on it alone.
 
-    Baseline: the certified run's validate.json, and its bench.json `localise.nodes` rows
-    where that run localised (measured on an idle rack; a run taken now would measure nodes
-    that carry jobs). After: validate, then the per-node stage while the node is still out
-    of service (drained, no job), so its figures are the node's own.
+    `certify` runs both on the node while it is out of service (drained, no job), so its
+    figures are the node's own: the roll calls it for the node's before (the certified
+    spec, before its host goes down) and for its after. `baseline` reads the start run: its
+    validate.json, and its bench.json `localise.nodes` rows where that run localised
+    (measured on an idle rack), which give the rack's median per figure.
     """
 
     def __init__(
@@ -288,7 +362,7 @@ class ValidateCertifier:
 
         loaded = _spec_for(versions, self.new, self.before)
         child = _child_run(self.run, node, loaded)
-        record = validate(loaded, child, runs_root=self.root, nodes=[node])
+        record = validate(loaded, child, runs_root=self.root, nodes=[node], enrol=False)
         cert = certificates(record.data, [node]).get(node, Certificate())
         if self.node_stage:
             cert.figures.update(self._node_figures(loaded, node, child))
@@ -298,14 +372,13 @@ class ValidateCertifier:
         """Localisation's per-node stage (validation.bench.localisation.stages.node_stage) on
         this node alone: the same probe, rules and record rows `rackcert bench --localise`
         uses, its log under the node's run."""
-        from rackcert.core.known_hosts import rack_file
         from validation.bench.localisation.stages import node_stage, options_for
         from validation.bench.options import BenchOptions
         from validation.bench.targets import nodes_of, select_vms
 
         spec = loaded.spec
         bench = BenchOptions(
-            vms=[node], known_hosts=rack_file(spec, child), remote_python=self.remote_python
+            vms=[node], known_hosts=rack_file(spec, self.root), remote_python=self.remote_python
         )
         opts = options_for(spec, bench, stages={"nodes"}, confirm=False)
         targets = nodes_of(spec, tuple(select_vms(spec, [node])), bench)
