@@ -15,8 +15,8 @@ import yaml
 from rackcert.core.ansible_vars import spec_group_vars
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.slurm.client import node_reason
 from rackcert.core.slurm.conf import health_check_lines, site_lines
-from rackcert.core.slurm.reason import node_reason
 from rackcert.core.spec_loader import load_spec
 from validation.bench import slurm_launch
 from validation.healthcheck import _last_own_drain, append_record, reason_for
