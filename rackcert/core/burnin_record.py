@@ -79,6 +79,10 @@ class AllreduceLoop(_Model):
     interval_s: float
     busbw_gb_s: list[float] = Field(default_factory=list)
     median_gb_s: float | None = None
+    starts: list[float] = Field(default_factory=list, description="Each interval's start, epoch s")
+    excluded: list[int] = Field(
+        default_factory=list, description="Intervals during a pair round: recorded, not judged"
+    )
     error: str | None = None
 
 

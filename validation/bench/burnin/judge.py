@@ -306,8 +306,14 @@ def rack_median(gpus: list[dict[str, Any]], rules: Rules) -> list[dict[str, Any]
     ]  # fmt: skip
 
 
-def judge_loops(loops: list[dict[str, Any]], rules: Rules) -> list[dict[str, Any]]:
-    """An allreduce interval below median_fraction x its loop's median, or a loop that failed."""
+def judge_loops(
+    loops: list[dict[str, Any]],
+    rules: Rules,
+    busy: list[tuple[float, float]] = (),  # type: ignore[assignment]
+) -> list[dict[str, Any]]:
+    """An allreduce interval below median_fraction x its loop's median, or a loop that failed.
+    Intervals that overlap a pair round (`busy`, wall-clock windows: the rounds share the
+    links on purpose) are recorded, marked in `excluded`, and not judged."""
     found = []
     for lp in loops:
         nodes = lp["nodes"]
@@ -317,15 +323,22 @@ def judge_loops(loops: list[dict[str, Any]], rules: Rules) -> list[dict[str, Any
                             f"allreduce loop failed: {lp['error']}"))  # fmt: skip
             continue
         vals = lp.get("busbw_gb_s") or []
-        if len(vals) < 3:
+        starts = lp.get("starts") or []
+        width = lp["interval_s"]
+        lp["excluded"] = [
+            i for i, s in enumerate(starts)
+            if any(s < b and s + 2 * width > a for a, b in busy)  # an interval may run long
+        ]  # fmt: skip
+        judged = [(i, v) for i, v in enumerate(vals) if i not in lp["excluded"]]
+        if len(judged) < 3:
             continue
-        med = statistics.median(vals)
-        low = [(i, v) for i, v in enumerate(vals) if v < rules.median_fraction * med]
+        med = statistics.median(v for _, v in judged)
+        low = [(i, v) for i, v in judged if v < rules.median_fraction * med]
         if low:
             i, v = low[0]
             found.append(_f("allreduce", "allreduce", where, lp["name"],
                             f"{len(low)} interval(s) below {rules.median_fraction:g}x the loop's"
-                            f" median {med:.4g} GB/s; first at {i * lp['interval_s']:g} s:"
+                            f" median {med:.4g} GB/s; first at {i * width:g} s:"
                             f" {v:.4g} GB/s", before=med, after=v,
-                            at_s=i * lp["interval_s"]))  # fmt: skip
+                            at_s=i * width))  # fmt: skip
     return found
