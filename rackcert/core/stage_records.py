@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rackcert.core.burnin_record import BurninData
 from rackcert.core.observed import Inventory
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.core.spec import Certification
@@ -890,6 +891,13 @@ class UpgradeRecord(StageRecord):
     data: UpgradeData
 
 
+class BurninRecord(StageRecord):
+    """burnin.json: `rackcert burnin` (rackcert.core.burnin_record)."""
+
+    stage: Literal["burnin"] = "burnin"
+    data: BurninData
+
+
 RECORDS: dict[str, type[StageRecord]] = {
     "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
@@ -899,6 +907,7 @@ RECORDS: dict[str, type[StageRecord]] = {
     "bench": BenchRecord,
     "report": ReportRecord,
     "upgrade": UpgradeRecord,
+    "burnin": BurninRecord,
 }
 
 
