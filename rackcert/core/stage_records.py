@@ -626,6 +626,24 @@ class LaunchInfo(Model):
     )
 
 
+class NcclTransportRank(Model):
+    """One rank's NCCL_DEBUG=INFO lines, read (validation.bench.burnin.nccl)."""
+
+    rank: str
+    version: str | None = None
+    transports: dict[str, str] = Field(default_factory=dict)
+    net: str | None = None
+    gdr: bool = False
+
+
+class NcclTransport(Model):
+    """Which transport the bench's NCCL allreduce really used, per rank, and what is wrong."""
+
+    rdma_expected: bool
+    ranks: list[NcclTransportRank] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
@@ -644,6 +662,9 @@ class BenchData(Model):
     )
     resnet50: ScalingResult | None = None
     allreduce: AllreduceResult | None = None
+    nccl_transport: NcclTransport | None = Field(
+        None, description="The allreduce launch's NCCL transport per rank (NCCL_DEBUG=INFO)"
+    )
     naive_vs_default: NaiveVsDefault | None = None
     launch: LaunchInfo | None = None
     references: References | None = Field(
