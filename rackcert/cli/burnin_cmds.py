@@ -171,9 +171,9 @@ def burnin(
     else:
         for f in data.findings:
             console.print(f"FINDING {f.message}", markup=False)
-        for r in data.reported:
-            share = f" ({r.share:.0%} of samples)" if r.share is not None else ""
-            console.print(f"reported {r.node} {r.part}: {r.what}{share}", markup=False)
+        for seen in data.reported:
+            share = f" ({seen.share:.0%} of samples)" if seen.share is not None else ""
+            console.print(f"reported {seen.node} {seen.part}: {seen.what}{share}", markup=False)
         for u in data.unmeasured:
             console.print(f"not measured: {u}", markup=False)
         console.print(f"burnin: {data.verdict} ({len(data.findings)} finding(s));"

@@ -916,7 +916,8 @@ class BurninRecord(StageRecord):
     """burnin.json: `rackcert burnin` (rackcert.core.burnin_record)."""
 
     stage: Literal["burnin"] = "burnin"
-    data: BurninData
+    # BurninData lives in rackcert.core.burnin_record (its own base: this module imports it)
+    data: BurninData  # type: ignore[assignment]
 
 
 RECORDS: dict[str, type[StageRecord]] = {

@@ -103,6 +103,14 @@ def _try(fn: Callable[[], Any]) -> Any:
         return None
 
 
+def _ask(nvml: Any, name: str, *args: Any) -> Any:
+    """`nvml.<name>(*args)`: None where the GPU (or this NVML) does not answer it."""
+    try:
+        return getattr(nvml, name)(*args)
+    except Exception:
+        return None
+
+
 def _text(v: Any) -> str | None:
     return v.decode() if isinstance(v, bytes) else (str(v) if v is not None else None)
 
@@ -133,13 +141,13 @@ def identity(nvml: Any, h: Any, index: int) -> dict[str, Any]:
 def gpu_counters(nvml: Any, h: Any) -> dict[str, Any]:
     """Every counter of one GPU that burn-in compares before and after."""
     ecc = {
-        f"{scope}_{kind}": _try(lambda s=s, k=k: nvml.nvmlDeviceGetTotalEccErrors(h, k, s))
+        f"{scope}_{kind}": _ask(nvml, "nvmlDeviceGetTotalEccErrors", h, k, s)
         for scope, s in (("volatile", VOLATILE), ("aggregate", AGGREGATE))
         for kind, k in (("sbe", ERR_CORRECTED), ("dbe", ERR_UNCORRECTED))
     }
     retired: dict[str, Any] = {}
     for name, cause in (("sbe", RETIRED_SBE), ("dbe", RETIRED_DBE)):
-        pages = _try(lambda c=cause: nvml.nvmlDeviceGetRetiredPages(h, c))
+        pages = _ask(nvml, "nvmlDeviceGetRetiredPages", h, cause)
         retired[name] = len(pages) if pages is not None else None
     pending = _try(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(h))
     retired["pending"] = bool(pending) if pending is not None else None
@@ -153,10 +161,10 @@ def gpu_counters(nvml: Any, h: Any) -> dict[str, Any]:
         remap["pending"], remap["failure"] = bool(remap["pending"]), bool(remap["failure"])
     nvlink: dict[str, dict[str, Any]] = {}
     for link in range(NVLINK_MAX):
-        if not _try(lambda lk=link: nvml.nvmlDeviceGetNvLinkState(h, lk)):
+        if not _ask(nvml, "nvmlDeviceGetNvLinkState", h, link):
             continue
         nvlink[str(link)] = {
-            name: _try(lambda lk=link, c=c: nvml.nvmlDeviceGetNvLinkErrorCounter(h, lk, c))
+            name: _ask(nvml, "nvmlDeviceGetNvLinkErrorCounter", h, link, c)
             for name, c in NVLINK_COUNTERS.items()
         }
     return {
@@ -174,11 +182,9 @@ def reasons_of(nvml: Any, h: Any) -> int | None:
         "nvmlDeviceGetCurrentClocksEventReasons",
         "nvmlDeviceGetCurrentClocksThrottleReasons",
     ):
-        fn = getattr(nvml, name, None)
-        if fn is not None:
-            value = _try(lambda f=fn: f(h))
-            if value is not None:
-                return int(value)
+        value = _ask(nvml, name, h)
+        if value is not None:
+            return int(value)
     return None
 
 
