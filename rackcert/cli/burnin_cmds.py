@@ -157,6 +157,12 @@ def burnin(
 
     require_lab_up(spec)
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
+    from rackcert.core.known_hosts import rack_file
+
+    recorded = rack_file(spec, rundir)  # the rack's pinned or enrolled host keys, as bench
+    if known_hosts is None and recorded.is_file():
+        bench.known_hosts = recorded
+        nodes = nodes_for(spec, bench.vms, bench)
     say = (lambda _m: None) if as_json else (lambda m: console.print(m, markup=False))
     record = run_into(spec, rundir, nodes, opts, progress=say)
     data = record.data

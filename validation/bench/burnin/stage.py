@@ -316,6 +316,11 @@ def assemble(
         if backend == "gloo":
             unmeasured.append("rack allreduce on Gloo (no GPU): no NCCL transport to judge")
     for loc in rounds:
+        unmeasured += [
+            f"pair round at {loc['at_s']:g} s: {p['a']}<->{p['b']}: {p['error']}"
+            for p in loc.get("links") or []
+            if p.get("error")
+        ]
         for f in loc.get("findings") or []:
             kind = "link" if f["kind"] == "link" else "node"
             found.append({
