@@ -158,8 +158,9 @@ def burnin(
     require_lab_up(spec)
     rundir = open_or_create_run(loaded, runs_dir or default_runs_root(), run)
     from rackcert.core.known_hosts import rack_file
+    from rackcert.core.runs import runs_root_of
 
-    recorded = rack_file(spec, rundir)  # the rack's pinned or enrolled host keys, as bench
+    recorded = rack_file(spec, runs_root_of(rundir))  # the rack's pinned or enrolled keys
     if known_hosts is None and recorded.is_file():
         bench.known_hosts = recorded
         nodes = nodes_for(spec, bench.vms, bench)
