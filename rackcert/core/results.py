@@ -16,6 +16,7 @@ VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
 VerdictCheckId = Literal[
     "allreduce.correct",
     "allreduce.busbw_fraction",
+    "allreduce.nccl_transport",
     "resnet50.scaling_efficiency",
     "resnet50.images_per_gpu",
     "resnet50.loss_finite",

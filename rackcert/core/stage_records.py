@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rackcert.core.burnin_record import BurninData
 from rackcert.core.observed import Inventory
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.core.spec import Certification
@@ -625,6 +626,24 @@ class LaunchInfo(Model):
     )
 
 
+class NcclTransportRank(Model):
+    """One rank's NCCL_DEBUG=INFO lines, read (validation.bench.burnin.nccl)."""
+
+    rank: str
+    version: str | None = None
+    transports: dict[str, str] = Field(default_factory=dict)
+    net: str | None = None
+    gdr: bool = False
+
+
+class NcclTransport(Model):
+    """Which transport the bench's NCCL allreduce really used, per rank, and what is wrong."""
+
+    rdma_expected: bool
+    ranks: list[NcclTransportRank] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
     one place, when bench records more (the report and the schema follow)."""
@@ -643,6 +662,9 @@ class BenchData(Model):
     )
     resnet50: ScalingResult | None = None
     allreduce: AllreduceResult | None = None
+    nccl_transport: NcclTransport | None = Field(
+        None, description="The allreduce launch's NCCL transport per rank (NCCL_DEBUG=INFO)"
+    )
     naive_vs_default: NaiveVsDefault | None = None
     launch: LaunchInfo | None = None
     references: References | None = Field(
@@ -788,7 +810,14 @@ class UpgradeNode(Model):
     versions_before: dict[str, str] = Field(default_factory=dict)
     versions_after: dict[str, str] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(
-        default_factory=dict, description="The node before the roll: versions, checks, figures"
+        default_factory=dict,
+        description="The node before the roll, measured on it once drained and idle, before"
+        " its host went down: versions, checks, figures, floors",
+    )
+    after: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The node after the roll (its validate and per-node stage), judged"
+        " against `baseline`: versions, checks, figures, floors",
     )
     findings: list[str] = Field(default_factory=list)
     steps: list[UpgradeStep] = Field(default_factory=list)
@@ -821,6 +850,15 @@ class UpgradeData(Model):
     order: str
     allow_uncertified: bool = False
     uncertified: list[str] = Field(default_factory=list)
+    start_verdict: str = Field(
+        "", description="The start run's verdict (PASS, FAIL, INCOMPLETE, none)"
+    )
+    start_failing: list[str] = Field(
+        default_factory=list, description="The start run's failing checks: 'node: check status'"
+    )
+    allow_uncertified_start: bool = Field(
+        False, description="Rolled from a start whose verdict is not PASS, as the operator asked"
+    )
     changes: list[UpgradeChange] = Field(default_factory=list)
     waves: list[list[str]] = Field(default_factory=list, description="Hosts, wave by wave")
     status: Literal["running", "done", "stopped"] = "running"
@@ -890,6 +928,14 @@ class UpgradeRecord(StageRecord):
     data: UpgradeData
 
 
+class BurninRecord(StageRecord):
+    """burnin.json: `rackcert burnin` (rackcert.core.burnin_record)."""
+
+    stage: Literal["burnin"] = "burnin"
+    # BurninData lives in rackcert.core.burnin_record (its own base: this module imports it)
+    data: BurninData  # type: ignore[assignment]
+
+
 RECORDS: dict[str, type[StageRecord]] = {
     "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
@@ -899,6 +945,7 @@ RECORDS: dict[str, type[StageRecord]] = {
     "bench": BenchRecord,
     "report": ReportRecord,
     "upgrade": UpgradeRecord,
+    "burnin": BurninRecord,
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rackcert.core.burnin_record import BurninFinding, GpuSummary, Reported
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.core.stage_records import LocaliseRecord
 
@@ -197,6 +198,14 @@ class HealthEvent(Model):
     seconds: float | None = None
 
 
+class UpgradeEvidence(Model):
+    """One line of a node's before and after, side by side: a figure, or a check."""
+
+    name: str
+    before: str = Field("", description="Measured on the node once drained, before its host")
+    after: str = Field("", description="Measured after the roll; empty: not measured")
+
+
 class UpgradeRow(Model):
     """One node of a rolling upgrade (rackcert upgrade), from the run's upgrade.json."""
 
@@ -208,6 +217,12 @@ class UpgradeRow(Model):
     reason: str = Field("", description="Who drained it and why (a failed node's finding)")
     out_minutes: float | None = Field(None, description="Drain to resume, minutes")
     forced_power_off: bool = False
+    evidence: list[UpgradeEvidence] = Field(
+        default_factory=list,
+        description="The resume rule's evidence: every figure and every check that passed"
+        " before or after, before and after side by side",
+    )
+    findings: list[str] = Field(default_factory=list, description="Why it was not resumed")
     timeline: list[str] = Field(
         default_factory=list, description="step: start .. end, in the order they ran"
     )
@@ -223,6 +238,27 @@ class MeshCoverage(Model):
     covered: int = Field(0, description="Pairs checked at least once, this run included")
     oldest: int | None = Field(None, description="Runs since the stalest pair was checked")
     round: int = 0
+
+
+class BurninSeries(Model):
+    """One node's sampler series, thinned for the report (at most PLOT_POINTS a line):
+    seconds from the start; per GPU index, SM clock (MHz), power (W), temperature (C)."""
+
+    t: list[float] = Field(default_factory=list)
+    gpus: dict[str, dict[str, list[float | None]]] = Field(default_factory=dict)
+
+
+class BurninSection(Model):
+    """`rackcert burnin`'s evidence in the report: what it named, what it saw per GPU, and
+    each node's series for the plots (burnin.json holds the whole series)."""
+
+    verdict: str
+    duration_s: float
+    findings: list[BurninFinding] = Field(default_factory=list)
+    reported: list[Reported] = Field(default_factory=list)
+    gpus: list[GpuSummary] = Field(default_factory=list)
+    unmeasured: list[str] = Field(default_factory=list)
+    series: dict[str, BurninSeries] = Field(default_factory=dict)
 
 
 class RunRecord(Model):
@@ -262,6 +298,7 @@ class RunRecord(Model):
         default_factory=list,
         description="Slurm health-check drains and resumes, from the nodes' records",
     )
+    burnin: BurninSection | None = Field(None, description="rackcert burnin's findings and plots")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

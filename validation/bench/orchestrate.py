@@ -330,6 +330,11 @@ def launch_groups(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[
     return [[task] for task in tasks]
 
 
+# NCCL's own word on the transport it chose (validation.bench.burnin.nccl reads it): INIT and
+# NET only, so a rank's log is a few dozen lines, not one per collective.
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+
+
 def _record_unit(
     unit: BenchUnit,
     ctx: Context,
@@ -477,6 +482,8 @@ def run_bench(
             raw: dict[str, Any] = {}
             for group in launch_groups(opts, engine, tasks):
                 job = build_launch(spec, opts, engine, point, group)
+                if "allreduce" in group and engine.device != "cpu":
+                    job.env.update(NCCL_DEBUG_ENV)  # its transport per rank, read after
                 progress(f"launch: {job.label}")
                 log = art / f"launch-{point.nodes}n-{point.gpus}g-{'-'.join(group)}.log"
                 one = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))

@@ -116,7 +116,10 @@ class AllreduceUnit(BenchUnit):
         )
 
     def also(self, ctx: Context, result: AllreduceResult) -> dict[str, Any]:
-        return {"judge_link": result.link_source is not None}
+        out: dict[str, Any] = {"judge_link": result.link_source is not None}
+        if result.backend == "nccl":
+            out["nccl_transport"] = nccl_transport(ctx)
+        return out
 
     def say(self, ctx: Context, result: AllreduceResult) -> list[str]:
         best = max(p.busbw_gbps for p in result.points)
@@ -128,7 +131,11 @@ class AllreduceUnit(BenchUnit):
     def checks(self, data: dict[str, Any], cert: Certification) -> list[VerdictCheck]:
         ar = AllreduceResult.model_validate(data["allreduce"]) if data.get("allreduce") else None
         judge_link = bool(data.get("judge_link", data.get("mode") != "local"))
-        return [allreduce_correct(ar), allreduce_busbw(ar, cert, judge_link)]
+        return [
+            allreduce_correct(ar),
+            allreduce_busbw(ar, cert, judge_link),
+            allreduce_nccl_transport(ar, data.get("nccl_transport")),
+        ]
 
     def lines(self, data: dict[str, Any]) -> list[str]:
         ar = data.get("allreduce")
@@ -140,6 +147,44 @@ class AllreduceUnit(BenchUnit):
         sys_ = ar.get("sys_crossing") or []
         across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
         return [f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}"]
+
+
+def nccl_transport(ctx: Context) -> dict[str, Any]:
+    """The last allreduce launch's log (NCCL_DEBUG=INFO on every rank) read per rank."""
+    from validation.bench.burnin import nccl
+
+    logs = sorted(ctx.run.artifacts("bench").glob("launch-*allreduce*.log"), key=_mtime)
+    text = logs[-1].read_text(errors="replace") if logs else ""
+    rdma = nccl.spec_has_rdma(ctx.spec)
+    ranks = nccl.parse(text)
+    return {"rdma_expected": rdma, "ranks": ranks, "problems": nccl.judge(ranks, rdma=rdma)}
+
+
+def _mtime(path: Any) -> float:
+    return float(path.stat().st_mtime)
+
+
+def allreduce_nccl_transport(
+    ar: AllreduceResult | None, seen: dict[str, Any] | None
+) -> VerdictCheck:
+    """Every NCCL rank on the spec's transport: none on sockets (NET/Socket), and GPUDirect
+    RDMA (GDRDMA) where the spec has RDMA (NVIDIA/nccl #1676: a silent fallback)."""
+    expected = "no rank on NET/Socket; GDRDMA where the spec has RDMA"
+    if ar is None or not ar.points:
+        return check("allreduce.nccl_transport", None, "", expected, "allreduce not run")
+    if ar.backend != "nccl":  # CPU ranks: Gloo's one transport is TCP, nothing to fall back from
+        return check("allreduce.nccl_transport", True, f"{ar.backend}: TCP, its only transport",
+                     expected)  # fmt: skip
+    if not seen or not seen.get("ranks"):
+        return check(
+            "allreduce.nccl_transport", None, "", expected, "NCCL wrote no transport lines"
+        )
+    if seen.get("problems"):
+        return check("allreduce.nccl_transport", False, "; ".join(seen["problems"])[:500], expected)
+    kinds = sorted({k for r in seen["ranks"] for k in r["transports"].values()})
+    gdr = sum(1 for r in seen["ranks"] if r.get("gdr"))
+    observed = f"{len(seen['ranks'])} rank(s) over {', '.join(kinds) or 'no peer'}; GDR on {gdr}"
+    return check("allreduce.nccl_transport", True, observed, expected)
 
 
 def allreduce_correct(ar: AllreduceResult | None) -> VerdictCheck:
