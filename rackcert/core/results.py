@@ -92,6 +92,17 @@ class AllreduceResult(BaseModel):
         default_factory=list,
         description="GPU pairs (or GPU-to-NIC paths) that cross the CPU sockets (SYS)",
     )
+    fixed_time_us: float | None = Field(
+        None,
+        description="What every call cost whatever its size: the median time of the sweep's"
+        " sizes up to 4 KiB (the engine's coordination; on CPU ranks, their threads' waits"
+        " for a core)",
+    )
+    busbw_fraction_less_fixed: float | None = Field(
+        None,
+        description="busbw of the largest sizes with each call's fixed time taken out, over the"
+        " line rate: what the link itself carried",
+    )
 
 
 class ScalingPoint(BaseModel):

@@ -9,6 +9,7 @@ from typing import Any
 from rackcert.core.results import AllreducePoint, AllreduceResult, VerdictCheck
 from rackcert.core.spec import Certification
 from validation.bench import links
+from validation.bench.node.allreduce_loop import fixed_time_us
 from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context, check
@@ -49,7 +50,26 @@ def allreduce_result(
         expected_busbw_gbps=want.busbw_gbps if want else None,
         busbw_largest_gbps=sum(p["busbw_gbps"] for p in top) / len(top) if top else None,
         sys_crossing=link.sys_pairs,
+        fixed_time_us=fixed_time_us(points) if world > 1 else None,
+        busbw_fraction_less_fixed=busbw_fraction_less_fixed(points, rate) if world > 1 else None,
     )
+
+
+def busbw_fraction_less_fixed(
+    points: list[dict[str, Any]], line_rate_gbps: float | None, largest: int = 3
+) -> float | None:
+    """busbw_fraction with each call's fixed time (fixed_time_us) taken out of the largest
+    sizes' times: busbw x t / (t - fixed) per size, then as busbw_fraction. What the link
+    carried while the bytes moved; None without a line rate, a small size, or where the
+    fixed time is not below a size's time."""
+    fixed = fixed_time_us(points)
+    if not line_rate_gbps or fixed is None:
+        return None
+    top = sorted(points, key=lambda p: p["size_bytes"])[-largest:]
+    if any(p["time_us"] <= fixed for p in top):
+        return None
+    less = [p["busbw_gbps"] * p["time_us"] / (p["time_us"] - fixed) for p in top]
+    return sum(less) / len(less) * 8.0 / line_rate_gbps
 
 
 def sys_note(pairs: list[str]) -> str:
