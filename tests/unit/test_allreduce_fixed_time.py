@@ -11,7 +11,7 @@ import argparse
 import pytest
 
 from rackcert.lab.explain import BenchFailure, explain
-from validation.bench.node import allreduce_loop, worker
+from validation.bench.node import allreduce_loop, allreduce_task
 from validation.bench.units.allreduce import busbw_fraction_less_fixed, fixed_time_us
 
 pytestmark = pytest.mark.unit
@@ -50,14 +50,14 @@ def test_the_sweep_doubles_on_while_a_calls_fixed_time_weighs() -> None:
 
 @pytest.mark.parametrize(
     ("device", "max_bytes", "min_bytes", "extend_to"),
-    [("cpu", None, 8, worker.CPU_EXTEND_TO), ("cpu", 16384, 8, None),
+    [("cpu", None, 8, allreduce_task.CPU_EXTEND_TO), ("cpu", 16384, 8, None),
      ("cpu", None, 1 << 20, None), ("cuda", None, 8, None)],
 )  # fmt: skip
 def test_only_a_default_cpu_sweep_may_double_on(device, max_bytes, min_bytes, extend_to) -> None:
     args = argparse.Namespace(
         max_bytes=max_bytes, quick=True, min_bytes=min_bytes, iters=None, warmup_iters=None
     )
-    sizes, _iters, _warm, got = worker.sweep_args(args, device)
+    sizes, _iters, _warm, got = allreduce_task.sweep_args(args, device)
     assert got == extend_to
     assert sizes[-1] == (max_bytes or ((64 << 20) if device == "cuda" else 1 << 20))
 

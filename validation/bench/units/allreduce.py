@@ -100,6 +100,9 @@ class AllreduceUnit(BenchUnit):
         Opt("max_bytes", "int", "Largest allreduce", minimum=8, worker=True),
         Opt("line_rate_gbps", "float", "Link line rate to judge busbw against"),
     )
+    # NCCL's own word on the transport it chose (validation.bench.burnin.nccl reads it): INIT
+    # and NET only, so a rank's log is a few dozen lines, not one per collective.
+    gpu_launch_env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 
     def tasks(
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
