@@ -55,7 +55,7 @@ from rackcert.core.runs import RunDir
 from rackcert.core.slurm.conf import node_lines
 from rackcert.core.spec_loader import LoadedSpec, load_spec
 from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.fake_vendor_repo import (
     DRIVER,
     KERNEL,

@@ -10,7 +10,7 @@ through the real vSphere API, a PropertyCollector filter over every VM
 - when a VM powers on, it reads the VM's guestinfo at that moment (as cloud-init
   does at boot) and decodes it the way cloud-init's VMware datasource does
   (`provision.guestinfo.read_identity`), then starts an SSH test host
-  (`rackcert.lab.sshhosts.start_hosts`) with that hostname and address, whose
+  (`rackcert.lab.sshhosts.start.start_hosts`) with that hostname and address, whose
   authorized keys are exactly the user-data's;
 - once that host's SSH answers, the guest's VMware Tools report it to the twin, as
   vmtoolsd reports guest information to the VMX: "tools.set.version", then
@@ -29,7 +29,7 @@ never finishes booting (fault injection for tests: powered on, no SSH, no Tools)
 `fail_starts` makes a VM's host fail to start a number of times: the agent tries again at
 its next quiet poll, as a powered-on VM boots in the end.
 Hosts are namespaces of the `owner` ("lab" for the lab; tests use their pid), so
-`rackcert lab down` (sshhosts.stop_spec_hosts) removes them too.
+`rackcert lab down` (sshhosts.lab.stop_spec_hosts) removes them too.
 
 Example:
     agent = GuestAgent(spec)                # spec: the lab spec, pointing at the twin
@@ -51,7 +51,12 @@ from typing import Any
 
 from provision.guestwatch import cancel_waits
 from provision.viewspec import view_filter_spec
-from rackcert.lab import linkshape, sshhosts
+from rackcert.lab import linkshape
+from rackcert.lab.sshhosts.common import SshHostError
+from rackcert.lab.sshhosts.host import TestHost
+from rackcert.lab.sshhosts.lab import lab_state_dir
+from rackcert.lab.sshhosts.network import LAB_OWNER
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts
 
 log = logging.getLogger("rackcert.lab.guest_agent")
 WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template", "config.uuid"]
@@ -69,7 +74,7 @@ class Guest:
 
     vm: str
     identity: dict[str, Any]
-    host: sshhosts.TestHost
+    host: TestHost
 
 
 @dataclass
@@ -77,7 +82,7 @@ class GuestAgent:
     """Watch the twin's VMs; keep one SSH test host per powered-on VM with cloud-init data."""
 
     spec: Any
-    owner: str = sshhosts.LAB_OWNER
+    owner: str = LAB_OWNER
     state_dir: Path | None = None
     shared: list[str] = field(default_factory=list)
     wait_s: int = 1
@@ -97,7 +102,7 @@ class GuestAgent:
     _pc: Any = None  # the watch's own PropertyCollector, while it waits (stop() cancels it)
 
     def __post_init__(self) -> None:
-        base = sshhosts.lab_state_dir(self.spec)
+        base = lab_state_dir(self.spec)
         self.state_dir = Path(self.state_dir or base / f"guests-{self.owner}")
         nfs = self.spec.storage.nfs
         if not self.shared and nfs is not None and nfs.fstype == "none":
@@ -247,7 +252,7 @@ class GuestAgent:
         try:
             if self.fail_starts.get(name, 0) > 0:
                 self.fail_starts[name] -= 1
-                raise sshhosts.SshHostError(f"injected: the host of {name} did not start")
+                raise SshHostError(f"injected: the host of {name} did not start")
             host = self._start_host(ident)
         except Exception as exc:  # noqa: BLE001 - one guest failing must not stop the others
             self._failed.add(name)
@@ -266,7 +271,7 @@ class GuestAgent:
             name, config.uuid or self._vms.get(moid, {}).get("config.uuid") or "", host
         )
 
-    def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
+    def _report_tools(self, name: str, uuid: str, host: TestHost) -> None:
         """VMware Tools in the guest: report its hostname and address once SSH answers.
 
         vmtoolsd does not give up after one try: its guestinfo plugin reports again on
@@ -279,7 +284,7 @@ class GuestAgent:
                 return
             time.sleep(1.0)
 
-    def _report_once(self, name: str, uuid: str, host: sshhosts.TestHost) -> bool:
+    def _report_once(self, name: str, uuid: str, host: TestHost) -> bool:
         from provision.lifecycle import ssh_answers
 
         if not uuid:
@@ -302,11 +307,11 @@ class GuestAgent:
         self._event((name, f"tools: reported {seen.get('address') or 'no address'}"))
         return True
 
-    def _start_host(self, ident: dict[str, Any]) -> sshhosts.TestHost:
+    def _start_host(self, ident: dict[str, Any]) -> TestHost:
         net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
         assert self.state_dir is not None
         state = self.state_dir / ident["hostname"]
-        (host,) = sshhosts.start_hosts(
+        (host,) = start_hosts(
             [ident["hostname"]],
             str(net),
             state / "agent_key",  # the agent's own key, replaced below: not authorized
@@ -325,7 +330,7 @@ class GuestAgent:
     def _down(self, name: str, why: str) -> None:
         guest = self.guests.get(name)
         if guest is not None:
-            sshhosts.stop_hosts([guest.host], delete_bridge=False)
+            stop_hosts([guest.host], delete_bridge=False)
             del self.guests[name]  # after the host is gone: watchers see it down
             self._event((name, f"down ({why})"))
 
@@ -348,7 +353,7 @@ class GuestAgent:
         return set(self.guests) == names
 
 
-def guest_view(host: sshhosts.TestHost) -> dict[str, str]:
+def guest_view(host: TestHost) -> dict[str, str]:
     """What vmtoolsd reads inside the guest: its hostname and eth0's IPv4 address."""
     out: dict[str, str] = {}
     name = host.exec(["hostname"], timeout=10)

@@ -43,8 +43,9 @@ import yaml
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import load_spec
-from rackcert.lab import sshhosts, twin
+from rackcert.lab import twin
 from rackcert.lab.guest_agent import GuestAgent
+from rackcert.lab.sshhosts.network import claim_subnet, release_subnet, stop_owner
 
 
 @dataclass
@@ -148,7 +149,7 @@ class TwinFactory:
         subnet = owner = ""
         if guests:
             owner = f"{os.getpid()}x{len(self.running)}g"
-            subnet = sshhosts.claim_subnet(owner)
+            subnet = claim_subnet(owner)
             block = ipaddress.IPv4Network(subnet)
             for i, vm in enumerate(data["vms"]):
                 vm["address"] = str(block.network_address + 11 + i)
@@ -181,8 +182,8 @@ class TwinFactory:
         for agent, thread, owner, subnet in self.agents:
             agent.stop()
             thread.join(timeout=30)
-            sshhosts.stop_owner(owner)
-            sshhosts.release_subnet(subnet)
+            stop_owner(owner)
+            release_subnet(subnet)
         for running in self.running:
             running.stop()
 
