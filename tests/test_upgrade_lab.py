@@ -253,7 +253,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, vcsim_binary: Path) -> Iterato
     factory = TwinFactory(work)
     slurm: SlurmLab | None = None
     try:
-        twin = factory(source, desc={"vlcm": VLCM, **REBOOT}, guests=True, guest_disks=True)
+        twin = factory(source, desc={"vlcm": VLCM, **REBOOT}, guests=True)
         provisioned = subprocess.run(
             [sys.executable, "-m", "rackcert.cli", "provision", str(twin.spec_path), "--yes",
              "--runs-dir", str(work / "runs")],

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -91,12 +92,17 @@ class GuestAgent:
     hang: set[str] = field(default_factory=set)  # VMs whose guest never boots (fault injection)
     # VM -> how many of its host starts fail (fault injection: a lab host that did not come up)
     fail_starts: dict[str, int] = field(default_factory=dict)
-    # Each guest's files on a disk of its own under state_dir (<hostname>/disk) that outlives a
+    # Each guest's files on a disk of its own under state_dir (<vm>/disk) that outlives a
     # power-off, as a VM's virtual disk does: what configure installed is there at the next
-    # power-on (and only a running process, such as slurmd, is gone). False: a tmpfs per boot.
-    disks: bool = False
+    # power-on, beside the host key its first boot made (a running process, such as slurmd,
+    # is gone: the boot's /etc/rc.local starts what the guest enabled). The VM's files go
+    # with the VM when it is destroyed (Destroy_Task deletes them, vSphere API reference,
+    # ManagedEntity.Destroy_Task), so a new clone of that name boots as a new machine.
+    # False: a tmpfs per boot (a guest that keeps nothing).
+    disks: bool = True
     _hung: set[str] = field(default_factory=set)  # hung VMs left without a host, for now
     _failed: set[str] = field(default_factory=set)  # VMs whose host did not start: tried again
+    _destroyed: set[str] = field(default_factory=set)  # VMs gone since the last reconcile
     _stop: threading.Event = field(default_factory=threading.Event)
     _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
     _pc: Any = None  # the watch's own PropertyCollector, while it waits (stop() cancels it)
@@ -185,7 +191,9 @@ class GuestAgent:
             for obj in filter_set.objectSet or []:
                 moid = obj.obj._moId
                 if obj.kind == "leave":
-                    self._vms.pop(moid, None)
+                    gone = self._vms.pop(moid, None) or {}
+                    if gone.get("name"):
+                        self._destroyed.add(str(gone["name"]))
                     continue
                 props = self._vms.setdefault(moid, {})
                 was = props.get("runtime.powerState")
@@ -207,6 +215,9 @@ class GuestAgent:
         before = {n: g.identity["address"] for n, g in self.guests.items()}
         for name in sorted(set(self.guests) - set(running)):
             self._down(name, "powered off or destroyed")
+        for name in sorted(self._destroyed - set(running)):
+            self._discard_files(name)
+        self._destroyed.clear()
         for name, moid in sorted(running.items()):
             if name in self.guests and moid not in powered_on:
                 continue
@@ -253,7 +264,7 @@ class GuestAgent:
             if self.fail_starts.get(name, 0) > 0:
                 self.fail_starts[name] -= 1
                 raise SshHostError(f"injected: the host of {name} did not start")
-            host = self._start_host(ident)
+            host = self._start_host(name, ident)
         except Exception as exc:  # noqa: BLE001 - one guest failing must not stop the others
             self._failed.add(name)
             self._event((name, f"host failed: {exc}"))
@@ -307,10 +318,10 @@ class GuestAgent:
         self._event((name, f"tools: reported {seen.get('address') or 'no address'}"))
         return True
 
-    def _start_host(self, ident: dict[str, Any]) -> TestHost:
+    def _start_host(self, name: str, ident: dict[str, Any]) -> TestHost:
         net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
         assert self.state_dir is not None
-        state = self.state_dir / ident["hostname"]
+        state = self.state_dir / name  # the VM's files: its host key and its disk
         (host,) = start_hosts(
             [ident["hostname"]],
             str(net),
@@ -333,6 +344,13 @@ class GuestAgent:
             stop_hosts([guest.host], delete_bridge=False)
             del self.guests[name]  # after the host is gone: watchers see it down
             self._event((name, f"down ({why})"))
+
+    def _discard_files(self, name: str) -> None:
+        """A destroyed VM's files (host key, disk) are deleted with it."""
+        assert self.state_dir is not None
+        if (self.state_dir / name).is_dir():
+            shutil.rmtree(self.state_dir / name, ignore_errors=True)
+            self._event((name, "files deleted (VM destroyed)"))
 
     def _event(self, event: tuple[str, str]) -> None:
         """Record what a guest did; logged too (INFO), so a test that fails shows the story."""

@@ -7,7 +7,6 @@
         lab = rack_twin(host_desc={"esx01.example.internal": {"maintenance": True}})  # "*": all
         lab = rack_twin(..., templates=[])                 # the spec's template is missing
         lab = rack_twin(guests=True)                       # + the lab's guest agent (lab.agent)
-        lab = rack_twin(guests=True, guest_disks=True)     # guests keep their files when off
         main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
         with lab.connect() as si: ...                      # a separate pyVmomi session
 
@@ -102,7 +101,6 @@ class TwinFactory:
         templates: list[dict[str, Any]] | None = None,
         wait_for: str | None = "tools",
         guests: bool = False,
-        guest_disks: bool = False,
         edit: Callable[[dict[str, Any]], None] | None = None,
     ) -> TwinLab:
         workdir = self.base / f"twin{len(self.running)}"
@@ -171,9 +169,7 @@ class TwinFactory:
         if guests:
             # Its events reach pytest's "Captured log" of a failing test.
             logging.getLogger("rackcert.lab.guest_agent").setLevel(logging.INFO)
-            lab.agent = GuestAgent(
-                lab.spec, owner=owner, state_dir=workdir / "guests", disks=guest_disks
-            )
+            lab.agent = GuestAgent(lab.spec, owner=owner, state_dir=workdir / "guests")
             lab.subnet = subnet
             self.agents.append((lab.agent, lab.agent.start_thread(), owner, subnet))
         return lab

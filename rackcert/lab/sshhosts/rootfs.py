@@ -102,6 +102,14 @@ def setup_script(
         "rm -f /etc/resolv.conf",
         "echo 'nameserver 127.0.0.1' > /etc/resolv.conf",
         timesync.host_start_command(host_dir / "chrony.conf"),
+        # What the guest enabled at boot: its own /etc/rc.local (never the machine's), run
+        # as systemd's rc-local.service runs it on a VM (systemd-rc-local-generator(8): an
+        # executable /etc/rc.local is started at boot), so a daemon a role started there
+        # without systemd (slurm_node's slurmd) is back after a power cycle.
+        f"if [ -x {mnt}/upper/etc/rc.local ]; then"
+        " PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        f" timeout 60 /etc/rc.local </dev/null >{shlex.quote(str(host_dir / 'rc.local.log'))}"
+        " 2>&1 || true; fi",
         "mkdir -p /run/sshd",
         f"exec {SSHD} -D -f {shlex.quote(str(host_dir / 'sshd_config'))}"
         f" -E {shlex.quote(str(host_dir / 'sshd.log'))}",
