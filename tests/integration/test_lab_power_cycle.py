@@ -3,7 +3,8 @@
 Real twin, real pyVmomi, the lab's guest agent as `rackcert lab up` runs it, real sshd: a VM
 keeps its virtual disk and the host key its first boot made across a power-off and a power-on
 (so the rack's known_hosts still holds and what configure installed is still there), and its
-boot runs what the guest enabled in /etc/rc.local (systemd's rc-local.service on a VM); a VM
+boot runs what the guest enabled in /etc/rc.local (systemd's rc-local.service on a VM) and
+mounts its /etc/fstab; a VM
 destroyed takes its files with it (Destroy_Task deletes them), so a new clone boots afresh.
 """
 
@@ -80,11 +81,13 @@ def test_a_power_cycled_lab_vm_keeps_its_host_key_and_its_disk(agent_lab, capsys
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(f"{node1.address} {enrolled}\n")
     # What a configure run leaves on the node: a package's files, a root's file, a service
-    # enabled at boot (without systemd, in /etc/rc.local).
+    # enabled at boot (without systemd, in /etc/rc.local), a mount recorded in /etc/fstab.
     setup = _ssh(
         key, known_hosts, str(node1.address),
         "echo kept > /root/kept && mkdir -p /opt/site && echo 1.2.3 > /opt/site/VERSION"
-        f" && printf '{ENABLED}' > /etc/rc.local && chmod 0755 /etc/rc.local",
+        f" && printf '{ENABLED}' > /etc/rc.local && chmod 0755 /etc/rc.local"
+        " && mkdir -p /srv/export /mnt/data && echo shared > /srv/export/file"
+        " && echo '/srv/export /mnt/data none bind 0 0' >> /etc/fstab",
     )  # fmt: skip
     assert setup.returncode == 0, setup.stderr
 
@@ -97,15 +100,16 @@ def test_a_power_cycled_lab_vm_keeps_its_host_key_and_its_disk(agent_lab, capsys
     assert lab.agent.wait_for({node1.name, node2.name}, timeout=60), lab.agent.events
 
     # The same machine: the enrolled key still holds (strict checking), its files are there,
-    # and its boot ran what it enabled, once.
+    # its boot ran what it enabled, once, and mounted what its fstab lists.
     assert _answers(key, known_hosts, str(node1.address)), lab.agent.events
     assert _host_key(str(node1.address)) == enrolled
     after = _ssh(
         key, known_hosts, str(node1.address),
-        "cat /root/kept /opt/site/VERSION /var/lib/rackcert-boots",
+        "cat /root/kept /opt/site/VERSION /var/lib/rackcert-boots /mnt/data/file"
+        " && findmnt -n -o TARGET /mnt/data",
     )  # fmt: skip
     assert after.returncode == 0, after.stderr
-    assert after.stdout.split() == ["kept", "1.2.3", "booted"]
+    assert after.stdout.split() == ["kept", "1.2.3", "booted", "shared", "/mnt/data"]
     # The other VM's boot ran nothing of node1's: its disk is its own.
     other = lab.agent.guests[node2.name].host
     assert not other.path("/var/lib/rackcert-boots").exists()

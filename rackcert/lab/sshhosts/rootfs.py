@@ -58,6 +58,9 @@ def setup_script(
     for i, path in enumerate(shared):
         stage = f"{mnt}/shared{i}"
         lines += [f"mkdir -p {stage}", f"mount --bind {shlex.quote(str(path))} {stage}"]
+    # The machine's own fstab, read before /etc is overlaid: the boot below mounts only the
+    # entries the guest added to its /etc/fstab.
+    lines.append(f"cat /etc/fstab > {mnt}/machine-fstab 2>/dev/null || : > {mnt}/machine-fstab")
     for d in OVERLAID:
         up, wk = f"{mnt}/upper/{d}", f"{mnt}/work/{d}"
         lines += [
@@ -102,6 +105,12 @@ def setup_script(
         "rm -f /etc/resolv.conf",
         "echo 'nameserver 127.0.0.1' > /etc/resolv.conf",
         timesync.host_start_command(host_dir / "chrony.conf"),
+        # The guest's own fstab entries mounted at boot, as systemd-fstab-generator(8) mounts
+        # /etc/fstab on a VM (the storage role's export, recorded there by the role).
+        f"if [ -f {mnt}/upper/etc/fstab ]; then grep -vxF -f {mnt}/machine-fstab /etc/fstab"
+        f" | grep -v '^[[:space:]]*#' > {mnt}/boot-fstab || true;"
+        f" mount -a -T {mnt}/boot-fstab >{shlex.quote(str(host_dir / 'fstab.log'))} 2>&1"
+        " || true; fi",
         # What the guest enabled at boot: its own /etc/rc.local (never the machine's), run
         # as systemd's rc-local.service runs it on a VM (systemd-rc-local-generator(8): an
         # executable /etc/rc.local is started at boot), so a daemon a role started there
