@@ -175,6 +175,11 @@ def up(
         desc = twin.description_from_spec(
             spec, files, port=port, faults=parse_faults(fail, slow, drop)
         )
+        from rackcert.lab.depot import lab_depot
+
+        depot = lab_depot(spec)  # the next ESXi patch and nmlx5, for a roll (docs/lab.md)
+        if depot is not None:
+            desc["vlcm"] = depot
         if capture is not None:  # the captured inventory, on the spec's port and password
             from rackcert.lab.replay import capture_description
 
