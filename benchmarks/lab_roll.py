@@ -324,7 +324,8 @@ def main() -> int:
         )
     print(f"stream errors: {stream.errors or 'none'}")
     print(
-        f"load average at the start: {' '.join(load_start)}, at the end: {' '.join(figures['loadavg'])}"
+        f"load average at the start: {' '.join(load_start)},"
+        f" at the end: {' '.join(figures['loadavg'])}"
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
