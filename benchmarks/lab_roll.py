@@ -218,7 +218,14 @@ def main() -> int:
             "--bench-skip", "allreduce,resnet,rdma,storage", "--runs-dir", str(runs),
         )  # fmt: skip
         must(certify, "certify (bootstrap)", ok=(0, 1))  # the lab's FAIL exits 1
-        (certified,) = [p.parent for p in runs.glob("*/*/validate.json")]
+        validated = [p.parent for p in runs.glob("*/*/validate.json")]
+        if len(validated) != 1:
+            sys.exit(
+                f"lab_roll: certify recorded no validate stage (exit {certify.returncode}):\n"
+                + certify.stdout[-3000:]
+                + certify.stderr[-3000:]
+            )
+        certified = validated[0]
         verdict = json.loads((certified / "run.json").read_text())["verdict"]["verdict"]
 
         # The roll's spec: the next ESXi patch on every host and the newer nmlx5.
