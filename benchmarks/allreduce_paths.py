@@ -230,12 +230,13 @@ def _trust(hosts: list[Any], key_file: Path) -> None:
 @contextlib.contextmanager
 def lab(base: Path) -> Iterator[Lab]:
     sys.path.insert(0, str(ROOT))
-    from rackcert.lab import linkshape, sshhosts
+    from rackcert.lab import linkshape
+    from rackcert.lab.sshhosts import network, start
 
-    subnet = sshhosts.claim_subnet()
+    subnet = network.claim_subnet()
     hosts: list[Any] = []
     try:
-        hosts = sshhosts.start_hosts(
+        hosts = start.start_hosts(
             ["node1", "node2"], subnet, base / "id_ed25519", state_dir=base / "hosts", mtu=9000
         )
         linkshape.shape_hosts(hosts, LINE_MBIT / 1000)
@@ -244,8 +245,8 @@ def lab(base: Path) -> Iterator[Lab]:
         shared.mkdir()
         yield Lab(hosts, shared, _node_python(shared), subnet)
     finally:
-        sshhosts.stop_hosts(hosts)
-        sshhosts.release_subnet(subnet)
+        start.stop_hosts(hosts)
+        network.release_subnet(subnet)
 
 
 def _env(pairs: dict[str, str]) -> str:

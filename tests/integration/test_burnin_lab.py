@@ -19,7 +19,7 @@ import pytest
 from rackcert.core.burnin_record import BurninData
 from rackcert.core.ssh_target import SshTarget
 from rackcert.lab import linkshape
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.support.fake_nvml import write_ib_port
 from validation.bench.burnin.stage import BurninOptions, run_burnin
 from validation.bench.localisation.stages import LocaliseOptions
