@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from rackcert.lab import lifetime, sshhosts  # noqa: E402
 
-FAKE_SMI = ROOT / "tests" / "fakes" / "fake-nvidia-smi"
+FAKE_SMI = ROOT / "tests" / "support" / "fakes" / "fake-nvidia-smi"
 TICK = os.sysconf("SC_CLK_TCK")
 PROJECT = (256, 1024)
 
