@@ -7,11 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.bench_localise_rules import RULES
 from tests.support.bench_localise_rules import node_record as _node
 from tests.support.paths import FAKES
+from tests.support.required import require
 from validation.bench.localisation import findings
 from validation.bench.node import probe
 
@@ -80,7 +79,7 @@ def test_probe_script_runs_alone_and_prints_json() -> None:
 
 def test_torch_path_of_the_probe_runs_on_cpu() -> None:
     """The per-GPU code (torch GEMM, copies, the node's allreduce) on the CPU device."""
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     fig = probe.torch_unit(torch, "cpu", 0.2, 64, 4)
     assert fig["gemm_gflops"] > 0 and fig["memcpy_gb_s"] > 0
     ar = probe.node_allreduce(2, 1 << 16, 3)
