@@ -65,6 +65,7 @@ from tests.support.plugins.fake_vendor_repo import (
 )
 from tests.support.plugins.slurm import free_port
 from tests.support.plugins.vcsim import TwinFactory, TwinLab
+from tests.support.threads import Background
 from tests.support.twin_vlcm import NEW_BASE, NMLX, NMLX_NEW, VGPU, VGPU_NEW, VLCM, sdk
 from tests.support.upgrade_helpers import four_node
 
@@ -308,34 +309,31 @@ def lab(tmp_path_factory: pytest.TempPathFactory, vcsim_binary: Path) -> Iterato
 
 class Sampler:
     """Short multi-node jobs submitted through the roll, and sinfo's nodes out of service
-    sampled in a thread of its own."""
+    sampled, each in a thread of its own (tests.support.threads.Background: anything either
+    raises, an sbatch that timed out included, fails the test when the block ends)."""
 
     def __init__(self, lab: UpgradeLab):
         self.lab = lab
-        self.stop = threading.Event()
         self.out_seen: list[set[str]] = []
         self.errors: list[str] = []
-        self.threads = [threading.Thread(target=f, daemon=True) for f in (self._jobs, self._sample)]
+        self.background = Background(self._jobs, self._sample)
 
     def __enter__(self) -> Sampler:
-        for t in self.threads:
-            t.start()
+        self.background.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
+    def __exit__(self, *exc: Any) -> None:
+        self.background.__exit__(*exc)
 
-    def _jobs(self) -> None:
-        while not self.stop.wait(3.0):
+    def _jobs(self, stop: threading.Event) -> None:
+        while not stop.wait(3.0):
             try:
                 self.lab.sbatch(2)
-            except AssertionError as exc:
+            except AssertionError as exc:  # a job refused or failed: noted, the stream goes on
                 self.errors.append(str(exc))
 
-    def _sample(self) -> None:
-        while not self.stop.is_set():
+    def _sample(self, stop: threading.Event) -> None:
+        while not stop.is_set():
             states = self.lab.sinfo()
             self.out_seen.append(
                 {
