@@ -97,6 +97,7 @@ def test_every_help_through_a_pipe_names_every_option_whole(piped):
         assert out.startswith(f"Usage: {' '.join(['rackcert', *path])}"), f"{where}:\n{out}"
         boxes = BOX_CHARACTERS & set(out)
         assert not boxes, f"{where} draws {''.join(sorted(boxes))} off a terminal:\n{out}"
+        assert "<bool>" not in out, f"{where}: a flag shows click's <bool> metavar:\n{out}"
         for name in _option_names(command):
             # The whole name as a word of its own: `--compile-optim…` or `--metrics-textfi`
             # would not match `--compile-optimizer` or `--metrics-textfile`.

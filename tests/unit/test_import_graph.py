@@ -11,6 +11,7 @@ pyproject.toml's import-linter contract, which this test reads and checks with i
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -54,6 +55,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return out
 
 
+@functools.cache  # every test reads the same tree: parsed once per process
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, modules) for name, path in modules.items()}
