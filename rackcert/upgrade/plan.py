@@ -11,7 +11,7 @@ drained are left alone and their hosts are kept out of the waves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rackcert.core.matrix import Reference
@@ -21,6 +21,9 @@ from rackcert.upgrade import refusals as refuse
 from rackcert.upgrade.budget import Budget, Unit, order_units, plan_waves, unfreeable
 from rackcert.upgrade.layers import Change, diff, guest_versions, host_versions, uses_vgpu
 from rackcert.upgrade.ports import NodeState
+from rackcert.upgrade.rules import node_floors
+from rackcert.upgrade.start import Start
+from rackcert.upgrade.start import refusal as refusal_of_start
 
 SCHEDULERS = {
     "slurm": "Slurm: scontrol drain/resume, squeue for jobs, sinfo for states",
@@ -36,6 +39,7 @@ class PlanOptions:
     order: list[str] | None = None  # node names, ["least-busy"], or None (spec order)
     allow_uncertified: bool = False
     max_failures: int = 1
+    allow_uncertified_start: bool = False
 
 
 @dataclass
@@ -57,6 +61,8 @@ class UpgradePlan:
     target_guest: dict[str, str] = field(default_factory=dict)
     before_host: dict[str, dict[str, str]] = field(default_factory=dict)
     before_guest: dict[str, str] = field(default_factory=dict)
+    floors: dict[str, dict[str, float]] = field(default_factory=dict)  # node -> the spec's rules
+    start: Start | None = None  # the start run's verdict (rackcert.upgrade.start)
 
     @property
     def host_layer(self) -> bool:
@@ -70,11 +76,18 @@ class UpgradePlan:
         return any(c.layer == "host" and host in c.hosts for c in self.changes)
 
     def blocking(self) -> list[str]:
-        return self.refusals.blocking(self.options.allow_uncertified)
+        return self.refusals.blocking(
+            self.options.allow_uncertified, self.options.allow_uncertified_start
+        )
 
     def lines(self) -> list[str]:
         """The plan for people: layers, order, budget, waves, steps, refusals."""
         out = [f"rack {self.rack}: upgrade from certified run {self.certified_run}"]
+        if self.start is not None and (
+            self.start.certified or self.options.allow_uncertified_start
+        ):
+            allowed = "" if self.start.certified else " (allowed: --allow-uncertified-start)"
+            out.append(self.start.line() + allowed)
         out.append("layers:" if self.changes else "layers: none (nothing differs)")
         out += [f"  {c.line()}" for c in self.changes]
         out.append(f"order: {self.order_note}")
@@ -108,6 +121,8 @@ class UpgradePlan:
             "left_alone": self.left_alone,
             "uncertified": self.refusals.uncertified,
             "allow_uncertified": self.options.allow_uncertified,
+            "start": asdict(self.start) if self.start is not None else None,
+            "allow_uncertified_start": self.options.allow_uncertified_start,
             "refused": self.blocking(),
         }
 
@@ -149,6 +164,7 @@ def node_steps(plan_host_change: bool, guest_change: bool, scheduler: str) -> li
     guest = ["guest layer"] if guest_change else []
     return [
         *take_out,
+        "measure before (validate + per-node localisation)",
         "shutdown guest",
         *host,
         "power on",
@@ -168,6 +184,7 @@ def build_plan(
     matrix_where: str,
     states: dict[str, NodeState] | None = None,
     run: str = "",
+    start: Start | None = None,
 ) -> UpgradePlan:
     """The roll from `before` (the certified run's spec) to `after`, with every refusal."""
     changes = diff(before, after)
@@ -175,6 +192,7 @@ def build_plan(
     refusals.errors += refuse.shape_differences(before, after)
     refusals.errors += refuse.driver_branch(after, changes)
     refusals.uncertified += refuse.matrix(after, changes, reference, matrix_where)
+    refusals.uncertified_start += refusal_of_start(start) if start is not None else []
     kind = scheduler_kind(after)
     units = units_of(after)
     unplaced = [n for n, h in node_hosts(after).items() if h.startswith("(unplaced")]
@@ -244,4 +262,6 @@ def build_plan(
         target_guest=guest_versions(after),
         before_host={h.name: host_versions(before, h.name) for h in before.hosts},
         before_guest=guest_versions(before),
+        floors=node_floors(after),
+        start=start,
     )

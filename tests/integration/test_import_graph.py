@@ -47,3 +47,12 @@ def test_import_linter_breaks_on_a_planted_back_import(tmp_path):
     broken = lint_imports()
     assert broken.returncode == 1
     assert "rackcert.core is not allowed to import rackcert.lab" in broken.stdout
+    # pyVmomi outside provision, even lazily inside a function, breaks the adapter's contract.
+    (tmp_path / "rackcert" / "core" / "pci.py").write_text(
+        (ROOT / "rackcert" / "core" / "pci.py").read_text()
+        + "\n\ndef _planted():\n    from pyVmomi import vim  # planted\n\n    return vim\n"
+    )
+    outside = lint_imports()
+    assert outside.returncode == 1
+    assert "rackcert is not allowed to import pyVmomi" in outside.stdout
+    assert "rackcert.core.pci -> pyVmomi" in outside.stdout

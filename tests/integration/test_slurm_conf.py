@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from rackcert.core.paths import REPO_ROOT
+from rackcert.core.slurm.client import client_env
 from rackcert.core.slurm.conf import health_check_lines, site_lines
 from rackcert.core.spec_loader import load_spec
 from tests.support.slurm_conf import LAB, SLURM
@@ -88,7 +89,9 @@ def test_srun_command_line_and_placement(monkeypatch) -> None:  # noqa: ANN001
         "--export=NONE",
     ):
         assert opt in head, opt  # fmt: skip
-    assert launch.env == {"SLURM_CONF": "/etc/slurm/site.conf"}
+    # srun's environment is a Slurm client's, the launch adds nothing of its own to it
+    (proc,) = launch.transport.processes(launch.steps)
+    assert launch.env == {} and proc.env == client_env("/etc/slurm/site.conf")
     script = cmd[-1]
     assert "CUDA_VISIBLE_DEVICES=7" not in script
     # Each task keeps the GPU Slurm bound to it.

@@ -12,7 +12,7 @@ import pytest
 
 from rackcert.core.ansible_vars import spec_group_vars
 from rackcert.core.results import CheckResult, Severity, Status
-from rackcert.core.slurm.reason import node_reason
+from rackcert.core.slurm.client import node_reason
 from rackcert.core.spec_loader import load_spec
 from tests.support.slurm_conf import LAB
 from tests.support.slurm_conf import slurm_spec as _spec

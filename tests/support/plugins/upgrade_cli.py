@@ -11,6 +11,7 @@ import yaml
 
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import load_spec
+from rackcert.core.stage_records import ValidateData
 from tests.support.spec_helpers import LAB
 
 
@@ -18,6 +19,7 @@ from tests.support.spec_helpers import LAB
 def certified(tmp_path: Path) -> Path:
     loaded = load_spec(LAB)
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    run.write_stage("validate", ValidateData())
     run.write_stage("report", {"verdict": "PASS"})
     return tmp_path / "runs"
 
