@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from validation.bench.node import compilecache
+
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "inventories" / "lab.yaml"
 
@@ -38,6 +40,7 @@ def rackcert(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
 def bench(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("bench")
     (tmp / "data").mkdir()
+    cache_files = compilecache.count_files(Path(compilecache.default_dir(sys.prefix)))
     proc = rackcert(
         "bench", str(LAB), "--local", "--quick", "--backend", "gloo", "--gpus", "2",
         "--naive", "--model", "resnet18", "--max-bytes", "65536",
@@ -48,7 +51,13 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert proc.returncode == 1, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     record = json.loads((Path(out["run"]) / "bench.json").read_text())
-    return {"out": out, "record": record, "data": record["data"], "tmp": tmp}
+    return {
+        "out": out,
+        "record": record,
+        "data": record["data"],
+        "tmp": tmp,
+        "cache_files_before_the_run": cache_files,
+    }
 
 
 def test_record_is_the_bench_stage_with_a_verdict(bench: dict[str, Any]) -> None:
@@ -112,7 +121,12 @@ def test_tiny_resnet_two_ranks_through_ddp(bench: dict[str, Any]) -> None:
     assert sum(phases.values()) <= launch["wall_s"] + 0.5
     # The ranks kept their compile cache under the DL environment (here: this interpreter's).
     cache = launch["compile_cache"]
-    assert cache["dir"] == f"{sys.prefix}/var/cache/rackcert/compile" and cache["files_before"] >= 0
+    assert cache["dir"] == f"{sys.prefix}/var/cache/rackcert/compile"
+    assert cache["from"] == "rackcert" and "error" not in cache, cache
+    # files_before is the cache's file count as the launch started: no fewer than this test
+    # counted before the run, no more than there are now (a cache only grows).
+    now = compilecache.count_files(Path(cache["dir"]))
+    assert bench["cache_files_before_the_run"] <= cache["files_before"] <= now, (cache, now)
 
 
 def test_naive_loop_measured_in_a_process_of_its_own(bench: dict[str, Any]) -> None:
