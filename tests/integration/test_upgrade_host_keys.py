@@ -4,7 +4,7 @@ The roll's guest and certifier ports are the real ones (rackcert.rollout.Configu
 roles limited to the node, in a run nested in the roll's; ValidateCertifier: the node's
 validate and per-node stage); its power-on goes through HostKeyGate, which waits until SSH
 answers with the enrolled key. Slurm and vCenter are the in-memory models
-(tests/upgrade_models.py): the node's sshd stays up, as a VM's does across its host's
+(tests/support/upgrade_models.py): the node's sshd stays up, as a VM's does across its host's
 maintenance, and its "power-on" is where a test re-keys it.
 
 Before: every stage of a roll took `<run>/../known_hosts` as the rack's file, which for a

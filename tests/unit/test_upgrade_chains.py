@@ -1,7 +1,7 @@
 """Each chain of a host proves its own reboot (issue 52, item 2).
 
 The host model keeps the installed image apart from the running one until a reboot
-(tests/upgrade_models.py, as ESXi does): a chain that does not reboot leaves the old image
+(tests/support/upgrade_models.py, as ESXi does): a chain that does not reboot leaves the old image
 running while the record would say otherwise. Before, `boot_time_before` was taken once, by
 the forward chain: the rollback's reboot step found the host's bootTime later than that
 stale value, asked for no reboot, and recorded itself done.
