@@ -50,7 +50,7 @@ from rackcert.lab.sshhosts.host import TestHost  # noqa: E402
 from rackcert.lab.sshhosts.network import claim_subnet, release_subnet  # noqa: E402
 from rackcert.lab.sshhosts.start import start_hosts, stop_hosts  # noqa: E402
 
-FAKE_SMI = ROOT / "tests" / "fakes" / "fake-nvidia-smi"
+FAKE_SMI = ROOT / "tests" / "support" / "fakes" / "fake-nvidia-smi"
 TICK = os.sysconf("SC_CLK_TCK")
 PROJECT = (256, 1024)
 

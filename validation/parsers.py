@@ -1,7 +1,7 @@
 """Pure parsers: the text a tool prints -> a typed value. No host, no spec.
 
 Each parser is tested on output captured from real machines
-(tests/fixtures/h200/ for nvidia-smi on an H200) and on fakes built from the
+(tests/support/fixtures/h200/ for nvidia-smi on an H200) and on fakes built from the
 tools' documented formats where no such machine was at hand (OFED, mlxconfig).
 A parser that cannot make sense of its input raises `ParseError` with the line
 it choked on, which a check reports as an error, never as a pass.

@@ -1,5 +1,6 @@
 """The vendor stack carried forward and back on Ubuntu 22.04/24.04 and RHEL 9 stand-ins,
-through each family's real package manager (tests/test_configure_versions.py walks Debian).
+through each family's real package manager (tests/integration/test_configure_versions.py walks
+Debian).
 
 One play per step runs three roles that do not interfere (nvidia_driver, cuda,
 container_toolkit): the driver 535 -> 550 -> back, the container toolkit's four packages
@@ -7,7 +8,7 @@ container_toolkit): the driver 535 -> 550 -> back, the container toolkit's four 
 
 The hosts are test hosts with the family's identity and package databases
 (rackcert.lab.hostfamily: Debian underneath, apt or dnf/rpm for packages); the repositories
-are FAKE, shaped like NVIDIA's (tests/plugins/fake_family_repos.py). Each step is judged on
+are FAKE, shaped like NVIDIA's (tests/support/plugins/fake_family_repos.py). Each step is judged on
 the host's own package database, its holds and the run record:
 
 - first install of 535.161.08, held (EL: `dnf module enable nvidia-driver:535-dkms`, then the
@@ -34,9 +35,11 @@ import pytest
 from rackcert.configure.runner import configure
 from rackcert.core.runs import RunDir
 from rackcert.lab.sshhosts.host import TestHost
-from tests.plugins.configure import air_gap, spec_for_hosts
-from tests.plugins.fake_family_repos import FamilyRepos
-from tests.test_configure_versions import FAKES, LAB_VARS, _fake_gpu_node, _smi_driver
+from tests.support.configure_versions import FAKES, LAB_VARS
+from tests.support.configure_versions import fake_gpu_node as _fake_gpu_node
+from tests.support.configure_versions import smi_driver as _smi_driver
+from tests.support.plugins.configure import air_gap, spec_for_hosts
+from tests.support.plugins.fake_family_repos import FamilyRepos
 
 # The role's own pattern of branch packages (Ubuntu's real names) is what runs here.
 VARS = {k: v for k, v in LAB_VARS.items() if k != "nvidia_driver_branch_packages"}

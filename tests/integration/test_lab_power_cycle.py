@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.vsphere_helpers import cli
+from tests.support.vsphere_helpers import cli
 
 pytestmark = pytest.mark.integration
 

@@ -66,7 +66,7 @@ class Sysctl(server.Sysctl, Fact):
     Its `process` is pyinfra's, line for line, without the per-line look-up of an
     uncompiled pattern and the helper calls: `sysctl -a` has 1,000-3,500 lines a node and
     was the biggest parse of a validate run (6 ms a node here; now 2.5 ms). The values
-    are the same (tests/test_validate_facts.py compares the two).
+    are the same (tests/integration/test_validate_facts.py compares the two).
     """
 
     key = "sysctl"

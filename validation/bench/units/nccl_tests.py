@@ -6,13 +6,13 @@ the binary is given, on PATH or installed by configure's nccl_tests role, rackce
 it and parses its table; the torch sweep (validation.bench.node.allreduce_loop) stays the fallback
 and, when both ran, the report shows them side by side; bench.json names the binary that
 ran (`binary`, `found_by`). Parser tested on a real run's output (one H200,
-tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
+tests/support/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
 
 Two forms of the same report. Where the binary has `-J FILE` (JSON output, nccl-tests'
 `--output_file`, in its `-h` since the 2.17 series) rackcert asks for it and reads that:
 no column widths, no "%g" surprises. Otherwise the text table. Both parsers give the
 same dict, tested on real output of one H200 run that wrote both
-(tests/fixtures/bench/all_reduce_perf-h200-1gpu-json.*).
+(tests/support/fixtures/bench/all_reduce_perf-h200-1gpu-json.*).
 
 Table columns (nccl-tests src/common.cu): size (B), count (elements), type, redop, root,
 then out-of-place time (us), algbw (GB/s), busbw (GB/s), #wrong, and the same four
