@@ -14,6 +14,7 @@ steps and records why.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import LoadedSpec, parse_spec
 from rackcert.core.stage_records import BenchRecord, UpgradeData, UpgradeRecord, ValidateRecord
+from rackcert.core.upgrade_layers import diff, guest_tags, layers
 from rackcert.upgrade.budget import Budget
 from rackcert.upgrade.evidence import certificates, node_figures
 from rackcert.upgrade.hooks import AskScheduler, HookScheduler
@@ -176,13 +178,38 @@ def start_roll(roll: Roll, *, rollback: str | None = None) -> UpgradeData:
     return roll.rollback(rollback) if rollback else roll.run()
 
 
-def host_image_port(loaded: LoadedSpec) -> HostImage | None:
+@dataclass(frozen=True)
+class Wiring:
+    """What a layer's adapter is built from (Layer.adapter): the spec rolled to, the
+    certified run's spec, the roll's run and the runs root."""
+
+    new: LoadedSpec
+    before: LoadedSpec
+    run: RunDir
+    root: Path
+
+
+def host_image_port(wiring: Wiring) -> HostImage | None:
     """The host image client in the spec's terms: vLCM's com.vmware.esx.settings on a
     cluster managed by an image, esxcli software on one managed by baselines
     (provision/host_image_port.py)."""
     from provision.host_image_port import VlcmHostImage
 
-    return VlcmHostImage(loaded.spec)
+    return VlcmHostImage(wiring.new.spec)
+
+
+def configure_guest(wiring: Wiring) -> ConfigureGuest:
+    return ConfigureGuest(wiring.new, wiring.before, wiring.run)
+
+
+def adapters(wiring: Wiring) -> dict[str, Any]:
+    """Each registered layer's port, by the name the layer gives it, from its adapter."""
+    out: dict[str, Any] = {}
+    for layer in layers():
+        if layer.adapter and layer.port not in out:
+            module, _, name = layer.adapter.partition(":")
+            out[layer.port] = getattr(importlib.import_module(module), name)(wiring)
+    return out
 
 
 def build_ports(
@@ -193,12 +220,14 @@ def build_ports(
     *,
     ask: Callable[[str], bool] | None = None,
 ) -> Ports:
+    made = adapters(Wiring(loaded, planned.before, run, root))
     return Ports(
         scheduler=scheduler_for(loaded.spec, run.path.name, ask),
         hypervisor=VSphereHypervisor(loaded.spec),
-        guest=ConfigureGuest(loaded, planned.before, run),
+        guest=made.pop("guest"),
         certifier=ValidateCertifier(loaded, planned.before, planned.certified, run, root),
-        host_image=host_image_port(loaded),
+        host_image=made.pop("host_image", None),
+        layers=made,
     )
 
 
@@ -216,18 +245,24 @@ def _child_run(run: RunDir, node: str, loaded: LoadedSpec) -> RunDir:
 
 
 class ConfigureGuest:
-    """The guest layer: the roles of the matching spec, limited to one node. Going back
-    (a rollback), the node is pinned to the versions its forward configure run recorded
-    before it changed anything (`configure(versions_from=...)`, rackcert/configure/rollback.py)."""
+    """The guest layer: the roles of the matching spec, limited to one node and to the roles
+    of the components that change (their tags, from the guest layer's declaration: a
+    driver-only roll does not rerun the NFS, SSH-trust and Slurm roles on each node). Going
+    back (a rollback), the same roles, the node pinned to the versions its forward configure
+    run recorded before it changed anything (`configure(versions_from=...)`,
+    rackcert/configure/rollback.py)."""
 
     def __init__(self, new: LoadedSpec, before: LoadedSpec, run: RunDir):
         self.new, self.before, self.run = new, before, run
+        self.tags = guest_tags(diff(before.spec, new.spec))
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         from rackcert.configure import run as configure
 
         loaded = _spec_for(versions, self.new, self.before)
         options: dict[str, Any] = {"limit": node}
+        if self.tags:  # None: a component no role is declared for moves: every role
+            options["tags"] = self.tags
         forward = self._forward_run(node) if loaded is self.before else None
         if forward is not None:
             options["versions_from"] = forward

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from rackcert.core.matrix import Reference
 from rackcert.core.spec import Spec
-from rackcert.core.upgrade_layers import Change, layers
+from rackcert.core.upgrade_layers import Change, layer_names, layers
 from rackcert.core.upgrade_layers.guest import branch, driver_branch
 
 __all__ = ["Refusals", "branch", "driver_branch", "layered", "matrix", "shape_differences"]
@@ -68,7 +68,12 @@ def shape_differences(before: Spec, after: Spec) -> list[str]:
 
 def layered(before: Spec, after: Spec, changes: list[Change]) -> list[str]:
     """Each registered layer's own refusals (the guest's driver branch rule, ...)."""
-    return [
+    unknown = [
+        f"upgrade.layers.{name}: no upgrade layer of that name is registered"
+        for name in after.upgrade.layers
+        if name not in layer_names()
+    ]
+    return unknown + [
         line for la in layers() for refuse in la.refusals for line in refuse(before, after, changes)
     ]
 

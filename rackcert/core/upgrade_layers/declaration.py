@@ -28,11 +28,30 @@ Side = Literal["host", "guest"]
 class StepContext(Protocol):
     """What a step's action is given (the roll's machine builds it per host or node)."""
 
-    where: str  # the host (host side) or the node (guest side)
-    target: dict[str, str]  # the versions this chain moves to (the certified ones on a rollback)
-    run: str  # the roll's run name (rackcert's maintenance mark, drain reasons)
-    port: Any  # the layer's own port (Layer.port)
-    hypervisor: Any  # vCenter (the machine's port): maintenance windows, reboots
+    @property
+    def where(self) -> str:
+        """The host (host side) or the node (guest side)."""
+        ...
+
+    @property
+    def target(self) -> dict[str, str]:
+        """The versions this chain moves to (the certified ones on a rollback)."""
+        ...
+
+    @property
+    def run(self) -> str:
+        """The roll's run name (rackcert's maintenance mark, drain reasons)."""
+        ...
+
+    @property
+    def port(self) -> Any:
+        """The layer's own port (Layer.port)."""
+        ...
+
+    @property
+    def hypervisor(self) -> Any:
+        """vCenter (the machine's port): maintenance windows, reboots."""
+        ...
 
     def apply(self) -> str:
         """Read the port's current() versions; apply the target unless already there."""
@@ -95,7 +114,9 @@ class Layer:
     image_after hold this layer's versions, and the node's certification checks them;
     refusals: what it will not do; matrix_names: the certified matrix's name of a
     component where it differs; tags: component -> the Ansible tags (site.yml's roles)
-    that move it (guest side)."""
+    that move it (guest side); adapter: "module:function" that builds the port from the
+    roll's wiring (rackcert.rollout.Wiring: the new and certified specs, the run), called
+    by the flows floor, which alone may join a stage to provision or configure."""
 
     name: str
     side: Side
@@ -115,6 +136,7 @@ class Layer:
     refusals: tuple[Refusal, ...] = ()
     matrix_names: dict[str, str] = field(default_factory=dict)
     tags: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    adapter: str = ""
 
     def missing_port(self) -> str:
         return self.no_port or (
@@ -224,17 +246,18 @@ def step_proofs() -> dict[str, str]:
     return {s.name: s.proof for s in (*FRAME, *(s for la in layers() for s in la.steps))}
 
 
-def guest_tags(changes: list[Change]) -> tuple[str, ...]:
+def guest_tags(changes: list[Change]) -> tuple[str, ...] | None:
     """The Ansible tags of the guest-side components these changes move, in declaration
-    order, each once (empty: no guest-side change)."""
+    order, each once (empty: no change configure's roles make; None: a component no role
+    is declared for moves, so every role runs, as site.yml whole)."""
     out: dict[str, None] = {}
     for change in changes:
         decl = _REGISTRY.get(change.layer)
-        if decl is None or decl.side != "guest":
-            continue
+        if decl is None or decl.side != "guest" or not decl.tags:
+            continue  # not a layer configure's roles move
         tags = decl.tags.get(change.component)
         if not tags:
-            return ()  # a component no role is declared for: every role, as before
+            return None
         out.update(dict.fromkeys(tags))
     return tuple(out)
 

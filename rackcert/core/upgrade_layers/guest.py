@@ -83,6 +83,7 @@ GUEST = Layer(
         ),
     ),
     refusals=(driver_branch,),
+    adapter="rackcert.rollout:configure_guest",
     # site.yml's role tags (playbooks/site.yml; a test checks each is one): the roles that
     # install a component, and those built on it (nvidia_peermem is the driver's and OFED's
     # GPUDirect module; vgpu_license licenses the driver; nccl_tests is built with CUDA's

@@ -69,5 +69,6 @@ HOST_IMAGE = Layer(
     window="maintenance",
     close=_exit,
     read_back=True,
+    adapter="rackcert.rollout:host_image_port",
     matrix_names={ESXI: "esxi_version", VGPU_MANAGER: "vgpu_manager"},
 )
