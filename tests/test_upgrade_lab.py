@@ -505,6 +505,11 @@ def test_a_planted_failure_stays_drained_node4_untouched_and_rollback_resumes(la
     assert forward["meta"]["spec_sha256"] == load_spec(spec).sha256
     assert backward["meta"]["spec_sha256"] == load_spec(lab.certified_spec).sha256
     assert backward["record"]["limit"] == "lab-node3"
+    # Both ran the roles of the component the roll moves (the guest layer's declaration), not
+    # NFS, SSH trust or Slurm's join (slurmd, gone with the power cycle, started again by the
+    # slurm_node role's init-less tasks: node 3 back in service above shows it).
+    driver_roles = ["nvidia_driver", "vgpu_license", "nvidia_peermem"]
+    assert forward["record"]["tags"] == backward["record"]["tags"] == driver_roles
     pinned = backward["inventory"]["all"]["children"]["rackcert_nodes"]["hosts"]["lab-node3"]
     assert pinned["nvidia_driver_version"] == V2
     assert pinned["nvidia_driver_package"] == DRIVER.format(branch="470")

@@ -27,7 +27,14 @@ from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import load_spec
 from rackcert.core.stage_records import UpgradeRecord, json_schema
-from rackcert.core.upgrade_layers import Layer, Step, StepContext, node_states, registered
+from rackcert.core.upgrade_layers import (
+    Layer,
+    Step,
+    StepContext,
+    node_states,
+    register,
+    registered,
+)
 from rackcert.metrics.families import exposition
 from rackcert.metrics.upgrade import upgrade_families
 from rackcert.report.rolling import upgrade_section
@@ -199,3 +206,19 @@ def _minimal_record() -> dict[str, Any]:
         "data": {"certified_run": "c", "scheduler": "slurm", "max_unavailable": "1",
                  "max_failures": 1, "order": "spec"},
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["drain", "guest layer"])
+def test_a_step_name_is_written_once_registration_refuses_another(name):
+    twin = Layer(
+        name="twin",
+        side="guest",
+        port="twin",
+        fields=(),
+        versions=firmware_versions,
+        node_state="twin",
+        steps=(Step(name, "never"),),
+    )
+    with pytest.raises(ValueError, match=f"step {name!r} is another's"):
+        register(twin)
+    assert "twin" not in node_states()
