@@ -1,11 +1,12 @@
 """`rackcert upgrade`'s wiring: the upgrade stage's ports made of the real things.
 
 A flow on the top floor (like pipeline and rehearse): the only place that joins the
-upgrade stage (rackcert.upgrade) to provision (pyVmomi: power, maintenance with
-rackcert's mark, reboots), configure (the roles, limited to one node), validation
-(the node's own validate) and the host image (provision/host_image_port: vLCM, or esxcli
-software where the cluster uses baselines). A roll with no host change skips the host
-steps and records why.
+upgrade stage (rackcert.upgrade) to provision's ports (provision/hypervisor_port: power,
+maintenance with rackcert's mark, reboots; provision/host_image_port: vLCM, or esxcli
+software where the cluster uses baselines), configure (the roles, limited to one node) and
+validation (the node's own validate). It wires them; it speaks to no outside system itself
+(pyVmomi is provision's alone). A roll with no host change skips the host steps and records
+why.
 
     planned = plan_roll(loaded, Path("runs"), max_unavailable="1")
     roll = open_roll(planned, loaded, Path("runs"))
@@ -15,13 +16,14 @@ steps and records why.
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provision.hypervisor_port import VSphereHypervisor
 from rackcert.core.errors import InputError, RecordError
+from rackcert.core.known_hosts import rack_file
 from rackcert.core.matrix import certified_dir, load_references
 from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
 from rackcert.core.spec import Spec
@@ -34,8 +36,16 @@ from rackcert.upgrade.hooks import AskScheduler, HookScheduler
 from rackcert.upgrade.layers import guest_versions
 from rackcert.upgrade.machine import Policy, Ports, Roll, Timing
 from rackcert.upgrade.plan import PlanOptions, UpgradePlan, build_plan, scheduler_kind
-from rackcert.upgrade.ports import Certificate, HostImage, NodeState, PortError, Scheduler
+from rackcert.upgrade.ports import (
+    Certificate,
+    HostImage,
+    Hypervisor,
+    NodeState,
+    PortError,
+    Scheduler,
+)
 from rackcert.upgrade.slurm import SlurmScheduler
+from rackcert.upgrade.start import read_start
 
 
 @dataclass
@@ -94,6 +104,7 @@ def plan_roll(
     max_failures: int = 1,
     order: list[str] | None = None,
     allow_uncertified: bool = False,
+    allow_uncertified_start: bool = False,
     certified_run: Path | None = None,
     read_scheduler: bool = True,
 ) -> Planned:
@@ -106,6 +117,7 @@ def plan_roll(
             f"no certified run of rack {rack} under {root}: the roll starts from one"
             " (certify the rack first, or give --certified-run)"
         )
+    start = read_start(certified, rack)  # of this rack, validated; its verdict
     before = certified_spec(certified)
     found = resumable(root, rack, loaded.sha256)
     resume, data = found if found else (None, None)
@@ -132,12 +144,14 @@ def plan_roll(
             order=order,
             allow_uncertified=allow_uncertified,
             max_failures=max_failures,
+            allow_uncertified_start=allow_uncertified_start,
         ),
         certified_run=certified.path.name,
         reference=reference,
         matrix_where=str(certified_dir()),
         states=states,
         run=resume.path.name if resume else "",
+        start=start,
     )
     return Planned(plan, certified, before, resume, data)
 
@@ -199,7 +213,7 @@ def host_image_port(wiring: Wiring) -> HostImage | None:
 
 
 def configure_guest(wiring: Wiring) -> ConfigureGuest:
-    return ConfigureGuest(wiring.new, wiring.before, wiring.run)
+    return ConfigureGuest(wiring.new, wiring.before, wiring.run, wiring.root)
 
 
 def adapters(wiring: Wiring) -> dict[str, Any]:
@@ -223,7 +237,7 @@ def build_ports(
     made = adapters(Wiring(loaded, planned.before, run, root))
     return Ports(
         scheduler=scheduler_for(loaded.spec, run.path.name, ask),
-        hypervisor=VSphereHypervisor(loaded.spec),
+        hypervisor=HostKeyGate(VSphereHypervisor(loaded.spec), loaded.spec, root),
         guest=made.pop("guest"),
         certifier=ValidateCertifier(loaded, planned.before, planned.certified, run, root),
         host_image=made.pop("host_image", None),
@@ -241,7 +255,54 @@ def _spec_for(versions: dict[str, str], *choices: LoadedSpec) -> LoadedSpec:
 def _child_run(run: RunDir, node: str, loaded: LoadedSpec) -> RunDir:
     """A run of its own per node and step under the roll's run (nodes/<node>/<stamp>), so
     the configure and validate records of nodes rolled side by side never meet."""
-    return RunDir.create(run.path / "nodes", node, loaded.sha256, loaded.text)
+    return RunDir.create(run.path / "nodes", node, loaded.sha256, loaded.text, within=run.path.name)
+
+
+class HostKeyGate:
+    """The Hypervisor port, with power-on proven by the node's enrolled host key: after the
+    VM is on (and answers, as VSphereHypervisor waits), SSH must answer with a key the rack's
+    known_hosts holds (rackcert.core.host_key_check). A roll never enrols: a key missing or
+    changed fails the power-on step, and the node stays drained with that line."""
+
+    def __init__(self, inner: Hypervisor, spec: Spec, root: Path, *, timeout: float | None = None):
+        self.inner, self.spec = inner, spec
+        self.known_hosts = rack_file(spec, root)
+        self.timeout = timeout or float(spec.network.management.boot_timeout_s)
+
+    def power_on(self, vm: str) -> str:
+        from rackcert.core.host_key_check import wait_enrolled
+
+        self.inner.power_on(vm)
+        node = next((v for v in self.spec.vms if v.name == vm), None)
+        if node is None:
+            raise PortError(f"{vm}: not a VM of the spec")
+        return wait_enrolled(
+            self.known_hosts, vm, node.address, node.ssh_port, timeout=self.timeout
+        )
+
+    def power_state(self, vm: str) -> str:
+        return self.inner.power_state(vm)
+
+    def shutdown_guest(self, vm: str) -> None:
+        self.inner.shutdown_guest(vm)
+
+    def power_off(self, vm: str) -> None:
+        self.inner.power_off(vm)
+
+    def enter_maintenance(self, host: str, run: str) -> None:
+        self.inner.enter_maintenance(host, run)
+
+    def exit_maintenance(self, host: str) -> None:
+        self.inner.exit_maintenance(host)
+
+    def marked_hosts(self) -> list[str]:
+        return self.inner.marked_hosts()
+
+    def boot_time(self, host: str) -> str:
+        return self.inner.boot_time(host)
+
+    def reboot(self, host: str) -> None:
+        self.inner.reboot(host)
 
 
 class ConfigureGuest:
@@ -252,17 +313,29 @@ class ConfigureGuest:
     run recorded before it changed anything (`configure(versions_from=...)`,
     rackcert/configure/rollback.py)."""
 
-    def __init__(self, new: LoadedSpec, before: LoadedSpec, run: RunDir):
-        self.new, self.before, self.run = new, before, run
-        self.tags = guest_tags(diff(before.spec, new.spec))
+    def __init__(
+        self,
+        new: LoadedSpec,
+        before: LoadedSpec,
+        run: RunDir,
+        root: Path,
+        *,
+        tags: tuple[str, ...] | None = None,
+    ):
+        self.new, self.before, self.run, self.root = new, before, run, root
+        # Only these roles: by default those of the components that change (the guest
+        # layer's declaration); empty: site.yml whole (a component no role is declared for).
+        self.tags = tags if tags is not None else guest_tags(diff(before.spec, new.spec)) or ()
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         from rackcert.configure import run as configure
 
         loaded = _spec_for(versions, self.new, self.before)
-        options: dict[str, Any] = {"limit": node}
-        if self.tags:  # None: a component no role is declared for moves: every role
-            options["tags"] = self.tags
+        # The rack's known_hosts under the runs root, never enrolling (a roll trusts only
+        # enrolled keys); the node's run is nested in the roll's.
+        options: dict[str, Any] = {"limit": node, "runs_root": self.root, "enrol": False}
+        if self.tags:
+            options["tags"] = list(self.tags)
         forward = self._forward_run(node) if loaded is self.before else None
         if forward is not None:
             options["versions_from"] = forward
@@ -280,10 +353,11 @@ class ConfigureGuest:
 class ValidateCertifier:
     """The node's own validate, then localisation's per-node stage on it alone.
 
-    Baseline: the certified run's validate.json, and its bench.json `localise.nodes` rows
-    where that run localised (measured on an idle rack; a run taken now would measure nodes
-    that carry jobs). After: validate, then the per-node stage while the node is still out
-    of service (drained, no job), so its figures are the node's own.
+    `certify` runs both on the node while it is out of service (drained, no job), so its
+    figures are the node's own: the roll calls it for the node's before (the certified
+    spec, before its host goes down) and for its after. `baseline` reads the start run: its
+    validate.json, and its bench.json `localise.nodes` rows where that run localised
+    (measured on an idle rack), which give the rack's median per figure.
     """
 
     def __init__(
@@ -323,7 +397,7 @@ class ValidateCertifier:
 
         loaded = _spec_for(versions, self.new, self.before)
         child = _child_run(self.run, node, loaded)
-        record = validate(loaded, child, runs_root=self.root, nodes=[node])
+        record = validate(loaded, child, runs_root=self.root, nodes=[node], enrol=False)
         cert = certificates(record.data, [node]).get(node, Certificate())
         if self.node_stage:
             cert.figures.update(self._node_figures(loaded, node, child))
@@ -333,189 +407,16 @@ class ValidateCertifier:
         """Localisation's per-node stage (validation.bench.localisation.stages.node_stage) on
         this node alone: the same probe, rules and record rows `rackcert bench --localise`
         uses, its log under the node's run."""
-        from rackcert.core.known_hosts import rack_file
         from validation.bench.localisation.stages import node_stage, options_for
         from validation.bench.options import BenchOptions
         from validation.bench.targets import nodes_of, select_vms
 
         spec = loaded.spec
         bench = BenchOptions(
-            vms=[node], known_hosts=rack_file(spec, child), remote_python=self.remote_python
+            vms=[node], known_hosts=rack_file(spec, self.root), remote_python=self.remote_python
         )
         opts = options_for(spec, bench, stages={"nodes"}, confirm=False)
         targets = nodes_of(spec, tuple(select_vms(spec, [node])), bench)
         log = child.artifacts("upgrade") / "node-stage.log"
         rows = node_stage(targets, opts, log)
         return node_figures(rows[0]) if rows else {}
-
-
-class VSphereHypervisor:
-    """VMs and hosts through pyVmomi; maintenance windows carry rackcert's mark
-    (provision/maintenance_mark.py) so any re-run can tell them from an operator's."""
-
-    def __init__(self, spec: Spec, *, boot_timeout: float | None = None, wait_guest: bool = True):
-        self.spec = spec
-        self._si: Any = None
-        self._lock = threading.Lock()
-        self.boot_timeout = boot_timeout or float(spec.network.management.boot_timeout_s)
-        self.wait_guest = wait_guest
-        # The spec names hosts its own way; vCenter knows them by address (hosts[].address).
-        self._vc_name = {h.name: h.address for h in spec.hosts}
-        self._spec_name = {h.address: h.name for h in spec.hosts}
-        self._refs: dict[tuple[str, str], Any] = {}
-
-    @property
-    def si(self) -> Any:
-        with self._lock:
-            if self._si is None:
-                from provision.session import open_session
-
-                self._si = open_session(self.spec)
-            return self._si
-
-    def _find(self, kind: str, name: str) -> Any:
-        """The VM or host of that name; every name is read in one PropertyCollector call
-        the first time (walking a view's objects costs a round trip each, which grew with
-        the rack: 34 calls a lookup on 16 hosts x 2 VMs) and kept, a moref being stable."""
-        if kind == "host":
-            name = self._vc_name.get(name, name)
-        with self._lock:
-            ref = self._refs.get((kind, name))
-        if ref is None:
-            self._index()
-            with self._lock:
-                ref = self._refs.get((kind, name))
-        if ref is None:
-            raise PortError(f"{name}: no such {'VM' if kind == 'vm' else 'host'} in vCenter")
-        return ref
-
-    def _index(self) -> None:
-        from pyVmomi import vim
-
-        from provision.viewspec import view_filter_spec
-
-        content = self.si.content
-        kinds = {vim.VirtualMachine: "vm", vim.HostSystem: "host"}
-        view = content.viewManager.CreateContainerView(content.rootFolder, list(kinds), True)
-        try:
-            spec = view_filter_spec(view, {t: ["name"] for t in kinds})
-            found = {}
-            for obj in content.propertyCollector.RetrieveContents([spec]):
-                for prop in obj.propSet:
-                    kind = "vm" if isinstance(obj.obj, vim.VirtualMachine) else "host"
-                    found[(kind, str(prop.val))] = obj.obj
-        finally:
-            view.DestroyView()
-        with self._lock:
-            self._refs.update(found)
-
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        from pyVmomi import vmodl
-
-        try:
-            return fn()
-        except vmodl.MethodFault as fault:
-            text = getattr(fault, "msg", "") or type(fault).__name__
-            raise PortError(f"{what}: {text}") from None
-
-    def power_state(self, vm: str) -> str:
-        return str(self._find("vm", vm).runtime.powerState)
-
-    def shutdown_guest(self, vm: str) -> None:
-        ref = self._find("vm", vm)
-        self._call(f"{vm}: ShutdownGuest", ref.ShutdownGuest)
-
-    def power_off(self, vm: str) -> None:
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("vm", vm)
-        wait_task(self._call(f"{vm}: PowerOff", ref.PowerOffVM_Task), f"{vm}: power off")
-
-    def power_on(self, vm: str) -> None:
-        """Power the VM on, then wait for it the way provision waits for a new clone
-        (provision.lifecycle.wait_up: Tools reporting the node's address, or SSH there, as
-        network.management.wait_for says, within boot_timeout_s)."""
-        from provision.lifecycle import wait_up
-        from provision.vsphere_ops import power_on_vm
-        from rackcert.core.stage_records import ActionRecord
-
-        ref = self._find("vm", vm)
-        if str(ref.runtime.powerState) != "poweredOn":
-            self._call(f"{vm}: PowerOn", lambda: power_on_vm(ref, vm))
-        node = next((v for v in self.spec.vms if v.name == vm), None)
-        if node is None or not self.wait_guest:
-            return
-        mode = self.spec.network.management.wait_for
-        action = ActionRecord(
-            kind="vm.wait",
-            target=vm,
-            change=f"wait up to {self.boot_timeout:.0f} s for the guest ({mode})",
-            reason="the roll configures and validates the node once it has booted",
-            params={
-                "address": node.address,
-                "port": node.ssh_port,
-                "timeout_s": self.boot_timeout,
-                "wait_for": mode,
-            },
-        )
-        state = self._call(
-            f"{vm}: wait for the guest",
-            lambda: wait_up(self.si, action, ref._moId, lambda *_: None),
-        )
-        if not state.get("answered"):
-            what = {"ssh": "no SSH", "tools": "no Tools report", "any": "no Tools or SSH"}[mode]
-            raise PortError(
-                f"{vm}: powered on, {what} at {node.address} after {self.boot_timeout:.0f} s"
-                f" (power {state.get('power_state', '?')})"
-            )
-
-    def enter_maintenance(self, host: str, run: str) -> None:
-        from provision import maintenance_mark
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("host", host)
-        if ref.runtime.inMaintenanceMode:
-            return
-        key = maintenance_mark.field_key(self.si, create=True)
-        assert key is not None
-        maintenance_mark.mark(self.si, ref, key, f"rackcert upgrade {run}")
-        task = self._call(
-            f"{host}: EnterMaintenanceMode", lambda: ref.EnterMaintenanceMode_Task(timeout=0)
-        )
-        wait_task(task, f"{host}: enter maintenance mode")
-
-    def exit_maintenance(self, host: str) -> None:
-        from provision import maintenance_mark
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("host", host)
-        if ref.runtime.inMaintenanceMode:
-            task = self._call(
-                f"{host}: ExitMaintenanceMode", lambda: ref.ExitMaintenanceMode_Task(timeout=0)
-            )
-            wait_task(task, f"{host}: exit maintenance mode")
-        key = maintenance_mark.field_key(self.si, create=False)
-        if key is not None:
-            maintenance_mark.clear(self.si, ref, key)
-
-    def marked_hosts(self) -> list[str]:
-        from provision import maintenance_mark
-
-        key = maintenance_mark.field_key(self.si, create=False)
-        if key is None:
-            return []
-        marked = maintenance_mark.marked_hosts(self.si, key)
-        return sorted(self._spec_name.get(name, name) for _, name, _, _ in marked)
-
-    def boot_time(self, host: str) -> str:
-        ref = self._find("host", host)
-        if str(ref.runtime.connectionState) != "connected" or ref.runtime.bootTime is None:
-            raise PortError(f"{host}: not connected")
-        return str(ref.runtime.bootTime.isoformat())
-
-    def reboot(self, host: str) -> None:
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("host", host)
-        task = self._call(f"{host}: RebootHost", lambda: ref.RebootHost_Task(force=False))
-        wait_task(task, f"{host}: reboot")

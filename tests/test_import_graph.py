@@ -147,6 +147,50 @@ def test_imports_go_down_the_floors_and_never_sideways():
     assert sorted(wrong) == []
 
 
+def _imported_names(path: Path, package: str) -> set[str]:
+    """Every absolute module name `path` imports, outside packages included."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            out.add(base)
+    return out
+
+
+def _outside_contracts() -> list[dict]:
+    """pyproject.toml's forbidden contracts on outside packages (pyVmomi): their sources and
+    the packages only the adapter may import."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return [
+        c
+        for c in contracts["contracts"]
+        if c["type"] == "forbidden"
+        and not any(m.split(".")[0] in PACKAGES for m in c["forbidden_modules"])
+    ]
+
+
+def test_only_the_vsphere_adapter_imports_pyvmomi():
+    """The `vsphere-adapter` contract, read by this test's own walk (lazy imports included):
+    pyVmomi is provision's alone, and the contract covers every other root package."""
+    (contract,) = [c for c in _outside_contracts() if c["id"] == "vsphere-adapter"]
+    assert {"pyVmomi", "pyVim"} <= set(contract["forbidden_modules"])
+    assert set(contract["source_modules"]) == set(PACKAGES) - {"provision"}
+    wrong = []
+    for name, path in _modules().items():
+        if not any(name == s or name.startswith(s + ".") for s in contract["source_modules"]):
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for target in _imported_names(path, package):
+            if target.split(".")[0] in contract["forbidden_modules"]:
+                wrong.append(f"{name} -> {target}")
+    assert sorted(wrong) == []
+
+
 @pytest.mark.integration
 def test_import_linter_breaks_on_a_planted_back_import(tmp_path):
     """The CI step fails when the spine imports the lab: shown on a copy of the tree."""
@@ -178,3 +222,12 @@ def test_import_linter_breaks_on_a_planted_back_import(tmp_path):
     broken = lint_imports()
     assert broken.returncode == 1
     assert "rackcert.core is not allowed to import rackcert.lab" in broken.stdout
+    # pyVmomi outside provision, even lazily inside a function, breaks the adapter's contract.
+    (tmp_path / "rackcert" / "core" / "pci.py").write_text(
+        (ROOT / "rackcert" / "core" / "pci.py").read_text()
+        + "\n\ndef _planted():\n    from pyVmomi import vim  # planted\n\n    return vim\n"
+    )
+    outside = lint_imports()
+    assert outside.returncode == 1
+    assert "rackcert is not allowed to import pyVmomi" in outside.stdout
+    assert "rackcert.core.pci -> pyVmomi" in outside.stdout

@@ -276,6 +276,15 @@ def test_capture_round_trip_on_the_r750xa_twin(rack_twin, capsys, tmp_path):
     hosts = {h["name"]: h for h in first["hosts"]}
     assert all(h["passthrough_system_id"] for h in hosts.values())
     assert {h["hardware"]["model"] for h in hosts.values()} == {"PowerEdge R750xa"}
+    # The facts a capture shares with discovery (HostState, VmConfig) come from discovery's
+    # one reading of the same answer, whole: state, boot time, placement, sizes.
+    for h in hosts.values():
+        assert h["connection_state"] == "connected" and h["power_state"] == "poweredOn", h
+        assert h["boot_time"] and h["datastores"] and h["networks"], h
+    for v in (v for v in first["vms"] if v["name"] in {vm.name for vm in lab.spec.vms}):
+        assert v["power_state"] == "poweredOn" and v["host"] in hosts, v
+        assert v["num_cpus"] > 0 and v["memory_mb"] > 0 and v["firmware"] == "efi", v
+        assert v["memory_reservation_locked"] and v["hardware_version"].startswith("vmx-"), v
     import jsonschema
 
     schema = json.loads((REPO_ROOT / "schemas" / "capture.schema.json").read_text())

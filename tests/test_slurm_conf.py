@@ -15,8 +15,8 @@ import yaml
 from rackcert.core.ansible_vars import spec_group_vars
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.results import CheckResult, Severity, Status
+from rackcert.core.slurm.client import client_env, node_reason
 from rackcert.core.slurm.conf import health_check_lines, site_lines
-from rackcert.core.slurm.reason import node_reason
 from rackcert.core.spec_loader import load_spec
 from validation.bench import slurm_launch
 from validation.healthcheck import _last_own_drain, append_record, reason_for
@@ -118,7 +118,9 @@ def test_srun_command_line_and_placement(monkeypatch) -> None:  # noqa: ANN001
         "--export=NONE",
     ):
         assert opt in head, opt  # fmt: skip
-    assert launch.env == {"SLURM_CONF": "/etc/slurm/site.conf"}
+    # srun's environment is a Slurm client's, the launch adds nothing of its own to it
+    (proc,) = launch.transport.processes(launch.steps)
+    assert launch.env == {} and proc.env == client_env("/etc/slurm/site.conf")
     script = cmd[-1]
     assert "CUDA_VISIBLE_DEVICES=7" not in script
     # Each task keeps the GPU Slurm bound to it.

@@ -1,4 +1,4 @@
-"""One reading of a node's drain reason (rackcert.core.slurm.reason) for the health check and
+"""One reading of a node's drain reason (rackcert.core.slurm.client) for the health check and
 the rolling upgrade: the text before Slurm's ` [user@time]` stamp, whatever brackets the
 reason or a field after it holds."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rackcert.core.slurm.reason import node_reason
+from rackcert.core.slurm.client import node_reason
 from rackcert.upgrade.slurm import parse_nodes
 
 pytestmark = pytest.mark.unit

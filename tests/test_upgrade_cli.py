@@ -14,6 +14,7 @@ import yaml
 from rackcert.cli import main
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import load_spec
+from rackcert.core.stage_records import ValidateData
 from tests.spec_helpers import LAB
 
 pytestmark = pytest.mark.unit
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.unit
 def certified(tmp_path: Path) -> Path:
     loaded = load_spec(LAB)
     run = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    run.write_stage("validate", ValidateData())
     run.write_stage("report", {"verdict": "PASS"})
     return tmp_path / "runs"
 
@@ -47,7 +49,9 @@ def test_plan_shows_layers_order_waves_and_steps(tmp_path, certified, capsys):
     assert "guest: nvidia_driver 470.82.01 -> 470.141.03" in out
     assert "wave 1: lab-esx01: lab-node1\nwave 2: lab-esx02: lab-node2" in out
     assert "the roll ASKS before taking each node out" in out
-    assert "lab-node1: ask -> drain -> shutdown guest -> host maintenance" in out
+    assert "lab-node1: ask -> drain -> measure before -> shutdown guest -> host maintenance" in out
+    assert "  measure before: validate and localisation's per-node stage ran on the node" in out
+    assert "start: run " in out and ", verdict PASS" in out
     assert sorted(p.name for p in (certified / "lab").iterdir()) == before  # nothing written
     assert main(["upgrade", str(spec), "--plan", "--json", "--runs-dir", str(certified)]) == 0
     plan = json.loads(capsys.readouterr().out)

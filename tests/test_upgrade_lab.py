@@ -447,7 +447,7 @@ def test_a_killed_roll_run_again_moves_all_four_nodes_and_loses_no_job(lab: Upgr
     # Nothing left drained by rackcert, no host in its maintenance, every node in service.
     assert lab.reasons() == {}
     _wait(lambda: set(lab.sinfo().values()) <= {"idle", "mix", "alloc"}, 60, "all nodes in service")
-    from rackcert.rollout import VSphereHypervisor
+    from provision.hypervisor_port import VSphereHypervisor
 
     assert VSphereHypervisor(lab.base.spec, wait_guest=False).marked_hosts() == []
     # The images as vLCM reports them, read by a client nobody here wrote.

@@ -47,11 +47,12 @@ def test_node_figures_name_each_unit_metric_and_skip_a_failed_row():
 
 @pytest.mark.unit
 def test_a_node_slower_than_the_racks_median_rule_is_a_finding():
-    before = Certificate(figures={"cpu.gemm_gflops": 10.0})
-    after = Certificate(figures={"cpu.gemm_gflops": 4.0})
+    ok = {"node.reachable": "pass"}
+    before = Certificate(checks=ok, figures={"cpu.gemm_gflops": 6.0})
+    after = Certificate(checks=ok, figures={"cpu.gemm_gflops": 4.5})  # 0.75 x its before
     found = judge(before, after, wanted={}, medians={"cpu.gemm_gflops": 10.0}, median_fraction=0.7)
-    assert found == ["cpu.gemm_gflops 4 below the rack's median rule (0.7 x median 10)"]
-    fine = Certificate(figures={"cpu.gemm_gflops": 9.0})
+    assert found == ["cpu.gemm_gflops 4.5 below the rack's median rule (0.7 x median 10)"]
+    fine = Certificate(checks=ok, figures={"cpu.gemm_gflops": 9.0})
     assert (
         judge(before, fine, wanted={}, medians={"cpu.gemm_gflops": 10.0}, median_fraction=0.7) == []
     )
@@ -62,14 +63,18 @@ def test_a_component_the_roll_leaves_alone_and_nobody_observed_is_not_a_finding(
     """Seen in the lab: the spec pins CUDA and OFED, no check there can observe them (no nvcc,
     no ofed_info), and a roll of the driver alone was refused for them."""
     wanted = {"nvidia_driver": "470.141.03", "cuda": "11.4", "ofed": "5.4-3.1.0.0"}
-    before = Certificate(versions={"nvidia_driver": "470.82.01", "ofed": "5.4-3.1.0.0"})
-    after = Certificate(versions={"nvidia_driver": "470.141.03"})
+    ok, fig = {"node.reachable": "pass"}, {"cpu.gemm_gflops": 9.0}
+    before = Certificate(
+        versions={"nvidia_driver": "470.82.01", "ofed": "5.4-3.1.0.0"}, checks=ok, figures=fig
+    )
+    after = Certificate(versions={"nvidia_driver": "470.141.03"}, checks=ok, figures=fig)
     kw = {"wanted": wanted, "medians": {}, "median_fraction": 0.7}
     moved = frozenset({"nvidia_driver"})
     # OFED was observed before and is gone now: a finding; CUDA never was: none.
     assert judge(before, after, changing=moved, **kw) == ["ofed not observed, wanted 5.4-3.1.0.0"]
     # The component the roll moves must be observed, whatever the baseline saw.
-    assert judge(Certificate(), Certificate(), changing=moved, **kw)[0] == (
+    unobserved = Certificate(checks=ok, figures=fig)
+    assert judge(unobserved, unobserved, changing=moved, **kw)[0] == (
         "nvidia_driver not observed, wanted 470.141.03"
     )
     # Without `changing`, every wanted component counts as moved (and must be observed).

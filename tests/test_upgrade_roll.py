@@ -220,6 +220,7 @@ def test_a_roll_upgrades_every_node_without_losing_a_job(tmp_path):
     assert steps == [
         "drain",
         "wait drained",
+        "measure before",
         "shutdown guest",
         "power on",
         "guest layer",
@@ -246,9 +247,12 @@ def test_a_node_that_fails_stays_drained_with_the_finding_and_the_rest_is_untouc
     node3 = world.slurm.table["lab-node3"]
     assert node3.drain
     assert node3.reason == (
-        f"rackcert upgrade {run.path.name}: node.compute 50 below the rack's median rule"
-        " (0.7 x median 100)"
+        f"rackcert upgrade {run.path.name}: node.compute 50 below 0.7 x its before 100 (+1 more)"
     )
+    assert out.nodes[2].findings == [
+        "node.compute 50 below 0.7 x its before 100",
+        "node.compute 50 below the rack's median rule (0.7 x median 100)",
+    ]
     assert not [c for c in world.slurm.calls if c[1] == "lab-node4"]
     assert world.vc.images["lab-esx04"]["esxi"] == "7.0.3"
     assert "lab-node4" not in world.guests.applied
@@ -508,12 +512,12 @@ def test_the_report_names_the_failed_node_and_its_finding(tmp_path):
     record = assemble(run)
     rows = {u.node: u for u in record.upgrade}
     assert rows["lab-node3"].state == "failed"
-    assert "node.compute 50 below the rack's median rule" in rows["lab-node3"].reason
+    assert "node.compute 50 below 0.7 x its before 100" in rows["lab-node3"].reason
     assert rows["lab-node1"].after["nvidia_driver"] == NEW_DRIVER
     assert rows["lab-node1"].out_minutes is not None and rows["lab-node4"].out_minutes is None
     assert record.upgrade_status.startswith("stopped (from certified run certified)")
     html = render_html(record)
-    assert 'id="upgrade"' in html and "lab-node3" in html and "median rule" in html
+    assert 'id="upgrade"' in html and "lab-node3" in html and "its before 100" in html
 
 
 @pytest.mark.parametrize("at", [2, 3, 4])

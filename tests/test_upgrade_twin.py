@@ -1,4 +1,4 @@
-"""The roll's Hypervisor port (rackcert.rollout.VSphereHypervisor) on the rack twin: power,
+"""The roll's Hypervisor port (provision.hypervisor_port.VSphereHypervisor) on the rack twin: power,
 maintenance with rackcert's mark, a reboot proven by a later bootTime, the mark cleared on
 exit; and a whole roll of the lab's two hosts through it (Slurm and the guests in memory).
 
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from provision.hypervisor_port import VSphereHypervisor
 from rackcert.core.errors import RackcertError
-from rackcert.rollout import VSphereHypervisor
 from rackcert.upgrade.machine import Ports, Roll, Timing
 from rackcert.upgrade.ports import Certificate, NodeState, RealClock
 from tests.upgrade_helpers import make_plan, new_run, spec_of

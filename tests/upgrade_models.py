@@ -12,6 +12,11 @@ They model the real behaviour the roll depends on, not rackcert's code:
   does not complete (no DRS can move a passthrough VM: here it is refused); a reboot is
   accepted before the host goes down, then bootTime moves later; vLCM's apply needs
   maintenance mode.
+- The host image: what is installed is not what runs until the host reboots. `esxcli
+  software profile update` stages the new image's VIBs for the next boot ("Reboot Required:
+  true" in its result; VMware's esxcli software reference), and vLCM's remediation reboots the
+  host itself before its task ends. So `images` is the running image and `installed` the one
+  the next boot runs.
 """
 
 from __future__ import annotations
@@ -158,7 +163,8 @@ class SimVcenter:
         self.marks: dict[str, str] = {}
         self.boot = {h: 1000.0 for h in self.maintenance}
         self.down_until: dict[str, float] = {}
-        self.images = {h: dict(image) for h in self.maintenance}
+        self.images = {h: dict(image) for h in self.maintenance}  # running
+        self.installed = {h: dict(image) for h in self.maintenance}  # what the next boot runs
         self.events: list[tuple[float, str, str]] = []
         self.shutdown_s, self.reboot_s = 2.0, 5.0
         clock.tickers.append(self.tick)
@@ -227,6 +233,7 @@ class SimVcenter:
             raise PortError(f"{host}: RebootHost needs maintenance mode")
         self.down_until[host] = self.clock.t + self.reboot_s
         self.boot[host] = self.boot[host] + 60  # later by a minute, whatever the clock says
+        self.images[host] = dict(self.installed[host])  # the boot runs what is installed
         self.events.append((self.clock.t, "reboot", host))
 
 
@@ -243,9 +250,10 @@ class SimHostImage:
             raise PortError(f"{host}: vLCM apply needs the host in maintenance mode")
         if host in self.fail:
             raise PortError(f"{host}: vLCM apply task failed (planted)")
-        self.vc.images[host].update(versions)
+        self.vc.installed[host].update(versions)  # staged: runs after the next boot
         if self.reboots:  # vLCM's remediation reboots the host itself before its task ends
             self.vc.boot[host] += 60
+            self.vc.images[host] = dict(self.vc.installed[host])
             self.vc.events.append((self.vc.clock.t, "remediation reboot", host))
 
     reboots = False
@@ -261,6 +269,12 @@ class SimGuests:
         self.broken_install: set[str] = set()
         self.half_rate: set[str] = set()
         self.applied: list[str] = []
+        # What a node shows after the roll changed it (each a planted regression):
+        self.rate_after: dict[str, float] = {}  # its compute rate
+        self.check_fails_after: dict[str, str] = {}  # a check that passed before, failing
+        self.figure_gone_after: dict[str, str] = {}  # a figure the stage no longer gives
+        self.extra_figures: dict[str, dict[str, tuple[float, float]]] = {}  # (before, after)
+        self.unreachable: set[str] = set()  # its validate cannot reach it
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         if self.vc.power[node] != "poweredOn":
@@ -274,27 +288,41 @@ class SimGuests:
 
     def certificate(self, node: str) -> Certificate:
         after = self.versions[node]
+        changed = after != self.initial[node]
         rate = 100.0
-        if node in self.half_rate and after != self.initial[node]:
+        if node in self.half_rate and changed:
             rate = 50.0  # the node came back at half its compute rate
+        if node in self.rate_after and changed:
+            rate = self.rate_after[node]
+        checks = {"gpu.count": "pass", "gpu.nvlink": "fail"}  # the lab lacks NVLink
+        if node in self.check_fails_after and changed:
+            checks[self.check_fails_after[node]] = "fail"
+        figures = {"node.compute": rate}
+        for name, (old, new) in self.extra_figures.get(node, {}).items():
+            figures[name] = new if changed else old
+        if node in self.figure_gone_after and changed:
+            figures.pop(self.figure_gone_after[node])
         return Certificate(
-            versions=dict(after),
-            checks={"gpu.count": "pass", "gpu.nvlink": "fail"},  # the lab lacks NVLink
-            figures={"node.compute": rate},
-            floors={"node.compute": 40.0},
+            versions=dict(after), checks=checks, figures=figures, floors={"node.compute": 40.0}
         )
 
 
 class SimCertifier:
+    """The node's validate and per-node stage (`certify`), and the start run's record of the
+    nodes (`baseline`): by default what they show now, as a run on an idle rack recorded it;
+    `start` replaces a node's record (a start run without its validate, or one that did not
+    localise and so has no figures)."""
+
     def __init__(self, guests: SimGuests):
         self.guests = guests
         self.certified: list[str] = []
+        self.start: dict[str, Certificate] = {}
 
     def baseline(self, nodes: list[str]) -> dict[str, Certificate]:
-        return {n: self.guests.certificate(n) for n in nodes}
+        return {n: self.start.get(n, self.guests.certificate(n)) for n in nodes}
 
     def certify(self, node: str, versions: dict[str, str]) -> Certificate:
-        if self.guests.vc.power[node] != "poweredOn":
+        if self.guests.vc.power[node] != "poweredOn" or node in self.guests.unreachable:
             raise PortError(f"{node}: unreachable")
         self.certified.append(node)
         return self.guests.certificate(node)

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from rackcert.core.check_components import CHECK_COMPONENTS
 from rackcert.core.errors import InputError
 from rackcert.core.known_hosts import enroll, is_pinned, peer_lines, rack_file
 from rackcert.core.observed import Inventory
@@ -53,6 +54,7 @@ def targets(
     local: bool = False,
     ssh_config: Path | None = None,
     need_key: bool = True,
+    known_hosts: Path | None = None,
 ) -> list[Target]:
     """Who to validate and how to reach them; an unknown --node is an input error."""
     spec = loaded.spec
@@ -75,7 +77,7 @@ def targets(
     if need_key and key_path and not Path(key_path).is_file():
         raise InputError(f"guest.ssh.key_file {key} does not exist; create it or fix the spec")
     # The rack's known_hosts unless the caller's own ssh_config decides (no enrolment then).
-    pins = None if ssh_config else str(rack_file(spec, run))
+    pins = None if ssh_config or known_hosts is None else str(known_hosts)
     return [
         Target(
             expect=e,
@@ -260,14 +262,25 @@ def validate(
     peers: int | str = DEFAULT_K,
     console=None,
     deadline_s: float = 900.0,
+    enrol: bool = True,
 ) -> ValidateRecord:
     """Validate the spec's nodes, record validate.json + JUnit (+ facts.json) and return the
-    record as written; never raises for a failing or unreachable node (only for bad input)."""
+    record as written; never raises for a failing or unreachable node (only for bad input).
+
+    The rack's known_hosts is `rack_file(spec, runs_root)`; `enrol=False` (a roll) trusts
+    only the keys already in it."""
     started, t0 = utc_now(), time.monotonic()
     skip = list(skip or [])
     defs, hv_patterns, hv_selected = _selection(checks, skip)
+    known_hosts = rack_file(loaded.spec, runs_root) if not local and ssh_config is None else None
     tgts = targets(
-        loaded, run, nodes=nodes, local=local, ssh_config=ssh_config, need_key=bool(defs)
+        loaded,
+        run,
+        nodes=nodes,
+        local=local,
+        ssh_config=ssh_config,
+        need_key=bool(defs),
+        known_hosts=known_hosts,
     )
     # The recorded discovery (a provision record runs to megabytes) is read once: here when
     # vGPU guests' expectations need it (gpu.vgpu.branch judges a guest against its host),
@@ -284,7 +297,7 @@ def validate(
     art = run.artifacts("validate")
     events = art / "events.jsonl"
     events.unlink(missing_ok=True)
-    host_keys = _enroll(loaded, run, tgts) if not local and ssh_config is None else None
+    host_keys = _enroll(loaded, known_hosts, tgts, enrol) if known_hosts is not None else None
     if host_keys:
         tgts = _with_peer_keys(tgts, Path(host_keys["known_hosts"]))
     facts_path = run.path / "facts.json"
@@ -387,14 +400,14 @@ def _peer_record(
     }
 
 
-def _enroll(loaded: LoadedSpec, run: RunDir, tgts: list[Target]) -> dict[str, Any]:
+def _enroll(loaded: LoadedSpec, path: Path, tgts: list[Target], enrol: bool) -> dict[str, Any]:
     """Enrol the nodes and their peers the rack's known_hosts does not know yet (first
-    contact); recorded in validate.json (host_keys), which the CLI shows."""
+    contact; never in a roll, `enrol` off); recorded in validate.json (host_keys), which the
+    CLI shows."""
     spec = loaded.spec
-    path = rack_file(spec, run)
     hosts = [(t.expect.address, t.expect.ssh_port) for t in tgts]
     hosts += [(p.address, p.port) for t in tgts for p in t.expect.peers]
-    enrolled = enroll(path, hosts, pinned=is_pinned(spec))
+    enrolled = enroll(path, hosts, pinned=is_pinned(spec)) if enrol else []
     return {
         "known_hosts": str(path),
         "pinned": is_pinned(spec),
@@ -465,22 +478,12 @@ def _nodes(
     return out
 
 
-# What the checks observed, as versions the report's software matrix reads per node.
-_VERSION_OF = {
-    "gpu.driver": "nvidia_driver",
-    "gpu.cuda.toolkit": "cuda",
-    "gpu.cuda.driver": "cuda_driver",
-    "gpu.model": "gpu_model",
-    "ofed.version": "ofed",
-    "container.toolkit": "container_toolkit",
-    "os.release": "os",
-}
-
-
 def _versions(results: list[CheckResult]) -> dict[str, str]:
+    """The node's versions its checks observed (rackcert.core.check_components), the GPU
+    count and the kernel."""
     out: dict[str, str] = {}
     for r in results:
-        key = _VERSION_OF.get(r.id)
+        key = CHECK_COMPONENTS.get(r.id)
         if key and r.observed and r.status in (Status.passed, Status.failed):
             out[key] = r.observed
         if r.id == "gpu.count" and r.observed[:1].isdigit():

@@ -110,6 +110,10 @@ def show_configure(console: Console, record: ConfigureRecord, path: Path) -> Non
     show_enrolled(console, data.host_keys)
     hosts = sorted(data.hosts.values(), key=lambda h: h.name)
     show_table(console, summary_table(hosts, check=data.check))
+    for h in hosts:  # the family each node was found to be (its facts, not the spec's guest.os)
+        found = (h.outcomes.get("rackcert_facts_versions") or {}).get("os")
+        if found:
+            say(console, f"{h.name}: found {found}")
     t = data.totals
     would = " would be made" if data.check else ""
     say(

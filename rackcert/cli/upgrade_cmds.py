@@ -64,6 +64,13 @@ def upgrade_cmd(
             help="Roll versions the certified matrix does not list (the record says so)",
         ),
     ] = False,
+    allow_uncertified_start: Annotated[
+        bool,
+        typer.Option(
+            "--allow-uncertified-start",
+            help="Roll from a start run whose verdict is not PASS (the record and report say so)",
+        ),
+    ] = False,
     drain_timeout: Annotated[
         float,
         typer.Option("--drain-timeout", min=1, help="Seconds a node may take to finish its jobs"),
@@ -125,6 +132,7 @@ def upgrade_cmd(
         max_failures=max_failures,
         order=order_list,
         allow_uncertified=allow_uncertified,
+        allow_uncertified_start=allow_uncertified_start,
         certified_run=certified_run,
         read_scheduler=not plan_only,
     )

@@ -47,7 +47,7 @@ from rackcert.core.known_hosts import (
     ssh_options,
 )
 from rackcert.core.paths import playbooks_dir
-from rackcert.core.runs import RunDir, utc_now
+from rackcert.core.runs import RunDir, runs_root_of, utc_now
 from rackcert.core.secrets import REDACTOR
 from rackcert.core.spec_loader import LoadedSpec
 from rackcert.core.stage_records import ConfigureData, ConfigureRecord
@@ -141,11 +141,13 @@ class _HostKeys:
         }
 
 
-def _host_keys(spec: Any, run: RunDir) -> _HostKeys:
-    """Enrol the VMs the rack's known_hosts does not know yet; the lines ssh_trust installs."""
-    path = rack_file(spec, run)
+def _host_keys(spec: Any, run: RunDir, runs_root: Path | None, enrol: bool) -> _HostKeys:
+    """Enrol the VMs the rack's known_hosts does not know yet (unless `enrol` is off: a roll
+    trusts only what is enrolled); the lines ssh_trust installs."""
+    path = rack_file(spec, runs_root if runs_root is not None else runs_root_of(run))
     pinned = is_pinned(spec)
-    enrolled = enroll(path, [(vm.address, vm.ssh_port) for vm in spec.vms], pinned=pinned)
+    hosts = [(vm.address, vm.ssh_port) for vm in spec.vms]
+    enrolled = enroll(path, hosts, pinned=pinned) if enrol else []
     peers = [(vm.name, vm.address, vm.ssh_port) for vm in spec.vms]
     return _HostKeys(path, pinned, enrolled, peer_lines(path, peers) if path.is_file() else [])
 
@@ -240,6 +242,8 @@ def configure(
     verbosity: int = 0,
     versions_from: Path | None = None,
     host_vars: dict[str, dict[str, Any]] | None = None,
+    runs_root: Path | None = None,
+    enrol: bool = True,
 ) -> ConfigureRecord:
     """Run site.yml against the spec's VMs; record configure.json in `run`; return that record.
 
@@ -261,6 +265,10 @@ def configure(
             run changed them (rackcert.configure.rollback).
         host_vars: per VM, variables for that node only (the CLI gives each vGPU VM its
             host's vGPU manager version from the recorded discovery), written `!unsafe`.
+        runs_root: where the rack's runs (and its known_hosts) live; default: the root `run`
+            lies under (a roll's per-node run, nested in the roll's, must be given it).
+        enrol: trust on first contact the nodes the rack's known_hosts lacks (off in a
+            roll: a node not enrolled is refused by ssh, never trusted anew).
 
     Example:
         result = configure(load_spec("inventories/lab.yaml"), run, check=True)
@@ -295,7 +303,7 @@ def configure(
     collector = EventCollector()
     ident = started.replace(":", "").replace("-", "")
     REDACTOR.add(become_password)
-    keys = _host_keys(spec, run)
+    keys = _host_keys(spec, run, runs_root, enrol)
 
     def handler(event: dict[str, Any]) -> bool:
         collector.handle(event)

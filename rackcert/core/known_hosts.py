@@ -16,8 +16,13 @@ renders these options for every client); the ssh_trust role distributes the keys
 enrolled here (`peer_lines`) instead of scanning the peers itself, and validate's
 ssh.peers probe and the launchers' hops from the first node carry the same lines.
 
+A roll (rackcert upgrade) never enrols: its per-node runs live under the roll's run, so the
+rack's file is derived from the runs root and the rack's name (`rack_file`), never from a
+run directory's place, and a node whose key is missing or changed fails (rackcert.core
+.host_key_check).
+
 Example:
-    path = rack_file(spec, run)
+    path = rack_file(spec, Path("runs"))
     for line in enroll(path, [("10.10.0.11", 22)], pinned=is_pinned(spec)):
         print(line.describe())
     argv = ["ssh", *ssh_options(path), "--", "root@10.10.0.11", "true"]
@@ -63,11 +68,13 @@ def is_pinned(spec: Any) -> bool:
     return bool(getattr(spec.guest.ssh, "known_hosts", None))
 
 
-def rack_file(spec: Any, run: Any) -> Path:
-    """The known_hosts that configure, validate and bench trust for this rack.
+def rack_file(spec: Any, runs_root: Path) -> Path:
+    """The known_hosts that configure, validate, bench and a roll trust for this rack.
 
-    The spec's pinned file when it names one, else `<runs>/<rack>/known_hosts`
-    (the run's parent directory), shared by every run of the rack.
+    The spec's pinned file when it names one, else `<runs_root>/<rack>/known_hosts`, shared by
+    every run of the rack. The one place the file is derived: a run directory is not asked
+    where it lies (a roll's per-node runs lie under the roll's run, whose parent is no
+    rack's directory).
     """
     pinned = getattr(spec.guest.ssh, "known_hosts", None)
     if pinned:
@@ -77,7 +84,7 @@ def rack_file(spec: Any, run: Any) -> Path:
                 f"guest.ssh.known_hosts {pinned} does not exist; create it or fix the spec"
             )
         return path
-    return Path(run.path).parent / FILE_NAME
+    return Path(runs_root) / spec.metadata.name / FILE_NAME
 
 
 def host_name(address: str, port: int) -> str:
@@ -99,7 +106,7 @@ def ssh_options(path: Path) -> list[str]:
     ]
 
 
-def _fingerprint(blob_b64: str) -> str:
+def fingerprint(blob_b64: str) -> str:
     digest = hashlib.sha256(base64.b64decode(blob_b64)).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
@@ -215,7 +222,7 @@ def enroll(path: Path, hosts: list[tuple[str, int]], *, pinned: bool = False) ->
             handle.write("".join(line + "\n" for line in lines))
         for line in lines:
             _host, key_type, blob = line.split(" ")
-            enrolled.append(Enrolled(host_name(address, port), key_type, _fingerprint(blob)))
+            enrolled.append(Enrolled(host_name(address, port), key_type, fingerprint(blob)))
     return enrolled
 
 

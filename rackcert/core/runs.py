@@ -178,7 +178,11 @@ class RunDir:
     spec_sha256: str | None = None
 
     @classmethod
-    def create(cls, root: Path, rack: str, spec_sha256: str, spec_text: str) -> RunDir:
+    def create(
+        cls, root: Path, rack: str, spec_sha256: str, spec_text: str, *, within: str = ""
+    ) -> RunDir:
+        """A new run under `<root>/<rack>/`; `within` names the run it is nested in (a roll's
+        per-node runs), so nothing takes its parent directory for a rack's (runs_root_of)."""
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         # Absolute, so tools that change directory (ansible-runner, torchrun) find the run.
         path = Path(root).resolve() / rack / stamp
@@ -195,6 +199,7 @@ class RunDir:
                 "rack": rack,
                 "spec_sha256": spec_sha256,
                 "created_at": utc_now(),
+                **({"within": within} if within else {}),
             },
         )
         return run
@@ -290,6 +295,19 @@ class RunDir:
         path = self.path / "artifacts" / stage
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def runs_root_of(run: RunDir) -> Path:
+    """The runs root a rack's run lies under (`<root>/<rack>/<stamp>`), for a stage called
+    with a run and no root. A run nested in another (meta `within`: a roll's per-node runs,
+    `<roll>/nodes/<node>/<stamp>`) is refused in one line: its caller knows the root and
+    passes it, or the rack's known_hosts would be looked for under the roll."""
+    within = run.meta.get("within")
+    if within:
+        raise InputError(
+            f"{run.path}: a run nested in run {within}; the stage needs the rack's runs root"
+        )
+    return run.path.parent.parent
 
 
 MAX_WALKED = 200_000  # entries of a run tree looked at for links; a run holds far fewer

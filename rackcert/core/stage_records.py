@@ -806,7 +806,14 @@ class UpgradeNode(Model):
     versions_before: dict[str, str] = Field(default_factory=dict)
     versions_after: dict[str, str] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(
-        default_factory=dict, description="The node before the roll: versions, checks, figures"
+        default_factory=dict,
+        description="The node before the roll, measured on it once drained and idle, before"
+        " its host went down: versions, checks, figures, floors",
+    )
+    after: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The node after the roll (its validate and per-node stage), judged"
+        " against `baseline`: versions, checks, figures, floors",
     )
     findings: list[str] = Field(default_factory=list)
     steps: list[UpgradeStep] = Field(default_factory=list)
@@ -839,6 +846,15 @@ class UpgradeData(Model):
     order: str
     allow_uncertified: bool = False
     uncertified: list[str] = Field(default_factory=list)
+    start_verdict: str = Field(
+        "", description="The start run's verdict (PASS, FAIL, INCOMPLETE, none)"
+    )
+    start_failing: list[str] = Field(
+        default_factory=list, description="The start run's failing checks: 'node: check status'"
+    )
+    allow_uncertified_start: bool = Field(
+        False, description="Rolled from a start whose verdict is not PASS, as the operator asked"
+    )
     changes: list[UpgradeChange] = Field(default_factory=list)
     waves: list[list[str]] = Field(default_factory=list, description="Hosts, wave by wave")
     status: Literal["running", "done", "stopped"] = "running"

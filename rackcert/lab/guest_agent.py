@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.guestwatch import cancel_waits
-from provision.viewspec import view_filter_spec
+from provision.vmwatch import VmWatch, vm_config
 from rackcert.lab import linkshape, sshhosts
 
 log = logging.getLogger("rackcert.lab.guest_agent")
@@ -142,54 +142,21 @@ class GuestAgent:
             ).start()
 
     def _watch(self, si: Any) -> None:
-        from pyVmomi import vim, vmodl
-
-        content = si.content
-        view = content.viewManager.CreateContainerView(
-            content.rootFolder, [vim.VirtualMachine], True
-        )
-        pc = content.propertyCollector.CreatePropertyCollector()
-        spec = view_filter_spec(view, {vim.VirtualMachine: WATCHED})
-        pc.CreateFilter(spec, partialUpdates=False)
-        self._pc = pc
-        options = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=self.wait_s)
-        version = ""
-        try:
-            while not self._stop.is_set():
-                update = pc.WaitForUpdatesEx(version, options)
-                if update is None:
-                    # A hung guest was let go (it boots now), or a host did not start in time
-                    # on a loaded machine: a powered-on VM boots in the end, so try again.
-                    if (self._hung - self.hang) or self._failed:
-                        self._reconcile(si, set())
-                    continue
-                version = update.version
-                powered_on = self._apply(update)
-                self._reconcile(si, powered_on)
-        finally:
-            self._pc = None
-            with contextlib.suppress(Exception):
-                pc.DestroyPropertyCollector()
-            with contextlib.suppress(Exception):
-                view.DestroyView()
-
-    def _apply(self, update: Any) -> set[str]:
-        """Fold an UpdateSet into the cached VM properties; the moids that just powered on."""
-        powered_on: set[str] = set()
-        for filter_set in update.filterSet or []:
-            for obj in filter_set.objectSet or []:
-                moid = obj.obj._moId
-                if obj.kind == "leave":
-                    self._vms.pop(moid, None)
-                    continue
-                props = self._vms.setdefault(moid, {})
-                was = props.get("runtime.powerState")
-                for change in obj.changeSet or []:
-                    props[change.name] = None if change.op == "remove" else change.val
-                now = props.get("runtime.powerState")
-                if now == "poweredOn" and was != "poweredOn":
-                    powered_on.add(moid)
-        return powered_on
+        with VmWatch(si, WATCHED, self.wait_s, vms=self._vms) as watch:
+            self._pc = watch.collector
+            try:
+                while not self._stop.is_set():
+                    powered_on = watch.next_round()
+                    if powered_on is None:
+                        # A hung guest was let go (it boots now), or a host did not start in
+                        # time on a loaded machine: a powered-on VM boots in the end, so try
+                        # again.
+                        if (self._hung - self.hang) or self._failed:
+                            self._reconcile(si, set())
+                        continue
+                    self._reconcile(si, powered_on)
+            finally:
+                self._pc = None
 
     # -- the guests ---------------------------------------------------------------------------
     def _reconcile(self, si: Any, powered_on: set[str]) -> None:
@@ -224,8 +191,6 @@ class GuestAgent:
 
     def _boot(self, si: Any, name: str, moid: str) -> None:
         """What the guest does at boot: read guestinfo (now), apply it, start sshd."""
-        from pyVmomi import vim
-
         from provision.guestinfo import read_identity
 
         if name in self.hang:
@@ -234,12 +199,10 @@ class GuestAgent:
             self._hung.add(name)
             return
         self._hung.discard(name)
-        vm = vim.VirtualMachine(moid, stub=si._stub)
-        try:
-            config = vm.config  # one read: the guestinfo keys and the BIOS UUID Tools speak on
-            extra = {o.key: str(o.value) for o in config.extraConfig or []}
-        except Exception:  # noqa: BLE001 - destroyed in between
+        read = vm_config(si, moid)  # one read: the guestinfo keys and the BIOS UUID Tools use
+        if read is None:  # destroyed in between
             return
+        extra, uuid = read
         ident = read_identity(extra)
         if not ident or not ident.get("address") or not ident.get("hostname"):
             self._event((name, "no cloud-init metadata: no host"))
@@ -262,9 +225,7 @@ class GuestAgent:
         # configures it (NewVirtualMachine: folderPutChild, then configure), and sets the
         # config by plain assignment, which sends no property update. A watch that met the
         # VM in that window never learned config.uuid ("no BIOS UUID" on a loaded machine).
-        self._report_tools(
-            name, config.uuid or self._vms.get(moid, {}).get("config.uuid") or "", host
-        )
+        self._report_tools(name, uuid or self._vms.get(moid, {}).get("config.uuid") or "", host)
 
     def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
         """VMware Tools in the guest: report its hostname and address once SSH answers.

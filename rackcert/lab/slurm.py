@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import RackcertError
-from rackcert.core.slurm.client import run_client
+from rackcert.core.slurm import client as slurm_client
 from rackcert.lab.pids import pid_alive
 
 RUN_ROOT = Path("/run/rackcert-slurm")
@@ -307,19 +307,18 @@ class SlurmLab:
             return False
 
     def scontrol(self, *args: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
-        return self.client("scontrol", *args, timeout=timeout)
+        return slurm_client.scontrol(*args, conf=str(self.conf), timeout=timeout)
 
     def client(
         self, tool: str, *args: str, timeout: float = 10
     ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm client command (sinfo, scontrol, squeue...) against this lab: the
         spine's run_client, as the health check and the roll run them."""
-        return run_client(tool, *args, conf=str(self.conf), timeout=timeout)
+        return slurm_client.run_client(tool, *args, conf=str(self.conf), timeout=timeout)
 
     def node_states(self) -> dict[str, str]:
         """Each node's state as sinfo prints it (idle, alloc, drain, down*...)."""
-        out = self.client("sinfo", "-N", "-h", "-o", "%N %t").stdout
-        return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+        return slurm_client.short_states(conf=str(self.conf), timeout=10)
 
     def wait_idle(self, names: list[str], timeout: float = 30.0) -> float:
         """Wait until every named node is idle; returns the seconds it took."""

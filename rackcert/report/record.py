@@ -197,6 +197,14 @@ class HealthEvent(Model):
     seconds: float | None = None
 
 
+class UpgradeEvidence(Model):
+    """One line of a node's before and after, side by side: a figure, or a check."""
+
+    name: str
+    before: str = Field("", description="Measured on the node once drained, before its host")
+    after: str = Field("", description="Measured after the roll; empty: not measured")
+
+
 class UpgradeRow(Model):
     """One node of a rolling upgrade (rackcert upgrade), from the run's upgrade.json."""
 
@@ -208,6 +216,12 @@ class UpgradeRow(Model):
     reason: str = Field("", description="Who drained it and why (a failed node's finding)")
     out_minutes: float | None = Field(None, description="Drain to resume, minutes")
     forced_power_off: bool = False
+    evidence: list[UpgradeEvidence] = Field(
+        default_factory=list,
+        description="The resume rule's evidence: every figure and every check that passed"
+        " before or after, before and after side by side",
+    )
+    findings: list[str] = Field(default_factory=list, description="Why it was not resumed")
     timeline: list[str] = Field(
         default_factory=list, description="step: start .. end, in the order they ran"
     )

@@ -1,20 +1,24 @@
 """The report's rolling-upgrade section, from the run's upgrade.json (rackcert upgrade).
 
-Per node: its state, the guest versions before and after, who drained it and why (a
-failed node's finding), how long it was out of service and its timeline of steps, so an
-auditor sees which node was certified again and which was not. Nothing when the run has
-no roll.
+Per node: its state, the guest versions before and after, the resume rule's evidence (each
+figure and each check, measured on the node before and after, side by side) and findings,
+who drained it and why (a failed node's finding), how long it was out of service and its
+timeline of steps, so an auditor sees which node was certified again and which was not.
+Nothing when the run has no roll.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from rackcert.core.errors import RecordError
 from rackcert.core.runs import RunDir
 from rackcert.core.stage_records import UpgradeRecord
 from rackcert.core.upgrade_layers import DRAIN, RESUME
-from rackcert.report.record import UpgradeRow
+from rackcert.report.record import UpgradeEvidence, UpgradeRow
+
+PASSED = "pass"  # rackcert.core.results.Status.passed
 
 
 def _t(stamp: str) -> datetime | None:
@@ -22,6 +26,27 @@ def _t(stamp: str) -> datetime | None:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def evidence(before: dict[str, Any], after: dict[str, Any]) -> list[UpgradeEvidence]:
+    """Figures, then checks that passed on either side, before and after side by side."""
+    rows = []
+    b_fig, a_fig = before.get("figures", {}), after.get("figures", {})
+    for name in sorted(b_fig.keys() | a_fig.keys()):
+        rows.append(
+            UpgradeEvidence(
+                name=name,
+                before=f"{b_fig[name]:g}" if name in b_fig else "",
+                after=f"{a_fig[name]:g}" if name in a_fig else "",
+            )
+        )
+    b_chk, a_chk = before.get("checks", {}), after.get("checks", {})
+    for check in sorted(b_chk.keys() | a_chk.keys()):
+        if PASSED in (b_chk.get(check), a_chk.get(check)):
+            rows.append(
+                UpgradeEvidence(name=check, before=b_chk.get(check, ""), after=a_chk.get(check, ""))
+            )
+    return rows
 
 
 def upgrade_section(run: RunDir) -> tuple[list[UpgradeRow], str | None]:
@@ -49,6 +74,8 @@ def upgrade_section(run: RunDir) -> tuple[list[UpgradeRow], str | None]:
                 reason=node.reason,
                 out_minutes=round(minutes, 1) if minutes is not None else None,
                 forced_power_off=node.forced_power_off,
+                evidence=evidence(node.baseline, node.after),
+                findings=list(node.findings),
                 timeline=[
                     f"{s.step}: {s.status} {s.started_at[11:19]}..{s.ended_at[11:19]}"
                     for s in node.steps
@@ -58,6 +85,13 @@ def upgrade_section(run: RunDir) -> tuple[list[UpgradeRow], str | None]:
     status = f"{data.status} (from certified run {data.certified_run})"
     if data.stopped_because:
         status += f": {data.stopped_because}"
+    if data.start_verdict and data.start_verdict != "PASS":
+        failing = ", ".join(data.start_failing[:5])
+        more = f" (+{len(data.start_failing) - 5} more)" if len(data.start_failing) > 5 else ""
+        status += (
+            f"; started from a run that is not certified (verdict {data.start_verdict},"
+            f" --allow-uncertified-start){': failing ' + failing + more if failing else ''}"
+        )
     if data.uncertified:
         status += f"; uncertified versions allowed: {len(data.uncertified)}"
     return rows, status

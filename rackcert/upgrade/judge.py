@@ -1,12 +1,23 @@
-"""Whether a node may go back into service: the new versions observed, nothing worse.
+"""Whether a node may go back into service: the resume rule, one finding per broken branch.
 
-Compared with the same node before the roll (its baseline): no check that passed before
-fails now; no figure falls below its own rule, nor below the rack's median rule (the
-median of the nodes' baselines times certification.median_fraction_min). A check that
-failed before and fails now (in the lab: a check that needs hardware the lab lacks) is
-not a finding: the roll judges change, not the rack.
+The node's own before (its validate and per-node stage, measured on it once drained and
+idle, before its host went down) against its after. It resumes only when every branch holds:
 
-    findings = judge(before, after, wanted={"nvidia_driver": "535.154.05"}, medians={...})
+1. evidence: the before and the after were measured (some check passed before; the per-node
+   stage gave figures before; checks ran after). What could not be measured is a finding,
+   never a pass;
+2. versions: the new versions are observed (a component the roll leaves alone and no check
+   observed before either, in the lab CUDA without nvcc, is not the roll's to prove);
+3. checks: every check that passed before passes after. A check that failed before and
+   fails after (the lab's explained failures: no GPU, no OFED) is not a finding: the roll
+   judges change, not the rack;
+4. figures: every figure measured before is measured after, at least `median_fraction` x
+   its own before, and at least `median_fraction` x the rack's median where the start run
+   localised (`medians`);
+5. rules: no figure below a rule the spec gives (`floors`, rackcert.upgrade.rules).
+
+    findings = judge(before, after, wanted={"nvidia_driver": "535.154.05"}, medians={...},
+                     median_fraction=0.7, floors={"node_allreduce.busbw_gb_s": 150.0})
 """
 
 from __future__ import annotations
@@ -27,12 +38,77 @@ def version_matches(observed: str | None, wanted: str) -> bool:
 
 
 def rack_medians(baselines: dict[str, Certificate]) -> dict[str, float]:
-    """Per figure, the median over the nodes' baselines."""
+    """Per figure, the median over the nodes' figures in the start run (where it localised)."""
     values: dict[str, list[float]] = {}
     for cert in baselines.values():
         for name, value in cert.figures.items():
             values.setdefault(name, []).append(value)
     return {name: statistics.median(v) for name, v in values.items()}
+
+
+def unmeasured_before(before: Certificate) -> list[str]:
+    """What the node's before lacks to be judged against (empty: it is evidence)."""
+    out = []
+    if not any(status == PASSED for status in before.checks.values()):
+        out.append("no check passed before the roll (nothing to hold the node to)")
+    if not before.figures:
+        out.append("the per-node stage measured no figure before the roll")
+    return out
+
+
+def _versions(
+    before: Certificate, after: Certificate, wanted: dict[str, str], changing: frozenset[str] | None
+) -> list[str]:
+    out = []
+    for component, version in sorted(wanted.items()):
+        seen = after.versions.get(component)
+        if version_matches(seen, version):
+            continue
+        moved = changing is None or component in changing
+        if not seen and not moved and not before.versions.get(component):
+            continue
+        out.append(f"{component} {seen or 'not observed'}, wanted {version}")
+    return out
+
+
+def _checks(before: Certificate, after: Certificate) -> list[str]:
+    out = []
+    for check, status in sorted(before.checks.items()):
+        if status != PASSED:
+            continue
+        now = after.checks.get(check)
+        if now is None:
+            out.append(f"{check} not run after the roll, passed before")
+        elif now != PASSED:
+            out.append(f"{check} {now}, passed before the roll")
+    return out
+
+
+def _figures(
+    before: Certificate,
+    after: Certificate,
+    medians: dict[str, float],
+    fraction: float,
+    floors: dict[str, float],
+) -> list[str]:
+    out = []
+    for name in sorted(before.figures.keys() | after.figures.keys()):
+        value = after.figures.get(name)
+        if value is None:
+            out.append(f"{name} not measured after the roll (measured before)")
+            continue
+        own = before.figures.get(name)
+        if own is not None and value < fraction * own:
+            out.append(f"{name} {value:g} below {fraction:g} x its before {own:g}")
+        median = medians.get(name)
+        if median is not None and value < fraction * median:
+            out.append(
+                f"{name} {value:g} below the rack's median rule ({fraction:g} x median {median:g})"
+            )
+        floor = floors.get(name, after.floors.get(name, before.floors.get(name)))
+        if floor is not None and value < floor:
+            out.append(f"{name} {value:g} below its rule {floor:g}")
+    return out
 
 
 def judge(
@@ -43,37 +119,16 @@ def judge(
     medians: dict[str, float],
     median_fraction: float,
     changing: frozenset[str] | None = None,
+    floors: dict[str, float] | None = None,
 ) -> list[str]:
     """Each reason the node may not resume, one line each; empty: it may.
 
-    `changing`: the components this roll moves (None: every wanted one). One it leaves alone
-    that no check observed before the roll either (in the lab: CUDA without nvcc, OFED
-    without ofed_info) is not the roll's to prove; one it moves must be observed."""
-    out: list[str] = []
-    for component, version in sorted(wanted.items()):
-        seen = after.versions.get(component)
-        if version_matches(seen, version):
-            continue
-        moved = changing is None or component in changing
-        if not seen and not moved and not before.versions.get(component):
-            continue
-        out.append(f"{component} {seen or 'not observed'}, wanted {version}")
-    for check, status in sorted(after.checks.items()):
-        if before.checks.get(check) == PASSED and status != PASSED:
-            out.append(f"{check} {status}, passed before the roll")
-    for check, status in sorted(before.checks.items()):
-        if status == PASSED and check not in after.checks:
-            out.append(f"{check} not run after the roll, passed before")
-    for name, value in sorted(after.figures.items()):
-        floor = after.floors.get(name, before.floors.get(name))
-        if floor is not None and value < floor:
-            out.append(f"{name} {value:g} below its rule {floor:g}")
-        median = medians.get(name)
-        if median is not None and value < median_fraction * median:
-            out.append(
-                f"{name} {value:g} below the rack's median rule"
-                f" ({median_fraction:g} x median {median:g})"
-            )
-    for name in sorted(before.figures.keys() - after.figures.keys()):
-        out.append(f"{name} not measured after the roll")
+    `changing`: the components this roll moves (None: every wanted one). `floors`: the
+    spec's rule per figure name (absolute minimums)."""
+    out = unmeasured_before(before)
+    if not after.checks:
+        out.append("no check ran after the roll")
+    out += _versions(before, after, wanted, changing)
+    out += _checks(before, after)
+    out += _figures(before, after, medians, median_fraction, floors or {})
     return out

@@ -34,6 +34,7 @@ from rackcert.core.stage_records import (
 )
 from rackcert.core.upgrade_layers import (
     DRAIN,
+    MEASURE,
     NODE_ENDS,
     NODE_POWERED_ON,
     NODE_VALIDATING,
@@ -47,7 +48,7 @@ from rackcert.core.upgrade_layers import (
     window_states,
 )
 from rackcert.upgrade.budget import Unit, cost
-from rackcert.upgrade.judge import judge, rack_medians
+from rackcert.upgrade.judge import PASSED, judge, rack_medians, unmeasured_before
 from rackcert.upgrade.plan import UpgradePlan
 from rackcert.upgrade.ports import (
     Certificate,
@@ -94,6 +95,7 @@ class _Context:
     layer: Layer
     where: str
     target: dict[str, str]
+    prefix: str = ""  # "rollback " on a rollback's chain: its steps' names
 
     @property
     def run(self) -> str:
@@ -113,8 +115,8 @@ class _Context:
     def reboot(self) -> str:
         return self.roll._reboot(self.where)
 
-    def remember_boot_time(self) -> None:
-        self.roll._remember_boot_time(self.where)
+    def remember_boot_time(self, until: str) -> None:
+        self.roll._remember_boot_time(self.where, self.prefix + until)
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,9 @@ def new_record(plan: UpgradePlan) -> UpgradeData:
         order=",".join(order) if order else "spec",
         allow_uncertified=plan.options.allow_uncertified,
         uncertified=list(plan.refusals.uncertified) if plan.options.allow_uncertified else [],
+        start_verdict=plan.start.verdict if plan.start is not None else "",
+        start_failing=list(plan.start.failing) if plan.start is not None else [],
+        allow_uncertified_start=plan.options.allow_uncertified_start,
         changes=[
             UpgradeChange(
                 layer=c.layer,
@@ -232,7 +237,6 @@ class Roll:
         self.run_name = run.path.name
         self.rec = Recorder(run, data or new_record(plan))
         self.say = say or (lambda line: None)
-        self.baselines: dict[str, Certificate] = {}
         self.medians: dict[str, float] = {}
 
     # -- the whole roll ------------------------------------------------------------------
@@ -247,7 +251,7 @@ class Roll:
             # A re-run may raise the limit the record stopped at (--max-failures).
             data.max_failures = self.plan.options.max_failures
         self._recover()
-        self._take_baselines()
+        self._take_medians()
         try:
             for index, wave in enumerate(self.plan.waves, 1):
                 todo = [u for u in wave if not self._unit_finished(u)]
@@ -302,18 +306,25 @@ class Roll:
                         f"{name}: resumed, drained by this roll before it was recorded"
                     )
 
-    def _take_baselines(self) -> None:
-        """Each node before the roll, recorded once: what `judge` compares against."""
-        missing = [n.name for n in self.rec.data.nodes if not n.baseline and n.state == "pending"]
+    def _take_medians(self) -> None:
+        """The rack's median per figure, from the start run's per-node figures (where it
+        localised, on an idle rack). Each node's own before is measured in its chain."""
+        names = [n.name for n in self.rec.data.nodes]
+        self.medians = rack_medians(self.ports.certifier.baseline(names)) if names else {}
+
+    def _measure_before(self, n: str) -> str:
+        """The node's own before, measured on it now (drained, idle, its host still up): the
+        same validate and per-node stage as after. What cannot be measured fails the step:
+        the node stays drained, its host untouched."""
+        cert = self.ports.certifier.certify(n, self.plan.versions_before("guest"))
+        cert.floors.update(self.plan.floors.get(n, {}))
+        with self.rec.editing():
+            self.rec.node(n).baseline = cert.to_dict()
+        missing = unmeasured_before(cert)
         if missing:
-            got = self.ports.certifier.baseline(missing)
-            with self.rec.editing():
-                for name, cert in got.items():
-                    self.rec.node(name).baseline = cert.to_dict()
-        self.baselines = {
-            n.name: Certificate.from_dict(n.baseline) for n in self.rec.data.nodes if n.baseline
-        }
-        self.medians = rack_medians(self.baselines)
+            raise PortError(f"{n}: {'; '.join(missing)}")
+        passed = sum(1 for s in cert.checks.values() if s == PASSED)
+        return f"{passed} check(s) passed, {len(cert.figures)} figure(s) measured"
 
     # -- the budget ----------------------------------------------------------------------
     def _out_of_service(self, states: dict[str, NodeState], skip: set[str]) -> dict[str, int]:
@@ -430,6 +441,12 @@ class Roll:
             for n in nodes:
                 self._step(self.rec.node(n), prefix + WAIT_DRAINED.name, lambda: "no job running")
         self._set(nodes, "drained")
+        if not rollback:  # a rollback is judged against the forward chain's before
+
+            def before(n: str) -> None:
+                self._step(self.rec.node(n), MEASURE.name, partial(self._measure_before, n))
+
+            _each(nodes, before)
         for n in nodes:
             self._step(self.rec.node(n), prefix + SHUTDOWN.name, partial(self._shutdown, n))
         self._set(nodes, "down")
@@ -445,7 +462,7 @@ class Roll:
                 continue
             host_moved = True
             self._set(nodes, layer.node_state)
-            ctx = _Context(self, layer, unit.host, target)
+            ctx = _Context(self, layer, unit.host, target, prefix)
             if layer.prepare is not None:
                 layer.prepare(ctx)
             for step in layer.steps:
@@ -592,12 +609,19 @@ class Roll:
         image.apply(host, target)
         return "applied " + ", ".join(f"{k} {v}" for k, v in sorted(target.items()))
 
-    def _remember_boot_time(self, host: str) -> None:
+    def _remember_boot_time(self, host: str, step: str) -> None:
         h = self.rec.host(host)
-        if not h.boot_time_before:
-            boot_time = self.ports.hypervisor.boot_time(host)  # asked before the lock is taken
-            with self.rec.editing():
-                h.boot_time_before = boot_time
+        if not self.rec.finished(h, step):
+            # Each chain (forward, rollback, a re-run whose image step had not ended) takes
+            # its own bootTime before its image step, and its reboot step proves a later
+            # one: an image is installed for the next boot (esxcli software) or vLCM's
+            # remediation reboots the host itself, and only a reboot after this chain's
+            # image runs it. A rollback measured against the forward chain's bootTime
+            # found it "rebooted" and ran the old image nowhere.
+            boot_time = self._boot_time(host)  # asked before the lock is taken
+            if boot_time:
+                with self.rec.editing():
+                    h.boot_time_before, h.boot_time_after = boot_time, ""
 
     def _reboot(self, host: str) -> str:
         hv, clock = self.ports.hypervisor, self.ports.clock
@@ -651,8 +675,10 @@ class Roll:
             return False
         wanted = self._guest_target(rollback)
         host_wanted = self._host_target(node.host, rollback)
+        floors = self.plan.floors.get(n, {})
+        cert.floors.update(floors)
         findings = judge(
-            self.baselines.get(n, Certificate()),
+            Certificate.from_dict(node.baseline),
             cert,
             wanted=wanted,
             medians=self.medians,
@@ -662,16 +688,18 @@ class Roll:
                 for c in self.plan.changes
                 if c.layer in {la.name for la in layers("guest")}
             ),
+            floors=floors,
         )
         image_after = self.rec.host(node.host).image_after
-        if host_wanted and image_after:
-            findings += [
-                f"host {node.host} {k} {image_after.get(k, 'not observed')}, wanted {v}"
-                for k, v in sorted(host_wanted.items())
-                if image_after.get(k) != v
-            ]
+        # The host image the reboot runs, read back after it: not observed is no pass.
+        findings += [
+            f"host {node.host} {k} {image_after.get(k) or 'not observed'}, wanted {v}"
+            for k, v in sorted(host_wanted.items())
+            if image_after.get(k) != v
+        ]
         with self.rec.editing():
             node.versions_after = dict(cert.versions)
+            node.after = cert.to_dict()
             node.findings = findings
         if findings:
             self.rec.end(entry, "failed", "; ".join(findings))
@@ -730,7 +758,7 @@ class Roll:
         if target.state in ("pending", "left_alone", "rolled_back"):
             raise InputError(f"--rollback {node}: the roll never changed it (state {target.state})")
         unit = next(u for u in self.plan.units if node in u.nodes)
-        self._take_baselines()
+        self._take_medians()
         with self.rec.editing() as data:
             data.notes.append(f"rollback of {unit.host} ({', '.join(unit.nodes)}) asked")
         stop = self._unit(unit, rollback=True)

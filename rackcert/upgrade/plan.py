@@ -11,7 +11,7 @@ drained are left alone and their hosts are kept out of the waves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rackcert.core.matrix import Reference
@@ -20,6 +20,7 @@ from rackcert.core.spec import Spec
 from rackcert.core.upgrade_layers import (
     ASK,
     DRAIN,
+    MEASURE,
     POWER_ON,
     RESUME,
     SHUTDOWN,
@@ -36,6 +37,9 @@ from rackcert.upgrade import refusals as refuse
 from rackcert.upgrade.budget import Budget, Unit, order_units, plan_waves, unfreeable
 from rackcert.upgrade.layers import uses_vgpu
 from rackcert.upgrade.ports import NodeState
+from rackcert.upgrade.rules import node_floors
+from rackcert.upgrade.start import Start
+from rackcert.upgrade.start import refusal as refusal_of_start
 
 SCHEDULERS = {
     "slurm": "Slurm: scontrol drain/resume, squeue for jobs, sinfo for states",
@@ -51,6 +55,7 @@ class PlanOptions:
     order: list[str] | None = None  # node names, ["least-busy"], or None (spec order)
     allow_uncertified: bool = False
     max_failures: int = 1
+    allow_uncertified_start: bool = False
 
 
 @dataclass
@@ -71,6 +76,8 @@ class UpgradePlan:
     # layer -> where (a host; "" for a guest-side layer) -> component -> version
     targets: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     befores: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    floors: dict[str, dict[str, float]] = field(default_factory=dict)  # node -> the spec's rules
+    start: Start | None = None  # the start run's verdict (rackcert.upgrade.start)
 
     def changing(self) -> list[Layer]:
         """The layers this roll moves, in registry order."""
@@ -105,11 +112,18 @@ class UpgradePlan:
         return out
 
     def blocking(self) -> list[str]:
-        return self.refusals.blocking(self.options.allow_uncertified)
+        return self.refusals.blocking(
+            self.options.allow_uncertified, self.options.allow_uncertified_start
+        )
 
     def lines(self) -> list[str]:
         """The plan for people: layers, order, budget, waves, steps, refusals."""
         out = [f"rack {self.rack}: upgrade from certified run {self.certified_run}"]
+        if self.start is not None and (
+            self.start.certified or self.options.allow_uncertified_start
+        ):
+            allowed = "" if self.start.certified else " (allowed: --allow-uncertified-start)"
+            out.append(self.start.line() + allowed)
         out.append("layers:" if self.changes else "layers: none (nothing differs)")
         out += [f"  {c.line()}" for c in self.changes]
         out.append(f"order: {self.order_note}")
@@ -148,6 +162,8 @@ class UpgradePlan:
             "left_alone": self.left_alone,
             "uncertified": self.refusals.uncertified,
             "allow_uncertified": self.options.allow_uncertified,
+            "start": asdict(self.start) if self.start is not None else None,
+            "allow_uncertified_start": self.options.allow_uncertified_start,
             "refused": self.blocking(),
         }
 
@@ -184,6 +200,7 @@ def node_steps(host_layers: list[Layer], guest_layers: list[Layer], scheduler: s
     take_out = [ASK, DRAIN] if scheduler == "ask" else [DRAIN, WAIT_DRAINED]
     return [
         *(s.name for s in take_out),
+        MEASURE.name,
         SHUTDOWN.name,
         *(s.name for la in host_layers for s in la.steps),
         POWER_ON.name,
@@ -203,6 +220,7 @@ def build_plan(
     matrix_where: str,
     states: dict[str, NodeState] | None = None,
     run: str = "",
+    start: Start | None = None,
 ) -> UpgradePlan:
     """The roll from `before` (the certified run's spec) to `after`, with every refusal."""
     changes = diff(before, after)
@@ -210,6 +228,7 @@ def build_plan(
     refusals.errors += refuse.shape_differences(before, after)
     refusals.errors += refuse.layered(before, after, changes)
     refusals.uncertified += refuse.matrix(after, changes, reference, matrix_where)
+    refusals.uncertified_start += refusal_of_start(start) if start is not None else []
     kind = scheduler_kind(after)
     units = units_of(after)
     unplaced = [n for n, h in node_hosts(after).items() if h.startswith("(unplaced")]
@@ -284,6 +303,8 @@ def build_plan(
         left_alone=left_alone,
         targets=_versions(after),
         befores=_versions(before),
+        floors=node_floors(after),
+        start=start,
     )
 
 

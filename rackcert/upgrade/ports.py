@@ -101,8 +101,9 @@ class Hypervisor(Protocol):
 
     def power_off(self, vm: str) -> None: ...
 
-    def power_on(self, vm: str) -> None:
-        """Power the VM on and wait until its guest answers."""
+    def power_on(self, vm: str) -> str | None:
+        """Power the VM on and wait until its guest answers; a line for the record, if any
+        (rackcert.rollout.HostKeyGate: the enrolled host key it answered with)."""
         ...
 
     def enter_maintenance(self, host: str, run: str) -> None:
@@ -183,12 +184,13 @@ class Certifier(Protocol):
     """The node's own validate and localisation's per-node stage."""
 
     def baseline(self, nodes: list[str]) -> dict[str, Certificate]:
-        """Each node before the roll (a run taken now, or the last certified run's)."""
+        """Each node as the start run recorded it: its figures give the rack's median where
+        that run localised (a node's own before is measured with `certify`)."""
         ...
 
     def certify(self, node: str, versions: dict[str, str]) -> Certificate:
-        """Validate the node against the spec of these guest versions (the new spec, or the
-        certified one on a rollback)."""
+        """Validate the node and run the per-node stage on it, against the spec of these guest
+        versions: the certified one for its before and on a rollback, the new one after."""
         ...
 
 

@@ -10,6 +10,7 @@ makes `rackcert upgrade` exit 2 before it touches a node.
 - A target version the certified matrix does not list (validation/certified/, the spec's
   certification.reference), unless --allow-uncertified: then it is recorded and reported.
 - A host whose nodes no budget can take out (budget.unfreeable).
+- A start run whose verdict is not PASS, unless --allow-uncertified-start (start.py).
 """
 
 from __future__ import annotations
@@ -34,9 +35,14 @@ def matrix_names() -> dict[str, str]:
 class Refusals:
     errors: list[str] = field(default_factory=list)
     uncertified: list[str] = field(default_factory=list)
+    uncertified_start: list[str] = field(default_factory=list)  # rackcert.upgrade.start
 
-    def blocking(self, allow_uncertified: bool) -> list[str]:
-        return self.errors + ([] if allow_uncertified else self.uncertified)
+    def blocking(self, allow_uncertified: bool, allow_uncertified_start: bool = False) -> list[str]:
+        return (
+            self.errors
+            + ([] if allow_uncertified else self.uncertified)
+            + ([] if allow_uncertified_start else self.uncertified_start)
+        )
 
 
 def shape_differences(before: Spec, after: Spec) -> list[str]:

@@ -45,7 +45,7 @@ def test_a_driver_only_roll_runs_the_driver_roles_only(tmp_path):
     tags = guest_tags(diff(before.spec, new.spec))
     assert tags == ("nvidia_driver", "vgpu_license", "nvidia_peermem")
     assert not {"storage_nfs", "ssh_trust", "slurm", "network", "dl_runtime"} & set(tags)
-    guest = ConfigureGuest(new, before, run=None)  # type: ignore[arg-type]
+    guest = ConfigureGuest(new, before, None, None)  # type: ignore[arg-type]
     assert guest.tags == tags
 
 

@@ -26,7 +26,7 @@ from rackcert.cli import main
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import load_spec
-from rackcert.core.stage_records import UpgradeRecord, json_schema
+from rackcert.core.stage_records import UpgradeRecord, ValidateData, json_schema
 from rackcert.core.upgrade_layers import (
     Layer,
     Step,
@@ -130,8 +130,9 @@ def test_a_toy_layer_is_planned_run_recorded_shown_and_measured(tmp_path, firmwa
     jsonschema.validate(record, schema)
     typed = UpgradeRecord.model_validate(record)
     node = typed.data.nodes[0]
-    assert [s.step for s in node.steps][4] == "firmware flash"
-    assert node.steps[4].detail == f"flashed nic {NEW}"
+    flashed = next(s for s in node.steps if s.step == "firmware flash")
+    assert [s.step for s in node.steps].index("firmware flash") == 5  # after power on
+    assert flashed.detail == f"flashed nic {NEW}"
     assert [h.state for h in typed.data.hosts] == ["unchanged", "unchanged"]
     # shown: the report's section has the step in each node's timeline
     rows, status = upgrade_section(RunDir.open(run.path))
@@ -170,13 +171,17 @@ def test_a_changing_layer_without_its_port_is_refused_before_anything_moves(tmp_
 def test_plan_cli_shows_the_registered_layer(tmp_path, firmware, capsys):
     loaded = load_spec(LAB)
     certified = RunDir.create(tmp_path / "runs", "lab", loaded.sha256, loaded.text)
+    certified.write_stage("validate", ValidateData())
     certified.write_stage("report", {"verdict": "PASS"})
     spec = tmp_path / "new.yaml"
     spec.write_text(yaml.safe_dump(_with_firmware(yaml.safe_load(LAB.read_text()), NEW)))
     assert main(["upgrade", str(spec), "--plan", "--runs-dir", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     assert f"firmware: nic - -> {NEW}" in out
-    assert "lab-node1: ask -> drain -> shutdown guest -> power on -> firmware flash" in out
+    assert (
+        "lab-node1: ask -> drain -> measure before -> shutdown guest -> power on -> firmware flash"
+        in out
+    )
 
 
 def test_without_the_layer_its_spec_entry_is_refused_and_its_state_unknown(tmp_path):

@@ -50,11 +50,14 @@ def run(
     from validation.bench.orchestrate import run_bench
 
     opts = (options or BenchOptions()).with_(**fields)
-    from rackcert.core.known_hosts import rack_file
+    if opts.known_hosts is None:
+        from rackcert.core.known_hosts import rack_file
+        from rackcert.core.runs import runs_root_of
 
-    recorded = rack_file(loaded.spec, run_dir)  # the rack's pinned or enrolled host keys
-    if opts.known_hosts is None and recorded.is_file():
-        opts.known_hosts = recorded
+        # the rack's pinned or enrolled host keys (a nested run's caller gives known_hosts)
+        recorded = rack_file(loaded.spec, runs_root_of(run_dir))
+        if recorded.is_file():
+            opts.known_hosts = recorded
     record = run_bench(loaded.spec, run_dir, opts, progress or (lambda _m: None))
     if localise is None:
         return record

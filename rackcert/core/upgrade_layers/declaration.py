@@ -61,8 +61,9 @@ class StepContext(Protocol):
         """Reboot the host; a later bootTime proves it."""
         ...
 
-    def remember_boot_time(self) -> None:
-        """Record the host's bootTime before anything may reboot it."""
+    def remember_boot_time(self, until: str) -> None:
+        """Record the host's bootTime before anything may reboot it, unless this chain's
+        step `until` (the one that installs what the reboot runs) already ended."""
         ...
 
 
@@ -149,6 +150,11 @@ class Layer:
 ASK = Step("ask", "the operator answers that the node runs no job (no scheduler known)")
 DRAIN = Step("drain", "the scheduler shows the node drained with this roll's reason")
 WAIT_DRAINED = Step("wait drained", "the scheduler shows DRAINED: no job runs on the node")
+MEASURE = Step(
+    "measure before",
+    "validate and localisation's per-node stage ran on the node, drained and idle, its host"
+    " still up (the before it is judged against)",
+)
 SHUTDOWN = Step("shutdown guest", "vCenter shows the VM poweredOff (Tools, else PowerOff)")
 POWER_ON = Step("power on", "the guest answers again")
 VALIDATE = Step(
@@ -202,7 +208,7 @@ def layer(name: str) -> Layer:
     return _REGISTRY[name]
 
 
-FRAME = (ASK, DRAIN, WAIT_DRAINED, SHUTDOWN, POWER_ON, VALIDATE, RESUME)
+FRAME = (ASK, DRAIN, WAIT_DRAINED, MEASURE, SHUTDOWN, POWER_ON, VALIDATE, RESUME)
 
 
 def layer_names() -> tuple[str, ...]:

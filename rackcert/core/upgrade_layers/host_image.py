@@ -30,6 +30,13 @@ def _exit(ctx: StepContext) -> object:
     return ctx.hypervisor.exit_maintenance(ctx.where)
 
 
+IMAGE = Step(
+    "host image",
+    "the host-image client reads the target versions back",
+    lambda ctx: ctx.apply(),
+    state="image",
+)
+
 HOST_IMAGE = Layer(
     name="host",
     side="host",
@@ -47,7 +54,7 @@ HOST_IMAGE = Layer(
     ),
     # Taken before the image: vLCM's remediation reboots the host itself, and then the
     # reboot step has nothing left to do but prove it.
-    prepare=lambda ctx: ctx.remember_boot_time(),
+    prepare=lambda ctx: ctx.remember_boot_time(IMAGE.name),
     steps=(
         Step(
             "host maintenance",
@@ -55,12 +62,7 @@ HOST_IMAGE = Layer(
             _enter,
             state="maintenance",
         ),
-        Step(
-            "host image",
-            "the host-image client reads the target versions back",
-            lambda ctx: ctx.apply(),
-            state="image",
-        ),
+        IMAGE,
         Step("reboot", "a later bootTime", lambda ctx: ctx.reboot(), state="rebooting"),
         Step("exit maintenance", "vCenter shows the host out of maintenance mode", _exit),
     ),
