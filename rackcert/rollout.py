@@ -15,6 +15,7 @@ why.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import LoadedSpec, parse_spec
 from rackcert.core.stage_records import BenchRecord, UpgradeData, UpgradeRecord, ValidateRecord
+from rackcert.core.upgrade_layers import diff, guest_tags, layers
 from rackcert.upgrade.budget import Budget
 from rackcert.upgrade.evidence import certificates, node_figures
 from rackcert.upgrade.hooks import AskScheduler, HookScheduler
@@ -190,13 +192,38 @@ def start_roll(roll: Roll, *, rollback: str | None = None) -> UpgradeData:
     return roll.rollback(rollback) if rollback else roll.run()
 
 
-def host_image_port(loaded: LoadedSpec) -> HostImage | None:
+@dataclass(frozen=True)
+class Wiring:
+    """What a layer's adapter is built from (Layer.adapter): the spec rolled to, the
+    certified run's spec, the roll's run and the runs root."""
+
+    new: LoadedSpec
+    before: LoadedSpec
+    run: RunDir
+    root: Path
+
+
+def host_image_port(wiring: Wiring) -> HostImage | None:
     """The host image client in the spec's terms: vLCM's com.vmware.esx.settings on a
     cluster managed by an image, esxcli software on one managed by baselines
     (provision/host_image_port.py)."""
     from provision.host_image_port import VlcmHostImage
 
-    return VlcmHostImage(loaded.spec)
+    return VlcmHostImage(wiring.new.spec)
+
+
+def configure_guest(wiring: Wiring) -> ConfigureGuest:
+    return ConfigureGuest(wiring.new, wiring.before, wiring.run, wiring.root)
+
+
+def adapters(wiring: Wiring) -> dict[str, Any]:
+    """Each registered layer's port, by the name the layer gives it, from its adapter."""
+    out: dict[str, Any] = {}
+    for layer in layers():
+        if layer.adapter and layer.port not in out:
+            module, _, name = layer.adapter.partition(":")
+            out[layer.port] = getattr(importlib.import_module(module), name)(wiring)
+    return out
 
 
 def build_ports(
@@ -207,12 +234,14 @@ def build_ports(
     *,
     ask: Callable[[str], bool] | None = None,
 ) -> Ports:
+    made = adapters(Wiring(loaded, planned.before, run, root))
     return Ports(
         scheduler=scheduler_for(loaded.spec, run.path.name, ask),
         hypervisor=HostKeyGate(VSphereHypervisor(loaded.spec), loaded.spec, root),
-        guest=ConfigureGuest(loaded, planned.before, run, root),
+        guest=made.pop("guest"),
         certifier=ValidateCertifier(loaded, planned.before, planned.certified, run, root),
-        host_image=host_image_port(loaded),
+        host_image=made.pop("host_image", None),
+        layers=made,
     )
 
 
@@ -277,9 +306,12 @@ class HostKeyGate:
 
 
 class ConfigureGuest:
-    """The guest layer: the roles of the matching spec, limited to one node. Going back
-    (a rollback), the node is pinned to the versions its forward configure run recorded
-    before it changed anything (`configure(versions_from=...)`, rackcert/configure/rollback.py)."""
+    """The guest layer: the roles of the matching spec, limited to one node and to the roles
+    of the components that change (their tags, from the guest layer's declaration: a
+    driver-only roll does not rerun the NFS, SSH-trust and Slurm roles on each node). Going
+    back (a rollback), the same roles, the node pinned to the versions its forward configure
+    run recorded before it changed anything (`configure(versions_from=...)`,
+    rackcert/configure/rollback.py)."""
 
     def __init__(
         self,
@@ -288,10 +320,12 @@ class ConfigureGuest:
         run: RunDir,
         root: Path,
         *,
-        tags: tuple[str, ...] = (),
+        tags: tuple[str, ...] | None = None,
     ):
         self.new, self.before, self.run, self.root = new, before, run, root
-        self.tags = tags  # only these roles (default: site.yml whole)
+        # Only these roles: by default those of the components that change (the guest
+        # layer's declaration); empty: site.yml whole (a component no role is declared for).
+        self.tags = tags if tags is not None else guest_tags(diff(before.spec, new.spec)) or ()
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         from rackcert.configure import run as configure

@@ -858,6 +858,12 @@ class Upgrade(Strict):
     """How `rackcert upgrade` reaches the scheduler where the site runs no Slurm."""
 
     hooks: UpgradeHooks | None = None
+    layers: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Versions for upgrade layers registered from outside rackcert (layer name"
+        ' -> component -> version, docs/upgrade.md "Adding a layer"); rackcert\'s own layers'
+        " read their own fields (hosts[].esxi_version, host_software, guest)",
+    )
 
 
 class Certification(Strict):

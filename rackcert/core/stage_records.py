@@ -20,10 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import core_schema
 
+from rackcert.core import upgrade_layers
 from rackcert.core.burnin_record import BurninData
 from rackcert.core.observed import Inventory
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
@@ -665,24 +676,32 @@ class RehearsalData(Model):
 
 
 # -- upgrade ------------------------------------------------------------------------------------
-UpgradeNodeState = Literal[
-    "pending",
-    "draining",
-    "drained",
-    "down",
-    "host",
-    "powered_on",
-    "guest",
-    "validating",
-    "resumed",
-    "failed",
-    "skipped",
-    "left_alone",
-    "rolled_back",
-]
-UpgradeHostState = Literal[
-    "pending", "maintenance", "image", "rebooting", "exited", "unchanged", "done", "failed"
-]
+class Declared:
+    """A string one of the names the upgrade layers' declarations give now
+    (rackcert.core.upgrade_layers): a state or a layer. Its JSON Schema's enum is read from
+    the registry when the schema is made, so a layer registered from outside is recorded,
+    validated and published like rackcert's own."""
+
+    def __init__(self, names: Callable[[], tuple[str, ...]], what: str):
+        self.names, self.what = names, what
+
+    def _check(self, value: str) -> str:
+        if value not in self.names():
+            raise ValueError(f"{value!r} is not an upgrade {self.what} ({', '.join(self.names())})")
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return core_schema.no_info_after_validator_function(self._check, handler(str))
+
+    def __get_pydantic_json_schema__(
+        self, schema: Any, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        return {"enum": list(self.names()), "type": "string"}
+
+
+UpgradeNodeState = Annotated[str, Declared(upgrade_layers.node_states, "node state")]
+UpgradeHostState = Annotated[str, Declared(upgrade_layers.host_states, "host state")]
+UpgradeLayer = Annotated[str, Declared(upgrade_layers.layer_names, "layer")]
 
 
 class UpgradeStep(Model):
@@ -697,7 +716,7 @@ class UpgradeStep(Model):
 
 
 class UpgradeChange(Model):
-    layer: Literal["host", "guest"]
+    layer: UpgradeLayer
     component: str
     before: str | None = None
     after: str | None = None

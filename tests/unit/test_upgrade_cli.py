@@ -22,10 +22,8 @@ def test_plan_shows_layers_order_waves_and_steps(tmp_path, certified, capsys):
     assert "guest: nvidia_driver 470.82.01 -> 470.141.03" in out
     assert "wave 1: lab-esx01: lab-node1\nwave 2: lab-esx02: lab-node2" in out
     assert "the roll ASKS before taking each node out" in out
-    assert (
-        "lab-node1: ask -> drain -> measure before (validate + per-node localisation)"
-        " -> shutdown guest -> host maintenance"
-    ) in out
+    assert "lab-node1: ask -> drain -> measure before -> shutdown guest -> host maintenance" in out
+    assert "  measure before: validate and localisation's per-node stage ran on the node" in out
     assert "start: run " in out and ", verdict PASS" in out
     assert sorted(p.name for p in (certified / "lab").iterdir()) == before  # nothing written
     assert main(["upgrade", str(spec), "--plan", "--json", "--runs-dir", str(certified)]) == 0
