@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from validation.bench.localisation import linkprobe
 
 

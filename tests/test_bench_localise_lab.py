@@ -24,7 +24,7 @@ import yaml
 from rackcert.core.ssh_target import SshTarget
 from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.spec_helpers import gateway_on_subnet_of
 from validation.bench.localisation.stages import LocaliseOptions, localise
 from validation.bench.transport import Node

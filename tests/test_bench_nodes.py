@@ -34,7 +34,8 @@ import pytest
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import LoadedSpec
-from rackcert.lab.sshhosts import LAB_DL_SITE, TestHost
+from rackcert.lab.sshhosts.host import TestHost
+from rackcert.lab.sshhosts.rootfs import LAB_DL_SITE
 from tests.plugins.configure import bench_two_hosts
 from tests.plugins.site import ConfiguredSite
 from tests.test_host_keys import _rekey

@@ -16,13 +16,10 @@ import pytest
 from pydantic import ValidationError
 
 from rackcert.core.spec_loader import load_spec
-from rackcert.core.stage_records import (
-    SCHEMA_VERSION,
-    BenchRecord,
-    NcclTestsResult,
-    RdmaResult,
-    References,
-)
+from rackcert.core.stage_records import SCHEMA_VERSION, BenchRecord
+from validation.bench.units.nccl_tests import NcclTestsResult
+from validation.bench.units.rdma import RdmaResult
+from validation.bench.units.references import References
 from validation.bench.verdict import rejudge
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,22 +31,24 @@ def test_a_record_written_before_the_change_loads_typed() -> None:
     raw = json.loads(BEFORE.read_text())
     rec = BenchRecord.model_validate(raw)
     assert rec.schema_version == SCHEMA_VERSION == 1
-    assert isinstance(rec.data.nccl_tests, NcclTestsResult) and rec.data.nccl_tests.skipped
-    assert rec.data.nccl_tests.reason == "no GPU here: nccl-tests drives GPUs only"
-    assert isinstance(rec.data.rdma, RdmaResult) and rec.data.rdma.skipped
+    nt = rec.data.part("nccl_tests")  # read through its unit's model
+    assert isinstance(nt, NcclTestsResult) and nt.skipped
+    assert nt.reason == "no GPU here: nccl-tests drives GPUs only"
+    assert isinstance(rec.data.part("rdma"), RdmaResult) and rec.data.part("rdma").skipped
     assert rec.data.units is None  # no benchmark outside the schema then
 
 
 def test_an_h200_record_with_every_block_loads_typed() -> None:
     rec = BenchRecord.model_validate_json(H200.read_text())
-    nt = rec.data.nccl_tests
+    nt = rec.data.part("nccl_tests")
     assert isinstance(nt, NcclTestsResult) and not nt.skipped and nt.correct
     assert (
         nt.points and nt.points[-1].in_place is not None and nt.points[-1].algbw_gbps
     )  # busbw 0: one GPU
-    assert isinstance(rec.data.references, References)
-    assert rec.data.references.plain is not None and rec.data.references.default_vs_plain
-    assert isinstance(rec.data.rdma, RdmaResult) and rec.data.rdma.skipped
+    refs = rec.data.part("references")
+    assert isinstance(refs, References)
+    assert refs.plain is not None and refs.default_vs_plain
+    assert isinstance(rec.data.part("rdma"), RdmaResult) and rec.data.part("rdma").skipped
 
 
 def test_the_units_judge_an_old_record_as_it_was_judged() -> None:

@@ -10,7 +10,18 @@ import pytest
 
 from rackcert.core.errors import RackcertError
 from rackcert.core.spec_loader import load_spec
-from rackcert.lab import lifetime, sshhosts
+from rackcert.lab import lifetime, timesync
+from rackcert.lab.sshhosts.common import RUNTIME_ROOT
+from rackcert.lab.sshhosts.host import TestHost
+from rackcert.lab.sshhosts.lab import start_lab_hosts
+from rackcert.lab.sshhosts.network import (
+    bridge_name,
+    claim_subnet,
+    netns_list,
+    release_subnet,
+    stop_owner,
+)
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts
 
 
 def test_hosts_answer_ssh_with_own_name_address_and_mtu(ssh_hosts):
@@ -50,31 +61,31 @@ def test_files_are_per_host_and_machine_untouched(ssh_hosts):
 def test_a_host_on_a_disk_finds_its_files_when_started_again(tmp_path):
     """A disk outlives its host (the lab's VMs powered off and on); without one, a host starts
     from the image every time."""
-    subnet = sshhosts.claim_subnet()
+    subnet = claim_subnet()
     disk, key, marker = tmp_path / "disk-a", tmp_path / "k", "/etc/rackcert-disk-test"
-    started: list[sshhosts.TestHost] = []
+    started: list[TestHost] = []
 
     def start(**kw):
-        (host,) = sshhosts.start_hosts(["a"], subnet, key, **kw)
+        (host,) = start_hosts(["a"], subnet, key, **kw)
         started.append(host)
         return host
 
     try:
         a = start(disks=[disk])
         assert a.ssh(f"echo kept > {marker} && echo home > /root/note").returncode == 0
-        sshhosts.stop_hosts([a], delete_bridge=False)
+        stop_hosts([a], delete_bridge=False)
         again = start(disks=[disk])
         out = again.ssh(f"cat {marker} /root/note")
         assert out.stdout == "kept\nhome\n", out.stderr
-        sshhosts.stop_hosts([again], delete_bridge=False)
+        stop_hosts([again], delete_bridge=False)
         fresh = start()  # no disk: the image, as before
         assert fresh.ssh(f"test -e {marker}").returncode == 1
         assert not Path(marker).exists()
         with pytest.raises(RackcertError, match="one disk per test host name"):
-            sshhosts.start_hosts(["b", "c"], subnet, key, disks=[disk])
+            start_hosts(["b", "c"], subnet, key, disks=[disk])
     finally:
-        sshhosts.stop_hosts(started)
-        sshhosts.release_subnet(subnet)
+        stop_hosts(started)
+        release_subnet(subnet)
 
 
 def test_known_hosts_pins_each_host_key(ssh_hosts):
@@ -95,32 +106,32 @@ def test_kill_makes_host_refuse_while_others_serve(ssh_hosts):
 
 
 def test_stop_is_idempotent_and_leaves_nothing(ssh_hosts, tmp_path):
-    subnet = sshhosts.claim_subnet()
-    hosts = sshhosts.start_hosts(["a", "b"], subnet, tmp_path / "k")
+    subnet = claim_subnet()
+    hosts = start_hosts(["a", "b"], subnet, tmp_path / "k")
     names = {h.netns for h in hosts}
-    assert names <= set(sshhosts.netns_list())
+    assert names <= set(netns_list())
     assert all(str(os.getpid()) in n for n in names)
-    sshhosts.stop_hosts(hosts)
-    sshhosts.stop_hosts(hosts)
-    assert not names & set(sshhosts.netns_list())
-    assert not Path("/sys/class/net", sshhosts.bridge_name(subnet)).exists()
+    stop_hosts(hosts)
+    stop_hosts(hosts)
+    assert not names & set(netns_list())
+    assert not Path("/sys/class/net", bridge_name(subnet)).exists()
 
 
 def test_subnet_in_use_is_a_clear_error(ssh_hosts, tmp_path):
     (h,) = ssh_hosts(["solo"])
     with pytest.raises(RackcertError, match="belongs to"):
-        sshhosts.start_hosts(["x"], h.subnet, tmp_path / "k", owner="1")
+        start_hosts(["x"], h.subnet, tmp_path / "k", owner="1")
 
 
 def test_clear_stale_removes_dead_owner_only(ssh_hosts, tmp_path):
     (mine,) = ssh_hosts(["live"])
     dead = 2**22 + 12345  # above pid_max's default: never a live pid
-    subnet = sshhosts.claim_subnet(owner=str(dead))
-    stale = sshhosts.start_hosts(["ghost"], subnet, tmp_path / "k", owner=str(dead))
+    subnet = claim_subnet(owner=str(dead))
+    stale = start_hosts(["ghost"], subnet, tmp_path / "k", owner=str(dead))
     assert stale[0].reachable()
     assert lifetime.clear_stale().namespaces >= 1
-    assert stale[0].netns not in sshhosts.netns_list()
-    assert not Path("/sys/class/net", sshhosts.bridge_name(subnet)).exists()
+    assert stale[0].netns not in netns_list()
+    assert not Path("/sys/class/net", bridge_name(subnet)).exists()
     assert mine.ssh("true").returncode == 0
 
 
@@ -128,25 +139,25 @@ def test_start_lab_hosts_uses_spec_addresses_and_shares_export(tmp_path):
     loaded = load_spec(Path("inventories/lab.yaml"))
     spec = loaded.spec.model_copy(deep=True)
     owner = f"{os.getpid()}xlab"
-    subnet = sshhosts.claim_subnet(owner=owner)
+    subnet = claim_subnet(owner=owner)
     base = subnet.rsplit(".", 1)[0]
     for i, vm in enumerate(spec.vms):
         vm.address = f"{base}.{11 + i}"
     spec.guest.ssh.key_file = str(tmp_path / "id_ed25519")
     spec.storage.nfs.export = str(tmp_path / "export")
     try:
-        hosts = sshhosts.start_lab_hosts(spec, owner=owner)
+        hosts = start_lab_hosts(spec, owner=owner)
         assert [h.name for h in hosts] == ["lab-node1", "lab-node2"]
         assert hosts[0].ssh(f"echo data > {tmp_path}/export/f").returncode == 0
         assert hosts[1].ssh(f"cat {tmp_path}/export/f").stdout == "data\n"
-        again = sshhosts.start_lab_hosts(spec, owner=owner)
+        again = start_lab_hosts(spec, owner=owner)
         assert [h.pid for h in again] == [h.pid for h in hosts]
     finally:
-        sshhosts.stop_owner(owner)
-        sshhosts.release_subnet(subnet)
+        stop_owner(owner)
+        release_subnet(subnet)
 
 
-def _tracking(host: sshhosts.TestHost, deadline_s: float = 30.0) -> str:
+def _tracking(host: TestHost, deadline_s: float = 30.0) -> str:
     """chronyc's tracking report on the host once it says synchronised (or the last one)."""
     import time
 
@@ -167,18 +178,18 @@ def test_hosts_keep_time_from_their_gateway_as_a_vm_from_its_site(ssh_hosts, tmp
     from validation.facts.system import Clock
 
     h1, h2 = ssh_hosts(2)
-    gateway = sshhosts.timesync.gateway_of(h1.subnet)
+    gateway = timesync.gateway_of(h1.subnet)
     out = _tracking(h1)
     assert "Leap status     : Normal" in out, out
     assert f"({gateway})" in out.splitlines()[0], out
     clock = h2.ssh(Clock().command())
     assert Clock().process(clock.stdout.splitlines())[0], clock.stdout
     # A host stopped alone keeps the others' time server; the bridge's end stops it.
-    subnet = sshhosts.claim_subnet()
-    hosts = sshhosts.start_hosts(["t"], subnet, tmp_path / "k")
-    pidfile = sshhosts.RUNTIME_ROOT / f"{sshhosts.bridge_name(subnet)}-chrony.pid"
+    subnet = claim_subnet()
+    hosts = start_hosts(["t"], subnet, tmp_path / "k")
+    pidfile = RUNTIME_ROOT / f"{bridge_name(subnet)}-chrony.pid"
     pid = int(pidfile.read_text())
-    sshhosts.stop_hosts(hosts)
+    stop_hosts(hosts)
     assert not pidfile.exists()
     cmdline = Path(f"/proc/{pid}/cmdline")
     assert not cmdline.exists() or b"chronyd" not in cmdline.read_bytes()

@@ -23,7 +23,7 @@ from pathlib import Path
 from rackcert.configure.runner import configure
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.configure import air_gap, spec_for_hosts
 from tests.plugins.fake_vendor_repo import DRIVER, FAKE_PACKAGES, KERNEL
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rackcert.lab.sshhosts import netns_pids
+from rackcert.lab.sshhosts.network import netns_pids
 from tests.test_validate_nodes import A100, ROOT, prepare
 
 

@@ -21,7 +21,7 @@ import pytest
 from rackcert.core.errors import InputError
 from rackcert.core.spec_loader import parse_spec
 from rackcert.lab.routes import require_lab_up
-from rackcert.lab.sshhosts import SshHostError
+from rackcert.lab.sshhosts.common import SshHostError
 from tests.plugins.configure import spec_for_hosts
 
 LAB = Path(__file__).resolve().parents[1] / "inventories" / "lab.yaml"

@@ -261,11 +261,11 @@ def test_lab_up_slurm_is_per_lab_and_writes_the_spec_with_its_block(tmp_path: Pa
     the subnet's bridge, files under /run/rackcert-slurm/lab-<name>/, a spec that loads with
     its slurm block pointing there; `lab down`'s flow removes them."""
     from rackcert.core.spec_loader import load_spec
-    from rackcert.lab import sshhosts
     from rackcert.lab.slurm import start_lab_slurm, stop_lab_slurm
+    from rackcert.lab.sshhosts.network import claim_subnet, release_subnet
 
-    subnet = sshhosts.claim_subnet()
-    sshhosts.release_subnet(subnet)  # the lab owns its bridge: let start_lab_slurm make it
+    subnet = claim_subnet()
+    release_subnet(subnet)  # the lab owns its bridge: let start_lab_slurm make it
     base = subnet.rsplit(".", 1)[0]
     data = yaml.safe_load((REPO_ROOT / "inventories" / "lab.yaml").read_text())
     data["metadata"]["name"] = f"slurmlab{os.getpid()}"
@@ -287,5 +287,5 @@ def test_lab_up_slurm_is_per_lab_and_writes_the_spec_with_its_block(tmp_path: Pa
         assert set(lab.node_states()) == {"lab-node1", "lab-node2"}
     finally:
         stopped = stop_lab_slurm(spec, tmp_path / "work")
-        sshhosts.release_subnet(subnet)
+        release_subnet(subnet)
     assert stopped and not lab.directory.exists() and not written.exists()

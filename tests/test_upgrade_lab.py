@@ -55,7 +55,7 @@ from rackcert.core.runs import RunDir
 from rackcert.core.slurm.conf import node_lines
 from rackcert.core.spec_loader import LoadedSpec, load_spec
 from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.fake_vendor_repo import (
     DRIVER,
     KERNEL,
@@ -253,7 +253,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, vcsim_binary: Path) -> Iterato
     factory = TwinFactory(work)
     slurm: SlurmLab | None = None
     try:
-        twin = factory(source, desc={"vlcm": VLCM, **REBOOT}, guests=True, guest_disks=True)
+        twin = factory(source, desc={"vlcm": VLCM, **REBOOT}, guests=True)
         provisioned = subprocess.run(
             [sys.executable, "-m", "rackcert.cli", "provision", str(twin.spec_path), "--yes",
              "--runs-dir", str(work / "runs")],

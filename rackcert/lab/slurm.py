@@ -367,7 +367,7 @@ def prepare_node(pid: int) -> None:
     Hosts get them at start (rackcert.lab.sshhosts); this repeats them for a host started
     without, in the node's own mount namespace only.
     """
-    from rackcert.lab.sshhosts import cgroup_mount_commands
+    from rackcert.lab.sshhosts.rootfs import cgroup_mount_commands
 
     script = ["set -e", "grep -q ' /sys/fs/cgroup ' /proc/self/mounts && exit 0"]
     script += cgroup_mount_commands()
@@ -425,7 +425,7 @@ def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab
 
     from rackcert.core.errors import InputError
     from rackcert.core.slurm.conf import node_lines
-    from rackcert.lab import sshhosts
+    from rackcert.lab.sshhosts.network import LAB_OWNER, ensure_bridge
 
     if not spec.vms:
         raise InputError("lab up --slurm: the lab spec has no vms to be Slurm nodes")
@@ -433,7 +433,7 @@ def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab
     if len(nets) != 1:
         raise InputError(f"lab VM addresses must share one /24, got {sorted(map(str, nets))}")
     net = nets.pop()
-    sshhosts.ensure_bridge(str(net), sshhosts.LAB_OWNER)  # the guest agent's hosts join it
+    ensure_bridge(str(net), LAB_OWNER)  # the guest agent's hosts join it
     nodes = [NodeDef(n.name, n.address, n.cpus, n.memory_mb) for n in node_lines(spec, gres=False)]
     lab = SlurmLab.for_owner(
         lab_owner(spec),

@@ -21,7 +21,7 @@ import yaml
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import LoadedSpec, load_spec
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.spec_helpers import gateway_on_subnet_of
 
 LAB_SPEC = Path(__file__).resolve().parents[2] / "inventories" / "lab.yaml"

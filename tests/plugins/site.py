@@ -31,7 +31,7 @@ from rackcert.configure.runner import configure
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import LoadedSpec
 from rackcert.core.stage_records import ConfigureRecord
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.configure import air_gap, spec_for_hosts
 
 SECRET = "s3cr3t-Seeded-Become-7781"

@@ -37,7 +37,7 @@ from rackcert.core.slurm.conf import node_lines
 from rackcert.core.spec_loader import LoadedSpec, load_spec
 from rackcert.core.stage_records import ConfigureRecord
 from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.configure import spec_for_hosts
 
 _COUNTER = itertools.count(1)

@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from rackcert.lab import sshhosts
+from rackcert.lab.sshhosts.host import TestHost
+from rackcert.lab.sshhosts.network import claim_subnet, release_subnet
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts
 
 
 class SshHostFactory:
@@ -34,15 +36,15 @@ class SshHostFactory:
 
     def __init__(self, base: Path) -> None:
         self._base = base
-        self._sets: list[tuple[list[sshhosts.TestHost], str]] = []
+        self._sets: list[tuple[list[TestHost], str]] = []
 
-    def __call__(self, names: int | Sequence[str], **kwargs: Any) -> list[sshhosts.TestHost]:
+    def __call__(self, names: int | Sequence[str], **kwargs: Any) -> list[TestHost]:
         if isinstance(names, int):
             names = [f"node{i + 1}" for i in range(names)]
-        subnet = sshhosts.claim_subnet(kwargs.get("owner"))  # a set's bridge is its owner's
+        subnet = claim_subnet(kwargs.get("owner"))  # a set's bridge is its owner's
         index = len(self._sets)
         try:
-            hosts = sshhosts.start_hosts(
+            hosts = start_hosts(
                 list(names),
                 subnet,
                 kwargs.pop("key_file", self._base / "id_ed25519"),
@@ -50,15 +52,15 @@ class SshHostFactory:
                 **kwargs,
             )
         except BaseException:
-            sshhosts.release_subnet(subnet)
+            release_subnet(subnet)
             raise
         self._sets.append((hosts, subnet))
         return hosts
 
     def close(self) -> None:
         for hosts, subnet in self._sets:
-            sshhosts.stop_hosts(hosts)
-            sshhosts.release_subnet(subnet)
+            stop_hosts(hosts)
+            release_subnet(subnet)
         self._sets.clear()
 
 

@@ -7,7 +7,6 @@
         lab = rack_twin(host_desc={"esx01.example.internal": {"maintenance": True}})  # "*": all
         lab = rack_twin(..., templates=[])                 # the spec's template is missing
         lab = rack_twin(guests=True)                       # + the lab's guest agent (lab.agent)
-        lab = rack_twin(guests=True, guest_disks=True)     # guests keep their files when off
         main(["plan", str(lab.spec_path), "--json"])       # the spec now points at the twin
         with lab.connect() as si: ...                      # a separate pyVmomi session
 
@@ -43,8 +42,9 @@ import yaml
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import load_spec
-from rackcert.lab import sshhosts, twin
+from rackcert.lab import twin
 from rackcert.lab.guest_agent import GuestAgent
+from rackcert.lab.sshhosts.network import claim_subnet, release_subnet, stop_owner
 
 
 @dataclass
@@ -101,7 +101,6 @@ class TwinFactory:
         templates: list[dict[str, Any]] | None = None,
         wait_for: str | None = "tools",
         guests: bool = False,
-        guest_disks: bool = False,
         edit: Callable[[dict[str, Any]], None] | None = None,
     ) -> TwinLab:
         workdir = self.base / f"twin{len(self.running)}"
@@ -148,7 +147,7 @@ class TwinFactory:
         subnet = owner = ""
         if guests:
             owner = f"{os.getpid()}x{len(self.running)}g"
-            subnet = sshhosts.claim_subnet(owner)
+            subnet = claim_subnet(owner)
             block = ipaddress.IPv4Network(subnet)
             for i, vm in enumerate(data["vms"]):
                 vm["address"] = str(block.network_address + 11 + i)
@@ -170,9 +169,7 @@ class TwinFactory:
         if guests:
             # Its events reach pytest's "Captured log" of a failing test.
             logging.getLogger("rackcert.lab.guest_agent").setLevel(logging.INFO)
-            lab.agent = GuestAgent(
-                lab.spec, owner=owner, state_dir=workdir / "guests", disks=guest_disks
-            )
+            lab.agent = GuestAgent(lab.spec, owner=owner, state_dir=workdir / "guests")
             lab.subnet = subnet
             self.agents.append((lab.agent, lab.agent.start_thread(), owner, subnet))
         return lab
@@ -181,8 +178,8 @@ class TwinFactory:
         for agent, thread, owner, subnet in self.agents:
             agent.stop()
             thread.join(timeout=30)
-            sshhosts.stop_owner(owner)
-            sshhosts.release_subnet(subnet)
+            stop_owner(owner)
+            release_subnet(subnet)
         for running in self.running:
             running.stop()
 
