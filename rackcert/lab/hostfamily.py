@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackcert.core.errors import InputError
-from rackcert.lab.sshhosts import SshHostError, TestHost
+from rackcert.lab.sshhosts.common import SshHostError
+from rackcert.lab.sshhosts.host import TestHost
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import pytest
 
 from rackcert.configure.runner import configure
 from rackcert.core.runs import RunDir
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.configure import air_gap, spec_for_hosts
 from tests.plugins.fake_family_repos import FamilyRepos
 from tests.test_configure_versions import FAKES, LAB_VARS, _fake_gpu_node, _smi_driver

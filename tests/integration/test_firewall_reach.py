@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from validation.checks import REGISTRY, NodeView, load_all, run_check
 from validation.expect import NodeExpect, Peer, PortUse
 from validation.facts.peers import FirewallReach

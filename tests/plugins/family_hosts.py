@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 
 from rackcert.lab import hostfamily
-from rackcert.lab.sshhosts import TestHost
+from rackcert.lab.sshhosts.host import TestHost
 from tests.plugins.fake_family_repos import cached_family_repos
 from tests.plugins.sshhosts import SshHostFactory
 
