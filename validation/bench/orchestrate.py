@@ -25,7 +25,7 @@ from rackcert.core.runs import RunDir, utc_now
 from rackcert.core.spec import Spec, Vm
 from rackcert.core.stage_records import BenchData, BenchRecord, bench_parts
 from rackcert.core.untrusted import cap_model, cap_strings
-from validation.bench import k8s, launch, slurm_launch, units, verdict
+from validation.bench import k8s, launch, ports, slurm_launch, units, verdict
 from validation.bench.node import compilecache, declare
 from validation.bench.options import BACKENDS, BenchOptions, Engine, Point, Progress
 from validation.bench.targets import (
@@ -170,6 +170,8 @@ def build_launch(
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
     iface = opts.network_interface or spec.network.interface
     which = launcher_of(opts, engine)
+    if which == "mpirun":
+        env |= ports.mpi_port_env(spec)
     if which == "srun":
         return srun_launch(spec, opts, engine, point, label, args)
     if which == "horovodrun":
@@ -196,7 +198,7 @@ def build_launch(
             backend=engine.worker_backend,
             interface=iface,
             known_hosts=opts.node_known_hosts,
-            rdzv_port=opts.rdzv_port,
+            rdzv_port=ports.rendezvous_port(spec, opts.rdzv_port),
             env=env,
             host_keys=host_keys(opts, nodes),
         )
@@ -207,7 +209,7 @@ def build_launch(
         args,
         remote_python=py,
         remote_dir=opts.remote_dir,
-        rdzv_port=opts.rdzv_port,
+        rdzv_port=ports.rendezvous_port(spec, opts.rdzv_port),
     )
     return launch.on_nodes(label, [step])
 
@@ -227,6 +229,7 @@ def srun_launch(
     require_spec_fits(spec, opts)
     assert spec.slurm is not None  # require_spec_fits refused a spec without one
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
+    env |= ports.mpi_port_env(spec)
     return slurm_launch.build(
         label,
         nodes=point.nodes,
@@ -238,7 +241,7 @@ def srun_launch(
         reservation=opts.reservation,
         immediate_s=spec.slurm.job_timeout_s,
         client_conf=spec.slurm.client_conf,
-        rdzv_port=opts.rdzv_port,
+        rdzv_port=ports.rendezvous_port(spec, opts.rdzv_port),
         env=env,
         backend=engine.worker_backend,
         interface=opts.network_interface or spec.network.interface,
