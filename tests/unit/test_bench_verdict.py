@@ -56,11 +56,29 @@ def test_required_is_a_closed_set_in_the_spec() -> None:
 
 def test_everything_judged_and_passed_is_pass() -> None:
     raw = [{"world_size": 2, "loss_finite": True}]
+    # NCCL ranks, each peer over P2P or NET/IB: every check has something to judge
+    nccl = _ar(4, 0.8).model_copy(update={"backend": "nccl"})
+    ranks = [{"rank": str(r), "transports": {"peer": "P2P"}, "gdr": True} for r in range(4)]
+    data = {
+        "allreduce": nccl.model_dump(),
+        "resnet50": _sc([2757, 2700]).model_dump(),
+        "launches": [{"resnet": r} for r in raw],
+        "storage": STORAGE_OK,
+        "judge_link": True,
+        "nccl_transport": {"rdma_expected": False, "ranks": ranks, "problems": []},
+    }
+    v = verdict.judge_data(CERT, data, required=ALL)
+    assert (v.verdict, v.passed, v.not_judged) == ("PASS", True, [])
+    assert [c.id for c in v.checks if c.required] == ALL
+
+
+def test_gloo_ranks_leave_the_nccl_transport_not_judged_not_passed() -> None:
+    raw = [{"world_size": 2, "loss_finite": True}]
     v = verdict.judge(
         CERT, _ar(4, 0.8), _sc([2757, 2700]), raw, STORAGE_OK, judge_link=True, required=ALL
     )
-    assert (v.verdict, v.passed, v.not_judged) == ("PASS", True, [])
-    assert [c.id for c in v.checks if c.required] == ALL
+    assert (v.verdict, v.passed) == ("PASS", True)
+    assert v.not_judged == ["allreduce.nccl_transport: gloo: TCP is its only transport"]
 
 
 def test_a_required_check_not_judged_is_incomplete_with_the_reason() -> None:

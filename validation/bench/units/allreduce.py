@@ -176,8 +176,8 @@ def allreduce_nccl_transport(
     if ar is None or not ar.points:
         return check("allreduce.nccl_transport", None, "", expected, "allreduce not run")
     if ar.backend != "nccl":  # CPU ranks: Gloo's one transport is TCP, nothing to fall back from
-        return check("allreduce.nccl_transport", True, f"{ar.backend}: TCP, its only transport",
-                     expected)  # fmt: skip
+        why = f"{ar.backend}: TCP is its only transport"
+        return check("allreduce.nccl_transport", None, "", expected, why)
     if not seen or not seen.get("ranks"):
         return check(
             "allreduce.nccl_transport", None, "", expected, "NCCL wrote no transport lines"
