@@ -54,7 +54,7 @@ def _gpu_name(length: int) -> str:
 def pdf(lengths: list[int]) -> None:
     from rackcert.core.runs import read_json
     from rackcert.report.build import build_report
-    from tests.plugins.report import facts, write_run
+    from tests.support.plugins.report import facts, write_run
 
     print("chars  wall s  cpu s  pdf written  note")
     for n in lengths:
@@ -85,7 +85,7 @@ def pdf(lengths: list[int]) -> None:
 def serve(sparse_gb: float) -> None:
     from rackcert.report.build import build_report
     from rackcert.serve import index_page
-    from tests.plugins.report import write_run
+    from tests.support.plugins.report import write_run
 
     with tempfile.TemporaryDirectory(prefix="rackcert-bench-", dir="/tmp") as tmp:
         root = Path(tmp) / "runs"

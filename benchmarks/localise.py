@@ -43,7 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rackcert.core.ssh_target import SshTarget  # noqa: E402
-from rackcert.lab import lifetime, linkshape, sshhosts  # noqa: E402
+from rackcert.lab import lifetime, linkshape  # noqa: E402
+from rackcert.lab.sshhosts.host import TestHost  # noqa: E402
+from rackcert.lab.sshhosts.network import claim_subnet, release_subnet  # noqa: E402
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts  # noqa: E402
 from validation.bench.localisation.stages import LocaliseOptions, localise  # noqa: E402
 from validation.bench.transport import Node  # noqa: E402
 
@@ -51,7 +54,7 @@ LINE_MBIT = 100.0
 SEVERITIES = (0.25, 0.5, 0.8)
 
 
-def nodes_of(hosts: list[sshhosts.TestHost]) -> list[Node]:
+def nodes_of(hosts: list[TestHost]) -> list[Node]:
     return [
         Node(
             h.name,
@@ -69,7 +72,7 @@ def nodes_of(hosts: list[sshhosts.TestHost]) -> list[Node]:
 CONFIRM = True  # --no-confirm: judge the first measurement only (as before confirmation)
 
 
-def run(hosts: list[sshhosts.TestHost], stages: set[str], pair_s: int) -> dict[str, Any]:
+def run(hosts: list[TestHost], stages: set[str], pair_s: int) -> dict[str, Any]:
     opts = LocaliseOptions(
         confirm=CONFIRM,
         line_rate_gbps=LINE_MBIT / 1000,
@@ -84,7 +87,7 @@ def run(hosts: list[sshhosts.TestHost], stages: set[str], pair_s: int) -> dict[s
 
 
 @contextlib.contextmanager
-def planted(kind: str, hosts: list[sshhosts.TestHost], sev: float, share: float) -> Iterator[str]:
+def planted(kind: str, hosts: list[TestHost], sev: float, share: float) -> Iterator[str]:
     """Plant one fault; yields the finding id that names its culprit."""
     victim, other = hosts[1], hosts[-1]
     if kind == "node":
@@ -130,9 +133,9 @@ def bench(
     severities: tuple[float, ...] = SEVERITIES,
     kinds: tuple[str, ...] = tuple(FAULTS),
 ) -> dict[str, Any]:
-    subnet = sshhosts.claim_subnet()
+    subnet = claim_subnet()
     work = Path(tempfile.mkdtemp(prefix="localise-bench-"))
-    hosts = sshhosts.start_hosts(
+    hosts = start_hosts(
         [f"node{i + 1:02d}" for i in range(n)], subnet, work / "id_ed25519", state_dir=work / "h"
     )
     out: dict[str, Any] = {
@@ -199,8 +202,8 @@ def bench(
                 )
         out["faults"] = faults
     finally:
-        sshhosts.stop_hosts(hosts)
-        sshhosts.release_subnet(subnet)
+        stop_hosts(hosts)
+        release_subnet(subnet)
     return out
 
 

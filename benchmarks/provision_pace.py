@@ -101,8 +101,8 @@ def one_run(hosts: int, vms_per_host: int, parallelism: int, scale: float) -> di
     from provision.stage import run as provision
     from rackcert.core.runs import RunDir
     from rackcert.core.spec_loader import load_spec
-    from tests.pace_helpers import rack_spec
-    from tests.plugins.vcsim import TwinFactory
+    from tests.support.pace_helpers import rack_spec
+    from tests.support.plugins.vcsim import TwinFactory
 
     base = Path(tempfile.mkdtemp(prefix="rackcert-pace-"))
     factory = TwinFactory(base)

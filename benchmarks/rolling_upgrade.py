@@ -146,8 +146,8 @@ def one_roll(hosts: int, budget: str, scale: float, records: Path | None = None)
     from rackcert.upgrade.layers import guest_versions, host_versions
     from rackcert.upgrade.machine import Ports, Roll, Timing
     from rackcert.upgrade.plan import PlanOptions, build_plan
-    from tests.pace_helpers import rack_spec
-    from tests.plugins.vcsim import TwinFactory
+    from tests.support.pace_helpers import rack_spec
+    from tests.support.plugins.vcsim import TwinFactory
 
     base = Path(tempfile.mkdtemp(prefix="rackcert-roll-"))
     factory = TwinFactory(base)

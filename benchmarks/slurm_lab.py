@@ -34,13 +34,16 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rackcert.lab import lifetime, sshhosts  # noqa: E402
+from rackcert.lab import lifetime  # noqa: E402
 from rackcert.lab.slurm import NodeDef, SlurmLab, spec_block  # noqa: E402
+from rackcert.lab.sshhosts.host import TestHost  # noqa: E402
+from rackcert.lab.sshhosts.network import claim_subnet, release_subnet  # noqa: E402
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts  # noqa: E402
 
 LAB = ROOT / "inventories" / "lab.yaml"
 
 
-def _spec(hosts: list[sshhosts.TestHost], lab: SlurmLab, where: Path) -> Path:
+def _spec(hosts: list[TestHost], lab: SlurmLab, where: Path) -> Path:
     data = yaml.safe_load(LAB.read_text())
     template = data["vms"][0]["template"]
     esx = [h["name"] for h in data["hosts"]]
@@ -56,7 +59,7 @@ def _spec(hosts: list[sshhosts.TestHost], lab: SlurmLab, where: Path) -> Path:
     return path
 
 
-def _bench(spec: Path, hosts: list[sshhosts.TestHost], launcher: str, runs: Path) -> float:
+def _bench(spec: Path, hosts: list[TestHost], launcher: str, runs: Path) -> float:
     cmd = [sys.executable, "-m", "rackcert.cli", "bench", str(spec), "--launcher", launcher,
            "--backend", "gloo", "--nodes", "2", "--gpus-per-node", "1", "--quick",
            "--max-bytes", "1048576", "--skip", "resnet,storage", "--remote-python",
@@ -80,8 +83,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rackcert-slurm-bench-"))
-    subnet = sshhosts.claim_subnet()
-    hosts = sshhosts.start_hosts(
+    subnet = claim_subnet()
+    hosts = start_hosts(
         ["node1", "node2"], subnet, work / "id_ed25519", state_dir=work / "hosts", private=[]
     )
     gateway = subnet.rsplit(".", 1)[0] + ".1"
@@ -117,8 +120,8 @@ def main() -> None:
             )
     finally:
         lab.remove()
-        sshhosts.stop_hosts(hosts)
-        sshhosts.release_subnet(subnet)
+        stop_hosts(hosts)
+        release_subnet(subnet)
 
 
 if __name__ == "__main__":

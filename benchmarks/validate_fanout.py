@@ -45,14 +45,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rackcert.lab import lifetime, sshhosts  # noqa: E402
+from rackcert.lab import lifetime  # noqa: E402
+from rackcert.lab.sshhosts.host import TestHost  # noqa: E402
+from rackcert.lab.sshhosts.network import claim_subnet, release_subnet  # noqa: E402
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts  # noqa: E402
 
-FAKE_SMI = ROOT / "tests" / "fakes" / "fake-nvidia-smi"
+FAKE_SMI = ROOT / "tests" / "support" / "fakes" / "fake-nvidia-smi"
 TICK = os.sysconf("SC_CLK_TCK")
 PROJECT = (256, 1024)
 
 
-def write_spec(path: Path, hosts: list[sshhosts.TestHost]) -> Path:
+def write_spec(path: Path, hosts: list[TestHost]) -> Path:
     vms = "\n".join(
         f"  - {{name: {h.name}, template: t1, host: esx{i // 8}, address: {h.address},"
         f" ssh_port: {h.port}}}"
@@ -93,7 +96,7 @@ network: {{mtu: 1500}}
     return path
 
 
-def hosts_cpu(hosts: list[sshhosts.TestHost]) -> float:
+def hosts_cpu(hosts: list[TestHost]) -> float:
     """CPU seconds of every finished sshd session on these hosts (their sshd's children)."""
     total = 0
     for h in hosts:
@@ -179,11 +182,11 @@ def main() -> int:
     sizes = sorted(set(args.sizes))
 
     work = Path(tempfile.mkdtemp(prefix="rackcert-fanout-"))
-    subnet = sshhosts.claim_subnet()
-    hosts: list[sshhosts.TestHost] = []
+    subnet = claim_subnet()
+    hosts: list[TestHost] = []
     try:
         names = [f"node{i + 1}" for i in range(max(sizes))]
-        hosts = sshhosts.start_hosts(names, subnet, work / "id_ed25519", state_dir=work / "h")
+        hosts = start_hosts(names, subnet, work / "id_ed25519", state_dir=work / "h")
         for h in hosts:  # SSH trust between peers: the key every host already authorizes
             ssh_dir = h.path("/root/.ssh")
             ssh_dir.mkdir(parents=True, exist_ok=True)
@@ -198,8 +201,8 @@ def main() -> int:
             extra += ["--tool-path", str(tools)]
         rows = measure(sizes, hosts, work, extra, args.repeat)
     finally:
-        sshhosts.stop_hosts(hosts)
-        sshhosts.release_subnet(subnet)
+        stop_hosts(hosts)
+        release_subnet(subnet)
 
     report(rows, args)
     if args.json:

@@ -4,7 +4,11 @@ Read-only. The same ContainerView + PropertyCollector retrieval discovery makes
 (paged, retried on a dropped connection, TLS as the spec says), asked for more per
 host (CPU, BIOS, product, boot time), and for clusters (DRS, HA, rules), datacenters,
 datastores and port groups with their hosts. From that one answer come both the
-capture and discovery's Inventory, whose provision digest the capture carries.
+capture and discovery's Inventory, whose provision digest the capture carries. What a
+captured host or VM shares with discovery's (rackcert.core.observed's HostState and
+VmConfig) is read once, by discovery (provision.objectcontent), and taken from its Inventory;
+the capture reads only what is its own (hardware, NUMA, PCI functions and passthrough as the
+twin serves them, options, product, devices, extraConfig with redaction, clusters).
 
 One call more per host only where it matters: a host on which a VM holds a fixed
 passthrough backing gets its passthrough systemId from QueryConfigTarget (the id
@@ -17,6 +21,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel
 
 from provision.discovery import (
     ATS_DEF,
@@ -54,22 +60,22 @@ from rackcert.core.capture.model import (
     VmDeviceGroup,
 )
 from rackcert.core.capture.redact import SERVED_WITHHELD, WITHHELD, is_secret_key, sha256
-from rackcert.core.observed import Inventory
+from rackcert.core.observed import HostState, Inventory, VmConfig
 from rackcert.core.runs import utc_now
 from rackcert.core.vsphere_rules import ATS_OPTION, TRANSIENT_FAULTS, with_retries
 
-# Discovery asks for single fields of these; the capture records the whole objects.
+# Discovery asks for single fields of these; the capture records the whole objects. What the
+# two share (rackcert.core.observed's HostState and VmConfig) the capture takes from discovery.
 HOST_MORE = [
     "hardware.cpuInfo",
     "hardware.memorySize",
     "parent",
     "summary.hardware",
     "hardware.systemInfo",
-    "config.graphicsConfig",
 ]
 # config.instanceUuid: apply looks a VM up by it before a clone (provision/vm_identity.py), so
 # a rehearsal's twin serves the captured one.
-VM_MORE = ["config.memoryAllocation", "config.instanceUuid"]
+VM_MORE = ["config.instanceUuid"]
 CLUSTER = ["name", "host", "configurationEx", "environmentBrowser"]
 DATASTORE = ["summary.type"]
 
@@ -96,7 +102,7 @@ def capture(si: Any) -> tuple[Capture, Inventory]:
             about = si.content.about
             objects, collected = retrieve_all(si, {}, _extra(vim))
             inventory = inventory_from(collected, about)
-            out = _assemble(si, objects, about, vim)
+            out = _assemble(si, objects, about, vim, inventory)
         except vmodl.MethodFault as exc:
             raise DiscoveryError(
                 f"vCenter capture failed: {getattr(exc, 'msg', None) or type(exc).__name__}"
@@ -116,7 +122,12 @@ def _props(obj: Any) -> dict[str, Any]:
     return {p.name: p.val for p in obj.propSet}
 
 
-def _assemble(si: Any, objects: list[Any], about: Any, vim: Any) -> Capture:
+def _assemble(si: Any, objects: list[Any], about: Any, vim: Any, seen: Inventory) -> Capture:
+    """The capture of one retrieval. What a host, a VM and a PCI function share with
+    discovery's view (HostState, VmConfig: rackcert.core.observed) is taken from `seen`,
+    the Inventory discovery read from the same answer, not read a second time."""
+    observed: dict[str, BaseModel] = {h.moid: h for h in seen.hosts}
+    observed |= {v.moid: v for v in [*seen.vms, *seen.templates]}
     by_kind: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
     for obj in objects:
         by_kind.setdefault(type(obj.obj).__name__.rsplit(".", 1)[-1], []).append(
@@ -125,8 +136,14 @@ def _assemble(si: Any, objects: list[Any], about: Any, vim: Any) -> Capture:
     names = {ref._moId: props.get("name", "") for kind in by_kind for ref, props in by_kind[kind]}
     clusters = [_cluster(props, names) for _ref, props in by_kind.get("ClusterComputeResource", [])]
     cluster_of = {h: c.name for c in clusters for h in c.hosts}
-    hosts = [_host(props, names, cluster_of) for _ref, props in by_kind.get("HostSystem", [])]
-    vms = [_vm(props, names, vim) for _ref, props in by_kind.get("VirtualMachine", [])]
+    hosts = [
+        _host(props, cluster_of, _facts(observed[ref._moId], HostState))
+        for ref, props in by_kind.get("HostSystem", [])
+    ]
+    vms = [
+        _vm(props, vim, _facts(observed[ref._moId], VmConfig))
+        for ref, props in by_kind.get("VirtualMachine", [])
+    ]
     _system_ids(si, hosts, vms, by_kind, vim)
     _host_device_groups(si, hosts, by_kind, vim)
     datastores = [
@@ -189,8 +206,13 @@ def _cluster(props: dict[str, Any], names: dict[str, str]) -> Cluster:
     )
 
 
-def _host(props: dict[str, Any], names: dict[str, str], cluster_of: dict[str, str]) -> Host:
-    name = props.get("name", "")
+def _facts(model: BaseModel, shared: type[BaseModel]) -> dict[str, Any]:
+    """The fields of `shared` (HostState, VmConfig) as `model`, discovery's, holds them."""
+    return model.model_dump(include=set(shared.model_fields))
+
+
+def _host(props: dict[str, Any], cluster_of: dict[str, str], state: dict[str, Any]) -> Host:
+    name = state["name"]
     numa = props.get("hardware.numaInfo")
     system = props.get("hardware.systemInfo")
     bios = props.get("hardware.biosInfo")
@@ -202,9 +224,8 @@ def _host(props: dict[str, Any], names: dict[str, str], cluster_of: dict[str, st
     if ats is not None:
         kind = _option_type(props.get(ATS_DEF), ats.value) or "string"
         options.append(AdvancedOption(key=ATS_OPTION, value=ats.value, type=kind))  # type: ignore[arg-type]
-    graphics = props.get("config.graphicsConfig")
     return Host(
-        name=name,
+        **state,
         cluster=cluster_of.get(name, ""),
         hardware=HostHardware(
             vendor=getattr(system, "vendor", "") or "",
@@ -256,7 +277,6 @@ def _host(props: dict[str, Any], names: dict[str, str], cluster_of: dict[str, st
             for p in props.get("config.pciPassthruInfo") or []
         ],
         options=options,
-        rebind_without_reboot=bool(props.get("capability.deviceRebindWithoutRebootSupported")),
         product=Product(
             name=getattr(product, "name", "") or "",
             full_name=getattr(product, "fullName", "") or "",
@@ -264,38 +284,17 @@ def _host(props: dict[str, Any], names: dict[str, str], cluster_of: dict[str, st
             build=getattr(product, "build", "") or "",
             api_version=getattr(product, "apiVersion", "") or "",
         ),
-        connection_state=str(props.get("runtime.connectionState", "")),
-        power_state=str(props.get("runtime.powerState", "")),
-        in_maintenance=bool(props.get("runtime.inMaintenanceMode")),
-        reboot_required=bool(props.get("summary.rebootRequired")),
-        boot_time=props.get("runtime.bootTime"),
-        graphics_type=getattr(graphics, "hostDefaultGraphicsType", "") or "",
-        vgpu_types=list(props.get("config.sharedPassthruGpuTypes") or []),
-        datastores=sorted(names.get(r._moId, "") for r in props.get("datastore") or []),
-        networks=sorted(names.get(r._moId, "") for r in props.get("network") or []),
     )
 
 
-def _vm(props: dict[str, Any], names: dict[str, str], vim: Any) -> Vm:
+def _vm(props: dict[str, Any], vim: Any, config: dict[str, Any]) -> Vm:
     managed = props.get("config.managedBy")
-    alloc = props.get("config.memoryAllocation")
-    host = props.get("runtime.host")
     return Vm(
-        name=props.get("name", ""),
-        host=names.get(host._moId) if host is not None else None,
-        template=bool(props.get("config.template")),
+        **config,
         instance_uuid=props.get("config.instanceUuid") or "",
         managed_by=ManagedBy(extension_key=managed.extensionKey or "", type=managed.type or "")
         if managed is not None
         else None,
-        power_state=str(props.get("runtime.powerState", "")),
-        guest_id=props.get("config.guestId") or "",
-        hardware_version=props.get("config.version") or "",
-        firmware=props.get("config.firmware") or "",
-        num_cpus=int(props.get("config.hardware.numCPU") or 0),
-        memory_mb=int(props.get("config.hardware.memoryMB") or 0),
-        memory_reservation_locked=bool(props.get("config.memoryReservationLockedToMax")),
-        memory_reservation_mb=int(getattr(alloc, "reservation", 0) or 0),
         extra_config=sorted(
             (_extra_config(o.key, str(o.value)) for o in props.get("config.extraConfig") or []),
             key=lambda e: e.key,

@@ -7,7 +7,7 @@ missing element is None and a present empty one "", xsd:boolean is "true"/"1" or
 and an xsi:type names the class through pyVmomi's type tables, mapped to the session's
 API version (GetCompatibleType), so `isinstance` questions (a passthrough device, a NIC,
 a Network) get pyVmomi's answers. The models come out exactly as they did from pyVmomi's
-objects; tests/test_vsphere_discovery_xml.py holds the two side by side on a twin.
+objects; tests/integration/test_vsphere_discovery_xml.py holds the two side by side on a twin.
 
 Field names and types are the vSphere Web Services API reference's (HostPciDevice,
 HostNumaInfo, HostPciPassthruInfo, VirtualDevice and its backings, OptionValue).

@@ -1,11 +1,12 @@
 """`rackcert upgrade`'s wiring: the upgrade stage's ports made of the real things.
 
 A flow on the top floor (like pipeline and rehearse): the only place that joins the
-upgrade stage (rackcert.upgrade) to provision (pyVmomi: power, maintenance with
-rackcert's mark, reboots), configure (the roles, limited to one node), validation
-(the node's own validate) and the host image (provision/host_image_port: vLCM, or esxcli
-software where the cluster uses baselines). A roll with no host change skips the host
-steps and records why.
+upgrade stage (rackcert.upgrade) to provision's ports (provision/hypervisor_port: power,
+maintenance with rackcert's mark, reboots; provision/host_image_port: vLCM, or esxcli
+software where the cluster uses baselines), configure (the roles, limited to one node) and
+validation (the node's own validate). It wires them; it speaks to no outside system itself
+(pyVmomi is provision's alone). A roll with no host change skips the host steps and records
+why.
 
     planned = plan_roll(loaded, Path("runs"), max_unavailable="1")
     roll = open_roll(planned, loaded, Path("runs"))
@@ -14,12 +15,13 @@ steps and records why.
 
 from __future__ import annotations
 
-import threading
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provision.hypervisor_port import VSphereHypervisor
 from rackcert.core.errors import InputError, RecordError
 from rackcert.core.known_hosts import rack_file
 from rackcert.core.matrix import certified_dir, load_references
@@ -27,6 +29,7 @@ from rackcert.core.runs import RunDir, last_certified, read_capped, run_paths
 from rackcert.core.spec import Spec
 from rackcert.core.spec_loader import LoadedSpec, parse_spec
 from rackcert.core.stage_records import BenchRecord, UpgradeData, UpgradeRecord, ValidateRecord
+from rackcert.core.upgrade_layers import diff, guest_tags, layers
 from rackcert.upgrade.budget import Budget
 from rackcert.upgrade.evidence import certificates, node_figures, reference_figures
 from rackcert.upgrade.hooks import AskScheduler, HookScheduler
@@ -189,13 +192,38 @@ def start_roll(roll: Roll, *, rollback: str | None = None) -> UpgradeData:
     return roll.rollback(rollback) if rollback else roll.run()
 
 
-def host_image_port(loaded: LoadedSpec) -> HostImage | None:
+@dataclass(frozen=True)
+class Wiring:
+    """What a layer's adapter is built from (Layer.adapter): the spec rolled to, the
+    certified run's spec, the roll's run and the runs root."""
+
+    new: LoadedSpec
+    before: LoadedSpec
+    run: RunDir
+    root: Path
+
+
+def host_image_port(wiring: Wiring) -> HostImage | None:
     """The host image client in the spec's terms: vLCM's com.vmware.esx.settings on a
     cluster managed by an image, esxcli software on one managed by baselines
     (provision/host_image_port.py)."""
     from provision.host_image_port import VlcmHostImage
 
-    return VlcmHostImage(loaded.spec)
+    return VlcmHostImage(wiring.new.spec)
+
+
+def configure_guest(wiring: Wiring) -> ConfigureGuest:
+    return ConfigureGuest(wiring.new, wiring.before, wiring.run, wiring.root)
+
+
+def adapters(wiring: Wiring) -> dict[str, Any]:
+    """Each registered layer's port, by the name the layer gives it, from its adapter."""
+    out: dict[str, Any] = {}
+    for layer in layers():
+        if layer.adapter and layer.port not in out:
+            module, _, name = layer.adapter.partition(":")
+            out[layer.port] = getattr(importlib.import_module(module), name)(wiring)
+    return out
 
 
 def build_ports(
@@ -206,12 +234,14 @@ def build_ports(
     *,
     ask: Callable[[str], bool] | None = None,
 ) -> Ports:
+    made = adapters(Wiring(loaded, planned.before, run, root))
     return Ports(
         scheduler=scheduler_for(loaded.spec, run.path.name, ask),
         hypervisor=HostKeyGate(VSphereHypervisor(loaded.spec), loaded.spec, root),
-        guest=ConfigureGuest(loaded, planned.before, run, root),
+        guest=made.pop("guest"),
         certifier=ValidateCertifier(loaded, planned.before, planned.certified, run, root),
-        host_image=host_image_port(loaded),
+        host_image=made.pop("host_image", None),
+        layers=made,
     )
 
 
@@ -276,9 +306,12 @@ class HostKeyGate:
 
 
 class ConfigureGuest:
-    """The guest layer: the roles of the matching spec, limited to one node. Going back
-    (a rollback), the node is pinned to the versions its forward configure run recorded
-    before it changed anything (`configure(versions_from=...)`, rackcert/configure/rollback.py)."""
+    """The guest layer: the roles of the matching spec, limited to one node and to the roles
+    of the components that change (their tags, from the guest layer's declaration: a
+    driver-only roll does not rerun the NFS, SSH-trust and Slurm roles on each node). Going
+    back (a rollback), the same roles, the node pinned to the versions its forward configure
+    run recorded before it changed anything (`configure(versions_from=...)`,
+    rackcert/configure/rollback.py)."""
 
     def __init__(
         self,
@@ -287,10 +320,12 @@ class ConfigureGuest:
         run: RunDir,
         root: Path,
         *,
-        tags: tuple[str, ...] = (),
+        tags: tuple[str, ...] | None = None,
     ):
         self.new, self.before, self.run, self.root = new, before, run, root
-        self.tags = tags  # only these roles (default: site.yml whole)
+        # Only these roles: by default those of the components that change (the guest
+        # layer's declaration); empty: site.yml whole (a component no role is declared for).
+        self.tags = tags if tags is not None else guest_tags(diff(before.spec, new.spec)) or ()
 
     def apply(self, node: str, versions: dict[str, str]) -> None:
         from rackcert.configure import run as configure
@@ -394,175 +429,3 @@ class ValidateCertifier:
         if not rows:
             return {}, {}
         return node_figures(rows[0]), reference_figures(rows[0], reference)
-
-
-class VSphereHypervisor:
-    """VMs and hosts through pyVmomi; maintenance windows carry rackcert's mark
-    (provision/maintenance_mark.py) so any re-run can tell them from an operator's."""
-
-    def __init__(self, spec: Spec, *, boot_timeout: float | None = None, wait_guest: bool = True):
-        self.spec = spec
-        self._si: Any = None
-        self._lock = threading.Lock()
-        self.boot_timeout = boot_timeout or float(spec.network.management.boot_timeout_s)
-        self.wait_guest = wait_guest
-        # The spec names hosts its own way; vCenter knows them by address (hosts[].address).
-        self._vc_name = {h.name: h.address for h in spec.hosts}
-        self._spec_name = {h.address: h.name for h in spec.hosts}
-        self._refs: dict[tuple[str, str], Any] = {}
-
-    @property
-    def si(self) -> Any:
-        with self._lock:
-            if self._si is None:
-                from provision.session import open_session
-
-                self._si = open_session(self.spec)
-            return self._si
-
-    def _find(self, kind: str, name: str) -> Any:
-        """The VM or host of that name; every name is read in one PropertyCollector call
-        the first time (walking a view's objects costs a round trip each, which grew with
-        the rack: 34 calls a lookup on 16 hosts x 2 VMs) and kept, a moref being stable."""
-        if kind == "host":
-            name = self._vc_name.get(name, name)
-        with self._lock:
-            ref = self._refs.get((kind, name))
-        if ref is None:
-            self._index()
-            with self._lock:
-                ref = self._refs.get((kind, name))
-        if ref is None:
-            raise PortError(f"{name}: no such {'VM' if kind == 'vm' else 'host'} in vCenter")
-        return ref
-
-    def _index(self) -> None:
-        from pyVmomi import vim
-
-        from provision.viewspec import view_filter_spec
-
-        content = self.si.content
-        kinds = {vim.VirtualMachine: "vm", vim.HostSystem: "host"}
-        view = content.viewManager.CreateContainerView(content.rootFolder, list(kinds), True)
-        try:
-            spec = view_filter_spec(view, {t: ["name"] for t in kinds})
-            found = {}
-            for obj in content.propertyCollector.RetrieveContents([spec]):
-                for prop in obj.propSet:
-                    kind = "vm" if isinstance(obj.obj, vim.VirtualMachine) else "host"
-                    found[(kind, str(prop.val))] = obj.obj
-        finally:
-            view.DestroyView()
-        with self._lock:
-            self._refs.update(found)
-
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        from pyVmomi import vmodl
-
-        try:
-            return fn()
-        except vmodl.MethodFault as fault:
-            text = getattr(fault, "msg", "") or type(fault).__name__
-            raise PortError(f"{what}: {text}") from None
-
-    def power_state(self, vm: str) -> str:
-        return str(self._find("vm", vm).runtime.powerState)
-
-    def shutdown_guest(self, vm: str) -> None:
-        ref = self._find("vm", vm)
-        self._call(f"{vm}: ShutdownGuest", ref.ShutdownGuest)
-
-    def power_off(self, vm: str) -> None:
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("vm", vm)
-        wait_task(self._call(f"{vm}: PowerOff", ref.PowerOffVM_Task), f"{vm}: power off")
-
-    def power_on(self, vm: str) -> None:
-        """Power the VM on, then wait for it the way provision waits for a new clone
-        (provision.lifecycle.wait_up: Tools reporting the node's address, or SSH there, as
-        network.management.wait_for says, within boot_timeout_s)."""
-        from provision.lifecycle import wait_up
-        from provision.vsphere_ops import power_on_vm
-        from rackcert.core.stage_records import ActionRecord
-
-        ref = self._find("vm", vm)
-        if str(ref.runtime.powerState) != "poweredOn":
-            self._call(f"{vm}: PowerOn", lambda: power_on_vm(ref, vm))
-        node = next((v for v in self.spec.vms if v.name == vm), None)
-        if node is None or not self.wait_guest:
-            return
-        mode = self.spec.network.management.wait_for
-        action = ActionRecord(
-            kind="vm.wait",
-            target=vm,
-            change=f"wait up to {self.boot_timeout:.0f} s for the guest ({mode})",
-            reason="the roll configures and validates the node once it has booted",
-            params={
-                "address": node.address,
-                "port": node.ssh_port,
-                "timeout_s": self.boot_timeout,
-                "wait_for": mode,
-            },
-        )
-        state = self._call(
-            f"{vm}: wait for the guest",
-            lambda: wait_up(self.si, action, ref._moId, lambda *_: None),
-        )
-        if not state.get("answered"):
-            what = {"ssh": "no SSH", "tools": "no Tools report", "any": "no Tools or SSH"}[mode]
-            raise PortError(
-                f"{vm}: powered on, {what} at {node.address} after {self.boot_timeout:.0f} s"
-                f" (power {state.get('power_state', '?')})"
-            )
-
-    def enter_maintenance(self, host: str, run: str) -> None:
-        from provision import maintenance_mark
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("host", host)
-        if ref.runtime.inMaintenanceMode:
-            return
-        key = maintenance_mark.field_key(self.si, create=True)
-        assert key is not None
-        maintenance_mark.mark(self.si, ref, key, f"rackcert upgrade {run}")
-        task = self._call(
-            f"{host}: EnterMaintenanceMode", lambda: ref.EnterMaintenanceMode_Task(timeout=0)
-        )
-        wait_task(task, f"{host}: enter maintenance mode")
-
-    def exit_maintenance(self, host: str) -> None:
-        from provision import maintenance_mark
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("host", host)
-        if ref.runtime.inMaintenanceMode:
-            task = self._call(
-                f"{host}: ExitMaintenanceMode", lambda: ref.ExitMaintenanceMode_Task(timeout=0)
-            )
-            wait_task(task, f"{host}: exit maintenance mode")
-        key = maintenance_mark.field_key(self.si, create=False)
-        if key is not None:
-            maintenance_mark.clear(self.si, ref, key)
-
-    def marked_hosts(self) -> list[str]:
-        from provision import maintenance_mark
-
-        key = maintenance_mark.field_key(self.si, create=False)
-        if key is None:
-            return []
-        marked = maintenance_mark.marked_hosts(self.si, key)
-        return sorted(self._spec_name.get(name, name) for _, name, _, _ in marked)
-
-    def boot_time(self, host: str) -> str:
-        ref = self._find("host", host)
-        if str(ref.runtime.connectionState) != "connected" or ref.runtime.bootTime is None:
-            raise PortError(f"{host}: not connected")
-        return str(ref.runtime.bootTime.isoformat())
-
-    def reboot(self, host: str) -> None:
-        from provision.vsphere_ops import wait_task
-
-        ref = self._find("host", host)
-        task = self._call(f"{host}: RebootHost", lambda: ref.RebootHost_Task(force=False))
-        wait_task(task, f"{host}: reboot")

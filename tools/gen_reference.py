@@ -1,6 +1,6 @@
 """Write docs/spec-reference.md (from the pydantic models) and docs/checks.md (from the suite).
 
-Both are generated so they cannot drift from the code; tests/test_reference_docs.py
+Both are generated so they cannot drift from the code; tests/unit/test_reference_docs.py
 fails when a checked-in copy is stale. Run: .venv/bin/python tools/gen_reference.py
 """
 

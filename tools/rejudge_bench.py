@@ -3,7 +3,7 @@
 Why: a verdict is what `validation.bench.verdict` says about the recorded figures, never a
 hand edit. When the verdict rules change (certification.required, "not judged" is never a
 pass), committed evidence is re-judged with this, from the same spec it was measured
-against; the figures are untouched. tests/test_bench_verdict.py fails when a committed
+against; the figures are untouched. tests/unit/test_bench_verdict.py fails when a committed
 record's verdict is not what the code judges.
 
 Usage: .venv/bin/python tools/rejudge_bench.py docs/evidence/h200-spec.yaml \

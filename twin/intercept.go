@@ -51,7 +51,7 @@ func NewInterceptor(next http.Handler, faults *Faults) *Interceptor {
 // every well-formed call, with a result or a fault, and never drops the
 // connection (which clients such as rackcert treat as a transient network
 // error and retry). Each one is logged with "handler panic" so the test
-// session fails on it (tests/plugins/vcsim.py).
+// session fails on it (tests/support/plugins/vcsim.py).
 var handlerPanics int64
 
 // recorder remembers whether the response has begun, so a panic can still be

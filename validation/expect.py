@@ -24,6 +24,13 @@ class Peer(BaseModel):
     port: int = 22
 
 
+class PortUse(BaseModel):
+    """A TCP port a peer must reach on this node, and what listens there."""
+
+    port: int
+    use: str
+
+
 class MountExpect(BaseModel):
     mount_point: str
     source: str
@@ -78,6 +85,11 @@ class NodeExpect(BaseModel):
         " node's own known_hosts (what configure's ssh_trust role installed), strictly",
     )
     dcgm_diag_level: int = 1
+    firewall_ports: list[PortUse] = Field(
+        default_factory=list,
+        description="Ports every peer must reach besides its SSH port (net.firewall): slurmd,"
+        " the ends of srun's and the launchers' ranges",
+    )
     vgpu: bool = Field(False, description="The VM's GPUs are NVIDIA vGPUs: a licence is expected")
     partition: int | None = Field(
         None, description="Fabric Manager partition of an HGX board the VM's GPUs form"
@@ -104,6 +116,25 @@ def sxm_nvlinks(model: str) -> tuple[int, float | None]:
         if name in words:
             return links, gbps
     return 0, None
+
+
+def _range_ends(text: str, use: str) -> list[PortUse]:
+    low, _, high = text.partition("-")
+    ends = sorted({int(low), int(high or low)})
+    return [PortUse(port=p, use=use) for p in ends]
+
+
+def _firewall_ports(spec: Spec) -> list[PortUse]:
+    """What net.firewall probes on each peer: slurmd's port where the rack joins Slurm, and
+    the first and last port of srun's and the launchers' ranges (a zone opens a range whole
+    or not at all, so its ends tell; probing 3000 ports would not)."""
+    fw = spec.network.firewall
+    out: list[PortUse] = []
+    if spec.slurm is not None:
+        out.append(PortUse(port=spec.slurm.slurmd_port, use="slurmd"))
+        out += _range_ends(fw.srun_port_range, "srun SrunPortRange")
+    out += _range_ends(fw.launcher_port_range, "launcher rendezvous/MPI")
+    return out
 
 
 def _mount(spec: Spec) -> MountExpect | None:
@@ -164,6 +195,7 @@ def expectations(spec: Spec) -> dict[str, NodeExpect]:
             interface=spec.network.interface,
             mount=_mount(spec),
             os=guest.os,
+            firewall_ports=_firewall_ports(spec),
             peers=[
                 Peer(name=p.name, address=p.address, port=p.ssh_port)
                 for p in spec.vms

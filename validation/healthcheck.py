@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import time
@@ -36,8 +35,8 @@ from typing import Any
 
 from rackcert.core.errors import InputError
 from rackcert.core.results import CheckResult, Severity, Status
-from rackcert.core.slurm.client import SLURM_PATH, run_client
-from rackcert.core.slurm.reason import node_reason
+from rackcert.core.slurm import client as slurm
+from rackcert.core.slurm.client import SLURM_PATH, SlurmError, SlurmNode
 from rackcert.core.spec import Spec
 from validation.checks import REGISTRY, NodeView, facts_of, load_all, run_check
 from validation.expect import expectations
@@ -153,21 +152,13 @@ def reason_for(failing: list[CheckResult]) -> str:
     return f"{REASON_PREFIX} {first.id}: {saw}"[:200] + more
 
 
-# -- Slurm ------------------------------------------------------------------------------------
-def _scontrol(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_client("scontrol", *args, conf=env.get("SLURM_CONF"))
-
-
-_STATE_RE = re.compile(r"\bState=(\S+)")
-
-
-def node_state(node: str, env: dict[str, str]) -> tuple[str, str]:
-    """(State, Reason) of the node as slurmctld has it (`scontrol show node -o`)."""
-    proc = _scontrol("show", "node", node, "-o", env=env)
-    if proc.returncode != 0:
-        raise InputError(f"health check: scontrol show node {node}: {proc.stderr.strip()}")
-    state = _STATE_RE.search(proc.stdout)
-    return (state.group(1) if state else ""), node_reason(proc.stdout)
+# -- Slurm (asked and read by rackcert.core.slurm, as the roll and localisation's drain do) ----
+def node_state(node: str, env: dict[str, str]) -> SlurmNode:
+    """The node as slurmctld has it (`scontrol show node -o`): its drain flag and reason."""
+    try:
+        return slurm.show_node(node, conf=env.get("SLURM_CONF"))
+    except SlurmError as exc:
+        raise InputError(f"health check: {exc}") from None
 
 
 def _last_own_drain(record: Path, node: str) -> str | None:
@@ -196,8 +187,8 @@ def append_record(record: Path, entry: dict[str, Any]) -> None:
 
 def act(outcome: HealthOutcome, record: Path, env: dict[str, str]) -> None:
     """Drain on failure, resume on a pass what rackcert drained; record what was done."""
-    state, current = node_state(outcome.node, env)
-    drained = "DRAIN" in state.upper()
+    seen = node_state(outcome.node, env)
+    drained, current = seen.drain, seen.reason
     ours = drained and current.startswith(REASON_PREFIX)
     ours = ours and _last_own_drain(record, outcome.node) == current
     if not outcome.ok:
@@ -208,17 +199,16 @@ def act(outcome: HealthOutcome, record: Path, env: dict[str, str]) -> None:
         if ours and current == outcome.reason:
             outcome.action = "kept-own-drain"
             return
-        args = ["update", f"nodename={outcome.node}", "state=drain", f"reason={outcome.reason}"]
-        proc = _scontrol(*args, env=env)
-        if proc.returncode != 0:
-            raise InputError(f"health check: could not drain {outcome.node}: {proc.stderr.strip()}")
+        try:
+            slurm.drain(outcome.node, outcome.reason, conf=env.get("SLURM_CONF"))
+        except SlurmError as exc:
+            raise InputError(f"health check: could not drain {outcome.node}: {exc}") from None
         outcome.action = "drain"
     elif ours:
-        proc = _scontrol("update", f"nodename={outcome.node}", "state=resume", env=env)
-        if proc.returncode != 0:
-            raise InputError(
-                f"health check: could not resume {outcome.node}: {proc.stderr.strip()}"
-            )
+        try:
+            slurm.resume(outcome.node, conf=env.get("SLURM_CONF"))
+        except SlurmError as exc:
+            raise InputError(f"health check: could not resume {outcome.node}: {exc}") from None
         outcome.action, outcome.reason = "resume", current
     elif drained:
         outcome.action = "kept-operator-drain"

@@ -1,7 +1,7 @@
 """Pure parsers: the text a tool prints -> a typed value. No host, no spec.
 
 Each parser is tested on output captured from real machines
-(tests/fixtures/h200/ for nvidia-smi on an H200) and on fakes built from the
+(tests/support/fixtures/h200/ for nvidia-smi on an H200) and on fakes built from the
 tools' documented formats where no such machine was at hand (OFED, mlxconfig).
 A parser that cannot make sense of its input raises `ParseError` with the line
 it choked on, which a check reports as an error, never as a pass.
@@ -364,6 +364,57 @@ class PeerResult:
     name: str
     rc: int
     message: str
+
+
+# What a TCP connect to a peer's port said: reached (open: something listens; refused: the
+# peer's kernel answered RST, so no firewall stood between), or not (filtered: no answer
+# within the time, a DROP; any other errno, e.g. EHOSTUNREACH, which firewalld's default
+# reject, icmp-host-prohibited, gives the caller).
+REACHED = frozenset({"open", "refused"})
+
+
+def firewall_reach(text: str) -> dict[tuple[str, int], str]:
+    """`reach PEER PORT STATE` lines -> {(peer, port): state}."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^reach (\S+) (\d+) (\S+)$", line.strip())
+        if m:
+            out[(m.group(1), int(m.group(2)))] = m.group(3)
+    return out
+
+
+@dataclass
+class AvcReport:
+    """SELinux's mode (enforcing, permissive, disabled), whether an audit log was there,
+    and this boot's AVC denials (the records' text from `avc:` on)."""
+
+    mode: str = "unknown"
+    audit_log: bool = False
+    denials: list[str] = field(default_factory=list)
+
+
+_AVC_RE = re.compile(r"^type=AVC msg=audit\((\d+)(?:\.\d+)?:\d+\): (avc: +denied .*)$")
+
+
+def selinux_denials(text: str) -> AvcReport:
+    """`mode 1|0|disabled`, `btime EPOCH`, then the audit log's `type=AVC` lines (or `no
+    audit log`) -> the denials whose time is at or after the boot."""
+    modes = {"1": "enforcing", "0": "permissive", "disabled": "disabled"}
+    report = AvcReport(audit_log=True)
+    boot = 0
+    lines = text.splitlines()
+    for line in lines:
+        if line.startswith("mode "):
+            report.mode = modes.get(line[5:].strip(), "unknown")
+        elif line.startswith("btime "):
+            boot = int(line[6:].strip() or 0)
+        elif line.strip() == "no audit log":
+            report.audit_log = False
+    for line in lines:
+        m = _AVC_RE.match(line.strip())
+        if m and int(m.group(1)) >= boot:
+            report.denials.append(re.sub(r" +", " ", m.group(2)))
+    return report
 
 
 def ssh_peers(text: str) -> dict[str, PeerResult]:

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from rackcert.core.check_components import CHECK_COMPONENTS
 from rackcert.core.errors import InputError
 from rackcert.core.known_hosts import enroll, is_pinned, peer_lines, rack_file
 from rackcert.core.observed import Inventory
@@ -477,22 +478,12 @@ def _nodes(
     return out
 
 
-# What the checks observed, as versions the report's software matrix reads per node.
-_VERSION_OF = {
-    "gpu.driver": "nvidia_driver",
-    "gpu.cuda.toolkit": "cuda",
-    "gpu.cuda.driver": "cuda_driver",
-    "gpu.model": "gpu_model",
-    "ofed.version": "ofed",
-    "container.toolkit": "container_toolkit",
-    "os.release": "os",
-}
-
-
 def _versions(results: list[CheckResult]) -> dict[str, str]:
+    """The node's versions its checks observed (rackcert.core.check_components), the GPU
+    count and the kernel."""
     out: dict[str, str] = {}
     for r in results:
-        key = _VERSION_OF.get(r.id)
+        key = CHECK_COMPONENTS.get(r.id)
         if key and r.observed and r.status in (Status.passed, Status.failed):
             out[key] = r.observed
         if r.id == "gpu.count" and r.observed[:1].isdigit():

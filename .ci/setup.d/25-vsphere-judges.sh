@@ -4,10 +4,10 @@
 # ansible-core 2.19), with pyVmomi and `requests`, which every community.vmware module imports.
 # And Broadcom's vSphere Automation SDK for Python (PyPI `vmware-vcenter`, with
 # vmware-vapi-runtime and vmware-vapi-common-client), which speaks vAPI JSON-RPC to /api: the
-# judge of the twin's vLCM (tests/test_twin_vlcm.py). rackcert's own host-image client
+# judge of the twin's vLCM (tests/integration/test_twin_vlcm.py). rackcert's own host-image client
 # (provision/host_image.py) speaks the same protocol without it, so the SDK is no dependency of
 # rackcert. Their own virtual environment, so rackcert's ansible-core pin in .venv stays as it
-# is; tests/test_twin_conformance.py runs them against the twin (RACKCERT_JUDGES_VENV overrides).
+# is; tests/integration/test_twin_conformance.py runs them against the twin (RACKCERT_JUDGES_VENV overrides).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TARGET=${RACKCERT_JUDGES_VENV:-/opt/rackcert-lab/judges}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # VMware's own esxcli (PyPI's vmware-esxcli, Apache-2.0), the judge of the twin's esxcli
-# (tests/test_twin_esxcli.py, tests/esxcli_judge.py). It bundles its own pyVmomi, so it gets a
+# (tests/integration/test_twin_esxcli.py, tests/support/esxcli_judge.py). It bundles its own pyVmomi, so it gets a
 # virtual environment of its own, beside the community.vmware judges of 25-vsphere-judges.sh
 # (RACKCERT_ESXCLI_VENV overrides the place). A test-only dependency: rackcert never imports it.
 set -euo pipefail

@@ -10,7 +10,7 @@
 # $TARGET/.rackcert-stack holds their key.
 # Open MPI's mpirun (Debian's openmpi-bin), the bench's second launcher, is part of that
 # image too (NVIDIA's NGC PyTorch images carry Open MPI): installed into this machine's
-# /usr, which every test host sees through its own /usr overlay (tests/test_bench_nodes.py, the mpirun test).
+# /usr, which every test host sees through its own /usr overlay (tests/integration/test_bench_nodes.py, the mpirun test).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v mpirun >/dev/null || ! dpkg -s openmpi-bin >/dev/null 2>&1; then

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "configure_cmds",
     "validate_cmds",
     "bench_cmds",
+    "burnin_cmds",
     "slurm_cmds",
     "upgrade_cmds",
     "report_cmds",

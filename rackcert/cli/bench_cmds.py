@@ -116,8 +116,13 @@ def bench(
         typer.Option("--remote-dir", help="rackcert checkout on the nodes (default: this one)"),
     ] = None,
     rdzv_port: Annotated[
-        int, typer.Option("--rdzv-port", help="c10d rendezvous port on node 1")
-    ] = 29400,
+        int | None,
+        typer.Option(
+            "--rdzv-port",
+            help="c10d rendezvous port on node 1 (default: the first port of the spec's"
+            " network.firewall.launcher_port_range, 29400)",
+        ),
+    ] = None,
     image: Annotated[
         str, typer.Option("--image", help="Container image for the Kubernetes manifests")
     ] = "rackcert-bench:latest",

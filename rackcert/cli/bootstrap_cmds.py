@@ -368,7 +368,7 @@ def _demo_spec(spec_path: Path) -> tuple[Path, str | None]:
     as the run's spec) and says, first and last, that the Horovod path was not run.
     """
     from rackcert.lab import dlstack
-    from rackcert.lab.sshhosts import lab_state_dir
+    from rackcert.lab.sshhosts.lab import lab_state_dir
 
     loaded = load(spec_path)
     if not loaded.spec.guest.horovod or not dlstack.lacks("horovod"):

@@ -110,6 +110,10 @@ def show_configure(console: Console, record: ConfigureRecord, path: Path) -> Non
     show_enrolled(console, data.host_keys)
     hosts = sorted(data.hosts.values(), key=lambda h: h.name)
     show_table(console, summary_table(hosts, check=data.check))
+    for h in hosts:  # the family each node was found to be (its facts, not the spec's guest.os)
+        found = (h.outcomes.get("rackcert_facts_versions") or {}).get("os")
+        if found:
+            say(console, f"{h.name}: found {found}")
     t = data.totals
     would = " would be made" if data.check else ""
     say(
@@ -308,13 +312,37 @@ def lab_explanation(run: Any) -> LabExplanation:
     validate = run.read_record("validate")
     bench = run.read_record("bench")
     verdict = bench.data.verdict if isinstance(bench, BenchRecord) else None
+    allreduce = bench.data.allreduce if isinstance(bench, BenchRecord) else None
     failing_bench = [
-        BenchFailure(c.id, c.observed or c.reason)
+        _bench_failure(c.id, c.observed or c.reason, allreduce, run)
         for c in (verdict.checks if verdict else [])
         if c.status.value in ("fail", "error")
     ]
     return explain(
         validate.data.results if isinstance(validate, ValidateRecord) else [], failing_bench
+    )
+
+
+def _bench_failure(id_: str, observed: str, allreduce: Any, run: Any) -> BenchFailure:
+    """A failing bench check; the allreduce's with the figures that tell the shared CPU from
+    the link (rackcert.lab.explain.BenchFailure.link_held) and the run's spec's rule."""
+    if id_ != "allreduce.busbw_fraction" or allreduce is None:
+        return BenchFailure(id_, observed)
+    from rackcert.core.errors import RackcertError
+    from rackcert.core.spec_loader import parse_spec
+
+    try:
+        text = (run.path / "spec.yaml").read_text()
+        rule = parse_spec(text).spec.certification.allreduce_busbw_fraction_min
+    except (OSError, RackcertError):  # no spec in the run: no rule to hold it to, a finding
+        rule = None
+    return BenchFailure(
+        id_,
+        observed,
+        ranks=allreduce.world_size,
+        fixed_time_us=allreduce.fixed_time_us,
+        fraction_less_fixed=allreduce.busbw_fraction_less_fixed,
+        fraction_min=rule,
     )
 
 

@@ -175,6 +175,11 @@ def up(
         desc = twin.description_from_spec(
             spec, files, port=port, faults=parse_faults(fail, slow, drop)
         )
+        from rackcert.lab.depot import lab_depot
+
+        depot = lab_depot(spec)  # the next ESXi patch and nmlx5, for a roll (docs/lab.md)
+        if depot is not None:
+            desc["vlcm"] = depot
         if capture is not None:  # the captured inventory, on the spec's port and password
             from rackcert.lab.replay import capture_description
 
@@ -186,9 +191,9 @@ def up(
             emoji=False,
         )
     if spec.guest.ssh.key_file:
-        from rackcert.lab import sshhosts
+        from rackcert.lab.sshhosts.sshd import ensure_keypair
 
-        sshhosts.ensure_keypair(Path(spec.guest.ssh.key_file).expanduser())
+        ensure_keypair(Path(spec.guest.ssh.key_file).expanduser())
     if ssh_hosts and spec.vms:
         pid = _start_agent(_spec_path(spec_path), workdir)
         console.print(
@@ -360,9 +365,9 @@ def down(
         if stop_lab_slurm(spec, workdir):
             console.print("slurm stopped")
     if ssh_hosts and os.geteuid() == 0:
-        from rackcert.lab import sshhosts
+        from rackcert.lab.sshhosts.lab import stop_spec_hosts
 
-        console.print(f"SSH hosts stopped: {sshhosts.stop_spec_hosts(spec)}")
+        console.print(f"SSH hosts stopped: {stop_spec_hosts(spec)}")
 
 
 @lab_app.command("status")

@@ -310,6 +310,9 @@ def schema_cmd(
     if stage == "run":
         typer.echo(json.dumps(json_schema(), indent=2))
     elif stage in RECORDS:
+        if stage == "bench":
+            import validation.bench.units  # noqa: F401 - the units register their blocks
+
         typer.echo(json.dumps(stage_schema(stage), indent=2))
     else:
         raise InputError(f"--stage {stage!r}: choose run or one of {', '.join(RECORDS)}")

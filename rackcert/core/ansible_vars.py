@@ -125,6 +125,20 @@ def _network_vars(spec: Spec) -> dict[str, Any]:
         "network_roce_enabled": net.roce.enabled,
         "network_roce_pfc_priority": net.roce.pfc_priority,
         "network_roce_dscp": net.roce.dscp,
+        **_firewall_vars(spec),
+    }
+
+
+def _firewall_vars(spec: Spec) -> dict[str, Any]:
+    """network.firewall for the node_policy role, which slurm_node, dl_runtime and
+    ssh_trust call to open their ports."""
+    fw = spec.network.firewall
+    return {
+        "node_policy_firewalld": fw.firewalld is not None,
+        "node_policy_zone": fw.firewalld.zone if fw.firewalld else "public",
+        "node_policy_interfaces": list(fw.firewalld.interfaces) if fw.firewalld else [],
+        "node_policy_srun_port_range": fw.srun_port_range,
+        "node_policy_launcher_port_range": fw.launcher_port_range,
     }
 
 
@@ -139,6 +153,7 @@ def _slurm_vars(spec: Spec) -> dict[str, Any]:
         "slurm_node_install": slurm.install_slurmd,
         "slurm_node_controller": slurm.controller.address,
         "slurm_node_controller_port": slurm.controller.port,
+        "slurm_node_slurmd_port": slurm.slurmd_port,
         "slurm_node_munge_key_file": slurm.munge_key_file,  # a path on the controller
         "slurm_node_munge_socket": slurm.munge_socket,
         "slurm_node_conf_file": slurm.conf_file or "",

@@ -4,7 +4,7 @@ The answer depends on two things only: the kind of GPU (a PCIe card alone, a PCI
 by an NVLink bridge, an SXM module on an NVSwitch board) and the vSphere release (7.0.3 or
 8.0.x), plus the mode the template asks for. The spec rules refuse what this table refuses,
 the placement and the planner follow what it allows, and docs/vsphere.md prints it
-(tests/test_gpu_attach.py keeps the page and the table the same).
+(tests/unit/test_gpu_attach.py keeps the page and the table the same).
 
 Sources (each row names its own):
 - NVIDIA AI Enterprise, vGPU on NVSwitch systems: GPU passthrough is not supported on

@@ -16,6 +16,7 @@ VerdictWord = Literal["PASS", "FAIL", "INCOMPLETE"]
 VerdictCheckId = Literal[
     "allreduce.correct",
     "allreduce.busbw_fraction",
+    "allreduce.nccl_transport",
     "resnet50.scaling_efficiency",
     "resnet50.images_per_gpu",
     "resnet50.loss_finite",
@@ -90,6 +91,17 @@ class AllreduceResult(BaseModel):
     sys_crossing: list[str] = Field(
         default_factory=list,
         description="GPU pairs (or GPU-to-NIC paths) that cross the CPU sockets (SYS)",
+    )
+    fixed_time_us: float | None = Field(
+        None,
+        description="What every call cost whatever its size: the median time of the sweep's"
+        " sizes up to 4 KiB (the engine's coordination; on CPU ranks, their threads' waits"
+        " for a core)",
+    )
+    busbw_fraction_less_fixed: float | None = Field(
+        None,
+        description="busbw of the largest sizes with each call's fixed time taken out, over the"
+        " line rate: what the link itself carried",
     )
 
 

@@ -715,6 +715,61 @@ class ManagementNet(Strict):
     )
 
 
+def _check_port_range(value: str) -> str:
+    low, _, high = value.partition("-")
+    first, last = int(low), int(high or low)
+    if not 1 <= first <= last <= 65535:
+        raise ValueError(f"not a port range LOW-HIGH within 1-65535: {value!r}")
+    return value
+
+
+# A TCP port or range as firewall-cmd's --add-port and slurm.conf's SrunPortRange write it.
+PortRange = Annotated[
+    str,
+    Field(pattern=r"^[0-9]{1,5}(-[0-9]{1,5})?$", description="PORT or LOW-HIGH"),
+    AfterValidator(_check_port_range),
+]
+
+
+class Firewalld(Strict):
+    """firewalld on EL nodes (RHEL 9 runs it by default and drops what its zone does not allow).
+
+    The roles add their ports to `zone` with `firewall-cmd --permanent` and bind `interfaces`
+    to it. NCCL's and Gloo's sockets bind ports the kernel picks (no NCCL or Gloo setting
+    names a range), so a data interface that carries them belongs in a zone that accepts its
+    traffic, as a site does with `zone: trusted, interfaces: [ib0]`.
+    """
+
+    # firewalld refuses zone names longer than 17 characters (firewalld's functions.py,
+    # max_zone_name_len).
+    zone: str = Field(
+        "public", pattern=r"^[A-Za-z0-9_-]{1,17}$", description="firewalld zone the roles use"
+    )
+    interfaces: list[InterfaceName] = Field(
+        default_factory=list, description="Interfaces bound to the zone (e.g. ib0)"
+    )
+
+
+class Firewall(Strict):
+    """What the nodes' firewall lets through between the rack's nodes."""
+
+    firewalld: Firewalld | None = Field(
+        None,
+        description="Manage firewalld on EL nodes (slurm_node, dl_runtime, ssh_trust open their"
+        " ports); absent: the roles leave the firewall alone",
+    )
+    srun_port_range: PortRange = Field(
+        "60001-63000",
+        description="slurm.conf's SrunPortRange: the ports srun listens on (slurm.conf(5)"
+        " example range); opened by slurm_node",
+    )
+    launcher_port_range: PortRange = Field(
+        "29400-29410",
+        description="Ports the bench's launchers use: its rendezvous/MASTER_PORT is the first,"
+        " Open MPI's TCP BTL the rest; opened by dl_runtime",
+    )
+
+
 class Network(Strict):
     mtu: int = Field(9000, ge=576, le=9216, description="MTU of the data interface (jumbo frames)")
     interface: InterfaceName | None = Field(
@@ -725,6 +780,11 @@ class Network(Strict):
         default_factory=ManagementNet,
         description="Prefix, gateway and DNS of vms[].address, written to each clone's"
         " guestinfo.metadata for cloud-init (readable by guest and vCenter users: no secrets)",
+    )
+    firewall: Firewall = Field(
+        default_factory=Firewall,
+        description="Ports the roles open in the nodes' firewall and validate's net.firewall"
+        " probes between nodes",
     )
 
 
@@ -858,6 +918,12 @@ class Upgrade(Strict):
     """How `rackcert upgrade` reaches the scheduler where the site runs no Slurm."""
 
     hooks: UpgradeHooks | None = None
+    layers: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Versions for upgrade layers registered from outside rackcert (layer name"
+        ' -> component -> version, docs/upgrade.md "Adding a layer"); rackcert\'s own layers'
+        " read their own fields (hosts[].esxi_version, host_software, guest)",
+    )
 
 
 class Certification(Strict):

@@ -6,8 +6,10 @@ reader (the report, `runs list`, the pipeline's resume) reads through `model_val
 so a key nobody writes cannot be read and a key nobody reads cannot be written unnoticed.
 `rackcert report schema --stage STAGE` prints each record's JSON Schema.
 
-Extending a stage's record (a new bench field, say) means adding the field here, in one
-place: the producer, the report and the published schema then agree.
+Extending a stage's record means adding the field here, in one place: the producer, the
+report and the published schema then agree. A benchmark's own block of bench.json is the
+exception: its model sits beside its unit (validation.bench.units), which gives it to
+BenchData (`bench_parts_from`); this module keeps the blocks the spine itself reads.
 
     >>> rec = BenchRecord.model_validate_json(Path("runs/lab/.../bench.json").read_text())
     >>> rec.data.verdict.verdict
@@ -16,10 +18,24 @@ place: the producer, the report and the published schema then agree.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from collections.abc import Callable
+from functools import cache
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import core_schema
 
+from rackcert.core import upgrade_layers
+from rackcert.core.burnin_record import BurninData
 from rackcert.core.observed import Inventory
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.core.spec import Certification
@@ -281,20 +297,18 @@ class SlurmPlacement(Model):
 
 
 class BenchLaunch(Model):
+    """One launch. Beside these keys, the raw answer of each task whose unit keeps it in
+    the launch record (`BenchUnit.keeps_answer`), under the task's name (the spine names
+    no task: validation.bench.units does)."""
+
+    model_config = ConfigDict(extra="allow")
+
     label: str
     tasks: list[str]
     log: str
     commands: list[list[str]]
     wall_s: float | None = None
     ranks: list[BenchRank] | None = None
-    resnet: dict[str, Any] | None = Field(None, description="The worker's raw ResNet50 answer")
-    naive: dict[str, Any] | None = Field(None, description="The worker's raw naive-loop answer")
-    plain: dict[str, Any] | None = Field(
-        None, description="The worker's raw plain-loop reference answer (compiled fp16, no DDP)"
-    )
-    horovod_ref: dict[str, Any] | None = Field(
-        None, description="The worker's raw answer for Horovod's synthetic-benchmark defaults"
-    )
     compile_cache: dict[str, Any] | None = Field(
         None,
         description="The nodes' inductor/Triton cache directory and how many files it held"
@@ -312,6 +326,10 @@ class BenchLaunch(Model):
         " launcher's start, the interpreter), then seconds per phase (connect_s: torch"
         " imported and the ranks met; environment_s; one per task)",
     )
+
+    def answer(self, task: str) -> Any:
+        """The raw answer the launch kept for `task`, None where it kept none."""
+        return (self.__pydantic_extra__ or {}).get(task)
 
 
 class StorageNode(Model):
@@ -354,144 +372,6 @@ class StorageResult(Model):
             keep = set(cls.model_fields)
             return {k: v for k, v in raw.items() if k in keep}
         return raw
-
-
-class NaiveRun(Model):
-    images_per_sec: float
-    spread: float
-    config: dict[str, Any]
-    warmup_s: float | None = None
-
-
-class NaiveVsDefault(Model):
-    world_size: int
-    naive: NaiveRun
-    default: NaiveRun
-    ratio: float = Field(description="default / naive images/s")
-
-
-class NcclTestsSide(Model):
-    """One side (out-of-place or in-place) of an all_reduce_perf row."""
-
-    time_us: float | None = None
-    algbw_gbps: float | None = None
-    busbw_gbps: float | None = None
-    wrong: int | None = Field(None, description="Wrong elements (-c 1); None: not checked")
-
-
-class NcclTestsPoint(NcclTestsSide):
-    """One size of all_reduce_perf: the out-of-place figures, the in-place under in_place."""
-
-    size_bytes: int
-    count: int
-    type: str | None = None
-    redop: str | None = None
-    in_place: NcclTestsSide | None = None
-
-
-class NcclTestsDevice(Model):
-    rank: int | None = None
-    device: int | None = None
-    bus: str | None = None
-    name: str | None = None
-
-
-class NcclTestsResult(Model):
-    """nccl-tests' all_reduce_perf (validation.bench.units.nccl_tests): its table parsed from
-    its JSON (`-J`) or text output, the command, and which binary ran; or why it did not."""
-
-    # Optional with no value, so a record holds the keys its run wrote and no more.
-    skipped: bool | None = None
-    reason: str | None = Field(None, description="Why it was skipped (or why it failed)")
-    failed: bool | None = Field(None, description="It ran and gave no table")
-    binary: str | None = None
-    found_by: str | None = Field(None, description="--nccl-tests, PATH or configure's role")
-    format: Literal["json", "text"] | None = None
-    json_version: str | int | None = None
-    json_error: str | None = Field(None, description="Why the JSON was not read (text was)")
-    version: str | None = Field(None, description="nccl-tests' own version")
-    nccl_library: int | None = None
-    devices: list[NcclTestsDevice] | None = None
-    avg_busbw_gbps: float | None = None
-    out_of_bounds: int | None = None
-    errors: list[Any] | None = None
-    points: list[NcclTestsPoint] | None = None
-    unparsed_rows: int | None = None
-    correct: bool | None = None
-    command: list[str] | None = None
-    returncode: int | None = None
-    log: str | None = None
-    world_size: int | None = None
-
-
-class SideBySide(Model):
-    """nccl-tests and the torch sweep at one size both measured."""
-
-    size_bytes: int
-    nccl_tests_algbw_gbps: float | None = None
-    nccl_tests_busbw_gbps: float | None = None
-    sweep_algbw_gbps: float | None = None
-    sweep_busbw_gbps: float | None = None
-
-
-class RdmaPoint(Model):
-    size_bytes: int
-    iterations: int
-    peak_gbps: float
-    avg_gbps: float
-    msg_rate_mpps: float
-
-
-class RdmaPair(Model):
-    """ib_write_bw from client to server (validation.bench.perftest), or its error."""
-
-    client: str
-    server: str
-    error: str | None = None
-    use_cuda: bool | None = None
-    points: list[RdmaPoint] = Field(default_factory=list)
-    device: str | None = None
-    link_type: str | None = None
-    mtu: str | None = None
-    gbits: bool | None = None
-    best_avg_gbps: float | None = None
-
-
-class RdmaProbe(Model):
-    """What a node answered to perftest.PROBE: its RDMA devices, the tool, CUDA support."""
-
-    devices: list[str] = Field(default_factory=list)
-    tool: bool = False
-    cuda: bool = False
-
-
-class RdmaResult(Model):
-    """ib_write_bw between node pairs (validation.bench.units.rdma), or why it was skipped."""
-
-    skipped: bool | None = None
-    reason: str | None = None
-    engine: str | None = None
-    pairs: list[RdmaPair] | None = None
-    nodes: dict[str, RdmaProbe] | None = Field(None, description="Each node's probe answer")
-
-
-class ReferenceRun(NaiveRun):
-    """One training loop's figure in the references block."""
-
-    loss_finite: bool | None = None
-    description: str | None = Field(None, description="What this reference loop is")
-
-
-class References(Model):
-    """The reference loops timed in the same launch as the default, and the default's ratio
-    to each (per GPU: batch sizes may differ)."""
-
-    world_size: int
-    default: ReferenceRun
-    plain: ReferenceRun | None = None
-    default_vs_plain: float | None = None
-    horovod_defaults: ReferenceRun | None = None
-    default_vs_horovod_defaults: float | None = None
 
 
 class Rows(BaseModel):
@@ -625,9 +505,80 @@ class LaunchInfo(Model):
     )
 
 
+class NcclTransportRank(Model):
+    """One rank's NCCL_DEBUG=INFO lines, read (validation.bench.burnin.nccl)."""
+
+    rank: str
+    version: str | None = None
+    transports: dict[str, str] = Field(default_factory=dict)
+    net: str | None = None
+    gdr: bool = False
+
+
+class NcclTransport(Model):
+    """Which transport the bench's NCCL allreduce really used, per rank, and what is wrong."""
+
+    rdma_expected: bool
+    ranks: list[NcclTransportRank] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
+# A benchmark's own block of bench.json, typed by its unit (validation.bench.units): the
+# spine names only the blocks it reads itself (resnet50, allreduce, storage, localise: the
+# report and the metrics read them); the units say the rest (`bench_parts_from`), so a
+# record is read typed wherever the bench is imported, and as the JSON it holds where it
+# is not. A provider, not a table: the parts are always those of the units as they stand.
+_parts_of: Callable[[], dict[str, Any]] = dict
+
+
+def bench_parts_from(provider: Callable[[], dict[str, Any]]) -> None:
+    """Where the units' blocks come from: `provider()` gives each key's shape (a unit's
+    result model, or a list of one). validation.bench.units calls this once."""
+    global _parts_of
+    _parts_of = provider
+
+
+@cache
+def _adapter(shape: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(shape)
+
+
+def bench_parts() -> dict[str, TypeAdapter[Any]]:
+    """The units' blocks by key, each with its reader; a key the spine names is refused."""
+    parts = _parts_of()
+    clash = sorted(set(parts) & set(BenchData.model_fields))
+    if clash:
+        raise ValueError(f"bench part {clash[0]!r} is a field of the spine's BenchData")
+    return {key: _adapter(shape) for key, shape in parts.items()}
+
+
 class BenchData(Model):
     """bench.json's data. Engine and launcher details belong here too: add fields, in this
-    one place, when bench records more (the report and the schema follow)."""
+    one place, when bench records more (the report and the schema follow). A benchmark's
+    own block is its unit's (`bench_parts_from`): kept under the unit's key, read
+    through the unit's model where the bench is imported."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="after")
+    def _typed_parts(self) -> BenchData:
+        """Each registered part read through its unit's model; a part refused by it fails
+        the record (a block of another shape is not silently kept)."""
+        extra = self.__pydantic_extra__ or {}
+        parts = bench_parts() if extra else {}
+        for key, value in extra.items():
+            shape = parts.get(key)
+            if shape is not None and value is not None:
+                try:
+                    extra[key] = shape.validate_python(value)
+                except ValidationError as exc:
+                    raise ValueError(f"bench.json data.{key}: {exc}") from None
+        return self
+
+    def part(self, key: str) -> Any:
+        """A unit's block by its key (typed by its unit's model once registered), None
+        where the record has none."""
+        return (self.__pydantic_extra__ or {}).get(key)
 
     mode: Literal["local", "ssh", "slurm"] | None = None
     engine: BenchEngine | None = None
@@ -643,22 +594,10 @@ class BenchData(Model):
     )
     resnet50: ScalingResult | None = None
     allreduce: AllreduceResult | None = None
-    naive_vs_default: NaiveVsDefault | None = None
+    nccl_transport: NcclTransport | None = Field(
+        None, description="The allreduce launch's NCCL transport per rank (NCCL_DEBUG=INFO)"
+    )
     launch: LaunchInfo | None = None
-    references: References | None = Field(
-        None,
-        description="Reference loops timed in the same run (plain compiled loop, Horovod's"
-        " synthetic-benchmark defaults) and the default's ratio to each",
-    )
-    nccl_tests: NcclTestsResult | None = Field(
-        None, description="nccl-tests all_reduce_perf: its per-size table, or why it was skipped"
-    )
-    allreduce_side_by_side: list[SideBySide] | None = Field(
-        None, description="nccl-tests and the torch sweep at the sizes both measured"
-    )
-    rdma: RdmaResult | None = Field(
-        None, description="ib_write_bw between node pairs, or why it was skipped"
-    )
     storage: StorageResult | None = None
     localise: LocaliseRecord | None = Field(
         None,
@@ -737,24 +676,32 @@ class RehearsalData(Model):
 
 
 # -- upgrade ------------------------------------------------------------------------------------
-UpgradeNodeState = Literal[
-    "pending",
-    "draining",
-    "drained",
-    "down",
-    "host",
-    "powered_on",
-    "guest",
-    "validating",
-    "resumed",
-    "failed",
-    "skipped",
-    "left_alone",
-    "rolled_back",
-]
-UpgradeHostState = Literal[
-    "pending", "maintenance", "image", "rebooting", "exited", "unchanged", "done", "failed"
-]
+class Declared:
+    """A string one of the names the upgrade layers' declarations give now
+    (rackcert.core.upgrade_layers): a state or a layer. Its JSON Schema's enum is read from
+    the registry when the schema is made, so a layer registered from outside is recorded,
+    validated and published like rackcert's own."""
+
+    def __init__(self, names: Callable[[], tuple[str, ...]], what: str):
+        self.names, self.what = names, what
+
+    def _check(self, value: str) -> str:
+        if value not in self.names():
+            raise ValueError(f"{value!r} is not an upgrade {self.what} ({', '.join(self.names())})")
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return core_schema.no_info_after_validator_function(self._check, handler(str))
+
+    def __get_pydantic_json_schema__(
+        self, schema: Any, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        return {"enum": list(self.names()), "type": "string"}
+
+
+UpgradeNodeState = Annotated[str, Declared(upgrade_layers.node_states, "node state")]
+UpgradeHostState = Annotated[str, Declared(upgrade_layers.host_states, "host state")]
+UpgradeLayer = Annotated[str, Declared(upgrade_layers.layer_names, "layer")]
 
 
 class UpgradeStep(Model):
@@ -769,7 +716,7 @@ class UpgradeStep(Model):
 
 
 class UpgradeChange(Model):
-    layer: Literal["host", "guest"]
+    layer: UpgradeLayer
     component: str
     before: str | None = None
     after: str | None = None
@@ -906,6 +853,14 @@ class UpgradeRecord(StageRecord):
     data: UpgradeData
 
 
+class BurninRecord(StageRecord):
+    """burnin.json: `rackcert burnin` (rackcert.core.burnin_record)."""
+
+    stage: Literal["burnin"] = "burnin"
+    # BurninData lives in rackcert.core.burnin_record (its own base: this module imports it)
+    data: BurninData  # type: ignore[assignment]
+
+
 RECORDS: dict[str, type[StageRecord]] = {
     "rehearsal": RehearsalRecord,
     "plan": PlanRecord,
@@ -915,12 +870,29 @@ RECORDS: dict[str, type[StageRecord]] = {
     "bench": BenchRecord,
     "report": ReportRecord,
     "upgrade": UpgradeRecord,
+    "burnin": BurninRecord,
 }
 
 
 def json_schema(stage: str) -> dict[str, Any]:
-    """The JSON Schema of `<stage>.json`."""
+    """The JSON Schema of `<stage>.json`; bench's with its units' blocks
+    (`bench_parts_from`: the CLI imports the units before it prints it)."""
     schema = RECORDS[stage].model_json_schema()
+    if stage == "bench":
+        _with_bench_parts(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"rackcert:schemas/{stage}.schema.json"
     return schema
+
+
+def _with_bench_parts(schema: dict[str, Any]) -> None:
+    """Each unit's block as a property of BenchData's schema (None allowed, as a block
+    a run did not write), its models among the schema's $defs."""
+    defs = schema.setdefault("$defs", {})
+    props = defs["BenchData"]["properties"]
+    for key, shape in sorted(bench_parts().items()):
+        part = shape.json_schema(ref_template="#/$defs/{model}")
+        defs.update(part.pop("$defs", {}))
+        if "$ref" in part and part["$ref"][len("#/$defs/") :] not in defs:
+            raise AssertionError(part)  # pragma: no cover - a model is always in $defs
+        props[key] = {"anyOf": [part, {"type": "null"}], "default": None, "title": key}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rackcert.lab.sshhosts import LAB_DL_SITE
+from rackcert.lab.sshhosts.rootfs import LAB_DL_SITE
 
 STAMP = ".rackcert-stack"
 _PIN = re.compile(r"^(?P<name>[a-z0-9][a-z0-9.-]*)==(?P<version>\S+)")

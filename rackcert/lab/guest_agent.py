@@ -10,7 +10,7 @@ through the real vSphere API, a PropertyCollector filter over every VM
 - when a VM powers on, it reads the VM's guestinfo at that moment (as cloud-init
   does at boot) and decodes it the way cloud-init's VMware datasource does
   (`provision.guestinfo.read_identity`), then starts an SSH test host
-  (`rackcert.lab.sshhosts.start_hosts`) with that hostname and address, whose
+  (`rackcert.lab.sshhosts.start.start_hosts`) with that hostname and address, whose
   authorized keys are exactly the user-data's;
 - once that host's SSH answers, the guest's VMware Tools report it to the twin, as
   vmtoolsd reports guest information to the VMX: "tools.set.version", then
@@ -29,7 +29,7 @@ never finishes booting (fault injection for tests: powered on, no SSH, no Tools)
 `fail_starts` makes a VM's host fail to start a number of times: the agent tries again at
 its next quiet poll, as a powered-on VM boots in the end.
 Hosts are namespaces of the `owner` ("lab" for the lab; tests use their pid), so
-`rackcert lab down` (sshhosts.stop_spec_hosts) removes them too.
+`rackcert lab down` (sshhosts.lab.stop_spec_hosts) removes them too.
 
 Example:
     agent = GuestAgent(spec)                # spec: the lab spec, pointing at the twin
@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,8 +51,13 @@ from pathlib import Path
 from typing import Any
 
 from provision.guestwatch import cancel_waits
-from provision.viewspec import view_filter_spec
-from rackcert.lab import linkshape, sshhosts
+from provision.vmwatch import VmWatch, vm_config
+from rackcert.lab import linkshape
+from rackcert.lab.sshhosts.common import SshHostError
+from rackcert.lab.sshhosts.host import TestHost
+from rackcert.lab.sshhosts.lab import lab_state_dir
+from rackcert.lab.sshhosts.network import LAB_OWNER
+from rackcert.lab.sshhosts.start import start_hosts, stop_hosts
 
 log = logging.getLogger("rackcert.lab.guest_agent")
 WATCHED = ["name", "runtime.powerState", "config.extraConfig", "config.template", "config.uuid"]
@@ -69,7 +75,7 @@ class Guest:
 
     vm: str
     identity: dict[str, Any]
-    host: sshhosts.TestHost
+    host: TestHost
 
 
 @dataclass
@@ -77,7 +83,7 @@ class GuestAgent:
     """Watch the twin's VMs; keep one SSH test host per powered-on VM with cloud-init data."""
 
     spec: Any
-    owner: str = sshhosts.LAB_OWNER
+    owner: str = LAB_OWNER
     state_dir: Path | None = None
     shared: list[str] = field(default_factory=list)
     wait_s: int = 1
@@ -86,18 +92,23 @@ class GuestAgent:
     hang: set[str] = field(default_factory=set)  # VMs whose guest never boots (fault injection)
     # VM -> how many of its host starts fail (fault injection: a lab host that did not come up)
     fail_starts: dict[str, int] = field(default_factory=dict)
-    # Each guest's files on a disk of its own under state_dir (<hostname>/disk) that outlives a
+    # Each guest's files on a disk of its own under state_dir (<vm>/disk) that outlives a
     # power-off, as a VM's virtual disk does: what configure installed is there at the next
-    # power-on (and only a running process, such as slurmd, is gone). False: a tmpfs per boot.
-    disks: bool = False
+    # power-on, beside the host key its first boot made (a running process, such as slurmd,
+    # is gone: the boot's /etc/rc.local starts what the guest enabled). The VM's files go
+    # with the VM when it is destroyed (Destroy_Task deletes them, vSphere API reference,
+    # ManagedEntity.Destroy_Task), so a new clone of that name boots as a new machine.
+    # False: a tmpfs per boot (a guest that keeps nothing).
+    disks: bool = True
     _hung: set[str] = field(default_factory=set)  # hung VMs left without a host, for now
     _failed: set[str] = field(default_factory=set)  # VMs whose host did not start: tried again
+    _destroyed: set[str] = field(default_factory=set)  # VMs gone since the last reconcile
     _stop: threading.Event = field(default_factory=threading.Event)
     _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
     _pc: Any = None  # the watch's own PropertyCollector, while it waits (stop() cancels it)
 
     def __post_init__(self) -> None:
-        base = sshhosts.lab_state_dir(self.spec)
+        base = lab_state_dir(self.spec)
         self.state_dir = Path(self.state_dir or base / f"guests-{self.owner}")
         nfs = self.spec.storage.nfs
         if not self.shared and nfs is not None and nfs.fstype == "none":
@@ -142,54 +153,26 @@ class GuestAgent:
             ).start()
 
     def _watch(self, si: Any) -> None:
-        from pyVmomi import vim, vmodl
+        with VmWatch(si, WATCHED, self.wait_s, vms=self._vms) as watch:
+            self._pc = watch.collector
+            try:
+                while not self._stop.is_set():
+                    seen = self._names()
+                    powered_on = watch.next_round()
+                    self._destroyed |= seen - self._names()  # left the view: destroyed
+                    if powered_on is None:
+                        # A hung guest was let go (it boots now), or a host did not start in
+                        # time on a loaded machine: a powered-on VM boots in the end, so try
+                        # again.
+                        if (self._hung - self.hang) or self._failed:
+                            self._reconcile(si, set())
+                        continue
+                    self._reconcile(si, powered_on)
+            finally:
+                self._pc = None
 
-        content = si.content
-        view = content.viewManager.CreateContainerView(
-            content.rootFolder, [vim.VirtualMachine], True
-        )
-        pc = content.propertyCollector.CreatePropertyCollector()
-        spec = view_filter_spec(view, {vim.VirtualMachine: WATCHED})
-        pc.CreateFilter(spec, partialUpdates=False)
-        self._pc = pc
-        options = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=self.wait_s)
-        version = ""
-        try:
-            while not self._stop.is_set():
-                update = pc.WaitForUpdatesEx(version, options)
-                if update is None:
-                    # A hung guest was let go (it boots now), or a host did not start in time
-                    # on a loaded machine: a powered-on VM boots in the end, so try again.
-                    if (self._hung - self.hang) or self._failed:
-                        self._reconcile(si, set())
-                    continue
-                version = update.version
-                powered_on = self._apply(update)
-                self._reconcile(si, powered_on)
-        finally:
-            self._pc = None
-            with contextlib.suppress(Exception):
-                pc.DestroyPropertyCollector()
-            with contextlib.suppress(Exception):
-                view.DestroyView()
-
-    def _apply(self, update: Any) -> set[str]:
-        """Fold an UpdateSet into the cached VM properties; the moids that just powered on."""
-        powered_on: set[str] = set()
-        for filter_set in update.filterSet or []:
-            for obj in filter_set.objectSet or []:
-                moid = obj.obj._moId
-                if obj.kind == "leave":
-                    self._vms.pop(moid, None)
-                    continue
-                props = self._vms.setdefault(moid, {})
-                was = props.get("runtime.powerState")
-                for change in obj.changeSet or []:
-                    props[change.name] = None if change.op == "remove" else change.val
-                now = props.get("runtime.powerState")
-                if now == "poweredOn" and was != "poweredOn":
-                    powered_on.add(moid)
-        return powered_on
+    def _names(self) -> set[str]:
+        return {str(p["name"]) for p in self._vms.values() if p.get("name")}
 
     # -- the guests ---------------------------------------------------------------------------
     def _reconcile(self, si: Any, powered_on: set[str]) -> None:
@@ -202,6 +185,9 @@ class GuestAgent:
         before = {n: g.identity["address"] for n, g in self.guests.items()}
         for name in sorted(set(self.guests) - set(running)):
             self._down(name, "powered off or destroyed")
+        for name in sorted(self._destroyed - set(running)):
+            self._discard_files(name)
+        self._destroyed.clear()
         for name, moid in sorted(running.items()):
             if name in self.guests and moid not in powered_on:
                 continue
@@ -224,8 +210,6 @@ class GuestAgent:
 
     def _boot(self, si: Any, name: str, moid: str) -> None:
         """What the guest does at boot: read guestinfo (now), apply it, start sshd."""
-        from pyVmomi import vim
-
         from provision.guestinfo import read_identity
 
         if name in self.hang:
@@ -234,12 +218,10 @@ class GuestAgent:
             self._hung.add(name)
             return
         self._hung.discard(name)
-        vm = vim.VirtualMachine(moid, stub=si._stub)
-        try:
-            config = vm.config  # one read: the guestinfo keys and the BIOS UUID Tools speak on
-            extra = {o.key: str(o.value) for o in config.extraConfig or []}
-        except Exception:  # noqa: BLE001 - destroyed in between
+        read = vm_config(si, moid)  # one read: the guestinfo keys and the BIOS UUID Tools use
+        if read is None:  # destroyed in between
             return
+        extra, uuid = read
         ident = read_identity(extra)
         if not ident or not ident.get("address") or not ident.get("hostname"):
             self._event((name, "no cloud-init metadata: no host"))
@@ -247,8 +229,8 @@ class GuestAgent:
         try:
             if self.fail_starts.get(name, 0) > 0:
                 self.fail_starts[name] -= 1
-                raise sshhosts.SshHostError(f"injected: the host of {name} did not start")
-            host = self._start_host(ident)
+                raise SshHostError(f"injected: the host of {name} did not start")
+            host = self._start_host(name, ident)
         except Exception as exc:  # noqa: BLE001 - one guest failing must not stop the others
             self._failed.add(name)
             self._event((name, f"host failed: {exc}"))
@@ -262,11 +244,9 @@ class GuestAgent:
         # configures it (NewVirtualMachine: folderPutChild, then configure), and sets the
         # config by plain assignment, which sends no property update. A watch that met the
         # VM in that window never learned config.uuid ("no BIOS UUID" on a loaded machine).
-        self._report_tools(
-            name, config.uuid or self._vms.get(moid, {}).get("config.uuid") or "", host
-        )
+        self._report_tools(name, uuid or self._vms.get(moid, {}).get("config.uuid") or "", host)
 
-    def _report_tools(self, name: str, uuid: str, host: sshhosts.TestHost) -> None:
+    def _report_tools(self, name: str, uuid: str, host: TestHost) -> None:
         """VMware Tools in the guest: report its hostname and address once SSH answers.
 
         vmtoolsd does not give up after one try: its guestinfo plugin reports again on
@@ -279,7 +259,7 @@ class GuestAgent:
                 return
             time.sleep(1.0)
 
-    def _report_once(self, name: str, uuid: str, host: sshhosts.TestHost) -> bool:
+    def _report_once(self, name: str, uuid: str, host: TestHost) -> bool:
         from provision.lifecycle import ssh_answers
 
         if not uuid:
@@ -302,11 +282,11 @@ class GuestAgent:
         self._event((name, f"tools: reported {seen.get('address') or 'no address'}"))
         return True
 
-    def _start_host(self, ident: dict[str, Any]) -> sshhosts.TestHost:
+    def _start_host(self, name: str, ident: dict[str, Any]) -> TestHost:
         net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
         assert self.state_dir is not None
-        state = self.state_dir / ident["hostname"]
-        (host,) = sshhosts.start_hosts(
+        state = self.state_dir / name  # the VM's files: its host key and its disk
+        (host,) = start_hosts(
             [ident["hostname"]],
             str(net),
             state / "agent_key",  # the agent's own key, replaced below: not authorized
@@ -325,9 +305,16 @@ class GuestAgent:
     def _down(self, name: str, why: str) -> None:
         guest = self.guests.get(name)
         if guest is not None:
-            sshhosts.stop_hosts([guest.host], delete_bridge=False)
+            stop_hosts([guest.host], delete_bridge=False)
             del self.guests[name]  # after the host is gone: watchers see it down
             self._event((name, f"down ({why})"))
+
+    def _discard_files(self, name: str) -> None:
+        """A destroyed VM's files (host key, disk) are deleted with it."""
+        assert self.state_dir is not None
+        if (self.state_dir / name).is_dir():
+            shutil.rmtree(self.state_dir / name, ignore_errors=True)
+            self._event((name, "files deleted (VM destroyed)"))
 
     def _event(self, event: tuple[str, str]) -> None:
         """Record what a guest did; logged too (INFO), so a test that fails shows the story."""
@@ -348,7 +335,7 @@ class GuestAgent:
         return set(self.guests) == names
 
 
-def guest_view(host: sshhosts.TestHost) -> dict[str, str]:
+def guest_view(host: TestHost) -> dict[str, str]:
     """What vmtoolsd reads inside the guest: its hostname and eth0's IPv4 address."""
     out: dict[str, str] = {}
     name = host.exec(["hostname"], timeout=10)

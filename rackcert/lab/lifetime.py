@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackcert.lab import sshhosts
 from rackcert.lab.pids import owner_dead, pid_alive
 from rackcert.lab.slurm import RUN_ROOT, SlurmLab
+from rackcert.lab.sshhosts import network as hostnet
 
 OWNER_ENV = "RACKCERT_LAB_OWNER"
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -177,25 +177,25 @@ def _clear(owners: Callable[[str], bool], *, keep: set[int]) -> Cleared:
     owned_ns: list[str] = []
     netns_pids: set[int] = set()
     if os.geteuid() == 0:
-        for netns in sshhosts.netns_list():
-            owner = sshhosts.netns_owner(netns)
+        for netns in hostnet.netns_list():
+            owner = hostnet.netns_owner(netns)
             if owner and owners(owner):
                 owned_ns.append(owner)
-                netns_pids |= set(sshhosts.netns_pids(netns))
+                netns_pids |= set(hostnet.netns_pids(netns))
     cleared.programs = stop_processes(list(tags)) if tags else []
     # What ran in the namespaces untagged (started before tags existed): counted, and
     # stopped with its namespace below.
     cleared.programs += [_program(p) for p in sorted(netns_pids - set(tags)) if pid_alive(p)]
     if os.geteuid() == 0:
         bridge_owners = {}
-        for link in sshhosts.bridge_names():
-            owner = sshhosts.bridge_owner(link)
+        for link in hostnet.bridge_names():
+            owner = hostnet.bridge_owner(link)
             if owner and owners(owner):
                 bridge_owners[link] = owner
         for owner in sorted(set(owned_ns) | set(bridge_owners.values())):
             found.add(owner)
-            cleared.namespaces += sshhosts.stop_owner(owner)
-        cleared.bridges = sum(1 for link in bridge_owners if not sshhosts.link_exists(link))
+            cleared.namespaces += hostnet.stop_owner(owner)
+        cleared.bridges = sum(1 for link in bridge_owners if not hostnet.link_exists(link))
     for directory in sorted(RUN_ROOT.glob("*")) if RUN_ROOT.is_dir() else []:
         if directory.is_dir() and owners(directory.name):
             lab = SlurmLab.load(directory.name)

@@ -5,7 +5,7 @@ With the lab down, the kernel routes those addresses like any other, through the
 gateway: a command on the lab spec then opened SSH connections to whatever answers at
 10.77.0.x on the outside network. So commands that reach the VMs ask the kernel first
 (`ip -4 route get ADDRESS`) and refuse unless the route's device is the bridge of the
-address's /24 (`rackcert.lab.sshhosts.bridge_name`).
+address's /24 (`rackcert.lab.sshhosts.network.bridge_name`).
 
 Example:
     require_lab_up(loaded.spec)   # InputError "the lab is not up: rackcert lab up" (exit 2)
@@ -17,7 +17,7 @@ import ipaddress
 from typing import Any
 
 from rackcert.core.errors import InputError
-from rackcert.lab.sshhosts import bridge_name, route_device
+from rackcert.lab.sshhosts.network import bridge_name, route_device
 
 LAB_RACK = "lab"  # metadata.name of the lab spec (inventories/lab.yaml) and of its test copies
 

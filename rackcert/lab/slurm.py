@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from rackcert.core.errors import RackcertError
-from rackcert.core.slurm.client import run_client
+from rackcert.core.slurm import client as slurm_client
 from rackcert.lab.pids import pid_alive
 
 RUN_ROOT = Path("/run/rackcert-slurm")
@@ -307,19 +307,18 @@ class SlurmLab:
             return False
 
     def scontrol(self, *args: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
-        return self.client("scontrol", *args, timeout=timeout)
+        return slurm_client.scontrol(*args, conf=str(self.conf), timeout=timeout)
 
     def client(
         self, tool: str, *args: str, timeout: float = 10
     ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm client command (sinfo, scontrol, squeue...) against this lab: the
         spine's run_client, as the health check and the roll run them."""
-        return run_client(tool, *args, conf=str(self.conf), timeout=timeout)
+        return slurm_client.run_client(tool, *args, conf=str(self.conf), timeout=timeout)
 
     def node_states(self) -> dict[str, str]:
         """Each node's state as sinfo prints it (idle, alloc, drain, down*...)."""
-        out = self.client("sinfo", "-N", "-h", "-o", "%N %t").stdout
-        return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+        return slurm_client.short_states(conf=str(self.conf), timeout=10)
 
     def wait_idle(self, names: list[str], timeout: float = 30.0) -> float:
         """Wait until every named node is idle; returns the seconds it took."""
@@ -368,7 +367,7 @@ def prepare_node(pid: int) -> None:
     Hosts get them at start (rackcert.lab.sshhosts); this repeats them for a host started
     without, in the node's own mount namespace only.
     """
-    from rackcert.lab.sshhosts import cgroup_mount_commands
+    from rackcert.lab.sshhosts.rootfs import cgroup_mount_commands
 
     script = ["set -e", "grep -q ' /sys/fs/cgroup ' /proc/self/mounts && exit 0"]
     script += cgroup_mount_commands()
@@ -426,7 +425,7 @@ def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab
 
     from rackcert.core.errors import InputError
     from rackcert.core.slurm.conf import node_lines
-    from rackcert.lab import sshhosts
+    from rackcert.lab.sshhosts.network import LAB_OWNER, ensure_bridge
 
     if not spec.vms:
         raise InputError("lab up --slurm: the lab spec has no vms to be Slurm nodes")
@@ -434,7 +433,7 @@ def start_lab_slurm(spec_path: Path, spec: Any, workdir: Path) -> tuple[SlurmLab
     if len(nets) != 1:
         raise InputError(f"lab VM addresses must share one /24, got {sorted(map(str, nets))}")
     net = nets.pop()
-    sshhosts.ensure_bridge(str(net), sshhosts.LAB_OWNER)  # the guest agent's hosts join it
+    ensure_bridge(str(net), LAB_OWNER)  # the guest agent's hosts join it
     nodes = [NodeDef(n.name, n.address, n.cpus, n.memory_mb) for n in node_lines(spec, gres=False)]
     lab = SlurmLab.for_owner(
         lab_owner(spec),

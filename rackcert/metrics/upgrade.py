@@ -10,13 +10,8 @@ metrics say what the record says and nothing it does not.
 from __future__ import annotations
 
 from rackcert.core.stage_records import UpgradeRecord
+from rackcert.core.upgrade_layers import node_states, out_of_service_states
 from rackcert.metrics.families import Family
-
-# States in which the roll holds a node out of service (drained by it, down or upgrading).
-OUT = ("draining", "drained", "down", "host", "powered_on", "guest", "validating", "failed")
-STATES = (
-    "pending", *OUT, "resumed", "skipped", "left_alone", "rolled_back",
-)  # fmt: skip
 
 
 def upgrade_families(record: UpgradeRecord, spec: str) -> list[Family]:
@@ -41,13 +36,17 @@ def upgrade_families(record: UpgradeRecord, spec: str) -> list[Family]:
         "spec", "status", "max_unavailable", "certified_run"))  # fmt: skip
     failures = Family("upgrade_failures", "Nodes the roll failed so far", ("spec",))
     counts: dict[str, int] = {}
+    # The states come from the layers' declarations (a layer registered from outside too);
+    # OUT: those in which the roll holds a node out of service (drained by it, down, upgrading).
+    out_states = out_of_service_states()
+    states = ("pending", *out_states, *(s for s in node_states()[1:] if s not in out_states))
     for node in data.nodes:
-        for name in STATES:
+        for name in states:
             state.set(1.0 if node.state == name else 0.0, spec=spec, node=node.name,
                       host=node.host, state=name)  # fmt: skip
         for part in node.partitions or ["-"]:
             counts.setdefault(part, 0)
-            if node.state in OUT:
+            if node.state in out_states:
                 counts[part] += 1
     for part, n in counts.items():
         out.set(n, spec=spec, partition=part)

@@ -40,6 +40,7 @@ from rackcert.core.stage_records import Model as DataModel
 from rackcert.core.stage_records import StageRecord as StageRecordModel
 from rackcert.core.untrusted import cap, cap_strings
 from rackcert.report import matrix as matrix_mod
+from rackcert.report.burnin import burnin_section
 from rackcert.report.record import (
     Bench,
     CheckCounts,
@@ -611,6 +612,7 @@ def assemble(
         upgrade=upgrade[0],
         upgrade_status=upgrade[1],
         health_checks=_health_events(run),
+        burnin=burnin_section(run),
     )
 
 

@@ -120,7 +120,13 @@ def _figures(record: RunRecord) -> dict[str, str | None]:
     )
     loc = read_localisation(record.bench.localise)
     heatmap = plots.link_heatmap_svg(loc) if loc and len(loc.names()) > 1 and loc.links else None
-    return {"scaling": scaling, "allreduce": allreduce, "heatmap": heatmap}
+    burnin = (
+        {node: plots.burnin_node_svg(node, s.t, s.gpus) for node, s in record.burnin.series.items()
+         if s.gpus and s.t}
+        if record.burnin is not None
+        else {}
+    )  # fmt: skip
+    return {"scaling": scaling, "allreduce": allreduce, "heatmap": heatmap, "burnin": burnin}
 
 
 def _localisation(record: RunRecord) -> dict[str, Any] | None:

@@ -218,3 +218,25 @@ def link_heatmap_figure(loc: Localisation):  # noqa: ANN201 - a matplotlib Figur
     ax.spines[["top", "right"]].set_visible(True)
     ax.set_title(f"link bandwidth, {n} nodes (red: named by the verdict)", fontsize=10)
     return fig
+
+
+def burnin_node_svg(node: str, t: list[float], gpus: dict[str, dict[str, list]]) -> str:
+    """One node's burn-in: SM clock, power and temperature over time, a line per GPU."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 6.0), sharex=True)
+    minutes = [x / 60 for x in t]
+    for ax, (key, label) in zip(
+        axes,
+        (("sm_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("temp_c", "temp (C)")),
+        strict=True,
+    ):
+        for g, col in sorted(gpus.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0):
+            ys = [float("nan") if v is None else v for v in col.get(key, [])]
+            ax.plot(minutes[: len(ys)], ys, linewidth=1, label=f"GPU{g}")
+        ax.set_ylabel(label)
+    axes[0].set_title(f"{node}: burn-in", loc="left")
+    axes[-1].set_xlabel("minutes from the start")
+    if len(gpus) > 1:
+        axes[0].legend(fontsize=7, ncol=min(8, len(gpus)), loc="lower left")
+    fig.tight_layout()
+    return _svg(fig)

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rackcert.core.burnin_record import BurninFinding, GpuSummary, Reported
 from rackcert.core.results import AllreduceResult, CheckResult, ScalingResult, Verdict, VerdictWord
 from rackcert.core.stage_records import LocaliseRecord
 
@@ -239,6 +240,27 @@ class MeshCoverage(Model):
     round: int = 0
 
 
+class BurninSeries(Model):
+    """One node's sampler series, thinned for the report (at most PLOT_POINTS a line):
+    seconds from the start; per GPU index, SM clock (MHz), power (W), temperature (C)."""
+
+    t: list[float] = Field(default_factory=list)
+    gpus: dict[str, dict[str, list[float | None]]] = Field(default_factory=dict)
+
+
+class BurninSection(Model):
+    """`rackcert burnin`'s evidence in the report: what it named, what it saw per GPU, and
+    each node's series for the plots (burnin.json holds the whole series)."""
+
+    verdict: str
+    duration_s: float
+    findings: list[BurninFinding] = Field(default_factory=list)
+    reported: list[Reported] = Field(default_factory=list)
+    gpus: list[GpuSummary] = Field(default_factory=list)
+    unmeasured: list[str] = Field(default_factory=list)
+    series: dict[str, BurninSeries] = Field(default_factory=dict)
+
+
 class RunRecord(Model):
     """Everything the report shows, from recorded evidence only."""
 
@@ -276,6 +298,7 @@ class RunRecord(Model):
         default_factory=list,
         description="Slurm health-check drains and resumes, from the nodes' records",
     )
+    burnin: BurninSection | None = Field(None, description="rackcert burnin's findings and plots")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

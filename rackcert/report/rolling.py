@@ -15,6 +15,7 @@ from typing import Any
 from rackcert.core.errors import RecordError
 from rackcert.core.runs import RunDir
 from rackcert.core.stage_records import UpgradeRecord
+from rackcert.core.upgrade_layers import DRAIN, RESUME
 from rackcert.report.record import UpgradeEvidence, UpgradeRow
 
 PASSED = "pass"  # rackcert.core.results.Status.passed
@@ -72,8 +73,8 @@ def upgrade_section(run: RunDir) -> tuple[list[UpgradeRow], str | None]:
     data = record.data
     rows = []
     for node in data.nodes:
-        drain = next((s for s in node.steps if s.step == "drain"), None)
-        resume = next((s for s in node.steps if s.step.endswith("resume")), None)
+        drain = next((s for s in node.steps if s.step == DRAIN.name), None)
+        resume = next((s for s in node.steps if s.step.endswith(RESUME.name)), None)
         start = _t(drain.started_at) if drain else None
         end = _t(resume.ended_at) if resume and resume.ended_at else None
         minutes = (end - start).total_seconds() / 60 if start and end else None

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rackcert.core.check_components import CHECK_COMPONENTS
+
 # canonical name -> leaf keys (lowercase, '-' as '_') that carry it, best first
 ALIASES: dict[str, tuple[str, ...]] = {
     "nvidia_driver": ("nvidia_driver", "nvidia_driver_version", "driver_version"),
@@ -241,24 +243,12 @@ def find_topo(facts: Any) -> str | None:
     return None
 
 
-# Checks whose `observed` is a version the report can show when no fact carried it.
-CHECK_VERSIONS = {
-    "gpu.driver": "nvidia_driver",
-    "gpu.cuda.toolkit": "cuda",
-    "gpu.cuda.driver": "cuda_driver",
-    "ofed.version": "ofed",
-    "os.release": "os",
-    "container.toolkit": "container_toolkit",
-    "gpu.model": "gpu_model",
-    "nic.firmware": "nic_firmware",
-}
-
-
 def versions_from_checks(results: list[Any]) -> dict[str, dict[str, str]]:
-    """{node: {component: observed}} from checks that observed a version (pass or fail)."""
+    """{node: {component: observed}} from checks that observed a version (pass or fail), as
+    rackcert.core.check_components names them: what the report shows when no fact carried it."""
     out: dict[str, dict[str, str]] = {}
     for r in results:
-        name = CHECK_VERSIONS.get(r.id)
+        name = CHECK_COMPONENTS.get(r.id)
         text = (r.observed or "").strip()
         if not name or r.status.value not in ("pass", "fail") or not text:
             continue

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.runs import RunDir
@@ -31,6 +31,21 @@ from rackcert.core.stage_records import (
     UpgradeHost,
     UpgradeLeftAlone,
     UpgradeNode,
+)
+from rackcert.core.upgrade_layers import (
+    DRAIN,
+    MEASURE,
+    NODE_ENDS,
+    NODE_POWERED_ON,
+    NODE_VALIDATING,
+    POWER_ON,
+    RESUME,
+    SHUTDOWN,
+    VALIDATE,
+    WAIT_DRAINED,
+    Layer,
+    layers,
+    window_states,
 )
 from rackcert.upgrade.budget import Unit, cost
 from rackcert.upgrade.judge import PASSED, judge, rack_medians, unmeasured_before
@@ -50,19 +65,58 @@ from rackcert.upgrade.ports import (
 )
 from rackcert.upgrade.record import Recorder
 
-TERMINAL = ("resumed", "failed", "skipped", "left_alone", "rolled_back")
+TERMINAL = NODE_ENDS
 Policy = Literal["wait", "skip", "stop"]
 T = TypeVar("T")
 
 
 @dataclass
 class Ports:
+    """The roll's ports. A layer's own port is the attribute it names (Layer.port), or
+    an entry of `layers` for a layer registered from outside."""
+
     scheduler: Scheduler
     hypervisor: Hypervisor
     guest: Guest
     certifier: Certifier
     host_image: HostImage | None = None
     clock: Clock = field(default_factory=RealClock)
+    layers: dict[str, Any] = field(default_factory=dict)
+
+    def port(self, name: str) -> Any:
+        return self.layers[name] if name in self.layers else getattr(self, name, None)
+
+
+@dataclass
+class _Context:
+    """What a layer's step is given (rackcert.core.upgrade_layers.StepContext)."""
+
+    roll: Roll
+    layer: Layer
+    where: str
+    target: dict[str, str]
+    prefix: str = ""  # "rollback " on a rollback's chain: its steps' names
+
+    @property
+    def run(self) -> str:
+        return self.roll.run_name
+
+    @property
+    def port(self) -> Any:
+        return self.roll.ports.port(self.layer.port)
+
+    @property
+    def hypervisor(self) -> Hypervisor:
+        return self.roll.ports.hypervisor
+
+    def apply(self) -> str:
+        return self.roll._apply(self.layer, self.where, self.target)
+
+    def reboot(self) -> str:
+        return self.roll._reboot(self.where)
+
+    def remember_boot_time(self, until: str) -> None:
+        self.roll._remember_boot_time(self.where, self.prefix + until)
 
 
 @dataclass(frozen=True)
@@ -96,7 +150,7 @@ def new_record(plan: UpgradePlan) -> UpgradeData:
             partitions=list(plan.partitions.get(n, ())),
             state="left_alone" if n in plan.left_alone else "pending",
             reason=plan.left_alone.get(n, ""),
-            versions_before=dict(plan.before_guest),
+            versions_before=plan.versions_before("guest"),
         )
         for n in [*host_of, *(n for n in plan.left_alone if n not in host_of)]
     ]
@@ -105,7 +159,7 @@ def new_record(plan: UpgradePlan) -> UpgradeData:
             name=u.host,
             nodes=list(u.nodes),
             state="pending" if plan.host_changes(u.host) else "unchanged",
-            image_before=dict(plan.before_host.get(u.host, {})),
+            image_before=plan.versions_before("host", u.host, read_back=True),
         )
         for u in plan.units
     ]
@@ -147,6 +201,11 @@ def _later(a: str, b: str) -> bool:
     )
 
 
+def _act(action: Callable[[Any], object] | None, ctx: _Context) -> object:
+    """A declared step's action on its context (a step without one has nothing to do)."""
+    return action(ctx) if action is not None else None
+
+
 def _each(nodes: list[str], work: Callable[[str], T]) -> list[T]:
     """`work` on every node at once; the first exception is raised once all have ended."""
     if len(nodes) <= 1:
@@ -184,11 +243,9 @@ class Roll:
     def run(self) -> UpgradeData:
         """Roll every wave; returns the record (status done or stopped)."""
         data = self.rec.data
-        if self.plan.host_layer and self.ports.host_image is None:
-            raise InputError(
-                "the host image changes, but no host-image client is wired (vLCM or esxcli);"
-                " roll the guest layer alone, or use a rackcert with the host-image client"
-            )
+        for layer in self.plan.changing():
+            if self.ports.port(layer.port) is None:
+                raise InputError(layer.missing_port())
         with self.rec.editing():
             data.status, data.stopped_because = "running", ""
             # A re-run may raise the limit the record stopped at (--max-failures).
@@ -229,9 +286,7 @@ class Roll:
         """Close what an interrupted run left that this record does not hold: a host in
         rackcert's maintenance the record has not started, a node drained by this roll
         the record shows pending."""
-        known = {
-            h.name for h in self.rec.data.hosts if h.state in ("maintenance", "image", "rebooting")
-        }
+        known = {h.name for h in self.rec.data.hosts if h.state in window_states()}
         for host in self.ports.hypervisor.marked_hosts():
             if host in known:
                 continue
@@ -261,7 +316,7 @@ class Roll:
         """The node's own before, measured on it now (drained, idle, its host still up): the
         same validate and per-node stage as after. What cannot be measured fails the step:
         the node stays drained, its host untouched."""
-        cert = self.ports.certifier.certify(n, dict(self.plan.before_guest))
+        cert = self.ports.certifier.certify(n, self.plan.versions_before("guest"))
         cert.floors.update(self.plan.floors.get(n, {}))
         with self.rec.editing():
             self.rec.node(n).baseline = cert.to_dict()
@@ -380,78 +435,71 @@ class Roll:
         reason = drain_reason(self.run_name)
         self._redrain_lost(nodes, prefix, reason)
         for n in nodes:
-            self._step(self.rec.node(n), prefix + "drain", partial(sched.drain, n, reason))
+            self._step(self.rec.node(n), prefix + DRAIN.name, partial(sched.drain, n, reason))
             self._set([n], "draining")
         self._sample()
         self.rec.flush()  # the drain wait may be long: the record shows it meanwhile
-        if nodes and not self.rec.finished(self.rec.node(nodes[0]), prefix + "wait drained"):
+        if nodes and not self.rec.finished(self.rec.node(nodes[0]), prefix + WAIT_DRAINED.name):
             outcome = self._wait_drained(nodes)
             if outcome != "drained":
                 return self._give_back(unit, outcome)
             for n in nodes:
-                self._step(self.rec.node(n), prefix + "wait drained", lambda: "no job running")
+                self._step(self.rec.node(n), prefix + WAIT_DRAINED.name, lambda: "no job running")
         self._set(nodes, "drained")
         if not rollback:  # a rollback is judged against the forward chain's before
 
             def before(n: str) -> None:
-                self._step(self.rec.node(n), "measure before", partial(self._measure_before, n))
+                self._step(self.rec.node(n), MEASURE.name, partial(self._measure_before, n))
 
             _each(nodes, before)
         for n in nodes:
-            self._step(self.rec.node(n), prefix + "shutdown guest", partial(self._shutdown, n))
+            self._step(self.rec.node(n), prefix + SHUTDOWN.name, partial(self._shutdown, n))
         self._set(nodes, "down")
-        host_target = self._host_target(unit.host, rollback)
         h = self.rec.host(unit.host)
-        if host_target:
-            self._set(nodes, "host")
-            if not self.rec.finished(h, prefix + "host image"):
-                # Each chain (forward, rollback, a re-run whose image step had not ended) takes
-                # its own bootTime before its image step, and its reboot step proves a later
-                # one: an image is installed for the next boot (esxcli software) or vLCM's
-                # remediation reboots the host itself, and only a reboot after this chain's
-                # image runs it. A rollback measured against the forward chain's bootTime
-                # found it "rebooted" and ran the old image nowhere.
-                boot_time = self._boot_time(unit.host)  # asked before the lock is taken
-                if boot_time:
-                    with self.rec.editing():
-                        h.boot_time_before, h.boot_time_after = boot_time, ""
-            self._set_host(unit.host, "maintenance")
-            self._step(
-                h,
-                prefix + "host maintenance",
-                lambda: hv.enter_maintenance(unit.host, self.run_name),
-            )
-            self._set_host(unit.host, "image")
-            self._step(h, prefix + "host image", lambda: self._image(unit.host, host_target))
-            self._set_host(unit.host, "rebooting")
-            self._step(h, prefix + "reboot", lambda: self._reboot(unit.host))
-            self._step(h, prefix + "exit maintenance", lambda: hv.exit_maintenance(unit.host))
-            self._set_host(unit.host, "exited")
-        elif not self.rec.finished(h, prefix + "host image"):
-            entry = self.rec.begin(h, prefix + "host image")
-            self.rec.end(entry, "skipped", "no host layer change for this host")
+        host_moved = False
+        for layer in layers("host"):
+            target = self.plan.target(layer.name, unit.host, rollback=rollback)
+            if not target:
+                skipped = prefix + layer.steps[0].name if layer.steps else ""
+                if skipped and not self.rec.finished(h, skipped):
+                    entry = self.rec.begin(h, skipped)
+                    self.rec.end(entry, "skipped", f"no {layer.name} layer change for this host")
+                continue
+            host_moved = True
+            self._set(nodes, layer.node_state)
+            ctx = _Context(self, layer, unit.host, target, prefix)
+            if layer.prepare is not None:
+                layer.prepare(ctx)
+            for step in layer.steps:
+                if step.state:
+                    self._set_host(unit.host, step.state)
+                self._step(h, prefix + step.name, partial(_act, step.action, ctx))
+            if layer.done_state:
+                self._set_host(unit.host, layer.done_state)
         for n in nodes:
-            self._step(self.rec.node(n), prefix + "power on", partial(hv.power_on, n))
-        self._set(nodes, "powered_on")
-        guest_target = self._guest_target(rollback)
-        if guest_target:
-            self._set(nodes, "guest")
+            self._step(self.rec.node(n), prefix + POWER_ON.name, partial(hv.power_on, n))
+        self._set(nodes, NODE_POWERED_ON)
+        for layer in layers("guest"):
+            target = self.plan.target(layer.name, "", rollback=rollback)
+            if not target:
+                continue
+            self._set(nodes, layer.node_state)
 
-            def guest(n: str) -> None:
-                self._step(
-                    self.rec.node(n),
-                    prefix + "guest layer",
-                    partial(self.ports.guest.apply, n, guest_target),
-                )
+            def guest(n: str, layer: Layer = layer, target: dict[str, str] = target) -> None:
+                ctx = _Context(self, layer, n, target)
+                for step in layer.steps:
+                    self._step(
+                        self.rec.node(n), prefix + step.name, partial(_act, step.action, ctx)
+                    )
 
             _each(nodes, guest)  # the host's VMs are independent: side by side
-        self._set(nodes, "validating")
+        self._set(nodes, NODE_VALIDATING)
         passed = _each(nodes, lambda n: self._certify(n, prefix, rollback))
         failed = [n for n, ok in zip(nodes, passed, strict=True) if not ok]
         # A host without a host-layer change ends as it began, "unchanged": also after a
         # rollback of a chain whose guest step had failed and marked it "failed", or the
         # record would show a failed host whose image never moved.
-        self._set_host(unit.host, "done" if host_target else "unchanged")
+        self._set_host(unit.host, "done" if host_moved else "unchanged")
         if failed:
             with self.rec.editing() as data:
                 data.failures += len(failed)
@@ -464,7 +512,7 @@ class Roll:
             n
             for n in nodes
             if self.rec.node(n).state in ("pending", "draining", "drained")
-            and self.rec.finished(self.rec.node(n), prefix + "drain")
+            and self.rec.finished(self.rec.node(n), prefix + DRAIN.name)
         ]
         if not waiting:
             return
@@ -478,15 +526,18 @@ class Roll:
                     )
 
     def _host_target(self, host: str, rollback: bool) -> dict[str, str]:
-        if not self.plan.host_changes(host):
-            return {}
-        table = self.plan.before_host if rollback else self.plan.target_host
-        return dict(table.get(host, {}))
+        """The versions the host-side layers read back after the reboot move it to."""
+        out: dict[str, str] = {}
+        for layer in layers("host"):
+            if layer.read_back:
+                out.update(self.plan.target(layer.name, host, rollback=rollback))
+        return out
 
     def _guest_target(self, rollback: bool) -> dict[str, str]:
-        if not self.plan.guest_layer:
-            return {}
-        return dict(self.plan.before_guest if rollback else self.plan.target_guest)
+        out: dict[str, str] = {}
+        for layer in layers("guest"):
+            out.update(self.plan.target(layer.name, "", rollback=rollback))
+        return out
 
     def _wait_drained(self, nodes: list[str]) -> str:
         """drained, or the policy's word (skip, stop) once the timeout passed."""
@@ -524,7 +575,7 @@ class Roll:
                 node = self.rec.node(n)
                 node.state = "skipped" if policy == "skip" else "pending"
                 node.reason = f"{line} (--drain-policy {policy})"
-                node.steps = [s for s in node.steps if s.step != "drain"]
+                node.steps = [s for s in node.steps if s.step != DRAIN.name]
         if policy == "stop":
             return f"{line}; --drain-policy stop (resumed, untouched)"
         self.say(f"{unit.host}: skipped: {line}")
@@ -551,16 +602,31 @@ class Roll:
             self.rec.node(vm).forced_power_off = True
         return f"powered off: {why}"
 
-    def _image(self, host: str, target: dict[str, str]) -> str:
-        image = self.ports.host_image
-        assert image is not None  # run() refuses a host layer without one
+    def _apply(self, layer: Layer, host: str, target: dict[str, str]) -> str:
+        image = self.ports.port(layer.port)
+        assert image is not None  # run() refuses a changing layer without its port
         current = image.current(host)
-        with self.rec.editing():
-            self.rec.host(host).image_before = current
+        if layer.read_back:
+            with self.rec.editing():
+                self.rec.host(host).image_before = current
         if all(current.get(k) == v for k, v in target.items()):
             return "already at " + ", ".join(f"{k} {v}" for k, v in sorted(target.items()))
         image.apply(host, target)
         return "applied " + ", ".join(f"{k} {v}" for k, v in sorted(target.items()))
+
+    def _remember_boot_time(self, host: str, step: str) -> None:
+        h = self.rec.host(host)
+        if not self.rec.finished(h, step):
+            # Each chain (forward, rollback, a re-run whose image step had not ended) takes
+            # its own bootTime before its image step, and its reboot step proves a later
+            # one: an image is installed for the next boot (esxcli software) or vLCM's
+            # remediation reboots the host itself, and only a reboot after this chain's
+            # image runs it. A rollback measured against the forward chain's bootTime
+            # found it "rebooted" and ran the old image nowhere.
+            boot_time = self._boot_time(host)  # asked before the lock is taken
+            if boot_time:
+                with self.rec.editing():
+                    h.boot_time_before, h.boot_time_after = boot_time, ""
 
     def _reboot(self, host: str) -> str:
         hv, clock = self.ports.hypervisor, self.ports.clock
@@ -605,7 +671,7 @@ class Roll:
     def _certify(self, n: str, prefix: str, rollback: bool) -> bool:
         """Validate the node, judge it against its baseline, resume it or keep it drained."""
         node = self.rec.node(n)
-        entry = self.rec.begin(node, prefix + "validate")
+        entry = self.rec.begin(node, prefix + VALIDATE.name)
         try:
             cert = self.ports.certifier.certify(n, self._guest_target(rollback))
         except (RackcertError, OSError) as exc:
@@ -622,7 +688,11 @@ class Roll:
             wanted=wanted,
             medians=self.medians,
             median_fraction=self.timing.median_fraction,
-            changing=frozenset(c.component for c in self.plan.changes if c.layer == "guest"),
+            changing=frozenset(
+                c.component
+                for c in self.plan.changes
+                if c.layer in {la.name for la in layers("guest")}
+            ),
             floors=floors,
         )
         image_after = self.rec.host(node.host).image_after
@@ -651,7 +721,7 @@ class Roll:
         self.rec.end(
             entry, "done", f"new versions observed, nothing worse than before the roll{how}"
         )
-        self._step(node, prefix + "resume", lambda: self.ports.scheduler.resume(n))
+        self._step(node, prefix + RESUME.name, lambda: self.ports.scheduler.resume(n))
         self._set([n], "rolled_back" if rollback else "resumed")
         with self.rec.editing():
             node.reason = ""
@@ -674,12 +744,15 @@ class Roll:
         """A step of the host's chain failed: its nodes stay drained with the finding, and
         a maintenance window this roll opened is closed (never left in rackcert's own)."""
         h = self.rec.host(unit.host)
-        if h.state in ("maintenance", "image", "rebooting"):
+        for layer in layers("host"):
+            if h.state not in layer.window_states or layer.close is None:
+                continue
+            ctx = _Context(self, layer, unit.host, {})
             try:
-                self.ports.hypervisor.exit_maintenance(unit.host)
-                note = f"{unit.host}: maintenance closed after the failure"
+                layer.close(ctx)
+                note = f"{unit.host}: {layer.window} closed after the failure"
             except (RackcertError, OSError) as exc:
-                note = f"{unit.host}: could not exit maintenance after the failure: {exc}"
+                note = f"{unit.host}: could not exit {layer.window} after the failure: {exc}"
             with self.rec.editing() as data:
                 data.notes.append(note)
         self._set_host(unit.host, "failed")

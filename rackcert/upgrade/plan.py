@@ -17,9 +17,25 @@ from typing import Any
 from rackcert.core.matrix import Reference
 from rackcert.core.placement import PlacementError, place
 from rackcert.core.spec import Spec
+from rackcert.core.upgrade_layers import (
+    ASK,
+    DRAIN,
+    MEASURE,
+    POWER_ON,
+    RESUME,
+    SHUTDOWN,
+    VALIDATE,
+    WAIT_DRAINED,
+    Change,
+    Layer,
+    diff,
+    layer,
+    layers,
+    step_proofs,
+)
 from rackcert.upgrade import refusals as refuse
 from rackcert.upgrade.budget import Budget, Unit, order_units, plan_waves, unfreeable
-from rackcert.upgrade.layers import Change, diff, guest_versions, host_versions, uses_vgpu
+from rackcert.upgrade.layers import uses_vgpu
 from rackcert.upgrade.ports import NodeState
 from rackcert.upgrade.rules import node_floors
 from rackcert.upgrade.start import Start
@@ -57,23 +73,43 @@ class UpgradePlan:
     order_note: str
     refusals: refuse.Refusals
     left_alone: dict[str, str] = field(default_factory=dict)  # node -> who drained it, why
-    target_host: dict[str, dict[str, str]] = field(default_factory=dict)
-    target_guest: dict[str, str] = field(default_factory=dict)
-    before_host: dict[str, dict[str, str]] = field(default_factory=dict)
-    before_guest: dict[str, str] = field(default_factory=dict)
+    # layer -> where (a host; "" for a guest-side layer) -> component -> version
+    targets: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    befores: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     floors: dict[str, dict[str, float]] = field(default_factory=dict)  # node -> the spec's rules
     start: Start | None = None  # the start run's verdict (rackcert.upgrade.start)
 
-    @property
-    def host_layer(self) -> bool:
-        return any(c.layer == "host" for c in self.changes)
+    def changing(self) -> list[Layer]:
+        """The layers this roll moves, in registry order."""
+        moved = {c.layer for c in self.changes}
+        return [la for la in layers() if la.name in moved]
 
-    @property
-    def guest_layer(self) -> bool:
-        return any(c.layer == "guest" for c in self.changes)
+    def layer_changes(self, name: str, host: str) -> bool:
+        """The layer moves on this host (a guest-side layer: on every node)."""
+        return any(
+            c.layer == name and (layer(name).side == "guest" or host in c.hosts)
+            for c in self.changes
+        )
 
     def host_changes(self, host: str) -> bool:
-        return any(c.layer == "host" and host in c.hosts for c in self.changes)
+        return any(self.layer_changes(la.name, host) for la in layers("host"))
+
+    def target(self, name: str, where: str, *, rollback: bool = False) -> dict[str, str]:
+        """The versions a layer moves `where` to (back to, on a rollback); empty: it does not."""
+        if not self.layer_changes(name, where):
+            return {}
+        table = self.befores if rollback else self.targets
+        return dict(table.get(name, {}).get(where if layer(name).side == "host" else "", {}))
+
+    def versions_before(
+        self, side: str, where: str = "", *, read_back: bool = False
+    ) -> dict[str, str]:
+        """The certified versions of one side's layers (host side: of one host)."""
+        out: dict[str, str] = {}
+        for la in layers(side):  # type: ignore[arg-type]
+            if not read_back or la.read_back:
+                out.update(self.befores.get(la.name, {}).get(where, {}))
+        return out
 
     def blocking(self) -> list[str]:
         return self.refusals.blocking(
@@ -102,6 +138,11 @@ class UpgradePlan:
             out.append(f"left alone: {node} ({why})")
         for node, steps in self.steps.items():
             out.append(f"  {node}: " + " -> ".join(steps))
+        proofs = step_proofs()
+        used = dict.fromkeys(s for steps in self.steps.values() for s in steps)
+        if used:
+            out.append("each step done when:")
+            out += [f"  {s}: {proofs[s]}" for s in used]
         if self.refusals.uncertified and self.options.allow_uncertified:
             out += [f"uncertified (allowed): {line}" for line in self.refusals.uncertified]
         out += [f"refused: {line}" for line in self.blocking()]
@@ -154,23 +195,18 @@ def units_of(spec: Spec) -> list[Unit]:
     ]
 
 
-def node_steps(plan_host_change: bool, guest_change: bool, scheduler: str) -> list[str]:
-    take_out = ["ask", "drain"] if scheduler == "ask" else ["drain", "wait drained"]
-    host = (
-        ["host maintenance", "host image", "reboot (bootTime)", "exit maintenance"]
-        if plan_host_change
-        else []
-    )
-    guest = ["guest layer"] if guest_change else []
+def node_steps(host_layers: list[Layer], guest_layers: list[Layer], scheduler: str) -> list[str]:
+    """One node's chain: the frame around the layers that change its host and its guest."""
+    take_out = [ASK, DRAIN] if scheduler == "ask" else [DRAIN, WAIT_DRAINED]
     return [
-        *take_out,
-        "measure before (validate + per-node localisation)",
-        "shutdown guest",
-        *host,
-        "power on",
-        *guest,
-        "validate + per-node localisation",
-        "resume",
+        *(s.name for s in take_out),
+        MEASURE.name,
+        SHUTDOWN.name,
+        *(s.name for la in host_layers for s in la.steps),
+        POWER_ON.name,
+        *(s.name for la in guest_layers for s in la.steps),
+        VALIDATE.name,
+        RESUME.name,
     ]
 
 
@@ -190,7 +226,7 @@ def build_plan(
     changes = diff(before, after)
     refusals = refuse.Refusals()
     refusals.errors += refuse.shape_differences(before, after)
-    refusals.errors += refuse.driver_branch(after, changes)
+    refusals.errors += refuse.layered(before, after, changes)
     refusals.uncertified += refuse.matrix(after, changes, reference, matrix_where)
     refusals.uncertified_start += refusal_of_start(start) if start is not None else []
     kind = scheduler_kind(after)
@@ -210,9 +246,11 @@ def build_plan(
     for name, state in (states or {}).items():
         if state.operator_drained(run):
             left_alone[name] = f"drained by someone else: {state.reason or 'no reason given'}"
-    touched = {c.hosts for c in changes if c.layer == "host"}
-    host_changed = {h for hosts in touched for h in hosts}
-    guest_change = any(c.layer == "guest" for c in changes)
+    host_side = {la.name for la in layers("host")}
+    host_changed = {h for c in changes if c.layer in host_side for h in c.hosts}
+    moved = {c.layer for c in changes}
+    guest_layers = [la for la in layers("guest") if la.name in moved]
+    guest_change = bool(guest_layers)
     work = [
         u
         for u in units
@@ -228,12 +266,17 @@ def build_plan(
     jobs = {n: s.jobs for n, s in (states or {}).items()}
     ordered = order_units(work, options.order, jobs)
     waves = plan_waves(ordered, partitions, limits) if not refusals.errors else []
+
+    def host_layers(host: str) -> list[Layer]:
+        return [la for la in layers("host") if any(la.name == c.layer and host in c.hosts
+                                                    for c in changes)]  # fmt: skip
+
     steps = {
-        n: node_steps(u.host in host_changed, guest_change, kind) for u in ordered for n in u.nodes
+        n: node_steps(host_layers(u.host), guest_layers, kind) for u in ordered for n in u.nodes
     }
     for u in ordered:
         if not u.nodes:
-            steps[f"({u.host})"] = ["host maintenance", "host image", "reboot (bootTime)", "exit"]
+            steps[f"({u.host})"] = [s.name for la in host_layers(u.host) for s in la.steps]
     if uses_vgpu(after):
         note = "host image (vGPU manager) before the guest driver: vGPU VMs need a manager"
         note += " of the same or a newer branch than their driver"
@@ -258,10 +301,18 @@ def build_plan(
         order_note=note,
         refusals=refusals,
         left_alone=left_alone,
-        target_host={h.name: host_versions(after, h.name) for h in after.hosts},
-        target_guest=guest_versions(after),
-        before_host={h.name: host_versions(before, h.name) for h in before.hosts},
-        before_guest=guest_versions(before),
+        targets=_versions(after),
+        befores=_versions(before),
         floors=node_floors(after),
         start=start,
     )
+
+
+def _versions(spec: Spec) -> dict[str, dict[str, dict[str, str]]]:
+    """layer -> where -> versions the spec asks: per host (host side), or "" (guest side)."""
+    return {
+        la.name: {h.name: la.versions(spec, h.name) for h in spec.hosts}
+        if la.side == "host"
+        else {"": la.versions(spec, "")}
+        for la in layers()
+    }

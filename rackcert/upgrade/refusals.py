@@ -3,7 +3,8 @@ makes `rackcert upgrade` exit 2 before it touches a node.
 
 - Not an upgrade: the hosts, VMs or their placement differ from the certified run's spec
   (that is provision's work, not a roll's).
-- A guest driver of a newer branch than the hosts' vGPU manager, on a rack with vGPU VMs:
+- Each layer's own refusals (rackcert.core.upgrade_layers): the guest's is a driver of a
+  newer branch than the hosts' vGPU manager, on a rack with vGPU VMs:
   NVIDIA supports a manager of the same or a newer branch than the guest driver, never the
   reverse (vGPU release notes, "Driver versions").
 - A target version the certified matrix does not list (validation/certified/, the spec's
@@ -14,21 +15,20 @@ makes `rackcert upgrade` exit 2 before it touches a node.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from rackcert.core.matrix import Reference
 from rackcert.core.spec import Spec
-from rackcert.upgrade.layers import ESXI, VGPU_MANAGER, Change, uses_vgpu
+from rackcert.core.upgrade_layers import Change, layer_names, layers
+from rackcert.core.upgrade_layers.guest import branch, driver_branch
 
-# The certified matrix's component name for each component a roll moves.
-MATRIX_NAMES = {ESXI: "esxi_version", VGPU_MANAGER: "vgpu_manager"}
+__all__ = ["Refusals", "branch", "driver_branch", "layered", "matrix", "shape_differences"]
 
 
-def branch(version: str | None) -> int | None:
-    """A driver's branch, its major number (550.127.06 -> 550; R535 -> 535)."""
-    match = re.search(r"\d+", version or "")
-    return int(match.group()) if match else None
+def matrix_names() -> dict[str, str]:
+    """The certified matrix's component name for each component a roll moves, where the
+    layer's own name differs (the layers declare them)."""
+    return {k: v for la in layers() for k, v in la.matrix_names.items()}
 
 
 @dataclass
@@ -72,28 +72,16 @@ def shape_differences(before: Spec, after: Spec) -> list[str]:
     return out
 
 
-def driver_branch(after: Spec, changes: list[Change]) -> list[str]:
-    """A guest driver newer than the hosts' vGPU manager, where VMs use vGPUs."""
-    if not uses_vgpu(after):
-        return []
-    touched = {c.component for c in changes}
-    if not touched & {"nvidia_driver", VGPU_MANAGER}:
-        return []
-    guest, manager = after.guest.nvidia_driver, after.host_software.vgpu_manager_version
-    if guest and not manager:
-        return [
-            "the rack's VMs use vGPUs and the guest driver changes, but"
-            " host_software.vgpu_manager_version is not given: name the hosts' vGPU manager"
-            " so the branch rule (manager same or newer than the guest) can be checked"
-        ]
-    g, m = branch(guest), branch(manager)
-    if g is not None and m is not None and g > m:
-        return [
-            f"guest driver {guest} (R{g}) is of a newer branch than the hosts' vGPU manager"
-            f" {manager} (R{m}); NVIDIA supports the reverse only: upgrade the manager to R{g}"
-            " or newer in the same spec"
-        ]
-    return []
+def layered(before: Spec, after: Spec, changes: list[Change]) -> list[str]:
+    """Each registered layer's own refusals (the guest's driver branch rule, ...)."""
+    unknown = [
+        f"upgrade.layers.{name}: no upgrade layer of that name is registered"
+        for name in after.upgrade.layers
+        if name not in layer_names()
+    ]
+    return unknown + [
+        line for la in layers() for refuse in la.refusals for line in refuse(before, after, changes)
+    ]
 
 
 def matrix(after: Spec, changes: list[Change], ref: Reference | None, where: str) -> list[str]:
@@ -110,7 +98,8 @@ def matrix(after: Spec, changes: list[Change], ref: Reference | None, where: str
     rules = {r.component: r for r in ref.components}
     out = []
     for change in changes:
-        rule = rules.get(MATRIX_NAMES.get(change.component, change.component))
+        names = matrix_names()
+        rule = rules.get(names.get(change.component, change.component))
         if rule is None or change.after is None:
             continue
         if not rule.holds(change.after):

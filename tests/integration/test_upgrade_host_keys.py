@@ -4,7 +4,7 @@ The roll's guest and certifier ports are the real ones (rackcert.rollout.Configu
 roles limited to the node, in a run nested in the roll's; ValidateCertifier: the node's
 validate and per-node stage); its power-on goes through HostKeyGate, which waits until SSH
 answers with the enrolled key. Slurm and vCenter are the in-memory models
-(tests/upgrade_models.py): the node's sshd stays up, as a VM's does across its host's
+(tests/support/upgrade_models.py): the node's sshd stays up, as a VM's does across its host's
 maintenance, and its "power-on" is where a test re-keys it.
 
 Before: every stage of a roll took `<run>/../known_hosts` as the rack's file, which for a
@@ -24,10 +24,10 @@ from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import load_spec
 from rackcert.rollout import ConfigureGuest, HostKeyGate, ValidateCertifier
 from rackcert.upgrade.machine import Ports, Roll
-from tests.plugins.configure import spec_for_hosts
-from tests.test_host_keys import _rekey
-from tests.upgrade_helpers import TIMING, make_plan
-from tests.upgrade_models import SimClock, SimHostImage, SimSlurm, SimVcenter
+from tests.support.host_keys import rekey as _rekey
+from tests.support.plugins.configure import spec_for_hosts
+from tests.support.upgrade_helpers import TIMING, make_plan
+from tests.support.upgrade_models import SimClock, SimHostImage, SimSlurm, SimVcenter
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Each chain of a host proves its own reboot (issue 52, item 2).
 
 The host model keeps the installed image apart from the running one until a reboot
-(tests/upgrade_models.py, as ESXi does): a chain that does not reboot leaves the old image
+(tests/support/upgrade_models.py, as ESXi does): a chain that does not reboot leaves the old image
 running while the record would say otherwise. Before, `boot_time_before` was taken once, by
 the forward chain: the rollback's reboot step found the host's bootTime later than that
 stale value, asked for no reboot, and recorded itself done.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from rackcert.core.runs import RunDir
-from tests.upgrade_helpers import four_node as _four
-from tests.upgrade_helpers import make_plan, new_run, roll, spec_of, upgraded, world_for
+from tests.support.upgrade_helpers import four_node as _four
+from tests.support.upgrade_helpers import make_plan, new_run, roll, spec_of, upgraded, world_for
 
 pytestmark = pytest.mark.unit
 

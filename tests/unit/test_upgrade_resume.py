@@ -12,7 +12,15 @@ from __future__ import annotations
 import pytest
 
 from rackcert.upgrade.ports import Certificate
-from tests.upgrade_helpers import four_node, make_plan, new_run, roll, spec_of, upgraded, world_for
+from tests.support.upgrade_helpers import (
+    four_node,
+    make_plan,
+    new_run,
+    roll,
+    spec_of,
+    upgraded,
+    world_for,
+)
 
 pytestmark = pytest.mark.unit
 

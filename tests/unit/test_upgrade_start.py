@@ -21,8 +21,8 @@ from rackcert.core.stage_records import ValidateData
 from rackcert.upgrade.budget import Budget
 from rackcert.upgrade.plan import PlanOptions, build_plan
 from rackcert.upgrade.start import read_start
-from tests.spec_helpers import LAB
-from tests.upgrade_helpers import four_node, new_run, roll, spec_of, upgraded, world_for
+from tests.support.spec_helpers import LAB
+from tests.support.upgrade_helpers import four_node, new_run, roll, spec_of, upgraded, world_for
 
 pytestmark = pytest.mark.unit
 

@@ -32,6 +32,7 @@ from validation.bench.transport import (
     SshTransport,
     Step,
     Transport,
+    srun_label,
 )
 
 MARKER = (
@@ -338,9 +339,6 @@ def _staying_shell(setup: str, cleanup: str, env_prefix: str, argv: list[str]) -
     )
 
 
-_LABEL_RE = re.compile(r"\d+: ")  # srun --label's "<task>: "
-
-
 def parse_result(text: str) -> dict[str, Any] | None:
     """Rank 0's result from a launch's output (lines may carry an engine's rank prefix).
 
@@ -357,7 +355,7 @@ def parse_result(text: str) -> dict[str, Any] | None:
         prefix, body = lines[index][:at], lines[index][at + len(MARKER) :]
         for following in [None, *lines[index + 1 :]]:
             if following is not None:
-                if prefix and _LABEL_RE.match(following) and not following.startswith(prefix):
+                if prefix and srun_label(following) and not following.startswith(prefix):
                     continue  # another task's line between the pieces
                 if not prefix or not following.startswith(prefix):
                     break

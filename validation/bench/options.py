@@ -50,7 +50,7 @@ class BenchOptions:
     launcher: str = "auto"  # auto | torchrun | horovodrun | mpirun | srun
     reservation: str | None = None  # srun: run inside this Slurm reservation
     network_interface: str | None = None  # default: the spec's network.interface
-    rdzv_port: int = 29400
+    rdzv_port: int | None = None  # default: network.firewall.launcher_port_range's first
     image: str = "rackcert-bench:latest"
     timeout_s: float = 1800.0
     # inductor/Triton cache on the nodes, kept between runs: default under the DL environment

@@ -23,9 +23,9 @@ from rackcert.core.errors import InputError, RackcertError
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.runs import RunDir, utc_now
 from rackcert.core.spec import Spec, Vm
-from rackcert.core.stage_records import BenchData, BenchRecord
+from rackcert.core.stage_records import BenchData, BenchRecord, bench_parts
 from rackcert.core.untrusted import cap_model, cap_strings
-from validation.bench import k8s, launch, slurm_launch, units, verdict
+from validation.bench import k8s, launch, ports, slurm_launch, units, verdict
 from validation.bench.node import compilecache, declare
 from validation.bench.options import BACKENDS, BenchOptions, Engine, Point, Progress
 from validation.bench.targets import (
@@ -37,7 +37,6 @@ from validation.bench.targets import (
 )
 from validation.bench.transport import Step
 from validation.bench.units.base import BenchUnit, Context, dump
-from validation.bench.units.resnet import describe
 
 
 def remote_engine(spec: Spec, opts: BenchOptions, points: list[Point], log: Path) -> Engine:
@@ -142,6 +141,8 @@ def worker_args(
         args += ["--compile-cache", cache]
     if opts.quick:
         args.append("--quick")
+    for module in dict.fromkeys(u.task_module for u in active_units(opts) if u.task_module):
+        args += ["--task-module", module]
     passed = [o for o in units.declared_options().values() if o.worker]
     return args + declare.worker_argv(opts.given(passed))
 
@@ -169,6 +170,8 @@ def build_launch(
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
     iface = opts.network_interface or spec.network.interface
     which = launcher_of(opts, engine)
+    if which == "mpirun":
+        env |= ports.mpi_port_env(spec)
     if which == "srun":
         return srun_launch(spec, opts, engine, point, label, args)
     if which == "horovodrun":
@@ -195,7 +198,7 @@ def build_launch(
             backend=engine.worker_backend,
             interface=iface,
             known_hosts=opts.node_known_hosts,
-            rdzv_port=opts.rdzv_port,
+            rdzv_port=ports.rendezvous_port(spec, opts.rdzv_port),
             env=env,
             host_keys=host_keys(opts, nodes),
         )
@@ -206,7 +209,7 @@ def build_launch(
         args,
         remote_python=py,
         remote_dir=opts.remote_dir,
-        rdzv_port=opts.rdzv_port,
+        rdzv_port=ports.rendezvous_port(spec, opts.rdzv_port),
     )
     return launch.on_nodes(label, [step])
 
@@ -226,6 +229,7 @@ def srun_launch(
     require_spec_fits(spec, opts)
     assert spec.slurm is not None  # require_spec_fits refused a spec without one
     env = {"PYTHONPATH": opts.remote_dir} if opts.remote_dir else {}
+    env |= ports.mpi_port_env(spec)
     return slurm_launch.build(
         label,
         nodes=point.nodes,
@@ -237,7 +241,7 @@ def srun_launch(
         reservation=opts.reservation,
         immediate_s=spec.slurm.job_timeout_s,
         client_conf=spec.slurm.client_conf,
-        rdzv_port=opts.rdzv_port,
+        rdzv_port=ports.rendezvous_port(spec, opts.rdzv_port),
         env=env,
         backend=engine.worker_backend,
         interface=opts.network_interface or spec.network.interface,
@@ -310,7 +314,14 @@ def active_units(opts: BenchOptions) -> list[BenchUnit]:
 
 def _tasks(opts: BenchOptions, engine: Engine, point: Point, points: list[Point]) -> list[str]:
     """The worker tasks of the point's launches, one launch each, in UNITS' order."""
-    return [t for u in active_units(opts) for t in u.tasks(opts, engine, point, points)]
+    return list(task_owners(opts, engine, point, points))
+
+
+def task_owners(
+    opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
+) -> dict[str, BenchUnit]:
+    """The point's worker tasks, each with the unit that asked for it, in UNITS' order."""
+    return {t: u for u in active_units(opts) for t in u.tasks(opts, engine, point, points)}
 
 
 def launch_groups(opts: BenchOptions, engine: Engine, tasks: list[str]) -> list[list[str]]:
@@ -343,7 +354,7 @@ def _record_unit(
     result = unit.run(ctx)
     if result is None:
         return
-    if unit.name in BenchData.model_fields:
+    if unit.name in BenchData.model_fields or unit.name in bench_parts():
         typed[unit.name] = result
     else:
         data.setdefault("units", {})[unit.name] = dump(result)
@@ -370,9 +381,14 @@ def timeline(wall_s: float | None, phases: dict[str, float | None]) -> str:
 
 
 def launch_entry(
-    job: launch.Launch, tasks: list[str], log: Path, raw: dict[str, Any]
+    job: launch.Launch,
+    tasks: list[str],
+    log: Path,
+    raw: dict[str, Any],
+    kept: tuple[str, ...] | list[str] = (),
 ) -> dict[str, Any]:
-    """bench.json's record of one launch (one process per rank, one configuration)."""
+    """bench.json's record of one launch (one process per rank, one configuration), with
+    the raw answers of the tasks in `kept` (those whose unit keeps them: keeps_answer)."""
     return {
         "label": job.label,
         "tasks": tasks,
@@ -383,7 +399,7 @@ def launch_entry(
         "compile_cache": raw.get("compile_cache"),
         "exit_warning": raw.get("exit_warning"),
         "phases": raw.get("phases"),
-        **{key: raw.get(key) for key in ("resnet", "naive", "plain", "horovod_ref")},
+        **{task: raw[task] for task in kept if task in raw},
     }
 
 
@@ -456,7 +472,9 @@ def run_bench(
 
     k8s_counts = sorted({p.nodes for p in points}) if not opts.local else _k8s_counts(spec)
     per_node = points[0].procs_per_node if not opts.local else _k8s_gpus(spec)
-    k8s_args = worker_args(opts, Engine("torch", "auto", "nccl"), ["allreduce", "resnet"])
+    pods = Engine("torch", "auto", "nccl")
+    # the pods run what the units ask of the largest launch, in one launch each
+    k8s_args = worker_args(opts, pods, _tasks(opts, pods, points[-1], points))
     # the pods pick their device: the pair "--device auto" out (a value "auto" stays)
     k8s_args = k8s_args[:2] + k8s_args[4:] if k8s_args[2:4] == ["--device", "auto"] else k8s_args
     data["kubernetes"] = k8s.write_manifests(
@@ -471,17 +489,22 @@ def run_bench(
     during = [u for u in active_units(opts) if not u.after_launches]
     try:
         for point in points:
-            tasks = _tasks(opts, engine, point, points)
+            owners = task_owners(opts, engine, point, points)
+            tasks = list(owners)
             if not tasks:
                 continue
             raw: dict[str, Any] = {}
             for group in launch_groups(opts, engine, tasks):
                 job = build_launch(spec, opts, engine, point, group)
+                if engine.device != "cpu":
+                    for task in group:
+                        job.env.update(owners[task].gpu_launch_env)
                 progress(f"launch: {job.label}")
                 log = art / f"launch-{point.nodes}n-{point.gpus}g-{'-'.join(group)}.log"
                 one = launch.first_result(launch.execute(job, log, timeout_s=opts.timeout_s))
                 placed = slurm_placement(data, log)
-                data["launches"].append({**launch_entry(job, group, log, one), **placed})
+                kept = [t for t in group if owners[t].keeps_answer]
+                data["launches"].append({**launch_entry(job, group, log, one, kept), **placed})
                 if one.get("exit_warning"):
                     data.setdefault("warnings", []).append(f"{job.label}: {one['exit_warning']}")
                     progress(f"  warning: {one['exit_warning']}")
@@ -492,8 +515,9 @@ def run_bench(
                     data["launch"]["collectives"] = engine.name
                     ctx.engine = engine
                 for task in group:
-                    if task in one and task != "allreduce":
-                        progress(f"  {task}: {describe(one[task])}")
+                    line = owners[task].launch_line(task, one[task]) if task in one else None
+                    if line:
+                        progress(f"  {task}: {line}")
                 if one.get("phases"):
                     progress(f"  {timeline(one.get('wall_s'), one['phases'])}")
                 record()

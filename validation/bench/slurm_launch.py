@@ -125,8 +125,9 @@ def build(
         immediate_s=immediate_s,
         client_conf=client_conf,
     )
-    slurm_env = {"SLURM_CONF": client_conf} if client_conf else {}
-    return Launch(label, [job], SrunTransport(target), env=slurm_env)
+    # srun runs with a Slurm client's environment, the client configuration in it
+    # (SrunTarget.env): nothing of the launch's own reaches it or the tasks.
+    return Launch(label, [job], SrunTransport(target))
 
 
 def placement(text: str) -> dict[str, Any]:

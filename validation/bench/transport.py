@@ -18,6 +18,14 @@ ended), every one gets a line on stdin and they measure together. Under srun one
 tasks share srun's stdin (`--input=all`, srun(1): "stdin is broadcast to all remote
 tasks") and its labelled output (`--label`) says which task is ready.
 
+A step's command on a node is a shell line, or a program's argv (a tuple) that this machine
+starts without a shell; the argv becomes a shell line (`shell_line`) only where a shell
+reads it: on the far side of ssh, or in an srun task's script.
+
+srun's `--label` output is read here alone (`srun_label`), by the barrier, by the steps'
+answers and by the bench's result parser (validation.bench.launch.parse_result); srun's own
+environment is rackcert.core.slurm's `client_env`, as every Slurm client has it.
+
     answers = SshTransport().run([Step.on_all(nodes, "uname -r")], timeout_s=30)
     answers[0].output("lab-node1")
 """
@@ -36,11 +44,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rackcert.core.slurm.client import client_env
 from rackcert.core.ssh_target import SshTarget
 
 READY = "READY"
 NODE_TAG = "rackcert-node"  # a Slurm task's first line: `rackcert-node NAME`
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun --label's "<task>: "
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")  # srun --label's "<task>: " (padded when tasks >= 10)
 POLL_S = 0.05
 
 # PATH on the nodes for a launcher's children: the node's own tools, nothing of ours.
@@ -177,9 +186,16 @@ def run_processes(
         return answers
 
 
-def _is_ready(line: str) -> bool:
+def srun_label(line: str) -> tuple[str, str] | None:
+    """srun --label's prefix read off one line: (the task's number, the rest of the line);
+    None for a line without one (srun's own messages, an unlabelled launcher's output)."""
     m = _LABEL.match(line)
-    return (m.group(2) if m else line).strip() == READY
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _is_ready(line: str) -> bool:
+    labelled = srun_label(line)
+    return (labelled[1] if labelled else line).strip() == READY
 
 
 def _ready(out: Path, p: Proc) -> bool:
@@ -190,7 +206,7 @@ def _ready(out: Path, p: Proc) -> bool:
         return False
     if not p.labelled:
         return any(ln.strip() == READY for ln in lines)
-    tasks = {m.group(1) for ln in lines if (m := _LABEL.match(ln)) and m.group(2).strip() == READY}
+    tasks = {t[0] for ln in lines if (t := srun_label(ln)) and t[1].strip() == READY}
     return len(tasks) >= p.ready
 
 
@@ -209,16 +225,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 # -- steps and answers ------------------------------------------------------------------------
+# What a node of a step runs: a shell line, or a program's argv (started without a shell here).
+Command = str | tuple[str, ...]
+
+
+def shell_line(command: Command) -> str:
+    """The command as a shell reads it: a line as it is, an argv quoted (shlex.join)."""
+    return command if isinstance(command, str) else shlex.join(command)
+
+
 @dataclass(frozen=True)
 class Step:
-    """Each of `nodes` runs its own shell line (`commands[i]` on `nodes[i]`; "" runs nothing
-    there), all at once; `name` is the Slurm job name. `program`: each line is one program's
-    argv (shlex-joined), which this machine starts without a shell (`here`)."""
+    """Each of `nodes` runs its own command (`commands[i]` on `nodes[i]`; "" or () runs
+    nothing there), all at once; `name` is the Slurm job name. A command is a shell line or
+    a program's argv (`here`): the argv is rendered as a line only where a shell reads it."""
 
     nodes: tuple[Node, ...]
-    commands: tuple[str, ...]
+    commands: tuple[Command, ...]
     name: str = "rackcert-step"
-    program: bool = False
 
     @classmethod
     def on_all(cls, nodes: Sequence[Node], command: str, name: str = "rackcert-step") -> Step:
@@ -233,7 +257,7 @@ class Step:
     def here(cls, argv: Sequence[str], name: str = "rackcert-step") -> Step:
         """One program on this machine (LocalTransport), started as it is: its exit (a
         signal's included) is the step's."""
-        return cls((HERE,), (shlex.join(argv),), name, program=True)
+        return cls((HERE,), (tuple(argv),), name)
 
 
 @dataclass(frozen=True)
@@ -313,11 +337,15 @@ class Transport(ABC):
         """Every step at once; one answer per step, in order; logged under `title`.
 
         fail_fast, merge_stderr and cwd as run_processes; `env`, when given, is the
-        environment of every process started here instead of the transport's own.
+        environment of every process started here that has none of its own (srun has its
+        own: a Slurm client's, SrunTarget.env).
         """
         per_step = [self.procs(s, barrier) for s in steps]
         if env is not None:
-            per_step = [[Proc(p.argv, env, p.ready, p.labelled) for p in ps] for ps in per_step]
+            per_step = [
+                [p if p.env is not None else Proc(p.argv, env, p.ready, p.labelled) for p in ps]
+                for ps in per_step
+            ]
         flat = [p for ps in per_step for p in ps]
         ran = run_processes(
             flat, timeout_s, barrier=barrier, fail_fast=fail_fast, merge_stderr=merge_stderr,
@@ -338,12 +366,12 @@ class _PerNode(Transport):
     """One process per node of the step (its command empty: none)."""
 
     @abstractmethod
-    def argv(self, node: Node, command: str, program: bool) -> list[str]: ...
+    def argv(self, node: Node, command: Command) -> list[str]: ...
 
     def procs(self, step: Step | Job, barrier: bool) -> list[Proc]:
         step = _named(step, self.name)
         pairs = zip(step.nodes, step.commands, strict=True)
-        return [Proc(self.argv(n, c, step.program)) for n, c in pairs if c]
+        return [Proc(self.argv(n, c)) for n, c in pairs if c]
 
     def answer(self, step: Step | Job, ran: list[Ran]) -> Answer:
         step = _named(step, self.name)
@@ -380,8 +408,8 @@ class SshTransport(_PerNode):
     def __init__(self, *, tty: bool = False) -> None:
         self.tty = tty
 
-    def argv(self, node: Node, command: str, program: bool) -> list[str]:
-        return [*node.ssh_argv(tty=self.tty), command]  # the node's shell runs either
+    def argv(self, node: Node, command: Command) -> list[str]:
+        return [*node.ssh_argv(tty=self.tty), shell_line(command)]  # the node's shell runs it
 
 
 class LocalTransport(_PerNode):
@@ -390,8 +418,8 @@ class LocalTransport(_PerNode):
 
     name = "local"
 
-    def argv(self, node: Node, command: str, program: bool) -> list[str]:
-        return shlex.split(command) if program else ["/bin/sh", "-c", command]
+    def argv(self, node: Node, command: Command) -> list[str]:
+        return ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
 
 
 @dataclass(frozen=True)
@@ -404,9 +432,10 @@ class SrunTarget:
     client_conf: str | None = None
 
     def env(self) -> dict[str, str]:
-        """srun's own environment: the client configuration when the spec names one."""
-        base = {"PATH": NODE_PATH, "LANG": "C.UTF-8"}
-        return {**base, "SLURM_CONF": self.client_conf} if self.client_conf else base
+        """srun's own environment: a Slurm client's (rackcert.core.slurm.client_env), with the
+        client configuration when the spec names one. Its tasks get none of it
+        (`--export=NONE`): what a task needs, its script sets."""
+        return client_env(self.client_conf)
 
 
 class SrunTransport(Transport):
@@ -425,12 +454,8 @@ class SrunTransport(Transport):
             argv = [*job_argv(self.target, step), "/bin/sh", "-c", step.command]
             return [Proc(argv, self.target.env())]
         names = [n.name for n in step.nodes]
-        cmds = set(step.commands)
-        body = (
-            step.commands[0]
-            if len(cmds) == 1
-            else by_node(dict(zip(names, step.commands, strict=True)))
-        )
+        lines = [shell_line(c) for c in step.commands]  # the task's shell reads them
+        body = lines[0] if len(set(lines)) == 1 else by_node(dict(zip(names, lines, strict=True)))
         argv = [*step_argv(self.target, names, step.name), "/bin/sh", "-c", task_script(body)]
         return [Proc(argv, self.target.env(), ready=len(names), labelled=True)]
 
@@ -498,8 +523,8 @@ def task_lines(text: str) -> dict[str, str]:
     """A labelled step's output by task: `{"0": "...", "1": "..."}`."""
     tasks: dict[str, list[str]] = {}
     for line in text.splitlines():
-        if m := _LABEL.match(line):
-            tasks.setdefault(m.group(1), []).append(m.group(2))
+        if labelled := srun_label(line):
+            tasks.setdefault(labelled[0], []).append(labelled[1])
     return {task: "\n".join(lines) for task, lines in tasks.items()}
 
 
@@ -518,8 +543,8 @@ def node_lines(text: str) -> dict[str, list[str]]:
     """A labelled step's output: each task's lines after its `rackcert-node NAME` line."""
     tasks: dict[int, list[str]] = {}
     for line in text.splitlines():
-        if m := _LABEL.match(line):
-            tasks.setdefault(int(m.group(1)), []).append(m.group(2))
+        if labelled := srun_label(line):
+            tasks.setdefault(int(labelled[0]), []).append(labelled[1])
     out: dict[str, list[str]] = {}
     for lines in tasks.values():
         at = next((i for i, ln in enumerate(lines) if ln.startswith(NODE_TAG + " ")), None)

@@ -143,6 +143,7 @@ MODULES = (
     "storage",
     "os",
     "ssh",
+    "firewall",
     "hypervisor",
 )
 

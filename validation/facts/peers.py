@@ -79,4 +79,62 @@ class SshPeers(Fact):
         return parsers.ssh_peers("\n".join(output))
 
 
-FACTS = (SshPeers,)
+# A TCP connect from the node to each (peer, port) at once, in the node's Python (Ansible
+# needs one there): the connect's own outcome tells a firewall's drop (timeout) or reject
+# (an errno such as EHOSTUNREACH) from a peer that answers (connected, or RST: refused).
+_REACH = """
+import socket, sys, errno, threading
+def probe(name, host, port):
+    try:
+        socket.create_connection((host, port), timeout=float(sys.argv[1])).close()
+        state = "open"
+    except ConnectionRefusedError:
+        state = "refused"
+    except socket.timeout:
+        state = "filtered"
+    except OSError as e:
+        state = errno.errorcode.get(e.errno, "error")
+    print("reach %s %d %s" % (name, port, state), flush=True)
+jobs = []
+for arg in sys.argv[2:]:
+    name, host, port = arg.rsplit(",", 2)
+    jobs.append(threading.Thread(target=probe, args=(name, host, int(port))))
+[j.start() for j in jobs]
+[j.join() for j in jobs]
+"""
+
+REACH_TIMEOUT_S = 3
+
+
+class FirewallReach(Fact):
+    """Whether each peer's ports answer a TCP connect from this node: {(peer, port): state}.
+
+    The ports are each peer's SSH port and the spec's firewall ports (NodeExpect's
+    firewall_ports). Nothing needs to listen: a peer's RST (refused) shows the path is open.
+    """
+
+    key = "firewall_reach"
+    tool = "python3"
+
+    @classmethod
+    def args(cls, expect: NodeExpect) -> tuple[list[str]]:
+        targets = []
+        for peer in expect.peers:
+            ports = [peer.port, *(p.port for p in expect.firewall_ports)]
+            targets += [f"{peer.name},{peer.address},{port}" for port in dict.fromkeys(ports)]
+        return (targets,)
+
+    def command(self, targets: list[str] | None = None) -> str:
+        if not targets:
+            return "true"
+        return shlex.join(["python3", "-c", _REACH, str(REACH_TIMEOUT_S), *targets])
+
+    @staticmethod
+    def default() -> dict[tuple[str, int], str]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[tuple[str, int], str]:
+        return parsers.firewall_reach("\n".join(output))
+
+
+FACTS = (SshPeers, FirewallReach)

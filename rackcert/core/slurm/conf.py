@@ -90,6 +90,10 @@ def site_lines(spec: Spec) -> list[str]:
         raise InputError(f"spec {spec.metadata.name}: no vms, so no nodes for slurm.conf")
     nodes = node_lines(spec)
     head = ["GresTypes=gpu"] if any(n.gres for n in nodes) else []
+    if spec.network.firewall.firewalld is not None:
+        # srun listens on ports the kernel picks unless SrunPortRange bounds them
+        # (slurm.conf(5): for a firewall between the nodes); the slurm_node role opens it.
+        head.append(f"SrunPortRange={spec.network.firewall.srun_port_range}")
     return [*head, *(n.line() for n in nodes), partition_line(spec)]
 
 

@@ -25,7 +25,9 @@ from pathlib import Path
 
 from rackcert.core.errors import InputError
 from rackcert.core.localisation import Finding, Localisation
-from validation.healthcheck import REASON_PREFIX, _scontrol, append_record, node_state
+from rackcert.core.slurm import client as slurm
+from rackcert.core.slurm.client import SlurmError
+from validation.healthcheck import REASON_PREFIX, append_record
 
 RECORD_NAME = "slurm-drains.jsonl"
 REASON_MAX = 200  # sinfo -R shows the start; scontrol keeps the whole line
@@ -71,11 +73,17 @@ def last_own_drains(record: Path) -> dict[str, str]:
     return own
 
 
-def _update(node: str, env: dict[str, str], *args: str) -> None:
-    proc = _scontrol("update", f"nodename={node}", *args, env=env)
-    if proc.returncode != 0:
-        what = args[0].split("=", 1)[1]
-        raise InputError(f"--drain: could not {what} {node}: {proc.stderr.strip()}")
+def _update(node: str, env: dict[str, str], reason: str | None) -> None:
+    """Drain the node with `reason`, or resume it (None), through rackcert.core.slurm."""
+    conf = env.get("SLURM_CONF")
+    try:
+        if reason is None:
+            slurm.resume(node, conf=conf)
+        else:
+            slurm.drain(node, reason, conf=conf)
+    except SlurmError as exc:
+        what = "resume" if reason is None else "drain"
+        raise InputError(f"--drain: could not {what} {node}: {exc}") from None
 
 
 def drain_named(
@@ -88,8 +96,11 @@ def drain_named(
     named = loc.named_nodes()
     actions: list[DrainAction] = []
     for node in loc.names():
-        state, current = node_state(node, env)
-        drained = "DRAIN" in state.upper()
+        try:
+            seen = slurm.show_node(node, conf=env.get("SLURM_CONF"))
+        except SlurmError as exc:
+            raise InputError(f"--drain: {exc}") from None
+        drained, current = seen.drain, seen.reason
         ours = drained and current.startswith(REASON_PREFIX) and own.get(node) == current
         if node in named:
             reason = reason_for(named[node])
@@ -99,10 +110,10 @@ def drain_named(
             if ours and current == reason:
                 actions.append(DrainAction(node, "kept-own-drain", current))
                 continue
-            _update(node, env, "state=drain", f"reason={reason}")
+            _update(node, env, reason)
             action = DrainAction(node, "drain", reason)
         elif ours:
-            _update(node, env, "state=resume")
+            _update(node, env, None)
             action = DrainAction(node, "resume", current)
         else:
             if drained:

@@ -363,7 +363,7 @@ def scaling_ranks(bench: BenchData | None) -> list[dict[str, Any]]:
     out = []
     for launch in bench.launches if bench is not None else []:
         ranks = launch.ranks or []
-        means = (launch.resnet or {}).get("per_rank_mean") or []
+        means = (launch.answer("resnet") or {}).get("per_rank_mean") or []
         if len(means) < 2 or len(ranks) != len(means):
             continue
         rows = [

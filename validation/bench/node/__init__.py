@@ -3,7 +3,8 @@
 - `worker`: the rank's entry point (`python -m validation.bench.node.worker`) under
   torchrun, horovodrun, mpirun or srun; `comm` its collectives (torch.distributed or
   Horovod); `declare` a benchmark's option (declared in its unit's file, sent to the
-  worker as data); `allreduce_loop` and `resnet_loop` the timed loops; `environment` and
+  worker as data); `tasks` the worker's tasks by name, registered by `allreduce_task` and
+  `resnet_task`; `allreduce_loop` and `resnet_loop` the timed loops; `environment` and
   `compilecache` what a rank reports and keeps; `storage` the parallel reader
   (`python -m validation.bench.node.storage DIR`). These are the worker wheel
   (rackcert/configure/worker_wheel.py), installed into the nodes' DL environment.

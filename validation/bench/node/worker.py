@@ -27,10 +27,9 @@ import os
 import socket
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
-from validation.bench.node import allreduce_loop, compilecache, declare, environment, resnet_loop
+from validation.bench.node import compilecache, declare, environment, tasks
 from validation.bench.node.comm import connect
 
 MARKER = "RACKCERT_RESULT "
@@ -44,7 +43,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--tasks",
         default="allreduce,resnet",
-        help="comma list: allreduce,resnet,naive,plain,horovod_ref (the last two: references)",
+        help="comma list of registered tasks (validation.bench.node.tasks): allreduce,resnet,"
+        "naive,plain,horovod_ref and any a --task-module registers",
+    )
+    p.add_argument(
+        "--task-module",
+        action="append",
+        default=[],
+        help="a module to import that registers more tasks (a unit's node side outside"
+        " validation.bench.node); repeatable",
     )
     p.add_argument("--quick", action="store_true", help="small sizes, few steps")
     p.add_argument("--min-bytes", type=int, default=8)
@@ -78,71 +85,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             " declaration before it: --declared, as `rackcert bench` passes it)"
         )
     return args
-
-
-def given(args: argparse.Namespace, name: str) -> Any:
-    """A declared option's value; None when the launch did not pass it."""
-    return getattr(args, name, None)
-
-
-def train_config(args: argparse.Namespace, device_type: str) -> resnet_loop.TrainConfig:
-    cfg = resnet_loop.TrainConfig.for_device(device_type, args.quick)
-    if args.profile == "naive":
-        cfg = cfg.naive()
-    mode = given(args, "compile_mode")
-    overrides = {
-        k: v
-        for k, v in {
-            "model": given(args, "model"),
-            "batch": given(args, "batch"),
-            "image_size": given(args, "image_size"),
-            "precision": given(args, "precision"),
-            "compile": given(args, "compile"),
-            "compile_mode": None if mode == "default" else mode,
-            "compile_optimizer": given(args, "compile_optimizer"),
-            "fused_optimizer": args.fused,
-            "channels_last": args.channels_last,
-            "cudnn_benchmark": args.cudnn_benchmark,
-            "warmup_steps": args.warmup_steps,
-            "settle_s": args.settle_s,
-            "intervals": args.intervals,
-            "steps_per_interval": args.steps_per_interval,
-        }.items()
-        if v is not None
-    }
-    if mode == "default":
-        overrides["compile_mode"] = None
-    return replace(cfg, **overrides)
-
-
-def reference_config(
-    args: argparse.Namespace, device_type: str, which: str
-) -> resnet_loop.TrainConfig:
-    """The fixed reference loops, on the same schedule as the default (model and image size
-    may be overridden, the recipe may not). Horovod's batch 32 runs 8x the steps per
-    interval, so its intervals time as many images as the default's."""
-    base = resnet_loop.TrainConfig.for_device(device_type, args.quick)
-    for key, value in (("model", given(args, "model")), ("image_size", given(args, "image_size"))):
-        if value is not None:
-            base = replace(base, **{key: value})
-    if which == "plain":
-        return base.plain()
-    ref = base.horovod_defaults()
-    scale = max(1, base.batch // ref.batch)
-    return replace(ref, steps_per_interval=base.steps_per_interval * scale)
-
-
-def sweep_args(args: argparse.Namespace, device_type: str) -> tuple[list[int], int, int]:
-    gpu = device_type == "cuda"
-    if given(args, "max_bytes"):
-        top = given(args, "max_bytes")
-    elif args.quick:
-        top = (64 << 20) if gpu else (1 << 20)
-    else:
-        top = (1 << 30) if gpu else (64 << 20)
-    iters = args.iters or (5 if args.quick else 20)
-    warm = args.warmup_iters if args.warmup_iters is not None else (2 if args.quick else 5)
-    return allreduce_loop.sweep_sizes(args.min_bytes, top), iters, warm
 
 
 def cpu_threads(device_type: str) -> int | None:
@@ -192,9 +134,16 @@ def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[s
         phases[name] = round(now - clock, 2)
         clock = now
 
+    wanted = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    registered = tasks.load(args.task_module)
+    unknown = [t for t in wanted if t not in registered]
+    if unknown:  # before the ranks meet: a typo fails at once on every rank alike
+        raise SystemExit(
+            f"validation.bench.node.worker: --tasks {unknown[0]!r}: no such task"
+            f" (registered: {', '.join(sorted(registered))})"
+        )
     comm = connect(args.backend, args.device)
     lap("connect_s")  # torch (and Horovod) imported, the ranks met
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     out: dict[str, Any] = {
         "backend": comm.backend,
         "world_size": comm.world_size,
@@ -214,25 +163,9 @@ def run(args: argparse.Namespace, cache: dict[str, Any] | None = None) -> dict[s
         if comm.rank == 0:
             out["environment"] = environment.collect()
         lap("environment_s")  # the ranks' places gathered, rank 0's versions read
-        if "allreduce" in tasks:
-            sizes, iters, warm = sweep_args(args, comm.device.type)
-            out["allreduce"] = {
-                "points": allreduce_loop.run_sweep(comm, sizes, iters=iters, warmup=warm),
-                "iters": iters,
-                "warmup": warm,
-            }
-            lap("allreduce_s")
-        if "resnet" in tasks:
-            out["resnet"] = resnet_loop.train(comm, train_config(args, comm.device.type))
-            lap("resnet_s")
-        if "naive" in tasks:
-            out["naive"] = resnet_loop.train(comm, train_config(args, comm.device.type).naive())
-            lap("naive_s")
-        for ref in ("plain", "horovod_ref"):
-            if ref in tasks:
-                which = "plain" if ref == "plain" else "horovod"
-                out[ref] = resnet_loop.train(comm, reference_config(args, comm.device.type, which))
-                lap(f"{ref}_s")
+        for name in wanted:  # in the order asked (the units' order)
+            out[name] = registered[name](comm, args)
+            lap(f"{name}_s")
     finally:
         comm.close()
     out["rank"] = comm.rank

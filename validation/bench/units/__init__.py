@@ -3,7 +3,9 @@
 Each is a `validation.bench.units.base.BenchUnit`: its name (bench.json's key, `--skip`'s
 word), the worker tasks it needs in each launch, `run(ctx)` (its part of the record),
 `checks(data, certification)` (its verdict checks), `lines(data)` (its screen lines) and its
-`options` (declared once: `rackcert bench`'s flags, BenchOptions' values, the worker's args).
+`options` (declared once: `rackcert bench`'s flags, BenchOptions' values, the worker's args)
+and `parts` (its blocks of bench.json with their models, which the spine's BenchData reads
+through `unit_parts`).
 The run loop (validation.bench.orchestrate), the verdict (validation.bench.verdict),
 `--skip` (validation.bench.options) and the display (rackcert.cli.display) read this tuple.
 docs/architecture.md, "A benchmark", shows how to add one.
@@ -11,6 +13,9 @@ docs/architecture.md, "A benchmark", shows how to add one.
 
 from __future__ import annotations
 
+from typing import Any
+
+from rackcert.core import stage_records
 from rackcert.core.errors import InputError
 from validation.bench import options
 from validation.bench.node.declare import Opt
@@ -46,6 +51,21 @@ def declared_options(units: tuple[BenchUnit, ...] | None = None) -> dict[str, Op
 
 
 options.declarations_from(declared_options)
+
+
+def unit_parts() -> dict[str, Any]:
+    """Every unit's blocks of bench.json with their models, in UNITS' order; a key two
+    units claim is refused (one block, one owner)."""
+    out: dict[str, Any] = {}
+    for unit in UNITS:
+        for key, shape in unit.parts.items():
+            if key in out and out[key] is not shape:
+                raise ValueError(f"bench.json block {key!r} is claimed twice ({unit.name})")
+            out[key] = shape
+    return out
+
+
+stage_records.bench_parts_from(unit_parts)
 
 
 def check_skip(skip: set[str] | frozenset[str], flag: str = "--skip") -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from rackcert.core.results import AllreducePoint, AllreduceResult, VerdictCheck
 from rackcert.core.spec import Certification
 from validation.bench import links
+from validation.bench.node.allreduce_loop import fixed_time_us
 from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context, check
@@ -49,7 +50,26 @@ def allreduce_result(
         expected_busbw_gbps=want.busbw_gbps if want else None,
         busbw_largest_gbps=sum(p["busbw_gbps"] for p in top) / len(top) if top else None,
         sys_crossing=link.sys_pairs,
+        fixed_time_us=fixed_time_us(points) if world > 1 else None,
+        busbw_fraction_less_fixed=busbw_fraction_less_fixed(points, rate) if world > 1 else None,
     )
+
+
+def busbw_fraction_less_fixed(
+    points: list[dict[str, Any]], line_rate_gbps: float | None, largest: int = 3
+) -> float | None:
+    """busbw_fraction with each call's fixed time (fixed_time_us) taken out of the largest
+    sizes' times: busbw x t / (t - fixed) per size, then as busbw_fraction. What the link
+    carried while the bytes moved; None without a line rate, a small size, or where the
+    fixed time is not below a size's time."""
+    fixed = fixed_time_us(points)
+    if not line_rate_gbps or fixed is None:
+        return None
+    top = sorted(points, key=lambda p: p["size_bytes"])[-largest:]
+    if any(p["time_us"] <= fixed for p in top):
+        return None
+    less = [p["busbw_gbps"] * p["time_us"] / (p["time_us"] - fixed) for p in top]
+    return sum(less) / len(less) * 8.0 / line_rate_gbps
 
 
 def sys_note(pairs: list[str]) -> str:
@@ -80,6 +100,9 @@ class AllreduceUnit(BenchUnit):
         Opt("max_bytes", "int", "Largest allreduce", minimum=8, worker=True),
         Opt("line_rate_gbps", "float", "Link line rate to judge busbw against"),
     )
+    # NCCL's own word on the transport it chose (validation.bench.burnin.nccl reads it): INIT
+    # and NET only, so a rank's log is a few dozen lines, not one per collective.
+    gpu_launch_env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 
     def tasks(
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
@@ -96,7 +119,10 @@ class AllreduceUnit(BenchUnit):
         )
 
     def also(self, ctx: Context, result: AllreduceResult) -> dict[str, Any]:
-        return {"judge_link": result.link_source is not None}
+        out: dict[str, Any] = {"judge_link": result.link_source is not None}
+        if result.backend == "nccl":
+            out["nccl_transport"] = nccl_transport(ctx)
+        return out
 
     def say(self, ctx: Context, result: AllreduceResult) -> list[str]:
         best = max(p.busbw_gbps for p in result.points)
@@ -108,7 +134,11 @@ class AllreduceUnit(BenchUnit):
     def checks(self, data: dict[str, Any], cert: Certification) -> list[VerdictCheck]:
         ar = AllreduceResult.model_validate(data["allreduce"]) if data.get("allreduce") else None
         judge_link = bool(data.get("judge_link", data.get("mode") != "local"))
-        return [allreduce_correct(ar), allreduce_busbw(ar, cert, judge_link)]
+        return [
+            allreduce_correct(ar),
+            allreduce_busbw(ar, cert, judge_link),
+            allreduce_nccl_transport(ar, data.get("nccl_transport")),
+        ]
 
     def lines(self, data: dict[str, Any]) -> list[str]:
         ar = data.get("allreduce")
@@ -120,6 +150,44 @@ class AllreduceUnit(BenchUnit):
         sys_ = ar.get("sys_crossing") or []
         across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
         return [f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}"]
+
+
+def nccl_transport(ctx: Context) -> dict[str, Any]:
+    """The last allreduce launch's log (NCCL_DEBUG=INFO on every rank) read per rank."""
+    from validation.bench.burnin import nccl
+
+    logs = sorted(ctx.run.artifacts("bench").glob("launch-*allreduce*.log"), key=_mtime)
+    text = logs[-1].read_text(errors="replace") if logs else ""
+    rdma = nccl.spec_has_rdma(ctx.spec)
+    ranks = nccl.parse(text)
+    return {"rdma_expected": rdma, "ranks": ranks, "problems": nccl.judge(ranks, rdma=rdma)}
+
+
+def _mtime(path: Any) -> float:
+    return float(path.stat().st_mtime)
+
+
+def allreduce_nccl_transport(
+    ar: AllreduceResult | None, seen: dict[str, Any] | None
+) -> VerdictCheck:
+    """Every NCCL rank on the spec's transport: none on sockets (NET/Socket), and GPUDirect
+    RDMA (GDRDMA) where the spec has RDMA (NVIDIA/nccl #1676: a silent fallback)."""
+    expected = "no rank on NET/Socket; GDRDMA where the spec has RDMA"
+    if ar is None or not ar.points:
+        return check("allreduce.nccl_transport", None, "", expected, "allreduce not run")
+    if ar.backend != "nccl":  # CPU ranks: Gloo's one transport is TCP, nothing to fall back from
+        return check("allreduce.nccl_transport", True, f"{ar.backend}: TCP, its only transport",
+                     expected)  # fmt: skip
+    if not seen or not seen.get("ranks"):
+        return check(
+            "allreduce.nccl_transport", None, "", expected, "NCCL wrote no transport lines"
+        )
+    if seen.get("problems"):
+        return check("allreduce.nccl_transport", False, "; ".join(seen["problems"])[:500], expected)
+    kinds = sorted({k for r in seen["ranks"] for k in r["transports"].values()})
+    gdr = sum(1 for r in seen["ranks"] if r.get("gdr"))
+    observed = f"{len(seen['ranks'])} rank(s) over {', '.join(kinds) or 'no peer'}; GDR on {gdr}"
+    return check("allreduce.nccl_transport", True, observed, expected)
 
 
 def allreduce_correct(ar: AllreduceResult | None) -> VerdictCheck:

@@ -62,6 +62,19 @@ class BenchUnit:
     skip_word: ClassVar[str | None] = None
     after_launches: ClassVar[bool] = False
     help: ClassVar[str] = ""
+    # Its blocks of bench.json by key, with their models: the spine's BenchData reads them
+    # through these (validation.bench.units gives them to it), so a record read anywhere the
+    # bench is imported is typed by the unit that writes it. A key the spine names itself
+    # (resnet50, allreduce, storage: the report reads them) is not repeated here.
+    parts: ClassVar[dict[str, Any]] = {}
+    # The node module that registers its worker tasks (validation.bench.node.tasks), when
+    # it is not one of validation.bench.node's own `*_task` modules, which every worker
+    # loads: the worker imports it by name before it runs the tasks.
+    task_module: ClassVar[str | None] = None
+    # Whether a launch record keeps its tasks' raw answers, under each task's name.
+    keeps_answer: ClassVar[bool] = False
+    # Environment its tasks' launches need on GPUs (the launch's engine not on the CPU).
+    gpu_launch_env: ClassVar[dict[str, str]] = {}
 
     @property
     def word(self) -> str:
@@ -72,6 +85,10 @@ class BenchUnit:
     ) -> list[str]:
         """The worker tasks this unit needs in `point`'s launches (validation.bench.node.worker)."""
         return []
+
+    def launch_line(self, task: str, answer: dict[str, Any]) -> str | None:
+        """A progress line for one of its tasks' answers, as each launch returns."""
+        return None
 
     def run(self, ctx: Context) -> BaseModel | dict[str, Any] | None:
         """Its part of the record (None: nothing to record yet)."""

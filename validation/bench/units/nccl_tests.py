@@ -6,13 +6,13 @@ the binary is given, on PATH or installed by configure's nccl_tests role, rackce
 it and parses its table; the torch sweep (validation.bench.node.allreduce_loop) stays the fallback
 and, when both ran, the report shows them side by side; bench.json names the binary that
 ran (`binary`, `found_by`). Parser tested on a real run's output (one H200,
-tests/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
+tests/support/fixtures/bench/all_reduce_perf-h200-1gpu.txt).
 
 Two forms of the same report. Where the binary has `-J FILE` (JSON output, nccl-tests'
 `--output_file`, in its `-h` since the 2.17 series) rackcert asks for it and reads that:
 no column widths, no "%g" surprises. Otherwise the text table. Both parsers give the
 same dict, tested on real output of one H200 run that wrote both
-(tests/fixtures/bench/all_reduce_perf-h200-1gpu-json.*).
+(tests/support/fixtures/bench/all_reduce_perf-h200-1gpu-json.*).
 
 Table columns (nccl-tests src/common.cu): size (B), count (elements), type, redop, root,
 then out-of-place time (us), algbw (GB/s), busbw (GB/s), #wrong, and the same four
@@ -33,13 +33,82 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from rackcert.core.runs import RunDir
-from rackcert.core.stage_records import NcclTestsResult
+from rackcert.core.stage_records import Model
 from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context
+
+# -- its part of bench.json (registered with the spine's BenchData: BenchUnit.parts) ----
+
+
+class NcclTestsSide(Model):
+    """One side (out-of-place or in-place) of an all_reduce_perf row."""
+
+    time_us: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+    wrong: int | None = Field(None, description="Wrong elements (-c 1); None: not checked")
+
+
+class NcclTestsPoint(NcclTestsSide):
+    """One size of all_reduce_perf: the out-of-place figures, the in-place under in_place."""
+
+    size_bytes: int
+    count: int
+    type: str | None = None
+    redop: str | None = None
+    in_place: NcclTestsSide | None = None
+
+
+class NcclTestsDevice(Model):
+    rank: int | None = None
+    device: int | None = None
+    bus: str | None = None
+    name: str | None = None
+
+
+class NcclTestsResult(Model):
+    """nccl-tests' all_reduce_perf (validation.bench.units.nccl_tests): its table parsed from
+    its JSON (`-J`) or text output, the command, and which binary ran; or why it did not."""
+
+    # Optional with no value, so a record holds the keys its run wrote and no more.
+    skipped: bool | None = None
+    reason: str | None = Field(None, description="Why it was skipped (or why it failed)")
+    failed: bool | None = Field(None, description="It ran and gave no table")
+    binary: str | None = None
+    found_by: str | None = Field(None, description="--nccl-tests, PATH or configure's role")
+    format: Literal["json", "text"] | None = None
+    json_version: str | int | None = None
+    json_error: str | None = Field(None, description="Why the JSON was not read (text was)")
+    version: str | None = Field(None, description="nccl-tests' own version")
+    nccl_library: int | None = None
+    devices: list[NcclTestsDevice] | None = None
+    avg_busbw_gbps: float | None = None
+    out_of_bounds: int | None = None
+    errors: list[Any] | None = None
+    points: list[NcclTestsPoint] | None = None
+    unparsed_rows: int | None = None
+    correct: bool | None = None
+    command: list[str] | None = None
+    returncode: int | None = None
+    log: str | None = None
+    world_size: int | None = None
+
+
+class SideBySide(Model):
+    """nccl-tests and the torch sweep at one size both measured."""
+
+    size_bytes: int
+    nccl_tests_algbw_gbps: float | None = None
+    nccl_tests_busbw_gbps: float | None = None
+    sweep_algbw_gbps: float | None = None
+    sweep_busbw_gbps: float | None = None
+
 
 BINARY = "all_reduce_perf"
 # nccl-tests prints a figure that outgrows its column in %g form: "2e+06" (seen on an H200).
@@ -334,6 +403,10 @@ class NcclTestsUnit(BenchUnit):
     """nccl-tests' all_reduce_perf on this machine's GPUs, beside the sweep."""
 
     name = "nccl_tests"
+    parts: ClassVar[dict[str, Any]] = {
+        "nccl_tests": NcclTestsResult,
+        "allreduce_side_by_side": list[SideBySide],
+    }
     skip_word = "allreduce"
     after_launches = True
     help = "nccl-tests all_reduce_perf (local GPUs)"

@@ -2,16 +2,61 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from rackcert.core.runs import RunDir
 from rackcert.core.spec import Spec
-from rackcert.core.stage_records import RdmaResult
+from rackcert.core.stage_records import Model
 from validation.bench import launch, perftest
 from validation.bench.options import BenchOptions, Point
 from validation.bench.targets import engine_gpus, nodes_of
 from validation.bench.transport import Step
 from validation.bench.units.base import BenchUnit, Context
+
+# -- its part of bench.json (registered with the spine's BenchData: BenchUnit.parts) ----
+
+
+class RdmaPoint(Model):
+    size_bytes: int
+    iterations: int
+    peak_gbps: float
+    avg_gbps: float
+    msg_rate_mpps: float
+
+
+class RdmaPair(Model):
+    """ib_write_bw from client to server (validation.bench.perftest), or its error."""
+
+    client: str
+    server: str
+    error: str | None = None
+    use_cuda: bool | None = None
+    points: list[RdmaPoint] = Field(default_factory=list)
+    device: str | None = None
+    link_type: str | None = None
+    mtu: str | None = None
+    gbits: bool | None = None
+    best_avg_gbps: float | None = None
+
+
+class RdmaProbe(Model):
+    """What a node answered to perftest.PROBE: its RDMA devices, the tool, CUDA support."""
+
+    devices: list[str] = Field(default_factory=list)
+    tool: bool = False
+    cuda: bool = False
+
+
+class RdmaResult(Model):
+    """ib_write_bw between node pairs (validation.bench.units.rdma), or why it was skipped."""
+
+    skipped: bool | None = None
+    reason: str | None = None
+    engine: str | None = None
+    pairs: list[RdmaPair] | None = None
+    nodes: dict[str, RdmaProbe] | None = Field(None, description="Each node's probe answer")
 
 
 def run_rdma(spec: Spec, opts: BenchOptions, run: RunDir, points: list[Point]) -> dict[str, Any]:
@@ -62,6 +107,7 @@ class RdmaUnit(BenchUnit):
     """ib_write_bw between node pairs (perftest) where every node has an RDMA device."""
 
     name = "rdma"
+    parts: ClassVar[dict[str, Any]] = {"rdma": RdmaResult}
     after_launches = True
     help = "ib_write_bw between node pairs"
 

@@ -3,12 +3,50 @@ the same launch as the default: the ratios that say where the default stands."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from rackcert.core.stage_records import References
+from pydantic import Field
+
+from rackcert.core.stage_records import Model
 from validation.bench.node.declare import Opt
 from validation.bench.options import BenchOptions, Engine, Point
 from validation.bench.units.base import BenchUnit, Context
+from validation.bench.units.resnet import describe
+
+# -- its part of bench.json (registered with the spine's BenchData: BenchUnit.parts) ----
+
+
+class NaiveRun(Model):
+    images_per_sec: float
+    spread: float
+    config: dict[str, Any]
+    warmup_s: float | None = None
+
+
+class NaiveVsDefault(Model):
+    world_size: int
+    naive: NaiveRun
+    default: NaiveRun
+    ratio: float = Field(description="default / naive images/s")
+
+
+class ReferenceRun(NaiveRun):
+    """One training loop's figure in the references block."""
+
+    loss_finite: bool | None = None
+    description: str | None = Field(None, description="What this reference loop is")
+
+
+class References(Model):
+    """The reference loops timed in the same launch as the default, and the default's ratio
+    to each (per GPU: batch sizes may differ)."""
+
+    world_size: int
+    default: ReferenceRun
+    plain: ReferenceRun | None = None
+    default_vs_plain: float | None = None
+    horovod_defaults: ReferenceRun | None = None
+    default_vs_horovod_defaults: float | None = None
 
 
 def naive_vs_default(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -81,6 +119,8 @@ class NaiveUnit(BenchUnit):
     """The naive configuration (eager fp32, NCHW) beside the default: what defaults are worth."""
 
     name = "naive_vs_default"
+    parts: ClassVar[dict[str, Any]] = {"naive_vs_default": NaiveVsDefault}
+    keeps_answer = True
     skip_word = "resnet"
     help = "the naive training configuration against the default"
     options = (Opt("naive", "bool", "Also time a naive eager fp32 NCHW loop (default: on GPUs)"),)
@@ -89,6 +129,9 @@ class NaiveUnit(BenchUnit):
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
     ) -> list[str]:
         return ["naive"] if _first_point_of(opts.naive, engine, point, points) else []
+
+    def launch_line(self, task: str, answer: dict[str, Any]) -> str | None:
+        return describe(answer)
 
     def run(self, ctx: Context) -> dict[str, Any] | None:
         raw = _last_answer_with(ctx, "naive")
@@ -111,6 +154,8 @@ class ReferencesUnit(BenchUnit):
     """The reference loops (plain, Horovod's defaults) in the same launch as the default."""
 
     name = "references"
+    parts: ClassVar[dict[str, Any]] = {"references": References}
+    keeps_answer = True
     skip_word = "resnet"
     help = "reference training loops timed beside the default"
     options = (
@@ -130,6 +175,9 @@ class ReferencesUnit(BenchUnit):
             if _first_point_of(opts.references, engine, point, points)
             else []
         )
+
+    def launch_line(self, task: str, answer: dict[str, Any]) -> str | None:
+        return describe(answer)
 
     def run(self, ctx: Context) -> References | None:
         raw = next(

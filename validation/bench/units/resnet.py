@@ -83,6 +83,7 @@ class ResnetUnit(BenchUnit):
     """ResNet50 weak scaling: one launch per point, speedup and efficiency against linear."""
 
     name = "resnet50"
+    keeps_answer = True
     skip_word = "resnet"
     help = "ResNet50 synthetic training, weak scaling over the points"
     options = (
@@ -113,6 +114,9 @@ class ResnetUnit(BenchUnit):
         self, opts: BenchOptions, engine: Engine, point: Point, points: list[Point]
     ) -> list[str]:
         return ["resnet"]
+
+    def launch_line(self, task: str, answer: dict[str, Any]) -> str | None:
+        return describe(answer)
 
     def run(self, ctx: Context) -> ScalingResult | None:
         measured = [(p, r["resnet"]) for p, r in ctx.answers if "resnet" in r]

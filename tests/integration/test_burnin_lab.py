@@ -1,0 +1,97 @@
+"""`rackcert burnin --quick` on real lab hosts: every load at once over shaped links; a clean rack
+names nothing, a planted slow link is named alone.
+
+Four SSH test hosts in network namespaces, every link shaped with tc to the lab's 100 Mbit/s
+(as `rackcert lab up` does). The burn-in runs what it runs on a rack, on CPUs: the node watch
+(a light CPU GEMM; each host's sysfs-like InfiniBand tree read every second), the rack's Gloo
+allreduce in a loop, one rank a host, and localisation's pair rounds (iperf3) during it. The
+fault: an htb class at half rate between two hosts (that link only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rackcert.core.burnin_record import BurninData
+from rackcert.core.ssh_target import SshTarget
+from rackcert.lab import linkshape
+from rackcert.lab.sshhosts.host import TestHost
+from tests.support.fake_nvml import write_ib_port
+from validation.bench.burnin.stage import BurninOptions, run_burnin
+from validation.bench.localisation.stages import LocaliseOptions
+from validation.bench.transport import Node
+
+LINE_MBIT = 100
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def rack(ssh_hosts_module) -> Iterator[list[TestHost]]:  # type: ignore[no-untyped-def]
+    hosts = ssh_hosts_module(["b1", "b2", "b3", "b4"])
+    linkshape.shape_hosts(hosts, LINE_MBIT / 1000)
+    yield hosts
+
+
+def nodes_of(hosts: list[TestHost]) -> list[Node]:
+    return [
+        Node(h.name, SshTarget(host=h.address, port=h.port, identity_file=str(h.key_file),
+                               known_hosts=str(h.known_hosts)))
+        for h in hosts
+    ]  # fmt: skip
+
+
+def burn(hosts: list[TestHost], tmp_path: Path) -> dict[str, Any]:
+    sysfs = tmp_path / "sys"
+    write_ib_port(sysfs, "mlx5_0", 1, symbol_error=0)
+    opts = BurninOptions.quick_of(
+        duration_s=24.0,
+        python="python3",
+        device="cpu",
+        sysfs_root=str(sysfs),
+        kernel_log=str(tmp_path / "kern.log"),
+        allreduce_interval_s=3.0,
+        localise=LocaliseOptions(
+            stages={"links"}, pair_seconds=2, timeout_s=120, python="python3", confirm=True
+        ),
+    )
+    (tmp_path / "kern.log").write_text("[    1.0] Linux version 6.8.0\n")
+    data = run_burnin(nodes_of(hosts), opts, log=tmp_path / "burnin.log")
+    BurninData.model_validate(data)  # what burnin.json holds
+    return data
+
+
+def why(data: dict[str, Any]) -> list[str]:
+    out = [f["message"] for f in data["findings"]]
+    out += [f"{lp['name']}: {lp.get('busbw_gb_s')} {lp.get('error')}" for lp in data["loops"]]
+    for r in data["pair_rounds"]:
+        out += [f"round at {r['at_s']}: {p}" for p in r["links"]]
+    return out
+
+
+def test_a_clean_lab_names_nothing(rack: list[TestHost], tmp_path: Path) -> None:
+    data = burn(rack, tmp_path)
+    assert data["findings"] == [], why(data)
+    assert data["verdict"] == "PASS"
+    assert [n["device"] for n in data["nodes"]] == ["cpu"] * 4, data["nodes"]
+    assert all(n["samples"] >= 15 for n in data["nodes"]), data["nodes"]
+    (loop,) = data["loops"]
+    assert loop["backend"] == "gloo" and len(loop["busbw_gb_s"]) >= 4, loop
+    assert len(data["pair_rounds"]) == 1 and len(data["pair_rounds"][0]["links"]) == 6
+    series = BurninData.model_validate(data).series()
+    assert series["b1"]["counters"]["after"]["ports"]["mlx5_0/1"]["symbol_error"] == 0
+
+
+def test_a_slow_link_is_named_alone(rack: list[TestHost], tmp_path: Path) -> None:
+    linkshape.shape_link(rack[0], rack[2], LINE_MBIT * 0.5, line=LINE_MBIT)
+    try:
+        data = burn(rack, tmp_path)
+    finally:
+        for h in (rack[0], rack[2]):
+            linkshape.unshape(h)
+            linkshape.shape_host(h, LINE_MBIT)
+    assert [f["id"] for f in data["findings"]] == ["burnin.link[b1<->b3]"], why(data)
+    assert data["findings"][0]["kind"] == "link" and data["verdict"] == "FAIL"
