@@ -31,7 +31,7 @@ from rackcert.core.spec_loader import LoadedSpec, parse_spec
 from rackcert.core.stage_records import BenchRecord, UpgradeData, UpgradeRecord, ValidateRecord
 from rackcert.core.upgrade_layers import diff, guest_tags, layers
 from rackcert.upgrade.budget import Budget
-from rackcert.upgrade.evidence import certificates, node_figures
+from rackcert.upgrade.evidence import certificates, node_figures, reference_figures
 from rackcert.upgrade.hooks import AskScheduler, HookScheduler
 from rackcert.upgrade.layers import guest_versions
 from rackcert.upgrade.machine import Policy, Ports, Roll, Timing
@@ -400,14 +400,21 @@ class ValidateCertifier:
         record = validate(loaded, child, runs_root=self.root, nodes=[node], enrol=False)
         cert = certificates(record.data, [node]).get(node, Certificate())
         if self.node_stage:
-            cert.figures.update(self._node_figures(loaded, node, child))
+            figures, reference = self._node_figures(loaded, node, child)
+            cert.figures.update(figures)
+            cert.reference.update(reference)
         return cert
 
-    def _node_figures(self, loaded: LoadedSpec, node: str, child: RunDir) -> dict[str, float]:
+    def _node_figures(
+        self, loaded: LoadedSpec, node: str, child: RunDir
+    ) -> tuple[dict[str, float], dict[str, float]]:
         """Localisation's per-node stage (validation.bench.localisation.stages.node_stage) on
         this node alone: the same probe, rules and record rows `rackcert bench --localise`
-        uses, its log under the node's run."""
-        from validation.bench.localisation.stages import node_stage, options_for
+        uses, its log under the node's run. The controller runs the same probe at the same
+        barrier (validation.bench.localisation.reference): its figures come back as the
+        node's reference only where the node's CPUs are the controller's machine's."""
+        from validation.bench.localisation.reference import node_stage_referenced
+        from validation.bench.localisation.stages import options_for
         from validation.bench.options import BenchOptions
         from validation.bench.targets import nodes_of, select_vms
 
@@ -418,5 +425,7 @@ class ValidateCertifier:
         opts = options_for(spec, bench, stages={"nodes"}, confirm=False)
         targets = nodes_of(spec, tuple(select_vms(spec, [node])), bench)
         log = child.artifacts("upgrade") / "node-stage.log"
-        rows = node_stage(targets, opts, log)
-        return node_figures(rows[0]) if rows else {}
+        rows, reference = node_stage_referenced(targets, opts, log)
+        if not rows:
+            return {}, {}
+        return node_figures(rows[0]), reference_figures(rows[0], reference)

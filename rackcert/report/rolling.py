@@ -28,16 +28,30 @@ def _t(stamp: str) -> datetime | None:
         return None
 
 
+def _figure(figures: dict[str, Any], reference: dict[str, Any], name: str, shared: bool) -> str:
+    """The figure; with its machine's reference and the node's share of it where the judge
+    compared shares (rackcert.upgrade.judge: a reference on both sides)."""
+    if name not in figures:
+        return ""
+    value = figures[name]
+    if not shared:
+        return f"{value:g}"
+    ref = reference[name]
+    return f"{value:g} (reference {ref:g}, share {value / ref:.3g})"
+
+
 def evidence(before: dict[str, Any], after: dict[str, Any]) -> list[UpgradeEvidence]:
     """Figures, then checks that passed on either side, before and after side by side."""
     rows = []
     b_fig, a_fig = before.get("figures", {}), after.get("figures", {})
+    b_ref, a_ref = before.get("reference") or {}, after.get("reference") or {}
     for name in sorted(b_fig.keys() | a_fig.keys()):
+        shared = bool(b_ref.get(name)) and bool(a_ref.get(name))
         rows.append(
             UpgradeEvidence(
                 name=name,
-                before=f"{b_fig[name]:g}" if name in b_fig else "",
-                after=f"{a_fig[name]:g}" if name in a_fig else "",
+                before=_figure(b_fig, b_ref, name, shared),
+                after=_figure(a_fig, a_ref, name, shared),
             )
         )
     b_chk, a_chk = before.get("checks", {}), after.get("checks", {})

@@ -55,3 +55,24 @@ def node_figures(row: NodeRow | dict[str, Any]) -> dict[str, float]:
     if isinstance(busbw, int | float) and not isinstance(busbw, bool):
         out["node_allreduce.busbw_gb_s"] = float(busbw)
     return out
+
+
+def machine(row: dict[str, Any]) -> str | None:
+    """The boot_id every unit of a per-node stage row reported (the probe's CPU units'
+    `machine`), else None: a failed row, a GPU unit (none recorded), units that disagree."""
+    if row.get("error"):
+        return None
+    seen = {u.get("machine") for u in row.get("units") or []}
+    return seen.pop() if len(seen) == 1 and None not in seen else None
+
+
+def reference_figures(row: dict[str, Any], reference: dict[str, Any]) -> dict[str, float]:
+    """The reference's figures (the same probe on the controller, at the same barrier:
+    validation.bench.localisation.reference) that the node's row also has, only where both
+    reported one boot_id (the node's CPUs are the controller's machine's, the lab's case);
+    empty elsewhere: a rack's node never shares the controller's kernel."""
+    mine = machine(row)
+    if mine is None or mine != machine(reference):
+        return {}
+    own, ref = node_figures(row), node_figures(reference)
+    return {name: value for name, value in ref.items() if name in own and value > 0}

@@ -13,7 +13,10 @@ idle, before its host went down) against its after. It resumes only when every b
    judges change, not the rack;
 4. figures: every figure measured before is measured after, at least `median_fraction` x
    its own before, and at least `median_fraction` x the rack's median where the start run
-   localised (`medians`);
+   localised (`medians`). Where before and after each carry a reference for the figure
+   (the same probe on the controller at the same barrier, kept only where it reported the
+   node's boot_id: the node's CPUs are the controller's machine's, the lab), the own-before
+   rule compares the node's share, figure / reference, instead of the figure;
 5. rules: no figure below a rule the spec gives (`floors`, rackcert.upgrade.rules).
 
     findings = judge(before, after, wanted={"nvidia_driver": "535.154.05"}, medians={...},
@@ -84,6 +87,33 @@ def _checks(before: Certificate, after: Certificate) -> list[str]:
     return out
 
 
+def _own(
+    name: str,
+    value: float,
+    own: float,
+    fraction: float,
+    ref_before: dict[str, float],
+    ref_after: dict[str, float],
+) -> list[str]:
+    """The figure against its own before. Where the reference (the controller, at the same
+    barrier) shared the node's machine both times, the machine's share moved with the load:
+    the node's share of it (figure / reference) is compared; else the figure itself."""
+    rb, ra = ref_before.get(name), ref_after.get(name)
+    if rb and ra:
+        if value / ra < fraction * (own / rb):
+            return [
+                f"{name} {value:g} below {fraction:g} x its before {own:g} against its "
+                f"machine's reference at the same moments ({value / ra:.3g} of {ra:g} after, "
+                f"{own / rb:.3g} of {rb:g} before)"
+            ]
+        return []
+    return (
+        [f"{name} {value:g} below {fraction:g} x its before {own:g}"]
+        if value < fraction * own
+        else []
+    )
+
+
 def _figures(
     before: Certificate,
     after: Certificate,
@@ -98,8 +128,8 @@ def _figures(
             out.append(f"{name} not measured after the roll (measured before)")
             continue
         own = before.figures.get(name)
-        if own is not None and value < fraction * own:
-            out.append(f"{name} {value:g} below {fraction:g} x its before {own:g}")
+        if own is not None:
+            out += _own(name, value, own, fraction, before.reference, after.reference)
         median = medians.get(name)
         if median is not None and value < fraction * median:
             out.append(

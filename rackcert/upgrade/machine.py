@@ -324,7 +324,12 @@ class Roll:
         if missing:
             raise PortError(f"{n}: {'; '.join(missing)}")
         passed = sum(1 for s in cert.checks.values() if s == PASSED)
-        return f"{passed} check(s) passed, {len(cert.figures)} figure(s) measured"
+        shared = (
+            f" ({len(cert.reference)} with a reference read on its machine at the same moment)"
+            if cert.reference
+            else ""
+        )
+        return f"{passed} check(s) passed, {len(cert.figures)} figure(s) measured{shared}"
 
     # -- the budget ----------------------------------------------------------------------
     def _out_of_service(self, states: dict[str, NodeState], skip: set[str]) -> dict[str, int]:
@@ -707,7 +712,15 @@ class Roll:
                 [n], findings[0] + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
             )
             return False
-        self.rec.end(entry, "done", "new versions observed, nothing worse than before the roll")
+        shared = set(cert.reference) & set(Certificate.from_dict(node.baseline).reference)
+        how = (
+            f" ({', '.join(sorted(shared))}: as a share of its machine's reference)"
+            if shared
+            else ""
+        )
+        self.rec.end(
+            entry, "done", f"new versions observed, nothing worse than before the roll{how}"
+        )
         self._step(node, prefix + RESUME.name, lambda: self.ports.scheduler.resume(n))
         self._set([n], "rolled_back" if rollback else "resumed")
         with self.rec.editing():

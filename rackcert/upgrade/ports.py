@@ -154,13 +154,17 @@ class Certificate:
 
     versions: component -> version observed (nvidia_driver, cuda, ofed, ...);
     checks: check id -> pass/fail/error/skip (rackcert.core.results.Status); figures: name -> value;
-    floors: name -> the rule's minimum (absolute threshold) for that figure.
+    floors: name -> the rule's minimum (absolute threshold) for that figure; reference:
+    name -> the same figure read on the controller at the same moment, present only where
+    the node's CPUs were the controller's machine's (one boot_id: the lab), so that the
+    judge compares the node's share of that machine (validation.bench.localisation.reference).
     """
 
     versions: dict[str, str] = field(default_factory=dict)
     checks: dict[str, str] = field(default_factory=dict)
     figures: dict[str, float] = field(default_factory=dict)
     floors: dict[str, float] = field(default_factory=dict)
+    reference: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,6 +172,7 @@ class Certificate:
             "checks": dict(self.checks),
             "figures": dict(self.figures),
             "floors": dict(self.floors),
+            "reference": dict(self.reference),
         }
 
     @classmethod
@@ -177,6 +182,7 @@ class Certificate:
             checks=dict(raw.get("checks", {})),
             figures={k: float(v) for k, v in raw.get("figures", {}).items()},
             floors={k: float(v) for k, v in raw.get("floors", {}).items()},
+            reference={k: float(v) for k, v in raw.get("reference", {}).items()},
         )
 
 

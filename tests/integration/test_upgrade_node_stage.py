@@ -24,7 +24,12 @@ def test_the_certifier_measures_the_node_alone_over_ssh(ssh_hosts, tmp_path):
     certifier = ValidateCertifier(
         loaded, loaded, run, run, tmp_path / "runs", remote_python="python3"
     )
-    figures = certifier._node_figures(loaded, host.name, run)
+    figures, reference = certifier._node_figures(loaded, host.name, run)
     assert figures.get("cpu.gemm_gflops", 0) > 0, figures
     assert figures.get("cpu.memcpy_gb_s", 0) > 0, figures
-    assert (run.path / "artifacts" / "upgrade" / "node-stage.log").is_file()
+    # The test host is a namespace on this machine (one kernel, one boot_id): the same probe
+    # on the controller at the same barrier is kept as its reference, figure by figure.
+    assert set(reference) == set(figures), (figures, reference)
+    assert all(v > 0 for v in reference.values()), reference
+    log = (run.path / "artifacts" / "upgrade" / "node-stage.log").read_text()
+    assert "reference" in log

@@ -84,6 +84,7 @@ from validation.bench.localisation import colocated, confirm, linkprobe, schedul
 from validation.bench.localisation import findings as judging
 from validation.bench.node import pair_allreduce
 from validation.bench.transport import (
+    Answer,
     Node,
     SrunTarget,
     SrunTransport,
@@ -150,10 +151,11 @@ def transport_of(opts: LocaliseOptions) -> Transport:
 
 
 # -- stage 1: every node at once -----------------------------------------------------------
-def probe_command(opts: LocaliseOptions) -> str:
-    """The remote shell line: the probe's source as `python -c`, all nodes at one barrier."""
+def probe_command(opts: LocaliseOptions, python: str | None = None) -> str:
+    """The remote shell line: the probe's source as `python -c`, all nodes at one barrier
+    (`python`: another interpreter than the nodes', the controller's for a reference)."""
     argv = [
-        opts.python,
+        python or opts.python,
         "-c",
         PROBE_SOURCE.read_text(),
         "--barrier",
@@ -175,6 +177,11 @@ def node_stage(nodes: list[Node], opts: LocaliseOptions, log: Path | None) -> li
     (ans,) = transport_of(opts).run(
         [step], opts.timeout_s, barrier=True, log=log, title="node stage"
     )
+    return node_rows(nodes, ans)
+
+
+def node_rows(nodes: list[Node], ans: Answer) -> list[dict[str, Any]]:
+    """One row per node from the probe's last line (its error where it printed none)."""
     out = []
     for n in nodes:
         mine = [ln for ln in ans.output(n.name).splitlines() if ln.strip()]
