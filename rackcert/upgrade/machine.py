@@ -48,7 +48,7 @@ from rackcert.core.upgrade_layers import (
     window_states,
 )
 from rackcert.upgrade.budget import Unit, cost
-from rackcert.upgrade.judge import PASSED, judge, rack_medians, unmeasured_before
+from rackcert.upgrade.judge import PASSED, judge, rack_medians, set_aside, unmeasured_before
 from rackcert.upgrade.plan import UpgradePlan
 from rackcert.upgrade.ports import (
     Certificate,
@@ -712,12 +712,16 @@ class Roll:
                 [n], findings[0] + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
             )
             return False
-        shared = set(cert.reference) & set(Certificate.from_dict(node.baseline).reference)
+        baseline = Certificate.from_dict(node.baseline)
+        aside = set(set_aside(baseline, cert))
+        shared = (set(cert.reference) & set(baseline.reference)) - aside
         how = (
             f" ({', '.join(sorted(shared))}: as a share of its machine's reference)"
             if shared
             else ""
         )
+        if aside:
+            how += f" ({', '.join(sorted(aside))}: its machine's wall clock, not compared)"
         self.rec.end(
             entry, "done", f"new versions observed, nothing worse than before the roll{how}"
         )
