@@ -149,7 +149,7 @@ def ended(slurm: SlurmLab) -> dict[str, str]:
 
 
 def sdk_scan(spec: Any, workdir: Path) -> dict[str, Any]:
-    """The cluster's compliance as Broadcom's SDK reads it (tests/vlcm_sdk_judge.py)."""
+    """The cluster's compliance as Broadcom's SDK reads it (tests/support/vlcm_sdk_judge.py)."""
     python = JUDGES / "bin" / "python"
     if not python.is_file():
         sys.exit(f"lab_roll: the vSphere judges are not installed ({JUDGES}): run .ci/setup")
@@ -162,7 +162,7 @@ def sdk_scan(spec: Any, workdir: Path) -> dict[str, Any]:
         "cluster": vc.cluster or "cluster0", "steps": [{"op": "scan"}],
     }))  # fmt: skip
     proc = subprocess.run(
-        [str(python), str(REPO_ROOT / "tests" / "vlcm_sdk_judge.py"), str(request)],
+        [str(python), str(REPO_ROOT / "tests" / "support" / "vlcm_sdk_judge.py"), str(request)],
         capture_output=True, text=True, timeout=300,
         env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)},
     )  # fmt: skip

@@ -7,7 +7,7 @@ planned (the plan and `rackcert upgrade --plan` show its change, its step and th
 proof), run by the machine against the in-memory rack of the upgrade's unit tests, recorded
 (upgrade.json, mid-roll and at the end, validates against the schema generated from the
 declarations), shown (the report's rolling-upgrade section) and measured (the
-rackcert_upgrade_* families). Starts nothing: the rack is tests/upgrade_models.py's.
+rackcert_upgrade_* families). Starts nothing: the rack is tests/support/upgrade_models.py's.
 """
 
 from __future__ import annotations
