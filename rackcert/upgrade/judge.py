@@ -42,6 +42,21 @@ PASSED = "pass"  # rackcert.core.results.Status.passed
 MACHINE_WALL_CLOCK = frozenset({"node_allreduce.busbw_gb_s"})
 
 
+# Checks a node passes only a while after it boots: chrony marks the clock synchronised once
+# its first samples are in (with `iburst`, four requests 2 s apart, then a step: seconds to a
+# minute; chrony.conf(5), "iburst"), and the roll measures its after as soon as SSH answers.
+# A node that failed one of these only is measured again until the settle time is up; still
+# failing then, it is a finding like any other.
+SETTLING = frozenset({"time.sync"})
+
+
+def only_settling(findings: list[str]) -> bool:
+    """Every finding is a settling check that passed before and fails after (nothing else)."""
+    return bool(findings) and all(
+        f.endswith(", passed before the roll") and f.split(" ", 1)[0] in SETTLING for f in findings
+    )
+
+
 def set_aside(before: Certificate, after: Certificate) -> list[str]:
     """The figures the own-before rule leaves out for this node: wall-clock figures where
     before and after both read their machine's reference (the node shares its machine)."""

@@ -48,7 +48,15 @@ from rackcert.core.upgrade_layers import (
     window_states,
 )
 from rackcert.upgrade.budget import Unit, cost
-from rackcert.upgrade.judge import PASSED, judge, rack_medians, set_aside, unmeasured_before
+from rackcert.upgrade.judge import (
+    PASSED,
+    SETTLING,
+    judge,
+    only_settling,
+    rack_medians,
+    set_aside,
+    unmeasured_before,
+)
 from rackcert.upgrade.plan import UpgradePlan
 from rackcert.upgrade.ports import (
     Certificate,
@@ -128,6 +136,7 @@ class Timing:
     budget_timeout: float = 3600.0
     poll: float = 5.0
     median_fraction: float = 0.7
+    settle_timeout: float = 120.0  # judge.SETTLING: how long a fresh boot may take to settle
 
 
 class StopRoll(Exception):
@@ -669,23 +678,33 @@ class Roll:
             return ""  # down while it reboots
 
     def _certify(self, n: str, prefix: str, rollback: bool) -> bool:
-        """Validate the node, judge it against its baseline, resume it or keep it drained."""
+        """Validate the node, judge it against its baseline, resume it or keep it drained.
+        A node failing only checks that settle after a boot (judge.SETTLING) is measured
+        again every poll until Timing.settle_timeout; the last measurement is judged."""
         node = self.rec.node(n)
         entry = self.rec.begin(node, prefix + VALIDATE.name)
-        try:
-            cert = self.ports.certifier.certify(n, self._guest_target(rollback))
-        except (RackcertError, OSError) as exc:
-            self.rec.end(entry, "failed", str(exc))
-            self._fail_nodes([n], f"validate: {' '.join(str(exc).split())}")
-            return False
-        wanted = self._guest_target(rollback)
-        host_wanted = self._host_target(node.host, rollback)
-        floors = self.plan.floors.get(n, {})
-        cert.floors.update(floors)
-        findings = judge(
+        clock = self.ports.clock
+        started, again = clock.monotonic(), -1
+        while True:
+            again += 1
+            try:
+                cert = self.ports.certifier.certify(n, self._guest_target(rollback))
+            except (RackcertError, OSError) as exc:
+                self.rec.end(entry, "failed", str(exc))
+                self._fail_nodes([n], f"validate: {' '.join(str(exc).split())}")
+                return False
+            settling = only_settling(self._judge_after(node, cert, rollback))
+            if not settling or clock.monotonic() - started >= self.timing.settle_timeout:
+                break
+            clock.sleep(self.timing.poll)
+        return self._resume_or_keep(n, node, entry, cert, prefix, rollback, again)
+
+    def _judge_after(self, node: Any, cert: Certificate, rollback: bool) -> list[str]:
+        """The judge's findings on `cert` against the node's before (checks and figures)."""
+        return judge(
             Certificate.from_dict(node.baseline),
             cert,
-            wanted=wanted,
+            wanted=self._guest_target(rollback),
             medians=self.medians,
             median_fraction=self.timing.median_fraction,
             changing=frozenset(
@@ -693,8 +712,16 @@ class Roll:
                 for c in self.plan.changes
                 if c.layer in {la.name for la in layers("guest")}
             ),
-            floors=floors,
+            floors=self.plan.floors.get(node.name, {}),
         )
+
+    def _resume_or_keep(
+        self, n: str, node: Any, entry: Any, cert: Certificate, prefix: str, rollback: bool,
+        again: int,
+    ) -> bool:  # fmt: skip
+        host_wanted = self._host_target(node.host, rollback)
+        cert.floors.update(self.plan.floors.get(n, {}))
+        findings = self._judge_after(node, cert, rollback)
         image_after = self.rec.host(node.host).image_after
         # The host image the reboot runs, read back after it: not observed is no pass.
         findings += [
@@ -722,6 +749,9 @@ class Roll:
         )
         if aside:
             how += f" ({', '.join(sorted(aside))}: its machine's wall clock, not compared)"
+        if again:
+            settled = ", ".join(sorted(SETTLING))
+            how += f" (measured {again} more time(s) while {settled} settled)"
         self.rec.end(
             entry, "done", f"new versions observed, nothing worse than before the roll{how}"
         )

@@ -185,3 +185,50 @@ def test_the_report_shows_each_nodes_before_and_after_side_by_side(tmp_path):
     assert rows["lab-node2"].findings == ["node.compute 60 below 0.7 x its before 100"]
     html = render_html(assemble(run))
     assert "before / after" in html and "<td>node.compute</td><td>100</td><td>60</td>" in html
+
+
+def _settles_after(world, node: str, measurements: int) -> None:
+    """`node`'s time.sync fails after its boot until it has been measured `measurements`
+    times: chrony marks the clock synchronised a few samples after a boot."""
+    world.guests.check_fails_after[node] = "time.sync"
+    certify = world.certifier.certify
+
+    def counted(n, versions):
+        cert = certify(n, versions)
+        if n == node and world.certifier.certified.count(n) >= measurements:
+            world.guests.check_fails_after.pop(node, None)
+            return certify(n, versions)
+        return cert
+
+    world.certifier.certify = counted
+
+
+def test_a_clock_that_settles_after_the_boot_is_measured_again_and_resumes(tmp_path):
+    out, world, states = _roll(tmp_path, lambda w: _settles_after(w, "lab-node2", 3))
+    assert states["lab-node2"] == "resumed", _node2(out).findings
+    step = next(s for s in _node2(out).steps if s.step == "validate")
+    assert "while time.sync settled" in step.detail
+    assert world.certifier.certified.count("lab-node2") > world.certifier.certified.count(
+        "lab-node1"
+    )
+
+
+def test_a_clock_that_never_settles_is_a_finding_after_the_settle_time(tmp_path):
+    def plant(world):
+        world.guests.check_fails_after["lab-node2"] = "time.sync"
+
+    out, world, states = _roll(tmp_path, plant)
+    assert states["lab-node2"] == "failed"
+    assert _node2(out).findings == ["time.sync fail, passed before the roll"]
+    assert world.certifier.certified.count("lab-node2") > 2  # measured again until the time
+
+
+def test_a_check_that_does_not_settle_is_not_measured_again(tmp_path):
+    def plant(world):
+        world.guests.check_fails_after["lab-node2"] = "gpu.count"
+
+    out, world, states = _roll(tmp_path, plant)
+    assert states["lab-node2"] == "failed"
+    assert world.certifier.certified.count("lab-node2") == world.certifier.certified.count(
+        "lab-node1"
+    )
