@@ -32,16 +32,16 @@ from rackcert.upgrade.ports import Certificate
 
 PASSED = "pass"  # rackcert.core.results.Status.passed
 
-# Figures timed by the wall clock across several processes (the node's allreduce over Gloo:
-# its ranks and the reference's contend for the same CPUs in ways no share undoes; seen in
-# the lab: the share swung 0.66-1.80 on one node in one roll). On a machine the controller
-# shares they read that machine's run queue, not the node: set aside from the own-before
-# rule there, as localisation sets aside a shared CPU's reading (colocated.py); still
-# required after, and still held to the median and the spec's rules. A rack's node never
-# shares the controller's machine, so there they are judged like every other figure.
-MACHINE_WALL_CLOCK = frozenset({"node_allreduce.busbw_gb_s"})
 
-
+# On a machine the controller shares (the lab: every node a network namespace of one
+# machine), a node's figures are that machine's at the moment, not the node's: its copy
+# rate read 0.64 and 1.06 GB/s in one roll, its GEMM's share of a reference read at the same
+# barrier swung 0.64-1.15 under the test suite's load, its Gloo allreduce's 0.66-1.80. So
+# there the own-before rule sets them aside, as localisation sets aside a shared CPU's
+# reading (validation/bench/localisation/colocated.py): each must still be measured after,
+# and the median and the spec's rules still hold it. A rack's node never shares the
+# controller's machine (its boot_id differs), so there every figure is compared with its
+# before. The reference stays in the record and the report, for the reader.
 # Checks a node passes only a while after it boots: chrony marks the clock synchronised once
 # its first samples are in (with `iburst`, four requests 2 s apart, then a step: seconds to a
 # minute; chrony.conf(5), "iburst"), and the roll measures its after as soon as SSH answers.
@@ -58,10 +58,9 @@ def only_settling(findings: list[str]) -> bool:
 
 
 def set_aside(before: Certificate, after: Certificate) -> list[str]:
-    """The figures the own-before rule leaves out for this node: wall-clock figures where
-    before and after both read their machine's reference (the node shares its machine)."""
-    shared = set(before.reference) & set(after.reference)
-    return sorted(MACHINE_WALL_CLOCK & shared)
+    """The figures the own-before rule leaves out for this node: those read on a machine the
+    controller shares, before and after (each side kept a reference for it)."""
+    return sorted(set(before.reference) & set(after.reference))
 
 
 def version_matches(observed: str | None, wanted: str) -> bool:
@@ -118,33 +117,11 @@ def _checks(before: Certificate, after: Certificate) -> list[str]:
     return out
 
 
-def _own(
-    name: str,
-    value: float,
-    own: float,
-    fraction: float,
-    ref_before: dict[str, float],
-    ref_after: dict[str, float],
-) -> list[str]:
-    """The figure against its own before. Where the reference (the controller, at the same
-    barrier) shared the node's machine both times, the machine's share moved with the load:
-    the node's share of it (figure / reference) is compared; else the figure itself."""
-    rb, ra = ref_before.get(name), ref_after.get(name)
-    if rb and ra and name in MACHINE_WALL_CLOCK:
-        return []  # the machine's wall clock, not the node's (MACHINE_WALL_CLOCK)
-    if rb and ra:
-        if value / ra < fraction * (own / rb):
-            return [
-                f"{name} {value:g} below {fraction:g} x its before {own:g} against its "
-                f"machine's reference at the same moments ({value / ra:.3g} of {ra:g} after, "
-                f"{own / rb:.3g} of {rb:g} before)"
-            ]
+def _own(name: str, value: float, own: float, fraction: float, aside: set[str]) -> list[str]:
+    """The figure against its own before, unless it is its shared machine's (set_aside)."""
+    if name in aside or value >= fraction * own:
         return []
-    return (
-        [f"{name} {value:g} below {fraction:g} x its before {own:g}"]
-        if value < fraction * own
-        else []
-    )
+    return [f"{name} {value:g} below {fraction:g} x its before {own:g}"]
 
 
 def _figures(
@@ -155,6 +132,7 @@ def _figures(
     floors: dict[str, float],
 ) -> list[str]:
     out = []
+    aside = set(set_aside(before, after))
     for name in sorted(before.figures.keys() | after.figures.keys()):
         value = after.figures.get(name)
         if value is None:
@@ -162,7 +140,7 @@ def _figures(
             continue
         own = before.figures.get(name)
         if own is not None:
-            out += _own(name, value, own, fraction, before.reference, after.reference)
+            out += _own(name, value, own, fraction, aside)
         median = medians.get(name)
         if median is not None and value < fraction * median:
             out.append(

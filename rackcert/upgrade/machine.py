@@ -739,16 +739,8 @@ class Roll:
                 [n], findings[0] + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
             )
             return False
-        baseline = Certificate.from_dict(node.baseline)
-        aside = set(set_aside(baseline, cert))
-        shared = (set(cert.reference) & set(baseline.reference)) - aside
-        how = (
-            f" ({', '.join(sorted(shared))}: as a share of its machine's reference)"
-            if shared
-            else ""
-        )
-        if aside:
-            how += f" ({', '.join(sorted(aside))}: its machine's wall clock, not compared)"
+        aside = set_aside(Certificate.from_dict(node.baseline), cert)
+        how = f" ({', '.join(aside)}: its shared machine's, not compared)" if aside else ""
         if again:
             settled = ", ".join(sorted(SETTLING))
             how += f" (measured {again} more time(s) while {settled} settled)"

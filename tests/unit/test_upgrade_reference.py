@@ -81,38 +81,32 @@ def test_the_same_readings_on_a_racks_node_fail_as_before():
     assert _judge(before, after) == ["cpu.memcpy_gb_s 0.768697 below 0.7 x its before 1.1119"]
 
 
-def test_a_node_slow_on_its_own_fails_while_the_reference_holds():
-    """A CPU quota on just that node: its copy rate and allreduce halve, the machine's do not."""
+def test_on_a_shared_machine_every_figure_is_set_aside_from_its_before():
+    """The lab's figures are its one machine's: seen under the suite's load, a node's GEMM
+    share of the reference at the same barrier fell 1.09 -> 0.696 with nothing wrong with
+    it, its copy rate 0.64 <-> 1.06, its allreduce's share 0.66-1.80. On a shared machine
+    none is compared with its before (each is named by set_aside, still required after)."""
     before = _before(LAB, LAB)
     after = _cert(
-        _row("lab-node2", LAB, 100.0, 0.55, 0.070),
+        _row("lab-node2", LAB, 60.0, 0.55, 0.070),
         _row("reference", LAB, 97.0, 1.09, 0.158),
     )
-    found = _judge(before, after)
-    assert len(found) == 1, found  # the allreduce is the machine's wall clock: set aside
-    assert found[0].startswith("cpu.memcpy_gb_s 0.55 below 0.7 x its before 1.1119 against its")
-    assert "0.505 of 1.09 after, 1.01 of 1.1 before" in found[0]
-
-
-def test_the_wall_clock_allreduce_is_set_aside_only_on_a_shared_machine():
-    """Seen in the lab roll: node_allreduce 0.48 -> 0.23 (0.48x) while its share of the
-    machine read 0.948 then 0.576: the ranks' wall clock, not the node. Set aside there,
-    still required after and named by set_aside; on a rack's node, judged as before."""
-    before = _before(LAB, LAB)
-    after = _cert(
-        _row("lab-node2", LAB, 101.0, 1.1119, 0.072),
-        _row("reference", LAB, 98.0, 1.10, 0.160),
-    )
     assert _judge(before, after) == []
-    assert set_aside(before, after) == ["node_allreduce.busbw_gb_s"]
-    rack_before = _before(RACK_NODE, LAB)
-    rack_after = _cert(
-        _row("lab-node2", RACK_NODE, 101.0, 1.1119, 0.072),
-        _row("reference", LAB, 98.0, 1.10, 0.160),
+    assert set_aside(before, after) == sorted(before.figures)
+
+
+def test_the_same_fall_on_a_racks_node_is_three_findings():
+    """Distinct boot_ids: no reference kept, nothing set aside, every figure judged."""
+    before = _before(RACK_NODE, LAB)
+    after = _cert(
+        _row("lab-node2", RACK_NODE, 60.0, 0.55, 0.070),
+        _row("reference", LAB, 97.0, 1.09, 0.158),
     )
-    assert set_aside(rack_before, rack_after) == []
-    assert _judge(rack_before, rack_after) == [
-        "node_allreduce.busbw_gb_s 0.072 below 0.7 x its before 0.15"
+    assert set_aside(before, after) == []
+    assert _judge(before, after) == [
+        "cpu.gemm_gflops 60 below 0.7 x its before 101",
+        "cpu.memcpy_gb_s 0.55 below 0.7 x its before 1.1119",
+        "node_allreduce.busbw_gb_s 0.07 below 0.7 x its before 0.15",
     ]
 
 
