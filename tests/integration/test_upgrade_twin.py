@@ -101,6 +101,13 @@ class _HostImage:
 
 
 class _Guests:
+    """The guests' side as the roll sees it: what validate and the per-node stage would
+    record (a check passing and a figure, before and after alike: the roll's resume rule
+    needs evidence both times), and the driver it installs."""
+
+    CHECKS = {"os.kernel": "pass"}
+    FIGURES = {"cpu.gemm_gflops": 100.0}
+
     def __init__(self):
         self.versions: dict[str, dict[str, str]] = {}
 
@@ -108,10 +115,21 @@ class _Guests:
         self.versions[node] = dict(versions)
 
     def baseline(self, nodes):
-        return {n: Certificate(versions={"nvidia_driver": "470.82.01"}) for n in nodes}
+        return {
+            n: Certificate(
+                versions={"nvidia_driver": "470.82.01"},
+                checks=dict(self.CHECKS),
+                figures=dict(self.FIGURES),
+            )
+            for n in nodes
+        }
 
     def certify(self, node, versions):
-        return Certificate(versions=self.versions.get(node, {}))
+        return Certificate(
+            versions=self.versions.get(node, {"nvidia_driver": "470.82.01"}),
+            checks=dict(self.CHECKS),
+            figures=dict(self.FIGURES),
+        )
 
 
 def test_a_roll_on_the_twin_patches_each_host_with_its_vm_off(rack_twin, tmp_path):
