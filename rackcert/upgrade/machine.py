@@ -693,11 +693,14 @@ class Roll:
                 self.rec.end(entry, "failed", str(exc))
                 self._fail_nodes([n], f"validate: {' '.join(str(exc).split())}")
                 return False
-            settling = only_settling(self._judge_after(node, cert, rollback))
-            if not settling or clock.monotonic() - started >= self.timing.settle_timeout:
+            findings = self._judge_after(node, cert, rollback)
+            if (
+                not only_settling(findings)
+                or clock.monotonic() - started >= self.timing.settle_timeout
+            ):
                 break
             clock.sleep(self.timing.poll)
-        return self._resume_or_keep(n, node, entry, cert, prefix, rollback, again)
+        return self._resume_or_keep(n, node, entry, cert, findings, prefix, rollback, again)
 
     def _judge_after(self, node: Any, cert: Certificate, rollback: bool) -> list[str]:
         """The judge's findings on `cert` against the node's before (checks and figures)."""
@@ -716,12 +719,12 @@ class Roll:
         )
 
     def _resume_or_keep(
-        self, n: str, node: Any, entry: Any, cert: Certificate, prefix: str, rollback: bool,
-        again: int,
+        self, n: str, node: Any, entry: Any, cert: Certificate, findings: list[str],
+        prefix: str, rollback: bool, again: int,
     ) -> bool:  # fmt: skip
         host_wanted = self._host_target(node.host, rollback)
         cert.floors.update(self.plan.floors.get(n, {}))
-        findings = self._judge_after(node, cert, rollback)
+        findings = list(findings)  # the last measurement's, judged in _certify
         image_after = self.rec.host(node.host).image_after
         # The host image the reboot runs, read back after it: not observed is no pass.
         findings += [
