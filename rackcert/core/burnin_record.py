@@ -83,6 +83,9 @@ class AllreduceLoop(_Model):
     excluded: list[int] = Field(
         default_factory=list, description="Intervals during a pair round: recorded, not judged"
     )
+    paused: list[list[float]] = Field(
+        default_factory=list, description="[from, to] epoch s: the loop paused for a pair round"
+    )
     error: str | None = None
 
 

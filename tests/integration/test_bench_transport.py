@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import pytest
 
 from tests.support.bench_transport import A, B
+from validation.bench.stdin_control import StdinControl
 from validation.bench.transport import (
     Job,
     LocalTransport,
@@ -85,3 +88,40 @@ def test_a_job_is_srun_s_alone_and_a_program_here_starts_without_a_shell() -> No
     assert ans.output("localhost") == "a b $HOME\n" and ans.argvs == [here.argv]
     (tty,) = SshTransport(tty=True).procs(Step.on_all([A], "true"), barrier=False)
     assert tty.argv[:2] == ["ssh", "-tt"] and tty.argv[-1] == "true"
+
+
+def test_a_control_reaches_its_own_step_and_reads_its_answer() -> None:
+    # the "loop" answers PAUSE with PAUSED and ends on STOP; the other step's stdin has
+    # ended at its start (cat returns at once), as every step's does without a control
+    loop = 'while read l; do [ "$l" = PAUSE ] && echo PAUSED; [ "$l" = STOP ] && exit 0; done'
+    control = StdinControl("loop")
+    done: list[Any] = []
+    steps = [Step.on_all([A], loop, "loop"), Step.on_all([B], "cat; echo other-ended", "other")]
+    worker = threading.Thread(
+        target=lambda: done.extend(LocalTransport().run(steps, 20, control=control))
+    )
+    worker.start()
+    assert control.started.wait(10)
+    assert control.ask("PAUSE", "PAUSED", timeout_s=10)
+    assert control.ask("PAUSE", "PAUSED", timeout_s=10)  # a second answer, not the first again
+    assert control.tell("STOP")
+    worker.join(20)
+    loop_ans, other = done
+    assert loop_ans.rc == 0 and loop_ans.output("a").split() == ["PAUSED", "PAUSED"]
+    assert other.output("b").strip() == "other-ended"
+    assert not control.tell("PAUSE")  # the step is over: nothing takes the line
+
+
+def test_a_control_whose_step_does_not_answer_says_so_in_time() -> None:
+    control = StdinControl("deaf")
+    worker = threading.Thread(
+        target=lambda: LocalTransport().run(
+            [Step.on_all([A], "sleep 3", "deaf")], 20, control=control
+        )  # fmt: skip
+    )
+    worker.start()
+    assert control.started.wait(10)
+    t0 = time.monotonic()
+    assert not control.ask("PAUSE", "PAUSED", timeout_s=0.5)
+    assert time.monotonic() - t0 < 2.5
+    worker.join(20)

@@ -4,7 +4,8 @@ names nothing, a planted slow link is named alone.
 Four SSH test hosts in network namespaces, every link shaped with tc to the lab's 100 Mbit/s
 (as `rackcert lab up` does). The burn-in runs what it runs on a rack, on CPUs: the node watch
 (a light CPU GEMM; each host's sysfs-like InfiniBand tree read every second), the rack's Gloo
-allreduce in a loop, one rank a host, and localisation's pair rounds (iperf3) during it. The
+allreduce in a loop, one rank a host, and localisation's pair rounds (iperf3) with that loop
+paused (it fills the ring's links: beside it, ring links read 0.59-0.66x of the others). The
 fault: an htb class at half rate between two hosts (that link only).
 """
 
@@ -81,6 +82,11 @@ def test_a_clean_lab_names_nothing(rack: list[TestHost], tmp_path: Path) -> None
     (loop,) = data["loops"]
     assert loop["backend"] == "gloo" and len(loop["busbw_gb_s"]) >= 4, loop
     assert len(data["pair_rounds"]) == 1 and len(data["pair_rounds"][0]["links"]) == 6
+    # the links were measured with the rack loop paused: its pause spans the round
+    (rnd,) = data["pair_rounds"]
+    assert rnd["loop_yielded"] is True
+    (span,) = loop["paused"]
+    assert span[0] <= rnd["wall"][0] and span[1] >= rnd["wall"][1], (span, rnd["wall"])
     series = BurninData.model_validate(data).series()
     assert series["b1"]["counters"]["after"]["ports"]["mlx5_0/1"]["symbol_error"] == 0
 

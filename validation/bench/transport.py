@@ -46,6 +46,7 @@ from pathlib import Path
 
 from rackcert.core.slurm.client import client_env
 from rackcert.core.ssh_target import SshTarget
+from validation.bench.stdin_control import StdinControl
 
 READY = "READY"
 NODE_TAG = "rackcert-node"  # a Slurm task's first line: `rackcert-node NAME`
@@ -111,13 +112,17 @@ def run_processes(
     fail_fast: bool = False,
     merge_stderr: bool = False,
     cwd: str | None = None,
+    control: StdinControl | None = None,
+    controlled: Sequence[int] = (),
 ) -> list[Ran]:
     """Start every process at once and wait for all (or until `timeout_s`).
 
     Output goes to files (no pipe fills while another process is waited on). barrier: see
     the module's docstring. fail_fast: the first process to exit non-zero stops the others
     (a launch's ranks cannot finish without it); each process runs in a session of its own,
-    so a stop reaches what it started (torchrun's ranks).
+    so a stop reaches what it started (torchrun's ranks). control: the processes numbered
+    in `controlled` keep their stdin open for it (validation.bench.stdin_control) until
+    they end; every other process's stdin ends once they have started.
     """
     with tempfile.TemporaryDirectory(prefix="rackcert-steps-") as tmp:
         outs = [Path(tmp, f"{i}.out") for i in range(len(procs))]
@@ -146,14 +151,23 @@ def run_processes(
                 for p, proc, out in zip(procs, running, outs, strict=True)
             ):
                 time.sleep(POLL_S)
-        for proc in running:  # the barrier's line, or an empty stdin
+        for i, proc in enumerate(running):  # the barrier's line, or an empty stdin
             try:
                 assert proc.stdin is not None
                 if barrier:
                     proc.stdin.write(b"GO\n")
-                proc.stdin.close()
+                    proc.stdin.flush()
+                if control is None or i not in controlled:
+                    proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass
+        if control is not None:
+            labelled = any(procs[i].labelled for i in controlled)
+            control.bind(
+                [running[i].stdin for i in controlled if running[i].stdin is not None],
+                [outs[i] for i in controlled],
+                _unlabelled if labelled else str.strip,
+            )
         failed = False
         while True:
             now = time.monotonic()
@@ -168,6 +182,8 @@ def run_processes(
                 break
             time.sleep(POLL_S)
         stopped = [proc.poll() is None for proc in running]
+        if control is not None:
+            control.close()
         for i, proc in enumerate(running):
             if stopped[i]:
                 _stop(proc)
@@ -193,9 +209,14 @@ def srun_label(line: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def _is_ready(line: str) -> bool:
+def _unlabelled(line: str) -> str:
+    """The line without srun's label, stripped."""
     labelled = srun_label(line)
-    return (labelled[1] if labelled else line).strip() == READY
+    return (labelled[1] if labelled else line).strip()
+
+
+def _is_ready(line: str) -> bool:
+    return _unlabelled(line) == READY
 
 
 def _ready(out: Path, p: Proc) -> bool:
@@ -333,12 +354,14 @@ class Transport(ABC):
         cwd: str | None = None,
         log: Path | None = None,
         title: str = "",
+        control: StdinControl | None = None,
     ) -> list[Answer]:
         """Every step at once; one answer per step, in order; logged under `title`.
 
         fail_fast, merge_stderr and cwd as run_processes; `env`, when given, is the
         environment of every process started here that has none of its own (srun has its
-        own: a Slurm client's, SrunTarget.env).
+        own: a Slurm client's, SrunTarget.env); `control` reaches the processes of the step
+        it names (validation.bench.stdin_control).
         """
         per_step = [self.procs(s, barrier) for s in steps]
         if env is not None:
@@ -347,9 +370,16 @@ class Transport(ABC):
                 for ps in per_step
             ]
         flat = [p for ps in per_step for p in ps]
+        controlled: list[int] = []
+        if control is not None:
+            at = 0
+            for step, ps in zip(steps, per_step, strict=True):
+                if step.name == control.step_name:
+                    controlled += range(at, at + len(ps))
+                at += len(ps)
         ran = run_processes(
             flat, timeout_s, barrier=barrier, fail_fast=fail_fast, merge_stderr=merge_stderr,
-            cwd=cwd,
+            cwd=cwd, control=control, controlled=controlled,
         )  # fmt: skip
         answers, at = [], 0
         for step, ps in zip(steps, per_step, strict=True):

@@ -12,7 +12,9 @@ steps where the spec has Slurm):
 - `rack-allreduce`: one rank a node, every node, in a loop; its first collective with
   NCCL_DEBUG=INFO, whose transport lines are judged (validation.bench.burnin.nccl);
 - `pairs`: localisation's link rounds (disjoint pairs, iperf3 or ib_write_bw and a two-rank
-  allreduce per pair) at the start and then once an hour.
+  allreduce per pair) at the start and then once an hour, with the rack allreduce paused
+  (it fills every ring link; told on its stdin, validation.bench.stdin_control) and the
+  node loads running.
 Then validation.bench.burnin.judge over all of it: burnin.json's data (BurninData).
 
     data = run_burnin(nodes, BurninOptions(duration_s=600), progress=print)
@@ -34,6 +36,7 @@ from rackcert.core.errors import InputError
 from validation.bench.burnin import judge as judging
 from validation.bench.burnin import nccl
 from validation.bench.localisation.stages import LocaliseOptions, localise
+from validation.bench.stdin_control import StdinControl
 from validation.bench.transport import (
     Node,
     SrunTarget,
@@ -48,6 +51,8 @@ BURNIN_SOURCE = NODE_DIR / "burnin.py"
 SOAK_SOURCE = NODE_DIR / "allreduce_soak.py"
 MIX = ("gpu", "node-allreduce", "rack-allreduce", "pairs")
 RACK_PORT = 29451
+RACK_LOOP = "rackcert-burnin-rack-ar"  # the rack allreduce's step (told to pause: pair rounds)
+YIELD_GRACE_S = 120.0  # the loop's start-up (its process group, NCCL's init) before it can pause
 Progress = Callable[[str], None]
 
 
@@ -176,6 +181,7 @@ def rack_allreduce_commands(nodes: list[Node], opts: BurninOptions) -> tuple[str
                 "--port",
                 str(RACK_PORT),
                 "--nccl-debug",
+                "--control",
                 *_soak_args(opts),
             ]
         )  # fmt: skip
@@ -247,13 +253,14 @@ def run_burnin(
                                                      "rackcert-burnin-node-ar")))  # fmt: skip
     if "rack-allreduce" in opts.mix and len(nodes) >= 2:
         steps.append(("rack-allreduce", Step(tuple(nodes), rack_allreduce_commands(nodes, opts),
-                                             "rackcert-burnin-rack-ar")))  # fmt: skip
+                                             RACK_LOOP)))  # fmt: skip
     t0 = time.monotonic()
     answers: dict[str, Any] = {}
+    control = StdinControl(RACK_LOOP) if any(k == "rack-allreduce" for k, _ in steps) else None
 
     def loads() -> None:
         got = transport.run([s for _, s in steps], opts.duration_s + 600, log=log,
-                            merge_stderr=True, title="burnin loads")  # fmt: skip
+                            merge_stderr=True, title="burnin loads", control=control)  # fmt: skip
         answers.update(zip([k for k, _ in steps], got, strict=True))
 
     progress(f"burnin: {', '.join(k for k, _ in steps) or 'no load'} on {len(nodes)} node(s)"
@@ -266,15 +273,36 @@ def run_burnin(
         while time.monotonic() < t0 + opts.duration_s and next_at < t0 + opts.duration_s:
             time.sleep(max(0.0, next_at - time.monotonic()))
             progress(f"burnin: pair rounds at {time.monotonic() - t0:.0f} s")
+            yielded = _yield_fabric(control, opts, progress)
             began = time.time()
             loc = localise(nodes, replace(opts.localise, stages={"links"}), log=log,
                            progress=progress)  # fmt: skip
+            if control is not None:
+                control.tell("RESUME")
             loc["at_s"] = round(time.monotonic() - t0, 1)
             loc["wall"] = (began, time.time())
+            loc["loop_yielded"] = yielded
             rounds.append(loc)
             next_at += opts.pairs_every_s
     worker.join()
     return assemble(nodes, opts, answers, rounds)
+
+
+def _yield_fabric(control: StdinControl | None, opts: BurninOptions, progress: Progress) -> bool:
+    """The rack allreduce paused before a pair round (True), or not within its wait.
+
+    The loop fills every ring link; a pair measured beside it reads only what the loop
+    leaves (in the lab, ring links read 0.59-0.66x of the others and were named as bad
+    cables). The loop pauses at its next interval's start; its first answer can also wait
+    for its start-up (process group, calibration)."""
+    if control is None:
+        return True
+    wait = 2 * opts.allreduce_interval_s + YIELD_GRACE_S
+    if control.ask("PAUSE", "PAUSED", timeout_s=wait):
+        return True
+    progress(f"burnin: the rack allreduce did not pause within {wait:g} s; links measured"
+             " beside its traffic")  # fmt: skip
+    return False
 
 
 def assemble(
@@ -316,6 +344,11 @@ def assemble(
         if backend == "gloo":
             unmeasured.append("rack allreduce on Gloo (no GPU): no NCCL transport to judge")
     for loc in rounds:
+        if loc.get("loop_yielded") is False:
+            unmeasured.append(
+                f"pair round at {loc['at_s']:g} s: the rack allreduce did not pause; its links"
+                " were measured beside the loop's traffic"
+            )
         unmeasured += [
             f"pair round at {loc['at_s']:g} s: {p['a']}<->{p['b']}: {p['error']}"
             for p in loc.get("links") or []
@@ -371,8 +404,9 @@ def _loop(name: str, where: list[str], ans: Any, first: str, opts: BurninOptions
     med = sorted(vals)[len(vals) // 2] if vals else None
     err = None if rec.get("correct") else "wrong allreduce result"
     starts = [float(v) for v in rec.get("starts") or [] if isinstance(v, int | float)]
+    paused = [[float(v) for v in span] for span in rec.get("paused") or []]
     return {**row, "backend": rec.get("backend"), "busbw_gb_s": vals, "median_gb_s": med,
-            "starts": starts, "error": err}  # fmt: skip
+            "starts": starts, "paused": paused, "error": err}  # fmt: skip
 
 
 def _round_summary(loc: dict[str, Any]) -> dict[str, Any]:
@@ -380,6 +414,8 @@ def _round_summary(loc: dict[str, Any]) -> dict[str, Any]:
         "at_s": loc.get("at_s"),
         "engine": loc.get("engine"),
         "rounds": loc.get("rounds"),
+        "wall": list(loc.get("wall") or []),
+        "loop_yielded": loc.get("loop_yielded"),
         "links": [
             {k: p.get(k) for k in ("a", "b", "gbps", "error")}
             | {"allreduce_busbw_gb_s": (p.get("allreduce") or {}).get("busbw_gb_s")}

@@ -9,6 +9,13 @@ busbw is nccl-tests' (doc/PERFORMANCE.md): algbw x 2(n-1)/n. The first collectiv
 NCCL's own log on when `--nccl-debug` is given (NCCL_DEBUG=INFO, subsystems INIT and NET),
 so the controller can read the transport each rank chose (validation.bench.burnin.nccl).
 
+With `--control`, rank 0 reads lines on its stdin (validation.bench.stdin_control): PAUSE
+makes every rank stop at the next interval's start and rank 0 print PAUSED; RESUME (or the
+end of its input) starts the loop again. The burn-in's pair rounds measure links while
+the loop is paused: beside a loop that fills every ring link, a link reads only the share
+the loop leaves it. The intervals' wall-clock starts (`starts`) and the pauses (`paused`,
+[start, end] pairs) are in the record.
+
 Self-contained (standard library and torch), sent as `python -c SOURCE` or written to a
 file for torchrun; rank and world from `--rank/--world` or torchrun's environment.
 It prints one JSON object on its last line (rank 0):
@@ -25,6 +32,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -45,6 +53,24 @@ def interface_to(peer: str) -> str | None:
         if len(cells) > 3 and cells[3].split("/")[0] == local:
             return cells[1].split("@")[0]
     return None
+
+
+class Pause:
+    """Rank 0's stdin, read in a thread: whether the controller asked the loop to yield."""
+
+    def __init__(self, listen: bool) -> None:
+        self.asked = threading.Event()
+        if listen:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in sys.stdin:
+            word = line.strip()
+            if word == "PAUSE":
+                self.asked.set()
+            elif word == "RESUME":
+                self.asked.clear()
+        self.asked.clear()  # no controller any more: the loop runs to its deadline
 
 
 def soak(args: argparse.Namespace) -> dict[str, Any]:
@@ -94,11 +120,26 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         deadline = time.monotonic() + args.duration
         intervals: list[float] = []
         starts: list[float] = []
+        paused: list[list[float]] = []
+        pause = Pause(args.control and rank == 0)
         while True:
-            go = torch.tensor([1.0 if time.monotonic() < deadline else 0.0], device=dev)
-            dist.all_reduce(go, op=dist.ReduceOp.MIN)  # all stop at the same interval
-            if go.item() == 0:
+            # [over, pause]: MAX over ranks, so all stop at the same interval, and all
+            # yield when rank 0 was asked to
+            ask = 1.0 if pause.asked.is_set() else 0.0
+            state = torch.tensor([float(time.monotonic() >= deadline), ask], device=dev)
+            dist.all_reduce(state, op=dist.ReduceOp.MAX)
+            over, yielding = (float(v) for v in state.tolist())
+            if over:
                 break
+            if yielding:
+                if not paused or len(paused[-1]) == 2:
+                    paused.append([round(time.time(), 3)])
+                    if rank == 0:
+                        print("PAUSED", flush=True)
+                time.sleep(0.2)
+                continue
+            if paused and len(paused[-1]) == 1:
+                paused[-1].append(round(time.time(), 3))
             starts.append(round(time.time(), 3))
             t0 = time.perf_counter()
             for _ in range(n):
@@ -106,6 +147,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             sync()
             seconds = time.perf_counter() - t0
             intervals.append(round(args.size_bytes * n / seconds / 1e9 * factor, 6))
+        if paused and len(paused[-1]) == 1:
+            paused[-1].append(round(time.time(), 3))
     finally:
         dist.destroy_process_group()
     return {
@@ -116,6 +159,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         "interval_s": args.interval,
         "busbw_gb_s": intervals,
         "starts": starts,  # each interval's wall-clock start (the controller's pair rounds)
+        "paused": paused,  # [from, to] wall-clock, while the controller measured links
         "correct": correct,
     }
 
@@ -134,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ifname", default=None)
     p.add_argument("--timeout", type=int, default=120)
     p.add_argument("--nccl-debug", action="store_true")
+    p.add_argument("--control", action="store_true", help="rank 0 obeys PAUSE/RESUME on stdin")
     args = p.parse_args(argv)
     try:
         out = soak(args)
