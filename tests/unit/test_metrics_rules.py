@@ -20,7 +20,15 @@ from tests.support.metrics_rules import ROOT, RULES
 
 def _written_names() -> set[str]:
     """Every family name rackcert can write (the families' own definitions, with no data)."""
-    from rackcert.core.stage_records import BenchData, BenchRecord, ValidateData, ValidateRecord
+    from rackcert.core.burnin_record import BurninData
+    from rackcert.core.stage_records import (
+        BenchData,
+        BenchRecord,
+        BurninRecord,
+        ValidateData,
+        ValidateRecord,
+    )
+    from rackcert.metrics.burnin import burnin_families
 
     at = "2026-01-01T00:00:00Z"
     stamp = {"rack": "r", "spec_sha256": "0", "status": "ok", "started_at": at, "finished_at": at}
@@ -28,6 +36,14 @@ def _written_names() -> set[str]:
         *validate_families(ValidateRecord(**stamp, data=ValidateData()), "r", drift=[]),
         *bench_families(BenchRecord(**stamp, data=BenchData()), "r"),
         *health_families([], "r", "n", seconds=0.0, finished=0.0, action="none"),
+        *burnin_families(
+            BurninRecord(
+                **stamp,
+                data=BurninData(
+                    duration_s=1.0, quick=True, launcher="ssh", mix=[], rules={}, verdict="PASS"
+                ),
+            )
+        ),  # fmt: skip
     ]
     return {f.name for f in families} | {PREFIX + "bench_" + m for m in METRICS}
 
