@@ -24,12 +24,16 @@ from validation.bench.node.comm import START_BROADCAST, START_CHECKED
 ROOT = Path(__file__).resolve().parents[2]
 
 # Run by every rank: build a small model and its SGD state from a seed (the same, or one
-# per rank), wrap it as the bench does, then report what wrap() did and each rank's digest.
+# per rank), wrap it as the bench does, then report what wrap() did and each rank's digest,
+# and end as the bench's worker ends a rank (worker.leave): a Gloo rank left to the
+# interpreter's own teardown aborted in a C++ static destructor after its result ("terminate
+# called without an active exception"), seen once in CI on rank 1 of the `same` case.
 RANK_SCRIPT = """
 import json, sys
 import torch
 from validation.bench.node.comm import connect
 from validation.bench.node.resnet_loop import seed_momentum
+from validation.bench.node.worker import leave
 
 comm = connect(sys.argv[1], "cpu")
 torch.manual_seed(7 if sys.argv[2] == "same" else 7 + comm.rank)
@@ -45,6 +49,7 @@ if comm.rank == 0:
     print("RESULT " + json.dumps({"sync": comm.start_sync, "equal": all(r == rows[0] for r in rows),
                                   "first": [r[0] for r in rows]}), flush=True)
 comm.close()
+leave(0)  # as the bench's worker ends a rank: no C++ static destructors after the work
 """
 
 
