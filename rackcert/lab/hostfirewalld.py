@@ -1,11 +1,11 @@
 """firewalld running for real on a test host: its own D-Bus system bus, its nftables in the
 host's network namespace.
 
-Why: a RHEL 9 node runs firewalld by default, and its public zone drops what it does not
+Why: a RHEL 9 node runs firewalld by default, and its public zone rejects what it does not
 allow: slurmd's port, srun's ports and the launchers' ports stay shut until the roles open
 them (node_policy). The EL stand-ins (rackcert.lab.hostfamily) run the same daemon, Debian's
-firewalld 1.3 (RHEL 9 ships 1.2/1.3) with the nftables backend, so that the roles' rules are
-tested by what they let through, not only by what firewall-cmd answers.
+firewalld 1.3 (the 1.x line RHEL 9 ships) with the nftables backend, so that the roles'
+rules are tested by what they let through, not only by what firewall-cmd answers.
 
 What a host gets, inside its own namespaces only (the machine's firewall and bus are never
 touched):
