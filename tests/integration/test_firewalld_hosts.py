@@ -168,7 +168,7 @@ def rack(family_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Itera
     yield partial
 
 
-def test_the_zone_drops_the_jobs_ports_until_the_roles_open_them(rack: Rack) -> None:
+def test_the_zone_rejects_the_jobs_ports_until_the_roles_open_them(rack: Rack) -> None:
     for host, before in zip(rack.hosts, rack.before, strict=True):
         peer = next(h for h in rack.hosts if h is not host)
         assert before.status.value == "fail", before.reason
