@@ -4,9 +4,10 @@ log.
 
 The peer's rules are the two firewalld writes for a port its zone does not allow: the zone's
 `reject with icmpx type admin-prohibited` (firewalld's nftables backend, filter_INPUT) and a
-`drop` (a zone whose target is DROP). They are set with `nft` directly: firewalld itself is not
-installed on this machine (docs/configure.md). Nothing listens on the probed ports: an open
-path answers with the peer's RST (refused), which net.firewall counts as reached.
+`drop` (a zone whose target is DROP), set with `nft` directly so that both shapes are judged
+in one cheap test. firewalld itself, running on the stand-ins with the roles' rules, is
+tests/integration/test_firewalld_hosts.py. Nothing listens on the probed ports: an open path
+answers with the peer's RST (refused), which net.firewall counts as reached.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
         node.exec(["rpm", "-q", "redhat-release"])
 
 Each call starts fresh hosts (a journey changes its host's packages) and gives them the
-family's identity and package databases; they stop at the end of the test. An EL host gets
+family's identity and package databases; they stop at the end of the test
+(`family_hosts_module`: of the module). An EL host gets
 the FAKE base image's release package (tests/support/plugins/fake_family_repos.py) through rpm, and
 the repositories a RHEL 9 node has configured before rackcert runs: AppStream and EPEL (NVIDIA's
 Driver Installation Guide enables EPEL first, for dkms), as FAKE local copies.
@@ -34,10 +35,7 @@ def _el_repos(host: TestHost) -> None:
     host.path("/etc/yum.repos.d/rackcert-fake-base.repo").write_text(text)
 
 
-@pytest.fixture
-def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
-    factory = SshHostFactory(tmp_path_factory.mktemp("familyhosts"))
-
+def _starter(factory: SshHostFactory) -> FamilyHosts:
     def start(family_id: str, names: Sequence[str] = ("node1",)) -> list[TestHost]:
         fam = hostfamily.family(family_id)
         base = cached_family_repos().base_rpms if fam.package_manager == "dnf" else []
@@ -48,5 +46,20 @@ def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHos
                 _el_repos(host)
         return hosts
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
+    factory = SshHostFactory(tmp_path_factory.mktemp("familyhosts"))
+    yield _starter(factory)
+    factory.close()
+
+
+@pytest.fixture(scope="module")
+def family_hosts_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
+    """The same hosts for a whole module (one set-up that several tests read, such as the
+    firewalld hosts of tests/integration/test_firewalld_hosts.py); they stop after it."""
+    factory = SshHostFactory(tmp_path_factory.mktemp("familyhosts_mod"))
+    yield _starter(factory)
     factory.close()
