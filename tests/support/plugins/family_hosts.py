@@ -5,7 +5,8 @@
         node.exec(["rpm", "-q", "redhat-release"])
 
 Each call starts fresh hosts (a journey changes its host's packages) and gives them the
-family's identity and package databases; they stop at the end of the test. An EL host gets
+family's identity and package databases; they stop at the end of the test
+(`family_hosts_module`: of the module). An EL host gets
 the FAKE base image's release package (tests/support/plugins/fake_family_repos.py) through rpm, and
 the repositories a RHEL 9 node has configured before rackcert runs: AppStream and EPEL (NVIDIA's
 Driver Installation Guide enables EPEL first, for dkms), as FAKE local copies.
@@ -14,6 +15,7 @@ Driver Installation Guide enables EPEL first, for dkms), as FAKE local copies.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -34,9 +36,8 @@ def _el_repos(host: TestHost) -> None:
     host.path("/etc/yum.repos.d/rackcert-fake-base.repo").write_text(text)
 
 
-@pytest.fixture
-def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
-    factory = SshHostFactory(tmp_path_factory.mktemp("familyhosts"))
+def _family_hosts(base: Path) -> Iterator[FamilyHosts]:
+    factory = SshHostFactory(base)
 
     def start(family_id: str, names: Sequence[str] = ("node1",)) -> list[TestHost]:
         fam = hostfamily.family(family_id)
@@ -50,3 +51,17 @@ def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHos
 
     yield start
     factory.close()
+
+
+@pytest.fixture
+def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
+    yield from _family_hosts(tmp_path_factory.mktemp("familyhosts"))
+
+
+@pytest.fixture(scope="module")
+def family_hosts_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
+    """The same, stopped at the end of the module: for a module fixture whose tests share the
+    work (tests/integration/test_families_driver.py runs its families' journeys at once).
+    The hosts of one process need names of their own: a host's network namespace is named
+    for it."""
+    yield from _family_hosts(tmp_path_factory.mktemp("familyhosts_mod"))
