@@ -58,8 +58,10 @@ def family_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHos
 
 @pytest.fixture(scope="module")
 def family_hosts_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyHosts]:
-    """The same hosts for a whole module (one set-up that several tests read, such as the
-    firewalld hosts of tests/integration/test_firewalld_hosts.py); they stop after it."""
+    """The same hosts for a whole module (one set-up that several tests read: the firewalld
+    hosts of tests/integration/test_firewalld_hosts.py, the families' journeys run at once
+    in tests/integration/test_families_driver.py); they stop after it. The hosts of one
+    process need names of their own: a host's network namespace is named for it."""
     factory = SshHostFactory(tmp_path_factory.mktemp("familyhosts_mod"))
     yield _starter(factory)
     factory.close()
