@@ -7,10 +7,6 @@ answers with the enrolled key. Slurm and vCenter are the in-memory models
 (tests/support/upgrade_models.py): the node's sshd stays up, as a VM's does across its host's
 maintenance, and its "power-on" is where a test re-keys it.
 
-One sshd host serves the module's three rolls (each with its own spec, runs root and roll
-run, so none reads another's files): the tests that leave its key alone run first, the one
-that re-keys it last.
-
 Before: every stage of a roll took `<run>/../known_hosts` as the rack's file, which for a
 node's run nested in the roll's is `<roll>/nodes/<node>/known_hosts`, filled on first contact;
 whatever answered at a node's address was trusted.
@@ -26,7 +22,6 @@ import yaml
 
 from rackcert.core.runs import RunDir
 from rackcert.core.spec_loader import load_spec
-from rackcert.lab.sshhosts.host import TestHost
 from rackcert.rollout import ConfigureGuest, HostKeyGate, ValidateCertifier
 from rackcert.upgrade.machine import Ports, Roll
 from tests.support.host_keys import rekey as _rekey
@@ -37,15 +32,9 @@ from tests.support.upgrade_models import SimClock, SimHostImage, SimSlurm, SimVc
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def host(ssh_hosts_module) -> TestHost:  # type: ignore[no-untyped-def]
-    (one,) = ssh_hosts_module(["n1"])
-    return one
-
-
 class _Rack:
-    def __init__(self, host: TestHost, tmp_path: Path, *, enrolled: bool = True):
-        self.host = host
+    def __init__(self, ssh_hosts, tmp_path: Path, *, enrolled: bool = True):
+        (self.host,) = ssh_hosts(["n1"])
         self.before = spec_for_hosts([self.host], tmp_path / "v1")
         data = yaml.safe_load(self.before.text)
         data["guest"]["nvidia_driver"] = "470.141.03"
@@ -98,8 +87,8 @@ class _Rack:
         return sorted(self.roll_run.path.rglob("known_hosts"))
 
 
-def test_a_roll_of_one_node_uses_the_racks_file_and_leaves_none_under_its_run(host, tmp_path):
-    rack = _Rack(host, tmp_path)
+def test_a_roll_of_one_node_uses_the_racks_file_and_leaves_none_under_its_run(ssh_hosts, tmp_path):
+    rack = _Rack(ssh_hosts, tmp_path)
     out, _ = rack.roll()
     assert rack.stray_files() == [], "a known_hosts was made under the roll's run"
     assert rack.known_hosts.read_bytes() == rack.enrolled, "a roll enrolled a key"
@@ -119,19 +108,10 @@ def test_a_roll_of_one_node_uses_the_racks_file_and_leaves_none_under_its_run(ho
     assert steps["guest layer"].status == "done", steps["guest layer"].detail
 
 
-def test_a_node_never_enrolled_is_not_enrolled_by_the_roll(host, tmp_path):
-    rack = _Rack(host, tmp_path, enrolled=False)
-    out, slurm = rack.roll()
-    node = out.nodes[0]
-    assert node.state == "failed", node.reason
-    assert slurm.table["n1"].drain
-    assert not rack.known_hosts.exists(), "the roll enrolled the node"
-    assert rack.stray_files() == []
-
-
-def test_a_node_answering_with_another_key_after_power_on_fails_and_stays_drained(host, tmp_path):
-    # Last in the module: it leaves the shared host with a key no rack enrolled.
-    rack = _Rack(host, tmp_path)
+def test_a_node_answering_with_another_key_after_power_on_fails_and_stays_drained(
+    ssh_hosts, tmp_path
+):
+    rack = _Rack(ssh_hosts, tmp_path)
     out, slurm = rack.roll(on_power_on=lambda: _rekey(rack.host))
     node = out.nodes[0]
     assert node.state == "failed", node.reason
@@ -139,4 +119,14 @@ def test_a_node_answering_with_another_key_after_power_on_fails_and_stays_draine
     assert slurm.table["n1"].drain and slurm.table["n1"].reason == node.reason
     assert "guest layer" not in [s.step for s in node.steps], "configure ran on an impostor"
     assert rack.known_hosts.read_bytes() == rack.enrolled
+    assert rack.stray_files() == []
+
+
+def test_a_node_never_enrolled_is_not_enrolled_by_the_roll(ssh_hosts, tmp_path):
+    rack = _Rack(ssh_hosts, tmp_path, enrolled=False)
+    out, slurm = rack.roll()
+    node = out.nodes[0]
+    assert node.state == "failed", node.reason
+    assert slurm.table["n1"].drain
+    assert not rack.known_hosts.exists(), "the roll enrolled the node"
     assert rack.stray_files() == []
