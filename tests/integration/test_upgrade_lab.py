@@ -1,7 +1,8 @@
 """`rackcert upgrade` in the lab, every part real (issue 45, required item 6).
 
-Four nodes, each a VM on the rack twin (one per ESXi host) that the lab's guest agent plays
-as an SSH test host with a disk of its own (what configure installed survives a power-off);
+Three nodes (NODES says why three suffice), each a VM on the rack twin (one per ESXi host)
+that the lab's guest agent plays as an SSH test host with a disk of its own (what configure
+installed survives a power-off);
 the lab's real Slurm (slurmctld in the root namespace, slurmd on each node, started by the
 slurm_node role); the real roles (site.yml limited to the node) from the lab's local
 package repository of FAKE vendor packages, where a new driver version is a new package;
@@ -15,21 +16,20 @@ One module-scoped lab, scenarios in order (each starts from the state the last o
    CANCELLED/NODE_FAIL/FAILED (Slurm's jobcomp/filetxt log), never more than one node out
    (sinfo sampled in its own thread), every node at v2 and certified, the twin's images
    read back through Broadcom's SDK, nothing left drained or in maintenance by rackcert.
-2. v2 -> v3 (driver 470.161.03) with a planted failure: node 3's new kernel-module package
+2. v2 -> v3 (driver 470.161.03) with a planted failure: node 2's new kernel-module package
    fails in its postinst (DKMS cannot build the module for that node's kernel, as a real
-   broken package fails); node 3 stays drained with the finding, node 4 is never touched,
-   the exit is non-zero and names node 3; `--rollback lab-node3` pins it back to v2's
-   driver and resumes it.
+   broken package fails); node 1 resumes, node 2 stays drained with the finding, node 3 is
+   never touched, the exit is non-zero and names node 2; `--rollback lab-node2` pins it
+   back to v2's driver and resumes it.
 
 The kill point is drawn from a seed the test prints (`killed at step N (seed S)`);
-RACKCERT_TEST_KILL_SEED=S replays it. Cost on this 2-core machine shared with other work:
-8.5 min at a load average of 4-6 (set-up 1.7 min, the first roll 3.6, the second with its
-rollback 3.3), 13.6 min at 10-12, 23.4 min at 12-15. Most of it is configure: its first run
-on four nodes, then in each node's chain the roles of the component the roll moves (the guest
-layer's declaration: the driver's three roles, not the whole site.yml): a node's guest layer
-took 124-167 s (mean 141) where a whole site.yml took 218-279 s (mean 251) in the same
-quarter hour; the module 33.5 min at a load average of 18-30 (set-up 8.5 min, the first roll
-13.5, the second with its rollback 11.2).
+RACKCERT_TEST_KILL_SEED=S replays it. Cost on a 2-core machine shared with other work,
+run side by side with the four-node version at a load average of 8-37: set-up 516 s (four
+nodes: 533), the first roll 367 s (471), the second with its rollback 224 s (338); 1,107 s
+against 1,342. The rolls are configure and the certifier: per chain a guest layer (the
+driver's roles only, 44-47 s), a measure-before and a validate (25-27 s each: the node's
+validate and its per-node stage); three nodes run 6 guest layers and 10 certifications
+where four ran 8 and 14. Alone at a load average of 4-6 the four-node module took 8.5 min.
 """
 
 from __future__ import annotations
