@@ -1,7 +1,8 @@
 """`rackcert upgrade` in the lab, every part real (issue 45, required item 6).
 
-Four nodes, each a VM on the rack twin (one per ESXi host) that the lab's guest agent plays
-as an SSH test host with a disk of its own (what configure installed survives a power-off);
+Three nodes (NODES says why three suffice), each a VM on the rack twin (one per ESXi host)
+that the lab's guest agent plays as an SSH test host with a disk of its own (what configure
+installed survives a power-off);
 the lab's real Slurm (slurmctld in the root namespace, slurmd on each node, started by the
 slurm_node role); the real roles (site.yml limited to the node) from the lab's local
 package repository of FAKE vendor packages, where a new driver version is a new package;
@@ -15,21 +16,20 @@ One module-scoped lab, scenarios in order (each starts from the state the last o
    CANCELLED/NODE_FAIL/FAILED (Slurm's jobcomp/filetxt log), never more than one node out
    (sinfo sampled in its own thread), every node at v2 and certified, the twin's images
    read back through Broadcom's SDK, nothing left drained or in maintenance by rackcert.
-2. v2 -> v3 (driver 470.161.03) with a planted failure: node 3's new kernel-module package
+2. v2 -> v3 (driver 470.161.03) with a planted failure: node 2's new kernel-module package
    fails in its postinst (DKMS cannot build the module for that node's kernel, as a real
-   broken package fails); node 3 stays drained with the finding, node 4 is never touched,
-   the exit is non-zero and names node 3; `--rollback lab-node3` pins it back to v2's
-   driver and resumes it.
+   broken package fails); node 1 resumes, node 2 stays drained with the finding, node 3 is
+   never touched, the exit is non-zero and names node 2; `--rollback lab-node2` pins it
+   back to v2's driver and resumes it.
 
 The kill point is drawn from a seed the test prints (`killed at step N (seed S)`);
-RACKCERT_TEST_KILL_SEED=S replays it. Cost on this 2-core machine shared with other work:
-8.5 min at a load average of 4-6 (set-up 1.7 min, the first roll 3.6, the second with its
-rollback 3.3), 13.6 min at 10-12, 23.4 min at 12-15. Most of it is configure: its first run
-on four nodes, then in each node's chain the roles of the component the roll moves (the guest
-layer's declaration: the driver's three roles, not the whole site.yml): a node's guest layer
-took 124-167 s (mean 141) where a whole site.yml took 218-279 s (mean 251) in the same
-quarter hour; the module 33.5 min at a load average of 18-30 (set-up 8.5 min, the first roll
-13.5, the second with its rollback 11.2).
+RACKCERT_TEST_KILL_SEED=S replays it. Cost on a 2-core machine shared with other work,
+run side by side with the four-node version at a load average of 8-37: set-up 516 s (four
+nodes: 533), the first roll 367 s (471), the second with its rollback 224 s (338); 1,107 s
+against 1,342. The rolls are configure and the certifier: per chain a guest layer (the
+driver's roles only, 44-47 s), a measure-before and a validate (25-27 s each: the node's
+validate and its per-node stage); three nodes run 6 guest layers and 10 certifications
+where four ran 8 and 14. Alone at a load average of 4-6 the four-node module took 8.5 min.
 """
 
 from __future__ import annotations
@@ -73,8 +73,17 @@ from tests.support.threads import Background
 from tests.support.twin_vlcm import NEW_BASE, NMLX, NMLX_NEW, VGPU, VGPU_NEW, VLCM, sdk
 from tests.support.upgrade_helpers import four_node
 
-NODES = [f"lab-node{i}" for i in range(1, 5)]
-HOSTS = [f"lab-esx{i:02d}" for i in range(1, 5)]
+# Three nodes, the fewest that show every property here: with --max-unavailable 1 the two
+# left in service are exactly one 2-node job's width, so the stream runs through the roll;
+# the planted failure needs a node resumed before it (node 1), the failing one (node 2) and
+# one the stopped roll never touches (node 3). A fourth node repeated node 1's chain.
+NODES = [f"lab-node{i}" for i in range(1, 4)]
+HOSTS = [f"lab-esx{i:02d}" for i in range(1, 4)]
+# The steps a unit's chain records (upgrade.json): drain, wait drained, measure before,
+# shutdown guest, host maintenance, host image, reboot, exit maintenance, power on, guest
+# layer, validate, resume.
+STEPS_PER_UNIT = 12
+FAILING, AFTER = "lab-node2", "lab-node3"  # the planted failure, and the node after it
 V1, V2, V3 = "470.82.01", "470.141.03", "470.161.03"
 STATE = "/var/lib/rackcert-fake"
 FAKES = REPO_ROOT / "tests" / "support" / "fakes"
@@ -91,6 +100,15 @@ LAB_VARS = {
     "nvidia_driver_dkms": False,
 }
 REBOOT = {"reboot": {"connected_ms": 200, "down_ms": 800}}
+# The guest layer's roles for a driver change (rackcert.core.upgrade_layers.guest) and the
+# roles they pull in as meta dependencies (rackcert_facts, vendor_package).
+DRIVER_ROLES_WITH_DEPENDENCIES = {
+    "nvidia_driver",
+    "vgpu_license",
+    "nvidia_peermem",
+    "rackcert_facts",
+    "vendor_package",
+}
 OLD_VGPU = "535.154.02"
 
 
@@ -144,7 +162,7 @@ def _add_postinst(work: Path, deb: Path, script: str) -> None:
 
 
 def _spec_data(repo: Path, driver: str, new_host: bool) -> dict[str, Any]:
-    data = four_node()
+    data = four_node(hosts=len(NODES))
     data["guest"]["nvidia_driver"] = driver
     data["guest"]["sources"] = {
         "nvidia_driver": {"path": str(repo), "package": DRIVER.format(branch="470")}
@@ -374,7 +392,9 @@ def _killed_at_a_random_step(lab: UpgradeLab, spec: Path, seed: int) -> int:
     record shows a step count picked at random; returns that count."""
     import psutil
 
-    at = random.Random(seed).randint(2, 40)
+    # From the first unit's wait drained to the last unit's shutdown guest (step 40 of 48 when
+    # the lab had four nodes): any step a re-run must pick up, the last unit's included.
+    at = random.Random(seed).randint(2, STEPS_PER_UNIT * len(NODES) - 8)
     before = set(lab.runs.glob("lab/*/upgrade.json"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "rackcert.cli", "upgrade", str(spec), "--yes",
@@ -398,6 +418,16 @@ def _killed_at_a_random_step(lab: UpgradeLab, spec: Path, seed: int) -> int:
     return at
 
 
+def _roles_run(lab: UpgradeLab, run: str, node: str) -> set[str]:
+    """The roles any configure run of the node under the roll's run ran a task of (its
+    ansible-runner events; a run the kill cut short included)."""
+    events = (lab.runs / "lab" / run / "nodes" / node).glob(
+        "*/artifacts/configure/ansible/*/job_events/*.json"
+    )
+    roles = {json.loads(path.read_text()).get("event_data", {}).get("role") for path in events}
+    return {r for r in roles if r}
+
+
 def _configure_runs(lab: UpgradeLab, run: str, node: str) -> list[dict[str, Any]]:
     """The node's configure runs under the roll's run, oldest first: meta, record, inventory."""
     out = []
@@ -409,11 +439,11 @@ def _configure_runs(lab: UpgradeLab, run: str, node: str) -> list[dict[str, Any]
     return out
 
 
-def test_a_killed_roll_run_again_moves_all_four_nodes_and_loses_no_job(lab: UpgradeLab):
+def test_a_killed_roll_run_again_moves_every_node_and_loses_no_job(lab: UpgradeLab):
     spec = lab.spec("v2.yaml", V2, new_host=True)
     plan = lab.cli("upgrade", str(spec), "--plan", "--max-unavailable", "1")
     assert plan.returncode == 0, plan.stdout + plan.stderr
-    assert "wave 4: lab-esx04: lab-node4" in plan.stdout
+    assert f"wave {len(NODES)}: {HOSTS[-1]}: {NODES[-1]}" in plan.stdout
     seed = int(os.environ.get("RACKCERT_TEST_KILL_SEED") or time.time_ns() % 10_000)
     with Sampler(lab) as sampler:
         for _ in range(3):
@@ -429,8 +459,16 @@ def test_a_killed_roll_run_again_moves_all_four_nodes_and_loses_no_job(lab: Upgr
         {n["name"]: n["state"] for n in data["nodes"]},
     )
     assert data["status"] == "done"
-    assert [n["state"] for n in data["nodes"]] == ["resumed"] * 4
+    assert [n["state"] for n in data["nodes"]] == ["resumed"] * len(NODES)
     assert all(n["versions_after"].get("nvidia_driver") == V2 for n in data["nodes"])
+    # Each node's guest layer ran the driver's roles (and what they depend on), as its Ansible
+    # events show: not site.yml whole, nothing of NFS, SSH trust, Slurm's join or the runtime.
+    run = sorted(lab.runs.glob("lab/*/upgrade.json"))[-1].parent.name
+    for node in NODES:
+        roles = _roles_run(lab, run, node)
+        assert {"nvidia_driver", "vgpu_license", "nvidia_peermem"} <= roles, (node, roles)
+        extra = roles - DRIVER_ROLES_WITH_DEPENDENCIES
+        assert not extra, (node, extra)
     # Never more than one node out of service, and the sampling saw the roll take them out.
     assert max(len(s) for s in sampler.out_seen) == 1, [s for s in sampler.out_seen if len(s) > 1][
         :5
@@ -451,7 +489,7 @@ def test_a_killed_roll_run_again_moves_all_four_nodes_and_loses_no_job(lab: Upgr
     image, scan = sdk(lab.twin, [{"op": "image"}, {"op": "scan"}], lab.work)
     assert image["base"] == NEW_BASE
     assert image["components"][VGPU] == VGPU_NEW and image["components"][NMLX] == NMLX_NEW
-    assert scan["status"] == "COMPLIANT" and len(scan["compliant"]) == 4
+    assert scan["status"] == "COMPLIANT" and len(scan["compliant"]) == len(HOSTS)
     for node in NODES:
         smi = lab.host(node).exec(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
@@ -465,56 +503,54 @@ def test_a_killed_roll_run_again_moves_all_four_nodes_and_loses_no_job(lab: Upgr
     lab.certified_spec = spec
 
 
-def test_a_planted_failure_stays_drained_node4_untouched_and_rollback_resumes(lab: UpgradeLab):
+def test_a_planted_failure_stays_drained_the_next_untouched_and_rollback_resumes(
+    lab: UpgradeLab,
+):
     spec = lab.spec("v3.yaml", V3, new_host=True)
-    mark = lab.host("lab-node3").path(BROKEN_KERNEL_MARK)
+    mark = lab.host(FAILING).path(BROKEN_KERNEL_MARK)
     mark.parent.mkdir(parents=True, exist_ok=True)
     mark.write_text("this node's kernel cannot build the 470.161.03 module\n")
-    node4 = lab.host("lab-node4")
-    touched_before = node4.exec(["stat", "-c", "%Y", "/var/lib/dpkg/status"]).stdout
+    after = lab.host(AFTER)
+    touched_before = after.exec(["stat", "-c", "%Y", "/var/lib/dpkg/status"]).stdout
     with Sampler(lab) as sampler:
         lab.sbatch(2)
         out = lab.cli("upgrade", str(spec), "--yes", "--max-unavailable", "1")
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "lab-node3: failed" in out.stdout and "lab-node3" in out.stderr
+    assert f"{FAILING}: failed" in out.stdout and FAILING in out.stderr
     data = _record(lab)
     run = sorted(lab.runs.glob("lab/*/upgrade.json"))[-1].parent.name
     states = {n["name"]: n["state"] for n in data["nodes"]}
-    assert states == {
-        "lab-node1": "resumed",
-        "lab-node2": "resumed",
-        "lab-node3": "failed",
-        "lab-node4": "pending",
-    }
-    reason = lab.reasons()["lab-node3"]
+    assert states == {"lab-node1": "resumed", FAILING: "failed", AFTER: "pending"}
+    reason = lab.reasons()[FAILING]
     assert reason.startswith(f"rackcert upgrade {run}: guest layer: configure failed"), reason
-    assert list(lab.reasons()) == ["lab-node3"]
-    node4_record = next(n for n in data["nodes"] if n["name"] == "lab-node4")
-    assert node4_record["steps"] == []
-    assert node4.exec(["stat", "-c", "%Y", "/var/lib/dpkg/status"]).stdout == touched_before
+    assert list(lab.reasons()) == [FAILING]
+    after_record = next(n for n in data["nodes"] if n["name"] == AFTER)
+    assert after_record["steps"] == []
+    assert after.exec(["stat", "-c", "%Y", "/var/lib/dpkg/status"]).stdout == touched_before
     assert max(len(s) for s in sampler.out_seen) == 1
-    # Back to the certified state: v2's driver pinned from node 3's forward run, resumed.
-    back = lab.cli("upgrade", str(spec), "--yes", "--rollback", "lab-node3")
+    # Back to the certified state: v2's driver pinned from the node's forward run, resumed.
+    back = lab.cli("upgrade", str(spec), "--yes", "--rollback", FAILING)
     assert back.returncode == 0, back.stdout[-3000:] + back.stderr[-3000:]
     data = _record(lab)
-    node3 = next(n for n in data["nodes"] if n["name"] == "lab-node3")
-    assert node3["state"] == "rolled_back" and node3["versions_after"]["nvidia_driver"] == V2
-    _wait(lambda: lab.sinfo().get("lab-node3") in ("idle", "mix", "alloc"), 60, "node3 resumed")
-    # The rollback ran the certified spec's roles on node 3 alone, each version pinned to what
-    # its forward configure run of this roll recorded before it changed anything.
-    forward, backward = _configure_runs(lab, run, "lab-node3")
+    failed = next(n for n in data["nodes"] if n["name"] == FAILING)
+    assert failed["state"] == "rolled_back" and failed["versions_after"]["nvidia_driver"] == V2
+    _wait(lambda: lab.sinfo().get(FAILING) in ("idle", "mix", "alloc"), 60, f"{FAILING} resumed")
+    # The rollback ran the certified spec's roles on the node alone, each version pinned to
+    # what its forward configure run of this roll recorded before it changed anything.
+    forward, backward = _configure_runs(lab, run, FAILING)
     assert forward["meta"]["spec_sha256"] == load_spec(spec).sha256
     assert backward["meta"]["spec_sha256"] == load_spec(lab.certified_spec).sha256
-    assert backward["record"]["limit"] == "lab-node3"
+    assert backward["record"]["limit"] == FAILING
     # Both ran the roles of the component the roll moves (the guest layer's declaration), not
-    # NFS, SSH trust or Slurm's join (slurmd, gone with the power cycle, started again by the
-    # slurm_node role's init-less tasks: node 3 back in service above shows it).
+    # NFS, SSH trust or Slurm's join (slurmd, gone with the power cycle, is started at boot by
+    # the /etc/rc.local that slurm_node wrote at set-up: the node back in service shows it).
     driver_roles = ["nvidia_driver", "vgpu_license", "nvidia_peermem"]
     assert forward["record"]["tags"] == backward["record"]["tags"] == driver_roles
-    pinned = backward["inventory"]["all"]["children"]["rackcert_nodes"]["hosts"]["lab-node3"]
+    assert _roles_run(lab, run, FAILING) <= DRIVER_ROLES_WITH_DEPENDENCIES
+    pinned = backward["inventory"]["all"]["children"]["rackcert_nodes"]["hosts"][FAILING]
     assert pinned["nvidia_driver_version"] == V2
     assert pinned["nvidia_driver_package"] == DRIVER.format(branch="470")
-    recorded = forward["record"]["hosts"]["lab-node3"]["outcomes"]["rackcert_facts_versions"]
+    recorded = forward["record"]["hosts"][FAILING]["outcomes"]["rackcert_facts_versions"]
     assert recorded["nvidia_driver"] == V2
     assert lab.reasons() == {}
     _wait(lambda: set(lab.jobs) <= set(lab.ended()), 120, "every job to end")
