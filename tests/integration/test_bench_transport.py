@@ -125,3 +125,25 @@ def test_a_control_whose_step_does_not_answer_says_so_in_time() -> None:
     assert not control.ask("PAUSE", "PAUSED", timeout_s=0.5)
     assert time.monotonic() - t0 < 2.5
     worker.join(20)
+
+
+def test_processes_that_serve_others_stop_once_all_those_failed() -> None:
+    t0 = time.monotonic()
+    ran = run_processes(
+        [Proc(["/bin/sh", "-c", "exit 3"]), Proc(["/bin/sh", "-c", "exit 255"]),
+         Proc(["/bin/sh", "-c", "sleep 30"])],
+        20,
+        served=[0, 1],
+    )  # fmt: skip
+    assert time.monotonic() - t0 < 15
+    assert [r.rc for r in ran[:2]] == [3, 255] and ran[2].stopped
+
+
+def test_processes_that_serve_others_run_on_while_one_of_those_succeeded() -> None:
+    ran = run_processes(
+        [Proc(["/bin/sh", "-c", "exit 3"]), Proc(["/bin/sh", "-c", "exit 0"]),
+         Proc(["/bin/sh", "-c", "sleep 1; echo measured"])],
+        20,
+        served=[0, 1],
+    )  # fmt: skip
+    assert ran[2].rc == 0 and ran[2].out.strip() == "measured" and not ran[2].stopped

@@ -84,7 +84,8 @@ HERE = Node("localhost", SshTarget(host="localhost"))  # this machine (LocalTran
 @dataclass
 class Ran:
     """One process's end: exit code (124 on timeout), stdout, stderr, wall seconds, and
-    whether it was stopped (the deadline passed, or another failed under fail_fast)."""
+    whether it was stopped (the deadline passed, another failed under fail_fast, or all it
+    served failed)."""
 
     rc: int
     out: str
@@ -114,6 +115,7 @@ def run_processes(
     cwd: str | None = None,
     control: StdinControl | None = None,
     controlled: Sequence[int] = (),
+    served: Sequence[int] = (),
 ) -> list[Ran]:
     """Start every process at once and wait for all (or until `timeout_s`).
 
@@ -122,7 +124,9 @@ def run_processes(
     (a launch's ranks cannot finish without it); each process runs in a session of its own,
     so a stop reaches what it started (torchrun's ranks). control: the processes numbered
     in `controlled` keep their stdin open for it (validation.bench.stdin_control) until
-    they end; every other process's stdin ends once they have started.
+    they end; every other process's stdin ends once they have started. served: once every
+    process numbered here has failed (exited non-zero), the rest are stopped: they run only
+    for them (a reference measured beside nodes that all failed would be compared to nothing).
     """
     with tempfile.TemporaryDirectory(prefix="rackcert-steps-") as tmp:
         outs = [Path(tmp, f"{i}.out") for i in range(len(procs))]
@@ -176,6 +180,8 @@ def run_processes(
                     ends[i] = now - started
                     failed = failed or (fail_fast and proc.returncode != 0)
             if all(e is not None for e in ends) or failed:
+                break
+            if served and all(ends[i] is not None and running[i].returncode for i in served):
                 break
             if now > deadline:
                 timed_out = True

@@ -50,7 +50,10 @@ def node_stage_referenced(
     step = Step.on_all(nodes, probe_command(opts), "rackcert-localise-nodes")
     here = Step.here(shlex.split(probe_command(opts, sys.executable)), "rackcert-localise-ref")
     procs, mine = remote.procs(step, True), local.procs(here, True)
-    ran = run_processes([*procs, *mine], opts.timeout_s, barrier=True)
+    # the reference runs for the nodes: where every node's probe failed (a refused host
+    # key, an unreachable node), it is stopped rather than measured for nothing
+    ran = run_processes([*procs, *mine], opts.timeout_s, barrier=True,
+                        served=range(len(procs)))  # fmt: skip
     ans, ref = remote.answer(step, ran[: len(procs)]), local.answer(here, ran[len(procs) :])
     ans.argvs, ans.ran = [p.argv for p in procs], ran[: len(procs)]
     ref.argvs, ref.ran = [p.argv for p in mine], ran[len(procs) :]
