@@ -1,7 +1,8 @@
 """Issue 34 under a real Slurm (Debian's slurmctld/slurmd 22.05, munge): the slurm_node role
 installs the health check slurm.conf names, and `bench --drain` drains the nodes a
-localisation verdict names, never an operator's drain. Fixture: tests/support/plugins/slurm.py (two
-SSH test hosts joined by the role, one controller for this module)."""
+localisation verdict names, never an operator's drain. Fixture: tests/support/plugins/slurm.py (SSH
+test hosts joined by the role, one controller for every Slurm module of the session; this
+module's nodes are node1 and node2)."""
 
 from __future__ import annotations
 
