@@ -18,7 +18,7 @@ import yaml
 
 from rackcert.configure.runner import configure
 from rackcert.core.paths import REPO_ROOT
-from tests.support.plugins.slurm import SlurmRack
+from tests.support.plugins.slurm import SlurmRack, only_on
 
 PYTHON = sys.executable
 
@@ -203,10 +203,12 @@ def _wait(what, timeout: float = 120.0):  # noqa: ANN001 - a predicate
 
 
 def _wrapper(rack: SlurmRack, tools: Path, record: Path) -> str:
-    """What `rackcert slurm health-check-conf` tells a site to install, for this checkout."""
+    """What `rackcert slurm health-check-conf` tells a site to install, for this checkout
+    (on the session rack's node3 and node4, which this spec does not name, nothing)."""
     return (
         "#!/bin/sh\n"
-        f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
+        + only_on(rack)
+        + f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
         f" {rack.loaded.path} --health-check --tool-path {tools}/{{node}}"
         f" --health-record {record}\n"
     )
