@@ -81,6 +81,11 @@ class SlurmLab:
     slurmd_port: int = 6818
     cluster: str = "lab"
     partition: str = "lab"
+    # The default partition's nodes (empty: every node), and partitions beside it (name ->
+    # nodes): one controller can serve two views of its nodes, as the tests' one Slurm rack
+    # does (a 2-node partition for the jobs, a 4-node one for localisation's steps).
+    partition_nodes: list[str] = field(default_factory=list)
+    partitions: dict[str, list[str]] = field(default_factory=dict)
     directory: Path = field(default_factory=Path)
     # Slurm's HealthCheckProgram (the lab writes a no-op there; tests put rackcert's in).
     health_check_interval_s: int = 0
@@ -196,10 +201,14 @@ class SlurmLab:
         for n in self.nodes:
             line = f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mb}"
             lines.append(line + (f" Gres={n.gres}" if n.gres else "") + " State=UNKNOWN")
-        names = ",".join(n.name for n in self.nodes)
+        names = ",".join(self.partition_nodes or [n.name for n in self.nodes])
         lines.append(
             f"PartitionName={self.partition} Nodes={names} Default=YES MaxTime=INFINITE State=UP"
         )
+        for name, members in self.partitions.items():
+            lines.append(
+                f"PartitionName={name} Nodes={','.join(members)} MaxTime=INFINITE State=UP"
+            )
         return "\n".join(lines) + "\n"
 
     def _write_files(self) -> None:

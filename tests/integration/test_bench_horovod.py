@@ -1,6 +1,11 @@
 """The Horovod backend for real: horovodrun --gloo, 2 CPU processes, hvd.allreduce for the
 sweep and hvd.DistributedOptimizer for the tiny ResNet. Horovod 0.28.1 is built by
-.ci/setup.d/40-horovod.sh; if it does not import here, that step failed and so does this."""
+.ci/setup.d/40-horovod.sh; if it does not import here, that step failed and so does this.
+
+Its import and version are the bench's own (the ranks import horovod.torch; the record's
+environment.horovod is the ranks' horovod.__version__): a separate interpreter that imported
+it again cost a torch and Horovod import (~8 s on two loaded cores) and proved nothing the
+bench does not."""
 
 from __future__ import annotations
 
@@ -15,17 +20,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_horovod_0_28_1_imports() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", "import horovod, horovod.torch as hvd; print(horovod.__version__)"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, (
-        f"horovod does not import (see .ci/setup.d/40-horovod.sh): {proc.stderr[-800:]}"
-    )
-    assert proc.stdout.strip() == "0.28.1"
-
-
 def test_bench_through_horovodrun_two_processes(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rackcert.cli", "bench", str(ROOT / "inventories" / "lab.yaml"),
@@ -34,7 +28,8 @@ def test_bench_through_horovodrun_two_processes(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
-    assert proc.returncode == 1, proc.stderr[-2000:]  # INCOMPLETE: one local point
+    # INCOMPLETE: one local point. A Horovod that does not import fails the ranks here.
+    assert proc.returncode == 1, f"see .ci/setup.d/40-horovod.sh: {proc.stderr[-2000:]}"
     data = json.loads(proc.stdout)
     assert data["engine"]["name"] == "horovod"
     launches = data["launches"]  # one horovodrun per configuration: the sweep, the loop

@@ -1,9 +1,10 @@
 """Issue 34 under Slurm: localisation's measurements as job steps of the lab's real Slurm.
 
 Four SSH test hosts joined to one controller (tests/support/plugins/slurm.py: slurmd in each host's
-namespace, as on a rack), every link shaped to the lab's line rate (100 Mbit/s). The node
-stage is one step on the four nodes; each round of the link stage is one step per pair on
-the pair's two nodes, the round's pairs at once. One module fixture for every test here.
+namespace, as on a rack; the session's one Slurm rack, its 4-node partition), every link
+shaped to the lab's line rate (100 Mbit/s) for this module. The node stage is one step on
+the four nodes; each round of the link stage is one step per pair on the pair's two nodes,
+the round's pairs at once.
 """
 
 from __future__ import annotations
@@ -22,17 +23,22 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
 from tests.support.bench_localise_lab import LINE_MBIT, named, nodes_of, why
-from tests.support.plugins.slurm import SlurmRack, slurm_rack_of
+from tests.support.plugins.slurm import SlurmRack
 from validation.bench.localisation.stages import LocaliseOptions, localise
 from validation.bench.transport import SrunTarget
 
 
 @pytest.fixture(scope="module")
-def rack4(ssh_hosts_module, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmRack]:  # type: ignore[no-untyped-def]
-    hosts = ssh_hosts_module(["node1", "node2", "node3", "node4"], private=[])
-    linkshape.shape_hosts(hosts, LINE_MBIT / 1000)
-    with slurm_rack_of(hosts, tmp_path_factory.mktemp("slurm4"), cpu_only=True) as rack:
-        yield rack
+def rack4(slurm_rack4: SlurmRack) -> Iterator[SlurmRack]:
+    """The session's Slurm rack (one join for every Slurm test, issue 55), all four nodes,
+    their links at the line rate while this module runs: the other Slurm modules' jobs and
+    rolls run on unshaped links, as before."""
+    linkshape.shape_hosts(slurm_rack4.hosts, LINE_MBIT / 1000)
+    try:
+        yield slurm_rack4
+    finally:
+        for h in slurm_rack4.hosts:
+            linkshape.unshape(h)
 
 
 def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str], **kw: object) -> dict:

@@ -1,7 +1,8 @@
 """rackcert under a real Slurm (Debian's slurmctld, slurmd and munge 22.05/0.5.15): two SSH
 test hosts joined by the slurm_node role, the bench as a Slurm job, the health check's
 drains and resumes as `sinfo -R` shows them. Needs root and .ci/setup's Slurm packages;
-the fixture is tests/support/plugins/slurm.py (one controller per test module, per process)."""
+the fixture is tests/support/plugins/slurm.py (one controller per test process, shared by every
+Slurm module; node1 and node2 are its default partition, node3 and node4 idle beside them)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import yaml
 
 from rackcert.configure.runner import configure
 from rackcert.core.paths import REPO_ROOT
-from tests.support.plugins.slurm import SlurmRack
+from tests.support.plugins.slurm import SlurmRack, only_on
 
 PYTHON = sys.executable
 
@@ -42,7 +43,8 @@ def reasons(rack: SlurmRack) -> dict[str, str]:
 def test_role_joins_the_nodes_and_a_second_run_changes_nothing(slurm_rack: SlurmRack) -> None:
     rack = slurm_rack
     assert rack.first_join.data.totals.changed > 0
-    assert rack.lab.node_states() == {"node1": "idle", "node2": "idle"}
+    # the one join joined all four of the session rack's nodes (two of them this module's)
+    assert rack.lab.node_states() == dict.fromkeys(["node1", "node2", "node3", "node4"], "idle")
     key = rack.lab.munge_key.read_bytes()
     for host in rack.hosts:
         on_node = host.path("/etc/munge/munge.key")
@@ -201,10 +203,12 @@ def _wait(what, timeout: float = 120.0):  # noqa: ANN001 - a predicate
 
 
 def _wrapper(rack: SlurmRack, tools: Path, record: Path) -> str:
-    """What `rackcert slurm health-check-conf` tells a site to install, for this checkout."""
+    """What `rackcert slurm health-check-conf` tells a site to install, for this checkout
+    (on the session rack's node3 and node4, which this spec does not name, nothing)."""
     return (
         "#!/bin/sh\n"
-        f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
+        + only_on(rack)
+        + f"exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli -q validate"
         f" {rack.loaded.path} --health-check --tool-path {tools}/{{node}}"
         f" --health-record {record}\n"
     )

@@ -1,7 +1,8 @@
 """Issue 34 under a real Slurm (Debian's slurmctld/slurmd 22.05, munge): the slurm_node role
 installs the health check slurm.conf names, and `bench --drain` drains the nodes a
-localisation verdict names, never an operator's drain. Fixture: tests/support/plugins/slurm.py (two
-SSH test hosts joined by the role, one controller for this module)."""
+localisation verdict names, never an operator's drain. Fixture: tests/support/plugins/slurm.py (SSH
+test hosts joined by the role, one controller for every Slurm module of the session; this
+module's nodes are node1 and node2)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from rackcert.core.paths import REPO_ROOT
 from rackcert.core.slurm.conf import health_check_script
 from rackcert.core.spec_loader import load_spec
 from rackcert.core.stage_records import LocaliseRecord
-from tests.support.plugins.slurm import SlurmRack
+from tests.support.plugins.slurm import SlurmRack, only_on
 from validation.bench.localisation.drain import drain_named
 
 PYTHON = sys.executable
@@ -76,7 +77,8 @@ def test_role_installs_the_health_check_slurm_conf_names_and_slurmd_runs_it(
     shim = tmp_path / "rackcert"
     shim.write_text(
         "#!/bin/sh\n"
-        f'exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli "$@"'
+        + only_on(rack)  # rackcert is on this module's nodes, not on node3 and node4
+        + f'exec /usr/bin/env PYTHONPATH={REPO_ROOT} {PYTHON} -m rackcert.cli "$@"'
         f" --tool-path {tools}/{{node}} --health-record {record}\n"
     )
     shim.chmod(0o755)
