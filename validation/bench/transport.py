@@ -168,7 +168,7 @@ def run_processes(
         if control is not None:
             labelled = any(procs[i].labelled for i in controlled)
             control.bind(
-                [running[i].stdin for i in controlled if running[i].stdin is not None],
+                [f for i in controlled if (f := running[i].stdin) is not None],
                 [outs[i] for i in controlled],
                 _unlabelled if labelled else str.strip,
             )
