@@ -16,11 +16,9 @@ import subprocess
 from pathlib import Path
 
 from rackcert.lab.sshhosts.host import TestHost
-from validation.checks import REGISTRY, NodeView, load_all, run_check
+from tests.support.firewall_check import net_firewall_from
 from validation.expect import NodeExpect, Peer, PortUse
-from validation.facts.peers import FirewallReach
 from validation.facts.system import SelinuxDenials
-from validation.probes import ProbeOutput
 
 PORTS = [PortUse(port=6818, use="slurmd"), PortUse(port=29410, use="launcher rendezvous/MPI")]
 RULES = """table inet rackcert_test_fw {
@@ -40,12 +38,7 @@ def _judge(src: TestHost, peer: TestHost):
         peers=[Peer(name=peer.name, address=peer.address, port=peer.port)],
         firewall_ports=PORTS,
     )
-    fact = FirewallReach()
-    proc = src.ssh(fact.command(*FirewallReach.args(expect)), timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    load_all()
-    outputs = {fact.key: ProbeOutput(fact.key, 0, proc.stdout)}
-    return run_check(REGISTRY["net.firewall"], NodeView(expect, outputs))
+    return net_firewall_from(src, expect)
 
 
 def test_net_firewall_names_the_port_a_peer_filters(family_hosts) -> None:

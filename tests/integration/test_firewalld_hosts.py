@@ -41,12 +41,11 @@ from rackcert.core.known_hosts import ssh_options
 from rackcert.core.paths import playbooks_dir
 from rackcert.lab.hostfirewalld import firewalld_available, start_firewalld
 from rackcert.lab.sshhosts.host import TestHost
+from tests.support.firewall_check import net_firewall_from
 from tests.support.plugins.configure import spec_for_hosts
 from validation.bench.node import pair_allreduce
-from validation.checks import REGISTRY, NodeView, Outcome, load_all, run_check
+from validation.checks import Outcome
 from validation.expect import NodeExpect, expectations
-from validation.facts.peers import FirewallReach
-from validation.probes import ProbeOutput
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 LAUNCHERS = "29400-29410"
@@ -94,13 +93,7 @@ class Rack:
 
 def judge(rack: Rack, src: TestHost) -> Outcome:
     """validate's net.firewall on `src`: its probe over SSH, the check on the answer."""
-    expect = rack.expect[src.name]
-    fact = FirewallReach()
-    proc = src.ssh(fact.command(*FirewallReach.args(expect)), timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    load_all()
-    outputs = {fact.key: ProbeOutput(fact.key, 0, proc.stdout)}
-    return run_check(REGISTRY["net.firewall"], NodeView(expect, outputs))
+    return net_firewall_from(src, rack.expect[src.name])
 
 
 def allreduce(rack: Rack, timeout_s: int) -> list[dict]:
