@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import pytest
 
 from rackcert.configure.runner import configure
 from rackcert.core.runs import RunDir
@@ -70,7 +67,8 @@ def _spec(host, fake_vendor_repo, tmp_path, version: str):
     )
 
 
-def _driver_535_to_550_and_back(node: TestHost, fake_vendor_repo, tmp_path: Path) -> None:
+def test_driver_535_to_550_and_back(ssh_hosts, fake_vendor_repo, tmp_path):
+    (node,) = ssh_hosts(["node1"])
     air_gap([node])
     _fake_gpu_node(node)
     runs = tmp_path / "runs"
@@ -87,7 +85,7 @@ def _driver_535_to_550_and_back(node: TestHost, fake_vendor_repo, tmp_path: Path
 
     # First install: the pinned version (not the newer 535.183.01), held, rebooted into.
     first, _ = _run(s535, runs)
-    host = first.data.hosts[node.name]
+    host = first.data.hosts["node1"]
     assert _dpkg(node) == d535
     assert _smi_driver(node) == "535.161.08"
     assert "nvidia_driver : Reboot into the installed driver" in host.changed_tasks, (
@@ -97,7 +95,7 @@ def _driver_535_to_550_and_back(node: TestHost, fake_vendor_repo, tmp_path: Path
 
     # A rerun at the same version changes nothing.
     again, _ = _run(s535, runs)
-    assert again.data.hosts[node.name].changed == 0, again.data.hosts[node.name].changed_tasks
+    assert again.data.hosts["node1"].changed == 0, again.data.hosts["node1"].changed_tasks
 
     # A stray upgrade cannot move the held driver, though the repository has a newer one.
     upg = node.exec(["apt-get", "-s", "upgrade"])
@@ -120,7 +118,7 @@ def _driver_535_to_550_and_back(node: TestHost, fake_vendor_repo, tmp_path: Path
     assert reason.startswith(
         "nvidia_driver: the loaded module is 535.161.08, the installed driver 550.54.15"
     ), reason
-    before = skipped.data.hosts[node.name].outcomes["rackcert_facts_versions"]
+    before = skipped.data.hosts["node1"].outcomes["rackcert_facts_versions"]
     assert (
         before["nvidia_driver"] == "535.161.08" and before["nvidia_driver_loaded"] == "535.161.08"
     )
@@ -129,22 +127,21 @@ def _driver_535_to_550_and_back(node: TestHost, fake_vendor_repo, tmp_path: Path
     pending, _ = _run(s550, runs, extravars={"nvidia_driver_skip_reboot": True})
     assert (
         "nvidia_driver : Say that the reboot is pending"
-        in pending.data.hosts[node.name].changed_tasks
+        in pending.data.hosts["node1"].changed_tasks
     )
 
     # The next run without the skip reboots: the upgrade left half-done is finished.
     done, _ = _run(s550, runs)
     assert (
-        "nvidia_driver : Reboot into the installed driver"
-        in done.data.hosts[node.name].changed_tasks
+        "nvidia_driver : Reboot into the installed driver" in done.data.hosts["node1"].changed_tasks
     )
     assert _smi_driver(node) == "550.54.15"
     assert "nvidia_driver" not in node.path("/var/lib/rackcert/reboot-required").read_text()
-    assert done.data.hosts[node.name].outcomes["rackcert_facts_versions"]["reboot_required"]
+    assert done.data.hosts["node1"].outcomes["rackcert_facts_versions"]["reboot_required"]
 
     # Back to what the node ran before the branch change, from that run's record.
-    back, _ = _run(s550, runs, limit=node.name, versions_from=run3.path)
-    assert back.data.hosts[node.name].changed > 0
+    back, _ = _run(s550, runs, limit="node1", versions_from=run3.path)
+    assert back.data.hosts["node1"].changed > 0
     assert _dpkg(node) == d535
     assert _smi_driver(node) == "535.161.08"
 
@@ -161,7 +158,8 @@ def _fake_ofed_node(host: TestHost) -> None:
     shutil.copy(FAKES / "fake-ofed-uninstall", host.path("/usr/sbin/ofed_uninstall.sh"))
 
 
-def _ofed_changes_around_a_loaded_peermem(node: TestHost, fake_vendor_repo, tmp_path: Path) -> None:
+def test_ofed_changes_around_a_loaded_peermem(ssh_hosts, fake_vendor_repo, tmp_path):
+    (node,) = ssh_hosts(["node1"])
     air_gap([node])
     _fake_ofed_node(node)
     runs = tmp_path / "runs"
@@ -176,7 +174,7 @@ def _ofed_changes_around_a_loaded_peermem(node: TestHost, fake_vendor_repo, tmp_
         run = RunDir.create(runs, "lab", spec(version).sha256, spec(version).text)
         rec = configure(spec(version), run, tags=["ofed"], extravars=extravars)
         assert rec.status == "ok", rec.error
-        return rec.data.hosts[node.name]
+        return rec.data.hosts["node1"]
 
     run("5.4-3.1.0.0")
     assert node.exec(["ofed_info", "-s"]).stdout == "MLNX_OFED_LINUX-5.4-3.1.0.0:\n"
@@ -203,7 +201,8 @@ def _ofed_changes_around_a_loaded_peermem(node: TestHost, fake_vendor_repo, tmp_
     assert again.changed == 0, again.changed_tasks
 
 
-def _vgpu_guest_driver_from_a_run_file(node: TestHost, fake_vendor_repo, tmp_path: Path) -> None:
+def test_vgpu_guest_driver_from_a_run_file_checked_against_the_host_manager(ssh_hosts, tmp_path):
+    (node,) = ssh_hosts(["node1"])
     _fake_gpu_node(node)
     version = "550.127.05"
     run_file = tmp_path / f"NVIDIA-Linux-x86_64-{version}-grid.run"
@@ -217,13 +216,13 @@ def _vgpu_guest_driver_from_a_run_file(node: TestHost, fake_vendor_repo, tmp_pat
         run = RunDir.create(runs, "lab", loaded.sha256, loaded.text)
         return configure(
             loaded, run, tags=["nvidia_driver"], extravars=LAB_VARS,
-            host_vars={node.name: {"nvidia_driver_vgpu_manager": manager}},
+            host_vars={"node1": {"nvidia_driver_vgpu_manager": manager}},
         )  # fmt: skip
 
     # vGPU 16's manager (R535) cannot host an R550 guest: refused before anything is copied.
     refused = run("535.154.02-1OEM.702.0.0.17630552")
     assert refused.status == "failed"
-    message = refused.data.hosts[node.name].failures[0].message
+    message = refused.data.hosts["node1"].failures[0].message
     assert (
         "guest driver 550.127.05 (R550) is of a newer branch than the host's vGPU manager"
         in message
@@ -237,46 +236,4 @@ def _vgpu_guest_driver_from_a_run_file(node: TestHost, fake_vendor_repo, tmp_pat
     assert _smi_driver(node) == version
     assert node.path(f"{STATE}/calls").read_text().splitlines() == ["grid.run --silent"]
     again = run("550.127.06-1OEM.800.1.0.20613240")
-    assert again.data.hosts[node.name].changed == 0, again.data.hosts[node.name].changed_tasks
-
-
-# Each journey's own host (named for it) and its test; the three share nothing but the FAKE
-# repository, which they only read.
-JOURNEYS = {
-    "test_driver_535_to_550_and_back": ("driver", _driver_535_to_550_and_back),
-    "test_ofed_changes_around_a_loaded_peermem": ("ofed", _ofed_changes_around_a_loaded_peermem),
-    "test_vgpu_guest_driver_from_a_run_file_checked_against_the_host_manager": (
-        "vgpu",
-        _vgpu_guest_driver_from_a_run_file,
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def journeys(request, ssh_hosts_module, fake_vendor_repo, tmp_path_factory):
-    """The selected tests' journeys, started at once, one thread and one host each.
-
-    Why: each journey is three to six configure runs that wait on ssh and apt most of the
-    time; in turn they kept an xdist worker busy for ~3 min. Each test still waits for its
-    own journey and fails with that journey's own assertion (Future.result re-raises it).
-    """
-    selected = {i.originalname for i in request.session.items if i.module is request.module}
-    wanted = {test: JOURNEYS[test] for test in JOURNEYS if test in selected}
-    hosts = ssh_hosts_module([host for host, _ in wanted.values()])
-    with ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="journey") as pool:
-        yield {
-            test: pool.submit(journey, node, fake_vendor_repo, tmp_path_factory.mktemp(host))
-            for (test, (host, journey)), node in zip(wanted.items(), hosts, strict=True)
-        }
-
-
-def test_driver_535_to_550_and_back(journeys):
-    journeys["test_driver_535_to_550_and_back"].result()
-
-
-def test_ofed_changes_around_a_loaded_peermem(journeys):
-    journeys["test_ofed_changes_around_a_loaded_peermem"].result()
-
-
-def test_vgpu_guest_driver_from_a_run_file_checked_against_the_host_manager(journeys):
-    journeys["test_vgpu_guest_driver_from_a_run_file_checked_against_the_host_manager"].result()
+    assert again.data.hosts["node1"].changed == 0, again.data.hosts["node1"].changed_tasks

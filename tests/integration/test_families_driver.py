@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -121,9 +120,10 @@ def _stream(node: TestHost) -> str:
     return f"{state.get('stream', '')} {state.get('state', '')}"
 
 
-def _journey(family: str, node: TestHost, fake_family_repos: FamilyRepos, tmp_path: Path):
+@pytest.mark.parametrize("family", ["rhel-9", "ubuntu-22.04", "ubuntu-24.04"])
+def test_driver_journey_on_family(family, family_hosts, fake_family_repos, tmp_path: Path):
     t0 = time.monotonic()
-    name = node.name
+    (node,) = family_hosts(family)
     air_gap([node])
     _fake_gpu_node(node)
     shutil.copy(FAKES / "fake-nvidia-ctk", node.path("/usr/local/bin/nvidia-ctk"))
@@ -146,14 +146,14 @@ def _journey(family: str, node: TestHost, fake_family_repos: FamilyRepos, tmp_pa
     def run(version: str, toolkit: str, **kw):
         rec, rd = configure_(version, toolkit, **kw)
         assert rec.status == "ok", rec.error
-        return rec.data.hosts[name], rd
+        return rec.data.hosts["node1"], rd
 
     if el:  # the spec says Ubuntu, the node is EL: a finding, and no Ubuntu task runs
         wrong, _ = configure_("535.161.08", "1.14.3", os="ubuntu-22.04")
         assert wrong.status == "failed"
-        message = wrong.data.hosts[name].failures[0].message
+        message = wrong.data.hosts["node1"].failures[0].message
         assert message.startswith(
-            f"guest.os: the spec says ubuntu-22.04, {name} reports RedHat 9.4 (RedHat family, dnf)"
+            "guest.os: the spec says ubuntu-22.04, node1 reports RedHat 9.4 (RedHat family, dnf)"
         ), message
         assert node.exec(["rpm", "-qa"]).stdout.split() == ["redhat-release-9.4-0.5.el9.x86_64"]
 
@@ -197,7 +197,7 @@ def _journey(family: str, node: TestHost, fake_family_repos: FamilyRepos, tmp_pa
     )
 
     # Back to what the node ran before the change, from that run's record.
-    back, _ = run("550.54.15", "1.15.0", limit=name, versions_from=run_before.path)
+    back, _ = run("550.54.15", "1.15.0", limit="node1", versions_from=run_before.path)
     assert back.changed > 0
     assert _installed(node, family) == _want(family, "535.161.08"), _installed(node, family)
     assert _smi_driver(node) == "535.161.08"
@@ -208,42 +208,3 @@ def _journey(family: str, node: TestHost, fake_family_repos: FamilyRepos, tmp_pa
     assert again.outcomes["rackcert_facts_versions"]["nvidia_driver"] == "535.161.08"
     assert again.changed == 0, again.changed_tasks
     print(f"{family}: first install {t_first:.1f} s, journey {time.monotonic() - t0:.1f} s")
-
-
-# Each family's node, named for it (a network namespace is named for its host): the three
-# journeys run at once, each on its own subnet.
-NODES = {"rhel-9": "el9", "ubuntu-22.04": "jammy", "ubuntu-24.04": "noble"}
-
-
-@pytest.fixture(scope="module")
-def journeys(request, family_hosts_module, fake_family_repos, tmp_path_factory):
-    """The selected families' journeys, started at once, one thread and one host each.
-
-    Why at once: a journey is four or five configure runs of some eighty tasks, each a round
-    trip of ssh, a forked controller worker and a module on the node; one family after the
-    other kept an xdist worker busy for ~8 min. configure() runs from worker threads as
-    `rackcert upgrade` runs it. Each test still waits for its own family's journey and fails
-    with that journey's assertion (Future.result re-raises it); `-k rhel` starts one.
-    """
-    selected = {
-        item.callspec.params["family"]
-        for item in request.session.items
-        if item.module is request.module and hasattr(item, "callspec")
-    }
-    nodes = {
-        family: family_hosts_module(family, [name])[0]
-        for family, name in NODES.items()
-        if family in selected
-    }
-    with ThreadPoolExecutor(max_workers=len(nodes), thread_name_prefix="journey") as pool:
-        yield {
-            family: pool.submit(
-                _journey, family, node, fake_family_repos, tmp_path_factory.mktemp(family)
-            )
-            for family, node in nodes.items()
-        }
-
-
-@pytest.mark.parametrize("family", list(NODES))
-def test_driver_journey_on_family(family, journeys):
-    journeys[family].result()
