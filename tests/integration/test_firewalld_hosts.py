@@ -248,11 +248,13 @@ def test_one_rule_removed_on_each_node_is_named_its_job_fails_and_configure_puts
     walled = judge(rack, second)
     ok = srun(rack, "-N2", "-l", "hostname")
     # With the second removed too, srun's launch on the second node is rejected (firewalld's
-    # reject answers EHOSTUNREACH, which Slurm does not retry). The job that just ended left
-    # the controller freshly in touch with that slurmd (its last response: the job's end),
-    # and the controller pings a node only once that is SlurmdTimeout/3 old (slurm.conf(5)),
-    # so the launch, not a ping, is what meets the firewall first; --immediate (srun(1)) ends
-    # srun rather than queue it should a ping ever come first. The allreduce runs beside it:
+    # reject answers EHOSTUNREACH; Slurm's slurm_open_stream retries a connect only on
+    # ECONNREFUSED and ETIMEDOUT, src/common/slurm_protocol_socket.c). The job that just
+    # ended left the controller freshly in touch with that slurmd (its last response: the
+    # job's end), and the controller pings a node only once that is SlurmdTimeout/3 old
+    # (src/slurmctld/ping_nodes.c, still_live_time), so the launch, not a ping, is what
+    # meets the firewall first; --immediate (srun(1)) ends srun rather than queue it should
+    # a ping ever come first. The allreduce runs beside it:
     # each job waits out its own failure (srun: KillWait + 2 s for the step it did start;
     # the ranks: their 5 s timeout), and neither job uses the other's port.
     remove(second, "6818/tcp")
