@@ -12,7 +12,9 @@ be tested against the real scheduler, not a fake `srun`. One machine plays the c
   started by configure's `slurm_node` role as on a real rack; the node's jobs therefore
   see the node's own filesystem (its DL environment). The host's mount namespace has
   its own /sys (ip netns exec remounts it), where slurmd finds no cgroup filesystem and
-  dies: `prepare_node` mounts cgroup2 there.
+  dies: `prepare_node` mounts cgroup2 there. `start_slurmds` starts them without the role,
+  for a test that is about something else than the join (a node's firewall): seconds, not
+  a configure run.
 
 Everything is per lab (`owner`: "lab", or a test's pid): one directory under
 /run/rackcert-slurm/ (outside /root and the hosts' overlays, so the nodes see it),
@@ -25,6 +27,7 @@ their fixes in the comments below.
 API:
     lab = SlurmLab.for_owner("lab", address="10.77.0.1", nodes=[NodeDef(...)], port=6817)
     lab.start()            # munged + slurmctld; returns when slurmctld answers
+    lab.start_slurmds({"n1": host.pid})   # or the slurm_node role, over SSH
     lab.scontrol("show", "nodes")
     lab.stop()             # SIGTERM all at once, then what is left (idempotent)
 """
@@ -89,6 +92,10 @@ class SlurmLab:
     directory: Path = field(default_factory=Path)
     # Slurm's HealthCheckProgram (the lab writes a no-op there; tests put rackcert's in).
     health_check_interval_s: int = 0
+    # SrunPortRange (slurm.conf(5)): the ports srun listens on, for the controller and the
+    # steps' slurmstepd, where a firewall sits between them (`rackcert slurm conf` prints the
+    # spec's network.firewall.srun_port_range for it). Empty: ports the kernel picks.
+    srun_port_range: str = ""
 
     @classmethod
     def for_owner(cls, owner: str, **kwargs: Any) -> SlurmLab:
@@ -143,6 +150,7 @@ class SlurmLab:
             f"SlurmctldHost={self.controller_name}({self.address})",
             f"SlurmctldPort={self.port}",
             f"SlurmdPort={self.slurmd_port}",
+            *([f"SrunPortRange={self.srun_port_range}"] if self.srun_port_range else []),
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
@@ -281,6 +289,24 @@ class SlurmLab:
             "slurmctld",
         )
         self._wait(self.controller_up, "slurmctld", timeout, d / "slurmctld.log")
+
+    def start_slurmds(self, nodes: dict[str, int], *, timeout: float = 30.0) -> float:
+        """Start each node's slurmd in the namespaces of process `pid` (node name -> pid, an
+        SSH test host's first process): its network namespace, so that slurmd listens on the
+        node's own address and what filters the node's traffic (its firewalld) filters
+        slurmd's too; its mount and UTS namespaces, as the slurm_node role's slurmd runs.
+        Return when every node is idle: the seconds that took.
+
+        slurm.conf(5): slurmd listens on SlurmdPort (6818) on every address; the controller
+        reaches it at the node's NodeAddr. `-N` names the node (slurmd(8)); `-D` keeps it in
+        the foreground, so this lab's `stop` ends it as it ends the controller.
+        """
+        for name, pid in nodes.items():
+            prepare_node(pid)
+            argv = [SLURMD, "-D", "-f", str(self.conf), "-N", name]
+            self._spawn(["nsenter", "-t", str(pid), "-n", "-m", "-u", "--", *argv],
+                        f"slurmd-{name}")  # fmt: skip
+        return self.wait_idle(list(nodes), timeout=timeout)
 
     def _spawn(self, argv: list[str], name: str) -> None:
         log = open(self.directory / f"{name}.out", "ab")  # noqa: SIM115 - handed to the child
