@@ -370,7 +370,7 @@ def assemble(
         "quick": opts.quick,
         "launcher": opts.launcher,
         "mix": list(opts.mix),
-        "rules": {**rules.to_dict(), "rdma": opts.rdma},
+        "rules": {**rules.to_dict(), "rdma": opts.rdma, "pairs": _pair_rule(opts.localise)},
         "nodes": node_rows,
         "gpus": gpus,
         "loops": loops,
@@ -381,6 +381,18 @@ def assemble(
         "unmeasured": unmeasured,
         "verdict": "FAIL" if unique else "PASS",
         "series_zlib_b64": pack_series({k: v for k, v in records.items() if "series" in v}),
+    }
+
+
+def _pair_rule(loc: LocaliseOptions) -> dict[str, Any]:
+    """How the pair rounds' links were judged (the line rate only where the CLI gave one:
+    validation.bench.burnin.pairs_line_rate)."""
+    line = loc.line_rate_gbps
+    return {
+        "median_fraction": loc.median_fraction,
+        "link_fraction": loc.link_fraction if line else None,
+        "line_rate_gbps": line,
+        "line_rate_source": loc.line_rate_source if line else None,
     }
 
 
