@@ -142,10 +142,13 @@ def burnin_command(opts: BurninOptions) -> str:
 
 
 def _soak_args(opts: BurninOptions) -> list[str]:
+    """The loop's options; its size is the GPU one where the spec has GPUs, and the node
+    takes the CPU one where it finds none (the lab's template names GPUs it has not)."""
     size = opts.allreduce_bytes_gpu if opts.gpus_per_node else opts.allreduce_bytes_cpu
     device = "cpu" if opts.device == "cpu" else "auto"
     return ["--duration", f"{opts.duration_s:g}", "--interval", f"{opts.allreduce_interval_s:g}",
-            "--size-bytes", str(size), "--device", device]  # fmt: skip
+            "--size-bytes", str(size), "--cpu-size-bytes", str(opts.allreduce_bytes_cpu),
+            "--device", device]  # fmt: skip
 
 
 def node_allreduce_command(opts: BurninOptions) -> str:
@@ -347,6 +350,11 @@ def assemble(
     found, told, gpus, unmeasured = judging.judge_nodes(records, rules)
     loops = _loops(nodes, opts, answers)
     found += judging.judge_loops(loops, rules, [r["wall"] for r in rounds])
+    if not rules.judge_cpu_rate:
+        unmeasured += [
+            f"{lp['name']} allreduce on Gloo (no GPU): recorded, not judged (its ranks share"
+            " the node's CPU cores)" for lp in loops if judging.cpu_only(lp)
+        ]  # fmt: skip
     ranks: list[dict[str, Any]] = []
     if "rack-allreduce" in answers:
         text = "\n".join(answers["rack-allreduce"].output(n.name) for n in nodes)
