@@ -46,7 +46,7 @@ class LabNode:
     address: str
 
 
-def _ip_json(*argv: str) -> list[dict[str, Any]]:
+def _json_out(*argv: str) -> list[dict[str, Any]]:
     done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
     try:
         value = json.loads(done.stdout or "[]")
@@ -56,7 +56,7 @@ def _ip_json(*argv: str) -> list[dict[str, Any]]:
 
 
 def _eth0_addresses(netns: str) -> set[str]:
-    rows = _ip_json("ip", "-j", "-n", netns, "-4", "addr", "show", "dev", "eth0")
+    rows = _json_out("ip", "-j", "-n", netns, "-4", "addr", "show", "dev", "eth0")
     return {a.get("local", "") for r in rows for a in r.get("addr_info") or []}
 
 
@@ -154,26 +154,46 @@ def _mbit(rate_bytes: Any) -> float | None:
 
 
 def _root_qdisc(where: list[str], dev: str) -> dict[str, Any]:
-    rows = _ip_json("tc", *where, "-j", "qdisc", "show", "dev", dev)
+    rows = _json_out("tc", *where, "-j", "qdisc", "show", "dev", dev)
     return next((r for r in rows if r.get("root")), {})
 
 
 def _htb_rates(node: LabNode) -> tuple[float | None, float | None, str | None]:
     """A shape_link's classes on the node's eth0: the default (1:10), the slow one (1:20),
     and the address its u32 filter sends to the slow one."""
-    classes = _ip_json("tc", "-n", node.netns, "-j", "class", "show", "dev", "eth0")
-    rate = {c.get("handle"): _mbit((c.get("options") or {}).get("rate")) for c in classes}
-    argv = ["tc", "-n", node.netns, "filter", "show", "dev", "eth0"]
-    text = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout
+    # iproute2 6.1 prints htb classes as text even with -j: `class htb 1:20 ... rate 25Mbit`
+    rate = {
+        cls: _text_mbit(value)
+        for cls, value in re.findall(r"class htb (\S+) .*?\brate (\S+)", _tc_text(node, "class"))
+    }
+    text = _tc_text(node, "filter")
     # u32 prints its key as `match 0a4d000c/ffffffff at 16`: the destination address in hex
     keys = re.findall(r"match ([0-9a-f]{8})/ffffffff at 16", text)
     dst = str(ipaddress.IPv4Address(int(keys[0], 16))) if keys else None
     return rate.get("1:10"), rate.get("1:20"), dst
 
 
+def _tc_text(node: LabNode, what: str) -> str:
+    argv = ["tc", "-n", node.netns, what, "show", "dev", "eth0"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout
+
+
+_UNITS = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
+
+
+def _text_mbit(rate: str) -> float | None:
+    """tc's printed rate (`25Mbit`, `500Kbit`, `1Gbit`) in Mbit/s."""
+    m = re.fullmatch(r"([0-9.]+)([KMG]?bit)", rate, flags=re.IGNORECASE)
+    return round(float(m.group(1)) * _UNITS[m.group(2).lower()], 3) if m else None
+
+
+def _rate(mbit: float | None) -> str:
+    return f"{mbit:g} Mbit/s" if mbit is not None else "? Mbit/s"
+
+
 def _tbf(qdisc: dict[str, Any]) -> str:
     if qdisc.get("kind") == "tbf":
-        return f"{_mbit((qdisc.get('options') or {}).get('rate')):g} Mbit/s"
+        return _rate(_mbit((qdisc.get("options") or {}).get("rate")))
     return "unshaped" if qdisc.get("kind") in (None, "noqueue", "pfifo_fast") else qdisc["kind"]
 
 
@@ -190,7 +210,7 @@ def show(spec: Any) -> list[str]:
         if own.get("kind") == "htb":
             line, slow_rate, dst = _htb_rates(n)
             peer = names.get(dst or "", dst or "?")
-            from_it = f"{line:g} Mbit/s, to {peer} {slow_rate:g} Mbit/s"
+            from_it = f"{_rate(line)}, to {peer} {_rate(slow_rate)}"
         out.append(f"{n.name} ({n.address}): to it {to_it}; from it {from_it}")
     rate = spec.certification.line_rate_gbps
     if rate:

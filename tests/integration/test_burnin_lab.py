@@ -145,3 +145,34 @@ def test_cli_names_a_fault_planted_with_lab_link_on_two_nodes(
     assert cleared.returncode == 0 and cleared.stdout.startswith("cleared: b1, b2 at"), cleared
     shown = lab("lab", "link", "show", "--spec", spec).stdout
     assert f"b2 ({rack[1].address}): to it 100 Mbit/s; from it 100 Mbit/s" in shown, shown
+
+
+def test_lab_link_slows_one_cable_and_show_reads_it_back(
+    rack: list[TestHost], tmp_path: Path
+) -> None:
+    """`lab link slow b1 --to b3`: that cable only (each end's class to the other), as tc
+    holds it; `clear` puts every node back at the line rate. No burn-in: tc alone."""
+
+    def cpu_nodes(data: dict[str, Any]) -> None:  # four VMs; the lab's hosts hold two GPU pairs
+        data["vm_templates"][0].update(gpus=0, nvlink="none")
+
+    spec = str(spec_for_hosts(rack, tmp_path, edit=cpu_nodes).path)
+    try:
+        planted = lab("lab", "link", "slow", "b1", "--to", "b3", "--fraction", "0.25",
+                      "--spec", spec)  # fmt: skip
+        assert planted.returncode == 0 and "b1<->b3: that link at 25 Mbit/s" in planted.stdout
+        showing = lab("lab", "link", "show", "--spec", spec)
+        shown = showing.stdout.splitlines()
+    finally:
+        cleared = lab("lab", "link", "clear", "--spec", spec)
+    line = "to it 100 Mbit/s; from it 100 Mbit/s"
+    assert shown == [
+        f"b1 ({rack[0].address}): to it 100 Mbit/s; from it 100 Mbit/s, to b3 25 Mbit/s",
+        f"b2 ({rack[1].address}): {line}",
+        f"b3 ({rack[2].address}): to it 100 Mbit/s; from it 100 Mbit/s, to b1 25 Mbit/s",
+        f"b4 ({rack[3].address}): {line}",
+        "line rate 100 Mbit/s (certification.line_rate_gbps)",
+    ], showing
+    assert cleared.returncode == 0, cleared.stderr
+    after = lab("lab", "link", "show", "--spec", spec).stdout.splitlines()
+    assert after[:4] == [f"{h.name} ({h.address}): {line}" for h in rack], after
