@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "spec_cmds",
     "discover_cmds",
     "lab_cmds",
+    "lab_link_cmds",
     "provision_cmds",
     "rehearse_cmds",
     "configure_cmds",

@@ -86,7 +86,7 @@ def burnin(
     temperature, clocks-event reasons and GEMM rate every second; ECC, remapped rows, XIDs,
     PCIe replays, NVLink and IB port counters before and after. Findings name the GPU serial
     and PCI address, the port or the link. Exit 0 only when nothing is named."""
-    from validation.bench.burnin import BurninOptions, nodes_for, plan, run_into
+    from validation.bench.burnin import BurninOptions, nodes_for, pairs_line_rate, plan, run_into
     from validation.bench.burnin.judge import Rules
     from validation.bench.burnin.nccl import spec_has_rdma
     from validation.bench.burnin.stage import parse_duration
@@ -112,6 +112,7 @@ def burnin(
     )
     nodes = nodes_for(spec, bench.vms, bench)
     template = spec.template(spec.vms[0].template) if spec.vms else None
+    rate, source = pairs_line_rate(spec, len(nodes))
     slurm = (
         SrunTarget(partition=spec.slurm.partition, immediate_s=spec.slurm.job_timeout_s,
                    client_conf=spec.slurm.client_conf)
@@ -126,10 +127,9 @@ def burnin(
         "rdma": spec_has_rdma(spec),
         "launcher": how,
         "slurm": slurm,
-        # during a burn-in the loads share the links: pairs are judged against the rack's
-        # median, not the line rate (bench judges that)
-        "localise": options_for(spec, bench, stages={"links"}, line_rate_gbps=None,
-                                line_rate_source="", confirm=True),
+        # the rack's median judges the pairs; on two nodes (one link) the line rate does
+        "localise": options_for(spec, bench, stages={"links"}, line_rate_gbps=rate,
+                                line_rate_source=source, confirm=True),
     }  # fmt: skip
     if duration is not None:
         kw["duration_s"] = parse_duration(duration)

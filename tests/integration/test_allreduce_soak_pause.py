@@ -31,7 +31,8 @@ def free_port() -> int:
 def rank_line(rank: int, port: int) -> str:
     return shlex.join(
         [sys.executable, "-c", SOAK_SOURCE.read_text(), "--rank", str(rank), "--world", "2",
-         "--master", "127.0.0.1", "--port", str(port), "--size-bytes", "65536",
+         "--master", "127.0.0.1", "--port", str(port), "--size-bytes", str(256 << 20),
+         "--cpu-size-bytes", "65536",
          "--duration", "8", "--interval", "0.3", "--device", "cpu", "--ifname", "lo",
          "--control"]
     )  # fmt: skip
@@ -54,7 +55,8 @@ def test_the_loop_pauses_when_told_and_records_when() -> None:
     (ans,) = done
     assert ans.rc == 0, ans.why()
     rec = json.loads(ans.output("a").strip().splitlines()[-1])
-    assert rec["correct"] and rec["backend"] == "gloo"
+    # CPU ranks move the CPU size, not the GPU one the spec's template would give them
+    assert rec["correct"] and rec["backend"] == "gloo" and rec["size_bytes"] == 65536, rec
     (span,) = rec["paused"]
     assert span[0] <= asked and resumed <= span[1] + 0.5, (span, asked, resumed)
     # no interval started while paused; the loop ran again after it

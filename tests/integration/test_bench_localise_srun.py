@@ -153,3 +153,37 @@ def test_cli_localise_under_srun_names_the_slow_node_in_the_verdict(
     failed = [c["id"] for c in data["verdict"]["checks"] if c["status"] == "fail"]
     assert failed == ["bench.node[node2]"], data["verdict"]
     rack4.lab.wait_idle([h.name for h in rack4.hosts], timeout=30)
+
+
+def test_cli_burnin_under_srun_drains_the_node_it_names(rack4: SlurmRack, tmp_path: Path) -> None:
+    """`rackcert burnin --launcher srun --drain`: the loads and the pair rounds as Slurm steps;
+    the node whose every link is at a quarter rate is named and drained with the finding as
+    its reason (the bench's drain path), exit 1. The shortest run: the node watch and the
+    pair rounds, no allreduce loop to start."""
+    argv = [sys.executable, "-m", "rackcert.cli", "burnin", str(rack4.loaded.path),
+            "--launcher", "srun", "--drain", "--quick", "--duration", "10s",
+            "--mix", "gpu,pairs", "--remote-python", "python3",
+            "--runs-dir", str(tmp_path / "runs"), "--json"]  # fmt: skip
+    victim = rack4.hosts[1]
+    linkshape.shape_host(victim, LINE_MBIT * 0.25)
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )  # fmt: skip
+        out = rack4.lab.client("sinfo", "-R", "-h", "-N", "-o", "%N|%E").stdout
+        reasons = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    finally:
+        linkshape.shape_host(victim, LINE_MBIT)
+        for h in rack4.hosts:  # what --drain drained, whatever it named
+            rack4.lab.scontrol("update", f"nodename={h.name}", "state=resume")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["launcher"] == "srun" and len(data["pair_rounds"]) == 1, data["pair_rounds"]
+    named = [f["id"] for f in data["findings"]]
+    assert named == ["burnin.node[node2]"], [f["message"] for f in data["findings"]]
+    assert [(d["node"], d["action"]) for d in data["slurm_drains"]] == [("node2", "drain")]
+    reason = data["slurm_drains"][0]["reason"]
+    assert reason.startswith("rackcert: burnin.node[node2]: pair round at"), reason
+    assert "every link slow" in reason and reasons == {"node2": reason}, (reasons, reason)
+    rack4.lab.wait_idle([h.name for h in rack4.hosts], timeout=30)

@@ -55,3 +55,28 @@ def test_the_record_the_report_and_the_metrics_name_the_same_part(tmp_path: Path
     ]
     power = fams["rackcert_burnin_gpu_power_max_watts"].samples
     assert sorted(power.values()) == [699.4, 699.4]
+
+
+def test_a_record_srun_forwarded_in_pieces_is_judged_whole(tmp_path: Path) -> None:
+    """Slurm 22.05's srun --label forwards a task's long line in 1024-byte pieces, each on a
+    line of its own (seen: every node of a 10-s burn-in under srun "did not run"); the
+    pieces of the node's record, read back, are the record, and judged as it is."""
+    import json
+
+    rec = simulated_run(tmp_path, Plant("dbe", 12, gpu=1))
+    line = json.dumps(rec, separators=(",", ":"))
+
+    def cut(text: str) -> list[str]:
+        return [text[i : i + 1024] for i in range(0, len(text), 1024)]
+
+    inner = line.index('{"', len(line) // 2)  # one piece opens an inner object: passed over
+    pieces = "\n".join(cut(line[:inner]) + cut(line[inner:]))
+    assert pieces.count("\n") > 100, len(line)
+    node = Node("gpu-node1", SshTarget(host="10.0.0.1"))
+    opts = BurninOptions(duration_s=1200, mix=("gpu",))
+    data = {}
+    for text in (line, pieces):
+        answer = Answer(0, {"gpu-node1": f"burnin: started\n{text}\nwarning: at exit\n"})
+        data[text is line] = judge_run([node], opts, {"gpu": answer}, [])
+    assert [f["rule"] for f in data[False]["findings"]] == ["ecc_dbe"], data[False]["findings"]
+    assert data[False] == data[True]

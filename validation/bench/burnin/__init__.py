@@ -17,7 +17,7 @@ from rackcert.core.untrusted import cap_strings
 from validation.bench.burnin.stage import BurninOptions, plan, run_burnin
 from validation.bench.transport import Node
 
-__all__ = ["BurninOptions", "nodes_for", "plan", "run_into"]
+__all__ = ["BurninOptions", "nodes_for", "pairs_line_rate", "plan", "run_into"]
 
 
 def nodes_for(spec: Spec, vms: list[str] | None, bench: Any) -> list[Node]:
@@ -30,6 +30,25 @@ def nodes_for(spec: Spec, vms: list[str] | None, bench: Any) -> list[Node]:
         v for v in spec.vms if v.template == spec.vms[0].template
     ]  # fmt: skip
     return targets.nodes_of(spec, tuple(chosen), bench)
+
+
+def pairs_line_rate(spec: Spec, nodes: int) -> tuple[float | None, str]:
+    """The line rate the pair rounds' links are judged against, and where it comes from.
+
+    From three nodes up, none: a link is judged against the rack's median (the node loads
+    share the nodes' CPUs and PCIe with the NICs during a burn-in; `rackcert bench` judges
+    the line rate on an idle rack). Two nodes have one link, whose median is the link itself,
+    so a slow cable would never be named: there the link is held to
+    `certification.link_bandwidth_fraction_min` x the line rate, localisation's absolute rule
+    (validation.bench.localisation.findings.rules), with the line rate bench uses
+    (certification.line_rate_gbps, else the spec's slowest NIC port). The rack allreduce is
+    paused while the pairs run, so the link is the pair's alone.
+    """
+    from validation.bench.localisation.stages import line_rate
+
+    if nodes != 2:
+        return None, ""
+    return line_rate(spec, None)
 
 
 def run_into(

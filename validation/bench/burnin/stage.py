@@ -22,6 +22,7 @@ Then validation.bench.burnin.judge over all of it: burnin.json's data (BurninDat
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 import threading
@@ -141,10 +142,13 @@ def burnin_command(opts: BurninOptions) -> str:
 
 
 def _soak_args(opts: BurninOptions) -> list[str]:
+    """The loop's options; its size is the GPU one where the spec has GPUs, and the node
+    takes the CPU one where it finds none (the lab's template names GPUs it has not)."""
     size = opts.allreduce_bytes_gpu if opts.gpus_per_node else opts.allreduce_bytes_cpu
     device = "cpu" if opts.device == "cpu" else "auto"
     return ["--duration", f"{opts.duration_s:g}", "--interval", f"{opts.allreduce_interval_s:g}",
-            "--size-bytes", str(size), "--device", device]  # fmt: skip
+            "--size-bytes", str(size), "--cpu-size-bytes", str(opts.allreduce_bytes_cpu),
+            "--device", device]  # fmt: skip
 
 
 def node_allreduce_command(opts: BurninOptions) -> str:
@@ -225,15 +229,30 @@ def plan(nodes: list[Node], opts: BurninOptions) -> list[dict[str, str]]:
 
 
 # -- the run --------------------------------------------------------------------------------
-def _last_json(text: str) -> dict[str, Any] | None:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                return None
-            return value if isinstance(value, dict) else None
+def _last_json(text: str, key: str) -> dict[str, Any] | None:
+    """The node's record: the last JSON object of its output that has `key`.
+
+    Under srun the record may come in pieces: Slurm 22.05's srun --label forwards a task's
+    long line in 1024-byte pieces, each on a line of its own (validation.bench.launch.
+    parse_result; a burn-in record of ten seconds is already longer). The transport has
+    grouped the lines by task, so a record's pieces follow each other: from each line that
+    opens an object, the lines after it are joined and the first JSON value read off them
+    (a piece that opens an inner object reads as that object, without `key`, and the search
+    goes on backwards)."""
+    lines = [ln.rstrip("\r") for ln in text.splitlines()]  # a piece's own spaces are data
+    joined = "".join(lines)
+    starts = list(itertools.accumulate((len(ln) for ln in lines), initial=0))
+    decoder = json.JSONDecoder()
+    for i in range(len(lines) - 1, -1, -1):
+        at = starts[i] + len(lines[i]) - len(lines[i].lstrip())
+        if not joined.startswith("{", at):
+            continue
+        try:
+            value, _end = decoder.raw_decode(joined, at)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and key in value:
+            return value
     return None
 
 
@@ -314,7 +333,7 @@ def assemble(
     if "gpu" in answers:
         ans = answers["gpu"]
         for n in nodes:
-            rec = _last_json(ans.output(n.name))
+            rec = _last_json(ans.output(n.name), "series")
             if rec is None or "series" not in rec:
                 records[n.name] = {"error": ans.why(n.name)}
                 node_rows.append({"node": n.name, "device": "?", "nvml": False, "duration_s": 0,
@@ -331,6 +350,11 @@ def assemble(
     found, told, gpus, unmeasured = judging.judge_nodes(records, rules)
     loops = _loops(nodes, opts, answers)
     found += judging.judge_loops(loops, rules, [r["wall"] for r in rounds])
+    if not rules.judge_cpu_rate:
+        unmeasured += [
+            f"{lp['name']} allreduce on Gloo (no GPU): recorded, not judged (its ranks share"
+            " the node's CPU cores)" for lp in loops if judging.cpu_only(lp)
+        ]  # fmt: skip
     ranks: list[dict[str, Any]] = []
     if "rack-allreduce" in answers:
         text = "\n".join(answers["rack-allreduce"].output(n.name) for n in nodes)
@@ -370,7 +394,7 @@ def assemble(
         "quick": opts.quick,
         "launcher": opts.launcher,
         "mix": list(opts.mix),
-        "rules": {**rules.to_dict(), "rdma": opts.rdma},
+        "rules": {**rules.to_dict(), "rdma": opts.rdma, "pairs": _pair_rule(opts.localise)},
         "nodes": node_rows,
         "gpus": gpus,
         "loops": loops,
@@ -381,6 +405,18 @@ def assemble(
         "unmeasured": unmeasured,
         "verdict": "FAIL" if unique else "PASS",
         "series_zlib_b64": pack_series({k: v for k, v in records.items() if "series" in v}),
+    }
+
+
+def _pair_rule(loc: LocaliseOptions) -> dict[str, Any]:
+    """How the pair rounds' links were judged (the line rate only where the CLI gave one:
+    validation.bench.burnin.pairs_line_rate)."""
+    line = loc.line_rate_gbps
+    return {
+        "median_fraction": loc.median_fraction,
+        "link_fraction": loc.link_fraction if line else None,
+        "line_rate_gbps": line,
+        "line_rate_source": loc.line_rate_source if line else None,
     }
 
 
@@ -396,7 +432,7 @@ def _loops(nodes: list[Node], opts: BurninOptions, answers: dict[str, Any]) -> l
 
 
 def _loop(name: str, where: list[str], ans: Any, first: str, opts: BurninOptions) -> dict[str, Any]:
-    rec = _last_json(ans.output(first))
+    rec = _last_json(ans.output(first), "busbw_gb_s")
     row: dict[str, Any] = {"name": name, "nodes": where, "interval_s": opts.allreduce_interval_s}
     if rec is None or not isinstance(rec.get("busbw_gb_s"), list):
         return {**row, "error": ans.why(first)}

@@ -102,7 +102,11 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         timeout=datetime.timedelta(seconds=args.timeout),
     )
     factor = 2.0 * (world - 1) / world
-    t = torch.ones(args.size_bytes // 4, dtype=torch.float32, device=dev)
+    # GPU ranks move --size-bytes; CPU ranks (no CUDA here, whatever the spec's template
+    # says) --cpu-size-bytes: 256 MiB over the lab's 100 Mbit/s links took 21 s a collective,
+    # and the loop, which pauses only between intervals, could not yield to a pair round.
+    size = args.size_bytes if cuda or args.cpu_size_bytes is None else args.cpu_size_bytes
+    t = torch.ones(size // 4, dtype=torch.float32, device=dev)
     sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
     try:
         dist.all_reduce(t)  # connections made (and NCCL's log written) here
@@ -146,7 +150,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                 dist.all_reduce(t)
             sync()
             seconds = time.perf_counter() - t0
-            intervals.append(round(args.size_bytes * n / seconds / 1e9 * factor, 6))
+            intervals.append(round(size * n / seconds / 1e9 * factor, 6))
         if paused and len(paused[-1]) == 1:
             paused[-1].append(round(time.time(), 3))
     finally:
@@ -155,7 +159,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         "rank": rank,
         "ranks": world,
         "backend": backend,
-        "size_bytes": args.size_bytes,
+        "size_bytes": size,
         "interval_s": args.interval,
         "busbw_gb_s": intervals,
         "starts": starts,  # each interval's wall-clock start (the controller's pair rounds)
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peer", default=None, help="rank 0: an address of another rank's node")
     p.add_argument("--port", type=int, default=29441)
     p.add_argument("--size-bytes", type=int, default=1 << 20)
+    p.add_argument("--cpu-size-bytes", type=int, default=None, help="when no GPU: this size")
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--interval", type=float, default=10.0)
     p.add_argument("--device", choices=("auto", "cpu"), default="auto")
