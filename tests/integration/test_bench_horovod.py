@@ -41,6 +41,9 @@ def test_bench_through_horovodrun_two_processes(tmp_path: Path) -> None:
     launch = launches[1]
     ar = data["allreduce"]
     assert ar["backend"] == "horovod" and ar["world_size"] == 2
+    # Two ranks on this machine: Horovod's own wait, unless they outnumber its cores.
+    shared = (os.cpu_count() or 1) < 2
+    assert ar["rank_wait"].startswith("poll every" if shared else "hvd.synchronize")
     for p in ar["points"]:
         assert p["correct"] is True
         assert p["busbw_gbps"] == pytest.approx(p["algbw_gbps"])  # 2(n-1)/n = 1 for n = 2
