@@ -103,6 +103,12 @@ class AllreduceResult(BaseModel):
         description="busbw of the largest sizes with each call's fixed time taken out, over the"
         " line rate: what the link itself carried",
     )
+    rank_wait: str | None = Field(
+        None,
+        description="How each rank waited for its allreduce where the engine leaves that to the"
+        " caller (Horovod): its own synchronize, or a poll with naps where more ranks than"
+        " cores share a machine; absent where the engine's call blocks (torch.distributed)",
+    )
 
 
 class ScalingPoint(BaseModel):

@@ -13,7 +13,9 @@ rest, so every failing check (validate's and bench's) is put in one of three kin
   call's wait for the ranks' threads to get a core: the small sizes' time, measured in the
   same sweep). Measured (benchmarks/allreduce_paths.py): Horovod's Gloo path sends a ring's
   bytes over the link (1.5 x size per node for 4 ranks), the same as torch.distributed's,
-  and loses its figure to that fixed time alone;
+  and lost its figure to that fixed time alone while its ranks waited in hvd.synchronize's
+  sched_yield loop; the bench's Horovod ranks nap between polls where they outnumber the
+  cores (validation.bench.node.comm), which held it at 0.96-1.01 in the same rounds;
 - a finding: anything else, shown with what was observed, because the lab did not explain it.
 """
 

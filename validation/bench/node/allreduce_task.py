@@ -48,4 +48,5 @@ def allreduce(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
         ),
         "iters": iters,
         "warmup": warm,
+        "rank_wait": comm.rank_wait,
     }

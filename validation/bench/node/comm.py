@@ -9,10 +9,30 @@ here. torch and horovod are imported lazily so the orchestration side never need
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 START_CHECKED = "same on every rank (SHA-256 of weights and optimizer state compared)"
 START_BROADCAST = "broadcast from rank 0 (the ranks' weights differed)"
+# How long a Horovod rank naps between polls of its allreduce where its machine's cores are
+# shared (HorovodComm.rank_wait): short beside a CPU call's own time (the lab's: 10-100 ms).
+POLL_NAP_S = 0.0005
+
+
+def machine_id() -> str:
+    """The running kernel's boot_id (proc(5)): ranks that share it share one machine's cores
+    (the lab's nodes are network namespaces of one machine); the host name without it."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or os.uname().nodename
+    except OSError:
+        return os.uname().nodename
+
+
+def ranks_over_cores(machines: list[str], mine: str, cores: int) -> int | None:
+    """How many ranks run on this machine when they outnumber its cores, else None."""
+    here = sum(1 for m in machines if m == mine)
+    return here if here > cores else None
 
 
 class Comm:
@@ -27,6 +47,9 @@ class Comm:
     wraps_optimizer: bool = False  # wrap() replaced the optimizer (Horovod's)
     # how wrap() made the start the same on every rank (start_sync), for the result
     start_sync: str = "one rank"
+    # how a rank waits for its allreduce where the engine leaves that to the caller (Horovod);
+    # None where the engine's own call blocks (torch.distributed)
+    rank_wait: str | None = None
 
     def allreduce_(self, tensor: Any) -> None:
         """Sum `tensor` in place over all ranks; returns when the result is usable."""
@@ -223,9 +246,44 @@ class HorovodComm(Comm):
         self.device = _pick_device(device, self.local_rank)
         self.backend = "horovod"
         self._count = 0
+        self.poll_nap_s = 0.0
+        self.rank_wait = "hvd.synchronize (Horovod's own: a sched_yield loop)"
+        if self.device.type == "cpu" and self.world_size > 1:
+            self._nap_where_cores_shared()
+
+    def _nap_where_cores_shared(self) -> None:
+        """Where more ranks share this machine than it has cores (the lab), wait for each
+        allreduce by polling its handle with POLL_NAP_S naps instead of hvd.synchronize.
+
+        Why: Horovod 0.28's synchronize waits in a sched_yield loop, a thread that stays
+        runnable for the whole call. On a rack each rank has cores of its own and that loop
+        costs nothing; on shared cores the four waiting ranks took them from the threads
+        that move the bytes (Horovod's background thread, Gloo's): in the lab an 8-byte call
+        took 12-100 ms and busbw read 0.48-0.98 of the line rate run to run, with the same
+        bytes on the link as torch.distributed (benchmarks/allreduce_paths.py, docs/lab.md).
+        Napping leaves the cores to the bytes, as dedicated cores would; the record says
+        which wait ran (rank_wait)."""
+        mine = machine_id()
+        cores = os.cpu_count() or 1
+        here = ranks_over_cores(list(self._hvd.allgather_object(mine)), mine, cores)
+        if here is None:
+            return
+        self.poll_nap_s = POLL_NAP_S
+        self.rank_wait = (
+            f"poll every {POLL_NAP_S * 1000:g} ms ({here} ranks share this machine's"
+            f" {cores} cores; hvd.synchronize's sched_yield loop would take them from the"
+            " bytes)"
+        )
 
     def allreduce_(self, tensor: Any) -> None:
-        self._hvd.allreduce_(tensor, op=self._hvd.Sum)
+        hvd = self._hvd
+        if not self.poll_nap_s:
+            hvd.allreduce_(tensor, op=hvd.Sum)
+            return
+        handle = hvd.allreduce_async_(tensor, op=hvd.Sum)
+        while not hvd.poll(handle):
+            time.sleep(self.poll_nap_s)
+        hvd.synchronize(handle)
 
     def allgather_floats(self, values: list[float]) -> list[list[float]]:
         import torch

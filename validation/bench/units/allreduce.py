@@ -52,6 +52,7 @@ def allreduce_result(
         sys_crossing=link.sys_pairs,
         fixed_time_us=fixed_time_us(points) if world > 1 else None,
         busbw_fraction_less_fixed=busbw_fraction_less_fixed(points, rate) if world > 1 else None,
+        rank_wait=raw["allreduce"].get("rank_wait"),
     )
 
 
@@ -151,7 +152,8 @@ class AllreduceUnit(BenchUnit):
         over = f" over {ar['link']}" if ar.get("link") else ""
         sys_ = ar.get("sys_crossing") or []
         across = f" (through SYS, across sockets: {', '.join(sys_)})" if sys_ else ""
-        return [f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}"]
+        wait = f"; ranks waited: {ar['rank_wait']}" if ar.get("rank_wait") else ""
+        return [f"allreduce {ar['backend']} x{ar['world_size']}{over}: busbw {rows}{across}{wait}"]
 
 
 def nccl_transport(ctx: Context) -> dict[str, Any]:
