@@ -298,6 +298,7 @@ class GuestAgent:
         state = self.state_dir / name  # the VM's files: its host key and its disk
         disk = state / "disk" if self.disks else None
         image = guestfamily.image_of(disk, self.image)  # a blank disk takes the spec's family
+        base = guestfamily.base_rpms(image, self.state_dir / ".images")
         (host,) = start_hosts(
             [ident["hostname"]],
             str(net),
@@ -310,7 +311,7 @@ class GuestAgent:
             disks=[disk] if disk is not None else None,
         )
         try:  # the image's family before the user's key lets anyone in (its first boot only)
-            if guestfamily.give_family(host, image, self.state_dir / ".images"):
+            if guestfamily.give_family(host, image, base):
                 self._event((name, f"{image} stand-in (Debian 12 underneath)"))
         except BaseException:
             stop_hosts([host], delete_bridge=False)

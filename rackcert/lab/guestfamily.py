@@ -23,7 +23,8 @@ nothing of Red Hat's.
 
     fam, line = lab_family(spec.guest.os)    # InputError where the machine lacks the tools
     image = image_of(disk, fam.id if fam else DEBIAN)      # before the host starts
-    give_family(host, image, cache)                        # after, before keys are authorized
+    base = base_rpms(image, cache)                         # built before it starts, once
+    give_family(host, image, base)                         # after, before keys are authorized
 """
 
 from __future__ import annotations
@@ -104,19 +105,26 @@ def image_of(disk: Path | None, wanted: str) -> str:
     return image
 
 
-def give_family(host: TestHost, image: str, cache: Path) -> Family | None:
+def base_rpms(image: str, cache: Path) -> list[Path]:
+    """What the image's rpm database holds before any role runs (EL: its release package).
+
+    Built before the host starts, so the time between its sshd answering and its user's key
+    being authorized is the stand-in's files and two rpm calls, not an rpmbuild."""
+    fam = FAMILIES.get(image)
+    return [release_rpm(cache)] if fam is not None and fam.package_manager == "dnf" else []
+
+
+def give_family(host: TestHost, image: str, base: list[Path]) -> Family | None:
     """Make a started host its disk's family, unless its disk already is (None: Debian 12)."""
     if image not in FAMILIES or image == DEBIAN:
         return None
     ready = host.disk / f"{IMAGE}.ready" if host.disk is not None else None
     if ready is not None and ready.is_file():
         return FAMILIES[image]
-    fam = FAMILIES[image]
-    base = [release_rpm(cache)] if fam.package_manager == "dnf" else []
     make_family(host, image, base_rpms=base)
     if ready is not None:
         ready.write_text(f"{image}\n")
-    return fam
+    return FAMILIES[image]
 
 
 def release_rpm(cache: Path) -> Path:
