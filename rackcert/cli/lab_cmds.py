@@ -166,6 +166,11 @@ def up(
     spec = loaded.spec
     if spec.vcenter.host not in ("127.0.0.1", "localhost", "::1"):
         raise InputError(f"lab up: vcenter.host must be loopback, got {spec.vcenter.host}")
+    guests_line = ""
+    if ssh_hosts and spec.vms:  # before anything starts: a family the lab cannot build refuses
+        from rackcert.lab.guestfamily import lab_family
+
+        guests_line = lab_family(spec.guest.os)[1]
     workdir = _workdir(spec)
     state = _state(workdir)
     if state:
@@ -201,6 +206,8 @@ def up(
             f" with cloud-init guestinfo; log {workdir / 'agent.log'}",
             emoji=False,
         )
+        if guests_line:
+            console.print(markup(guests_line), soft_wrap=True)
     if monitoring:
         _up_monitoring(workdir, runs_dir or default_runs_root())
     if slurm:

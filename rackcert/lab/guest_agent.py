@@ -11,7 +11,10 @@ through the real vSphere API, a PropertyCollector filter over every VM
   does at boot) and decodes it the way cloud-init's VMware datasource does
   (`provision.guestinfo.read_identity`), then starts an SSH test host
   (`rackcert.lab.sshhosts.start.start_hosts`) with that hostname and address, whose
-  authorized keys are exactly the user-data's;
+  authorized keys are exactly the user-data's; at a VM's first boot that host becomes the
+  spec's guest.os where the lab stands in for it (an Ubuntu 22.04/24.04 or RHEL 9 stand-in,
+  Debian 12 underneath: rackcert.lab.guestfamily), and stays it across power cycles, as a
+  VM's OS is its disk's; debian-12 and families without a stand-in boot plain Debian 12;
 - once that host's SSH answers, the guest's VMware Tools report it to the twin, as
   vmtoolsd reports guest information to the VMX: "tools.set.version", then
   "SetGuestInfo" with the hostname and the address the guest itself has on eth0,
@@ -52,7 +55,7 @@ from typing import Any
 
 from provision.guestwatch import cancel_waits
 from provision.vmwatch import VmWatch, vm_config
-from rackcert.lab import linkshape
+from rackcert.lab import guestfamily, linkshape
 from rackcert.lab.sshhosts.common import SshHostError
 from rackcert.lab.sshhosts.host import TestHost
 from rackcert.lab.sshhosts.lab import lab_state_dir
@@ -106,10 +109,17 @@ class GuestAgent:
     _stop: threading.Event = field(default_factory=threading.Event)
     _vms: dict[str, dict[str, Any]] = field(default_factory=dict)  # moid -> watched props
     _pc: Any = None  # the watch's own PropertyCollector, while it waits (stop() cancels it)
+    # The spec's guest.os where the lab stands in for it (rackcert.lab.guestfamily), else
+    # debian-12: what a VM's blank disk becomes at its first boot.
+    image: str = guestfamily.DEBIAN
 
     def __post_init__(self) -> None:
         base = lab_state_dir(self.spec)
         self.state_dir = Path(self.state_dir or base / f"guests-{self.owner}")
+        fam, line = guestfamily.lab_family(self.spec.guest.os)
+        self.image = fam.id if fam is not None else guestfamily.DEBIAN
+        if line:
+            log.info("guest agent: %s", line)
         nfs = self.spec.storage.nfs
         if not self.shared and nfs is not None and nfs.fstype == "none":
             self.shared = [nfs.export]
@@ -286,6 +296,9 @@ class GuestAgent:
         net = ipaddress.ip_interface(f"{ident['address']}/{ident['prefix'] or 24}").network
         assert self.state_dir is not None
         state = self.state_dir / name  # the VM's files: its host key and its disk
+        disk = state / "disk" if self.disks else None
+        image = guestfamily.image_of(disk, self.image)  # a blank disk takes the spec's family
+        base = guestfamily.base_rpms(image, self.state_dir / ".images")
         (host,) = start_hosts(
             [ident["hostname"]],
             str(net),
@@ -295,8 +308,14 @@ class GuestAgent:
             addresses=[ident["address"]],
             shared=self.shared,
             timeout=BOOT_FOR_S,
-            disks=[state / "disk"] if self.disks else None,
+            disks=[disk] if disk is not None else None,
         )
+        try:  # the image's family before the user's key lets anyone in (its first boot only)
+            if guestfamily.give_family(host, image, base):
+                self._event((name, f"{image} stand-in (Debian 12 underneath)"))
+        except BaseException:
+            stop_hosts([host], delete_bridge=False)
+            raise
         keys = "".join(f"{k}\n" for k in ident["authorized_keys"])
         (host.runtime_dir / "authorized_keys").write_text(keys)
         linkshape.shape_lab([host], self.spec)  # its link at the lab's declared line rate
