@@ -9,6 +9,7 @@ the round's pairs at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import pytest
 from rackcert.core.paths import REPO_ROOT
 from rackcert.core.stage_records import LocaliseRecord
 from rackcert.lab import linkshape
+from rackcert.lab.sshhosts.host import TestHost
 from tests.support.bench_localise_lab import LINE_MBIT, named, nodes_of, why
 from tests.support.plugins.slurm import SlurmRack
 from validation.bench.localisation.stages import LocaliseOptions, localise
@@ -39,6 +41,24 @@ def rack4(slurm_rack4: SlurmRack) -> Iterator[SlurmRack]:
     finally:
         for h in slurm_rack4.hosts:
             linkshape.unshape(h)
+
+
+@contextlib.contextmanager
+def quarter_rate(victim: TestHost) -> Iterator[None]:
+    """Every link of `victim` at a quarter of the line rate while the block runs."""
+    linkshape.shape_host(victim, LINE_MBIT * 0.25)
+    try:
+        yield
+    finally:
+        linkshape.shape_host(victim, LINE_MBIT)
+
+
+def cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """One rackcert command as a user runs it, from the repository."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
 
 
 def srun_localise(rack: SlurmRack, tmp_path: Path, stages: set[str], **kw: object) -> dict:
@@ -136,15 +156,8 @@ def test_cli_localise_under_srun_names_the_slow_node_in_the_verdict(
             "--skip", "allreduce,resnet,storage,rdma", "--localise",
             "--pair-seconds", "2", "--remote-python", "python3",
             "--runs-dir", str(tmp_path / "runs"), "--json"]  # fmt: skip
-    victim = rack4.hosts[1]
-    linkshape.shape_host(victim, LINE_MBIT * 0.25)
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, check=False,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        )  # fmt: skip
-    finally:
-        linkshape.shape_host(victim, LINE_MBIT)
+    with quarter_rate(rack4.hosts[1]):
+        proc = cli(argv)
     assert proc.returncode == 1, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     loc = data["localise"]
@@ -164,17 +177,12 @@ def test_cli_burnin_under_srun_drains_the_node_it_names(rack4: SlurmRack, tmp_pa
             "--launcher", "srun", "--drain", "--quick", "--duration", "10s",
             "--mix", "gpu,pairs", "--remote-python", "python3",
             "--runs-dir", str(tmp_path / "runs"), "--json"]  # fmt: skip
-    victim = rack4.hosts[1]
-    linkshape.shape_host(victim, LINE_MBIT * 0.25)
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, check=False,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        )  # fmt: skip
+        with quarter_rate(rack4.hosts[1]):
+            proc = cli(argv)
         out = rack4.lab.client("sinfo", "-R", "-h", "-N", "-o", "%N|%E").stdout
         reasons = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
     finally:
-        linkshape.shape_host(victim, LINE_MBIT)
         for h in rack4.hosts:  # what --drain drained, whatever it named
             rack4.lab.scontrol("update", f"nodename={h.name}", "state=resume")
     assert proc.returncode == 1, proc.stderr[-2000:]
