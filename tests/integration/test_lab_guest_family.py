@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.vsphere_helpers import cli, last_record
+from tests.support.vsphere_helpers import cli, last_record, vm_named
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,6 @@ def _answers(lab: Any, address: str, timeout: float = 60) -> bool:
 
 def test_a_rhel9_lab_vm_is_a_stand_in_from_its_first_boot(rack_twin, capsys, tmp_path):
     from provision.apply import wait_task
-    from tests.integration.test_lab_power_cycle import _vm
 
     lab = rack_twin("inventories/lab.yaml", wait_for=None, guests=True, edit=_one_rhel_vm(tmp_path))
     (node,) = lab.spec.vms
@@ -99,10 +98,10 @@ def test_a_rhel9_lab_vm_is_a_stand_in_from_its_first_boot(rack_twin, capsys, tmp
     lock = _ssh(lab, address, f"printf '{LOCK}' >> /etc/dnf/plugins/versionlock.list")
     assert lock.returncode == 0, lock.stderr
     with lab.connect() as si:
-        wait_task(_vm(si, node.name).PowerOffVM_Task(), "power off")
+        wait_task(vm_named(si, node.name).PowerOffVM_Task(), "power off")
     assert lab.agent.wait_for(set(), timeout=30), lab.agent.events
     with lab.connect() as si:
-        wait_task(_vm(si, node.name).PowerOnVM_Task(), "power on")
+        wait_task(vm_named(si, node.name).PowerOnVM_Task(), "power on")
     assert lab.agent.wait_for({node.name}, timeout=60), lab.agent.events
     assert _answers(lab, address), lab.agent.events
     again = _ssh(lab, address, "cat /etc/dnf/plugins/versionlock.list; rpm -qa")

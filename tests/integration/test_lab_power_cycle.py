@@ -13,26 +13,14 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.vsphere_helpers import cli
+from tests.support.vsphere_helpers import cli, vm_named
 
 pytestmark = pytest.mark.integration
 
 ENABLED = "#!/bin/sh\necho booted >> /var/lib/rackcert-boots\n"
-
-
-def _vm(si: Any, name: str) -> Any:
-    from pyVmomi import vim
-
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
-    try:
-        return next(v for v in view.view if v.name == name)
-    finally:
-        view.DestroyView()
 
 
 def _host_key(address: str) -> str:
@@ -92,11 +80,11 @@ def test_a_power_cycled_lab_vm_keeps_its_host_key_and_its_disk(agent_lab, capsys
     assert setup.returncode == 0, setup.stderr
 
     with lab.connect() as si:
-        wait_task(_vm(si, node1.name).PowerOffVM_Task(), "power off")
+        wait_task(vm_named(si, node1.name).PowerOffVM_Task(), "power off")
     assert lab.agent.wait_for({node2.name}, timeout=30), lab.agent.events
     assert _host_key(str(node1.address)) == ""  # off: nothing answers at its address
     with lab.connect() as si:
-        wait_task(_vm(si, node1.name).PowerOnVM_Task(), "power on")
+        wait_task(vm_named(si, node1.name).PowerOnVM_Task(), "power on")
     assert lab.agent.wait_for({node1.name, node2.name}, timeout=60), lab.agent.events
 
     # The same machine: the enrolled key still holds (strict checking), its files are there,
@@ -119,7 +107,7 @@ def test_a_power_cycled_lab_vm_keeps_its_host_key_and_its_disk(agent_lab, capsys
     files = lab.agent.state_dir / node1.name
     assert (files / "disk").is_dir()
     with lab.connect() as si:
-        vm = _vm(si, node1.name)
+        vm = vm_named(si, node1.name)
         wait_task(vm.PowerOffVM_Task(), "power off")
         wait_task(vm.Destroy_Task(), "destroy")
     assert lab.agent.wait_for({node2.name}, timeout=30), lab.agent.events

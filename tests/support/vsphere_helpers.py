@@ -114,3 +114,16 @@ def read_hosts(lab: Any) -> dict[str, Any]:
             }
         view.DestroyView()
     return out
+
+
+def vm_named(si: Any, name: str) -> Any:
+    """The twin's VirtualMachine called `name`, read through a container view as a client
+    finds one (vSphere API: ViewManager.CreateContainerView)."""
+    from pyVmomi import vim
+
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+    try:
+        return next(v for v in view.view if v.name == name)
+    finally:
+        view.DestroyView()
