@@ -11,18 +11,14 @@ from __future__ import annotations
 import subprocess
 
 from provision.lifecycle import ssh_answers
-from tests.support.vsphere_helpers import cli, error_line, last_record, plan_json, read_vms
-
-
-def _vm(si, name):
-    from pyVmomi import vim
-
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
-    try:
-        return next(v for v in view.view if v.name == name)
-    finally:
-        view.DestroyView()
+from tests.support.vsphere_helpers import (
+    cli,
+    error_line,
+    last_record,
+    plan_json,
+    read_vms,
+    vm_named,
+)
 
 
 def _ssh(spec, address, command, key=None):
@@ -74,7 +70,7 @@ def test_hosts_are_born_from_powered_on_vms_and_die_with_them(agent_lab, capsys)
     from provision.apply import wait_task
 
     with lab.connect() as si:
-        wait_task(_vm(si, "lab-node2").PowerOffVM_Task(), "power off")
+        wait_task(vm_named(si, "lab-node2").PowerOffVM_Task(), "power off")
     assert lab.agent.wait_for({"lab-node1"}, timeout=30), lab.agent.events
     assert not ssh_answers(node2.address, 22)
     assert ssh_answers(node1.address, 22)
@@ -83,8 +79,8 @@ def test_hosts_are_born_from_powered_on_vms_and_die_with_them(agent_lab, capsys)
     assert kinds == [("vm.power_on", "lab-node2"), ("vm.wait", "lab-node2")]
 
     with lab.connect() as si:
-        wait_task(_vm(si, "lab-node1").PowerOffVM_Task(), "power off")
-        wait_task(_vm(si, "lab-node1").Destroy_Task(), "destroy")
+        wait_task(vm_named(si, "lab-node1").PowerOffVM_Task(), "power off")
+        wait_task(vm_named(si, "lab-node1").Destroy_Task(), "destroy")
     assert lab.agent.wait_for(set(), timeout=30), lab.agent.events
 
 
