@@ -140,11 +140,9 @@ def slow(spec: Any, node: LabNode, fraction: float, peer: LabNode | None = None)
 def clear(spec: Any) -> list[LabNode]:
     """Every running node's link back at the spec's line rate (what `lab up` shapes)."""
     nodes = running_nodes(spec)
-    line = spec.certification.line_rate_gbps
     for n in nodes:
-        linkshape.unshape(n)
-        if line:
-            linkshape.shape_host(n, float(line) * 1000)
+        linkshape.unshape(n)  # a one-cable fault's htb goes too, not only a node's tbf
+    linkshape.shape_lab(nodes, spec)
     return nodes
 
 
