@@ -24,8 +24,9 @@ repositories' shape, which the roles' package transactions go through:
   `python3-dnf-plugin-versionlock`; the base image's `redhat-release` (it tells dnf its
   $releasever through `system-release(releasever)`), installed by rpm when an EL host is made.
 
-Built once per content (a hash of this file), under /var/tmp, world-readable (apt reads
-repositories as the _apt user), and kept between sessions: ~3 s the first time, nothing after.
+Built once per content (a hash of this file and the lab's release spec), under /var/tmp,
+world-readable (apt reads repositories as the _apt user), and kept between sessions: ~3 s the
+first time, nothing after.
 
     def test_x(fake_family_repos):
         fake_family_repos.el / "cuda-rhel9-x86_64"   # baseurl=file://... for dnf
@@ -43,6 +44,7 @@ from pathlib import Path
 
 import pytest
 
+from rackcert.lab import guestfamily
 from tests.support.plugins.fake_vendor_repo import MODULE_VERSION_FILE
 
 # Branch -> versions (the first is pinned by the tests; the second is the decoy a stray
@@ -188,12 +190,11 @@ def _build_el(work: Path, root: Path) -> None:
     appstream = root / "el9" / "appstream"
     _rpmbuild(work, appstream, _spec("python3-dnf-plugin-versionlock", "4.3.0", {},
               release="13.el9", arch="noarch"), "versionlock")  # fmt: skip
+    # The base image's release package is the lab's own stand-in (rackcert.lab.guestfamily):
+    # the one a lab VM of the family boots with.
     base = root / "el9-base"
-    main = (
-        "Provides: system-release\nProvides: system-release(releasever) = 9\n"
-        "Provides: redhat-release-eula\n"
-    )
-    _rpmbuild(work, base, _spec("redhat-release", "9.4", {}, main, release="0.5.el9"), "release")
+    base.mkdir(parents=True)
+    shutil.copy2(guestfamily.release_rpm(work / "release"), base)
     for repo in (cuda, doca, epel, appstream):
         subprocess.run(["createrepo_c", "-q", "--no-database", str(repo)], check=True,
                        capture_output=True)  # fmt: skip
@@ -286,7 +287,8 @@ def build_family_repos(root: Path) -> FamilyRepos:
 
 def cached_family_repos() -> FamilyRepos:
     """The repositories for this builder's content, built once (atomically, by rename)."""
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    content = Path(__file__).read_bytes() + guestfamily.RELEASE_SPEC.encode()
+    digest = hashlib.sha256(content).hexdigest()[:16]
     final = CACHE_ROOT / f"rackcert-fake-family-repos-{digest}"
     if (final / ".done").is_file():
         return FamilyRepos(final)
