@@ -36,6 +36,7 @@ import yaml
 from rackcert.configure.collection import collections_root
 from rackcert.configure.events import EventCollector
 from rackcert.configure.inventory import build_inventory, dump_unsafe_yaml, write_inventory
+from rackcert.configure.strategy import strategy_envvars
 from rackcert.core.childenv import secret_variables
 from rackcert.core.errors import InputError
 from rackcert.core.known_hosts import (
@@ -102,9 +103,12 @@ def _ssh_args(known_hosts: Path) -> str:
     )
 
 
-def _envvars(artifacts: Path, control_dir: Path, forks: int, known_hosts: Path) -> dict[str, str]:
+def _envvars(
+    artifacts: Path, control_dir: Path, forks: int, known_hosts: Path, strategy: dict[str, str]
+) -> dict[str, str]:
     roles = playbooks_dir() / "roles"
     return {
+        **strategy,
         "ANSIBLE_ROLES_PATH": str(roles),
         # site.yml names roles by FQCN (rackcert.gpu.*): the shipped roles, as a collection.
         "ANSIBLE_COLLECTIONS_PATH": str(collections_root(control_dir / "collections")),
@@ -278,6 +282,7 @@ def configure(
     spec = loaded.spec
     if not spec.vms:
         raise InputError(f"{loaded.path}: the spec has no vms to configure")
+    strategy = strategy_envvars(spec.guest.ansible_strategy)  # refused before anything runs
     playbook = playbook or playbooks_dir() / "site.yml"
     started = utc_now()
     artifacts = run.artifacts("configure")
@@ -329,6 +334,7 @@ def configure(
         return _write_record(
             run, collector, started, check, tags, skip_tags, limit, playbook, rc,
             artifacts, inventory, ident, error, keys.record(), operator_vars,
+            spec.guest.ansible_strategy,
         )  # fmt: skip
 
     rc = 1
@@ -337,7 +343,8 @@ def configure(
         # artifacts (ansible-runner keeps its command line in env/cmdline and `command`).
         for value in _operator_var_args(operator_vars, Path(control_dir)):
             cmdline += ["--extra-vars", shlex.quote(value)]
-        envvars = _envvars(artifacts, Path(control_dir), max(5, min(len(spec.vms), 32)), keys.path)
+        forks = max(5, min(len(spec.vms), 32))
+        envvars = _envvars(artifacts, Path(control_dir), forks, keys.path, strategy)
         try:
             with runner_signals() as cancel_callback:
                 runner = ansible_runner.interface.init_runner(
@@ -410,6 +417,7 @@ def _write_record(
     error: str | None,
     host_keys: dict[str, Any],
     operator_vars: Sequence[str] = (),
+    strategy: str = "",
 ) -> ConfigureRecord:
     """configure.json: per-host results and where the artifacts are (scrubbed by RunDir)."""
     hosts = sorted(collector.hosts.values(), key=lambda h: h.name)
@@ -427,6 +435,7 @@ def _write_record(
         "artifacts": str(artifacts.relative_to(run.path)),
         "inventory": str(inventory.relative_to(run.path)),
         "ansible_ident": ident,
+        "strategy": strategy,
         "extra_vars": [_extra_vars_label(v) for v in operator_vars],
         "warnings": cap_strings(collector.warnings, where=events),
         "host_keys": host_keys,

@@ -644,6 +644,14 @@ class Guest(Strict):
         " on this machine (the Ansible controller), copied to the nodes and never logged or"
         " recorded; rackcert does not read it",
     )
+    ansible_strategy: Literal["mitogen_linear", "linear"] = Field(
+        "mitogen_linear",
+        description=(
+            "The Ansible strategy plugin configure runs site.yml with: mitogen_linear (Mitogen"
+            " for Ansible: one Python per node for the run instead of one per task, the same"
+            " plays and results) or linear (Ansible's own)"
+        ),
+    )
     ansible_vars: dict[str, Any] = Field(
         default_factory=dict,
         description=(

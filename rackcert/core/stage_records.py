@@ -186,6 +186,10 @@ class ConfigureData(Model):
     artifacts: str = Field("", description="Ansible artifacts, relative to the run directory")
     inventory: str = Field("", description="Generated inventory, relative to the run directory")
     ansible_ident: str = ""
+    strategy: str = Field(
+        "",
+        description="The Ansible strategy plugin site.yml ran with (guest.ansible_strategy)",
+    )
     extra_vars: list[str] = Field(
         default_factory=list,
         description="The operator's --extra-vars: @files as given, k=v as names only",

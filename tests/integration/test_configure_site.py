@@ -27,6 +27,11 @@ def test_site_configures_two_hosts_then_changes_nothing(configured_site: Configu
 def _first_run_configures_every_host(site: ConfiguredSite) -> None:
     first = site.first
     assert first.status == "ok", first.error
+    # The default strategy is Mitogen's: Ansible refuses a strategy it cannot load, so a run
+    # that succeeded under this name ran with Mitogen's plugin.
+    assert first.data.strategy == "mitogen_linear"
+    envvars = json.loads((site.run1 / first.data.artifacts / "env" / "envvars").read_text())
+    assert envvars["ANSIBLE_STRATEGY"] == "mitogen_linear"
     assert sorted(first.data.hosts) == ["node1", "node2"]
     for h in first.data.hosts.values():
         assert h.failed == 0 and not h.unreachable
