@@ -66,13 +66,15 @@ class DeferredCommand(TyperCommand):
     def _build(self) -> None:
         if self._built:
             return
-        self._built = True
+        # A signature typer refuses raises here, on every use, as it would have when the app
+        # was built: the stand-in's empty parameters are never taken for the command's.
         real = typer.main.get_command_from_info(
             CommandInfo(name=self.name, callback=type(self).target),
             pretty_exceptions_short=self.pretty_exceptions_short,
             rich_markup_mode=self.rich_markup_mode,
         )
         self._params, self._callback = real.params, real.callback
+        self._built = True
         for fix in self._after:
             fix(self)
         self._after.clear()
