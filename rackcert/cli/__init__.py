@@ -18,6 +18,7 @@ from typer import _click as click
 from typer.core import TyperArgument, TyperOption
 
 from rackcert.cli.common import app, err_console
+from rackcert.cli.deferred import DeferredCommand
 from rackcert.cli.plainhelp import pipe_width, use_plain_help
 from rackcert.core.errors import RackcertError
 
@@ -57,13 +58,8 @@ def _classic_metavar(param: TyperOption | TyperArgument, ctx: click.Context) -> 
     return _CLICK_NAMES.get(label, label.upper())
 
 
-def _click_metavars(command: click.Command, ctx: click.Context) -> click.Command:
-    """Name option values the way click and every Unix tool do (TEXT, INTEGER, PATH, LIST).
-
-    Why: typer 0.29 shows Python annotations (`<bool>`, `<list[str]>`) as metavars, and a
-    flag gets one although it takes no value. Set once on the built command tree.
-    """
-    for param in command.params:
+def _param_metavars(params: list[click.Parameter], ctx: click.Context) -> None:
+    for param in params:
         if isinstance(param, TyperOption) and param.metavar is None:
             flag = param.is_flag or param.count
             param.metavar = "" if flag else _classic_metavar(param, ctx)
@@ -73,6 +69,19 @@ def _click_metavars(command: click.Command, ctx: click.Context) -> click.Command
             usage = (param.name or "arg").upper() + ("..." if param.nargs != 1 else "")
             usage = usage if param.required else f"[{usage}]"
             param._usage_display_name = lambda u=usage: u  # type: ignore[method-assign,misc]
+
+
+def _click_metavars(command: click.Command, ctx: click.Context) -> click.Command:
+    """Name option values the way click and every Unix tool do (TEXT, INTEGER, PATH, LIST).
+
+    Why: typer 0.29 shows Python annotations (`<bool>`, `<list[str]>`) as metavars, and a
+    flag gets one although it takes no value. Set once on the built command tree; on a
+    deferred command (rackcert.cli.deferred), once its parameters are built.
+    """
+    if isinstance(command, DeferredCommand):
+        command.after_build(lambda built: _param_metavars(built.params, ctx))
+    else:
+        _param_metavars(command.params, ctx)
     make_help = command.get_help_option
 
     def help_option(help_ctx: click.Context, make=make_help):  # built per call, so wrap it

@@ -25,18 +25,23 @@ from rackcert.cli.common import (
     open_or_create_run,
     print_json,
 )
+from rackcert.cli.deferred import deferred_command
 from rackcert.cli.display import show_bench
 from rackcert.cli.unit_options import with_unit_options
 from rackcert.core.errors import InputError
-from validation.bench.units import skip_words
-
-# --skip's words are the benchmarks' (validation.bench.units.UNITS): a new unit is in the help.
-SKIP_HELP = f"Comma list of {','.join(skip_words())} to leave out"
 
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
     from rackcert.core.spec import Spec
     from rackcert.core.stage_records import LocaliseRecord
+
+
+def skip_help() -> str:
+    """--skip's help: the benchmarks' words (validation.bench.units.UNITS), so a new unit is in
+    it. Called when typer reads bench's signature (on first use: rackcert.cli.deferred)."""
+    from validation.bench.units import skip_words
+
+    return f"Comma list of {','.join(skip_words())} to leave out"
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:
@@ -55,7 +60,7 @@ def _names(text: str | None) -> list[str] | None:
     return [v.strip() for v in text.split(",") if v.strip()] if text else None
 
 
-@app.command("bench")
+@deferred_command(app, "bench")
 @with_unit_options  # each benchmark's own options, from its unit's declarations
 def bench(
     spec_path: SpecArg,
@@ -102,7 +107,7 @@ def bench(
     ] = False,
     skip: Annotated[
         str | None,
-        typer.Option("--skip", help=SKIP_HELP),
+        typer.Option("--skip", help=skip_help()),
     ] = None,
     known_hosts: Annotated[
         Path | None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,7 @@ from rackcert.cli.common import (
     load,
     owned_lab,
 )
+from rackcert.cli.deferred import deferred_command
 from rackcert.cli.display import (
     show_actions,
     show_bench,
@@ -38,11 +39,12 @@ from rackcert.cli.display import (
     show_validate,
     show_verdict,
 )
-from rackcert.core.runs import RunDir
-from rackcert.core.spec_loader import LoadedSpec
-from rackcert.core.stage_records import ActionRecord
-from rackcert.pipeline import PipelineResult, Stage, run_pipeline
-from validation.bench.units import skip_words
+
+if TYPE_CHECKING:
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import LoadedSpec
+    from rackcert.core.stage_records import ActionRecord
+    from rackcert.pipeline import PipelineResult, Stage
 
 
 def build_stages(
@@ -70,6 +72,7 @@ def build_stages(
     import validation
     import validation.bench
     from rackcert.lab.routes import require_lab_up
+    from rackcert.pipeline import Stage
     from validation.bench.options import BenchOptions
 
     root = runs_root or default_runs_root()
@@ -139,6 +142,7 @@ def build_stages(
 def _rehearsal_stage(loaded: LoadedSpec, power_cycle: bool) -> Stage:
     """bootstrap --rehearse: the rehearsal as the first stage; a refusal stops the flow."""
     from rackcert.core.errors import RackcertError
+    from rackcert.pipeline import Stage
     from rackcert.rehearse import rehearse
     from rackcert.report.rehearsal import line
 
@@ -178,7 +182,15 @@ BOOTSTRAP_HELP = (
 )
 
 
-@app.command("bootstrap", help=BOOTSTRAP_HELP)
+def _skip_words() -> str:
+    """The benchmarks' --skip words, for --bench-skip's help (read when typer reads the
+    signature: on first use, rackcert.cli.deferred)."""
+    from validation.bench.units import skip_words
+
+    return ",".join(skip_words())
+
+
+@deferred_command(app, "bootstrap", help=BOOTSTRAP_HELP)
 def bootstrap_cmd(
     spec_path: SpecArg,
     resume: Annotated[
@@ -217,7 +229,7 @@ def bootstrap_cmd(
         typer.Option(
             "--bench-skip",
             help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
-            f" {','.join(skip_words())} (the report says what was not judged)",
+            f" {_skip_words()} (the report says what was not judged)",
         ),
     ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]
@@ -265,6 +277,9 @@ def _bootstrap(
 
     The stages are built first: a bad option is its one line before a run directory exists.
     """
+    from rackcert.core.runs import RunDir
+    from rackcert.pipeline import run_pipeline
+
     stages, report = build_stages(
         loaded,
         yes=yes,

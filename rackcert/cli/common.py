@@ -8,14 +8,16 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rackcert.core.errors import InputError
-from rackcert.core.runs import DEFAULT_ROOT, RunDir
-from rackcert.core.spec_loader import LoadedSpec, load_spec
 from rackcert.core.untrusted import SafeConsole
+
+if TYPE_CHECKING:  # imported where used: every invocation imports this module (issue 55)
+    from rackcert.core.runs import RunDir
+    from rackcert.core.spec_loader import LoadedSpec
 
 app = typer.Typer(
     name="rackcert",
@@ -62,8 +64,14 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
+# Groups whose commands read only a spec (no run records, no benchmark options): they run
+# without the benchmark units (see _global_options).
+SPEC_ONLY = frozenset({"spec", "slurm"})
+
+
 @app.callback()
 def _global_options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -93,6 +101,14 @@ def _global_options(
 ) -> None:
     """Options every command takes (given before the command: `rackcert -q validate ...`)."""
     from rackcert.cli.output import apply
+
+    if ctx.invoked_subcommand not in SPEC_ONLY:
+        # The benchmark units register, when imported, the blocks bench.json's records are
+        # read through (stage_records.bench_parts_from) and BenchOptions' own options
+        # (validation.bench.options.declarations_from): every command but the spec-only ones
+        # runs with them. Here, not at the top: building the app and printing the top-level
+        # help do without them (issue 55).
+        import validation.bench.units  # noqa: F401
 
     apply({"out": console, "err": err_console}, verbosity=verbose, quiet=quiet, log=log_file)
 
@@ -124,16 +140,22 @@ RunOpt = Annotated[
 
 
 def default_runs_root() -> Path:
+    from rackcert.core.runs import DEFAULT_ROOT
+
     return Path(os.environ.get("RACKCERT_RUNS_DIR", DEFAULT_ROOT))
 
 
 def load(spec_path: Path) -> LoadedSpec:
+    from rackcert.core.spec_loader import load_spec
+
     return load_spec(spec_path)
 
 
 def open_or_create_run(loaded: LoadedSpec, runs_root: Path, run: Path | None) -> RunDir:
     """The run a stage writes into: the one given with --run (made from this very spec,
     else an input error), else a new one."""
+    from rackcert.core.runs import RunDir
+
     if run is not None:
         return RunDir.open(run, spec_sha256=loaded.sha256)
     return RunDir.create(runs_root, loaded.spec.metadata.name, loaded.sha256, loaded.text)

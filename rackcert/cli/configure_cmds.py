@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,7 +23,9 @@ from rackcert.cli.common import (
 from rackcert.cli.display import show_configure
 from rackcert.cli.output import SETTINGS
 from rackcert.core.errors import InputError, RackcertError
-from rackcert.core.spec_loader import LoadedSpec
+
+if TYPE_CHECKING:  # imported where used: every invocation imports this module (issue 55)
+    from rackcert.core.spec_loader import LoadedSpec
 
 ROLES = (
     "ofed",

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rackcert.cli.common import console, err_console
 from rackcert.cli.spec_cmds import spec_app
 from rackcert.core.errors import RackcertError
-from rackcert.core.observed import Inventory
-from rackcert.core.spec import VCenter
 from rackcert.discover.flow import DEFAULT_PASSWORD_ENV, DiscoverRequest, EndpointOptions
+
+if TYPE_CHECKING:
+    from rackcert.core.observed import Inventory
+    from rackcert.core.spec import VCenter
 
 
 class DriftFound(RackcertError):

@@ -13,27 +13,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from rackcert.cli.output import show_table
-from rackcert.core.runs import STAGES
-from rackcert.core.stage_records import (
-    ActionRecord,
-    BenchRecord,
-    ConfigureRecord,
-    HostKeys,
-    PlanRecord,
-    ProvisionRecord,
-    ReportRecord,
-    ValidateNode,
-    ValidateRecord,
-)
-from rackcert.lab.explain import BenchFailure, LabExplanation, explain
-from rackcert.pipeline import PipelineResult
+
+if TYPE_CHECKING:  # imported where used: every invocation imports this module (issue 55)
+    from rackcert.core.stage_records import (
+        ActionRecord,
+        BenchRecord,
+        ConfigureRecord,
+        HostKeys,
+        PlanRecord,
+        ProvisionRecord,
+        ReportRecord,
+        ValidateNode,
+        ValidateRecord,
+    )
+    from rackcert.lab.explain import BenchFailure, LabExplanation
+    from rackcert.pipeline import PipelineResult
 
 _VERDICT_STYLE = {"PASS": "green", "FAIL": "red"}
 
@@ -279,6 +280,9 @@ def show_rehearsal(console: Console, data: Any, path: Path) -> None:
 def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = False) -> None:
     """The closing lines of bootstrap and demo: each stage's time and result, the verdict,
     where the report is, and (in the lab) how much of a FAIL is only the lab's missing GPUs."""
+    from rackcert.core.runs import STAGES
+    from rackcert.core.stage_records import ReportRecord, ValidateRecord
+
     run = result.run
     say(console, f"summary of run {run.path}:")
     shown = [s for s in STAGES if s in result.seconds or s in result.resumed]
@@ -309,6 +313,9 @@ def show_run_summary(console: Console, result: PipelineResult, *, lab: bool = Fa
 
 def lab_explanation(run: Any) -> LabExplanation:
     """Every failing check of a lab run (validate's and bench's verdict), sorted by cause."""
+    from rackcert.core.stage_records import BenchRecord, ValidateRecord
+    from rackcert.lab.explain import explain
+
     validate = run.read_record("validate")
     bench = run.read_record("bench")
     verdict = bench.data.verdict if isinstance(bench, BenchRecord) else None
@@ -326,6 +333,8 @@ def lab_explanation(run: Any) -> LabExplanation:
 def _bench_failure(id_: str, observed: str, allreduce: Any, run: Any) -> BenchFailure:
     """A failing bench check; the allreduce's with the figures that tell the shared CPU from
     the link (rackcert.lab.explain.BenchFailure.link_held) and the run's spec's rule."""
+    from rackcert.lab.explain import BenchFailure
+
     if id_ != "allreduce.busbw_fraction" or allreduce is None:
         return BenchFailure(id_, observed)
     from rackcert.core.errors import RackcertError

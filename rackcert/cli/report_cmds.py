@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
 from rackcert.core.errors import InputError, RackcertError, RecordError
-from rackcert.core.runs import RunDir, list_runs
 from rackcert.core.secrets import REDACTOR
 from rackcert.core.untrusted import markup
+
+if TYPE_CHECKING:  # imported where used: every invocation imports this module (issue 55)
+    from rackcert.core.runs import RunDir
 
 
 def say(text: str) -> None:
@@ -71,6 +73,7 @@ RunArg = Annotated[
 
 def resolve_run(arg: str, runs_root: Path | None) -> RunDir:
     """A run directory from a path, a path under the runs root, or a rack's latest run."""
+    from rackcert.core.runs import RunDir, list_runs
     from rackcert.report.build import learn_secrets
 
     root = runs_root or default_runs_root()
@@ -331,6 +334,7 @@ def serve_cmd(
     Prometheus scrapes /metrics: the latest validate and bench run of each rack
     (docs/monitoring.md).
     """
+    from rackcert.core.runs import list_runs
     from rackcert.serve import make_server
 
     root = runs_dir or default_runs_root()

@@ -8,7 +8,6 @@ from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, RunsRootOpt, app, console, default_runs_root, print_json
 from rackcert.cli.output import show_table
-from rackcert.core.runs import list_runs
 from rackcert.core.untrusted import markup
 
 runs_app = typer.Typer(help="List recorded runs.", no_args_is_help=True)
@@ -22,6 +21,8 @@ def list_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """List run directories with the stages each recorded and their status."""
+    from rackcert.core.runs import list_runs
+
     runs = list_runs(runs_dir or default_runs_root(), rack, include_unreadable=True)
     if as_json:
         print_json(

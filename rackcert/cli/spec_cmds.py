@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -11,9 +12,10 @@ from rich.text import Text
 
 from rackcert.cli.common import JsonOpt, SpecArg, app, console, load, print_json
 from rackcert.cli.output import show_table
-from rackcert.core.device_groups import describe, wanted_group
-from rackcert.core.placement import VmPlacement, place
-from rackcert.core.spec import Spec
+
+if TYPE_CHECKING:  # imported where used: every invocation imports this module (issue 55)
+    from rackcert.core.placement import VmPlacement
+    from rackcert.core.spec import Spec
 
 spec_app = typer.Typer(help="Check rack specs and print their schema.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec")
@@ -21,6 +23,8 @@ app.add_typer(spec_app, name="spec")
 
 def summary(spec: Spec) -> dict[str, object]:
     """Counts an operator checks at a glance: hosts, GPUs, NVLink pairs, VMs."""
+    from rackcert.core.placement import place
+
     placements = {p.vm: p for p in place(spec)}
     hosts = []
     for host in spec.hosts:
@@ -53,6 +57,8 @@ def summary(spec: Spec) -> dict[str, object]:
 
 
 def _vm_row(spec: Spec, p: VmPlacement) -> dict[str, object]:
+    from rackcert.core.device_groups import describe, wanted_group
+
     group = wanted_group(spec, p)
     return {
         "vm": p.vm,
@@ -117,4 +123,6 @@ def _show_groups(vms: list[dict[str, object]]) -> None:
 @spec_app.command("schema")
 def schema() -> None:
     """Print the spec's JSON Schema (for editors and CI linters)."""
+    from rackcert.core.spec import Spec
+
     typer.echo(json.dumps(Spec.model_json_schema(), indent=2))

@@ -19,11 +19,12 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from validation.bench.node.declare import Opt
+if TYPE_CHECKING:
+    from validation.bench.node.declare import Opt
 
 _TYPES: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "path": Path}
 VALUES = "unit_values"

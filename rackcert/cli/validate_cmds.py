@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -26,8 +26,10 @@ from rackcert.cli.common import (
 from rackcert.cli.display import health_check_json, show_health_check, show_validate
 from rackcert.cli.output import show_table
 from rackcert.core.errors import InputError, RackcertError
-from rackcert.core.stage_records import ValidateRecord
 from rackcert.core.untrusted import markup
+
+if TYPE_CHECKING:  # imported where used: every invocation imports this module (issue 55)
+    from rackcert.core.stage_records import ValidateRecord
 
 
 @app.command("validate")

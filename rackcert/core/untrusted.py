@@ -28,7 +28,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel
 from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import escape
@@ -120,6 +119,8 @@ def cap_model(value: Any, where: str | None = None, limit: int = CAP) -> Any:
     """`cap_strings` for a typed value too: a pydantic model's string fields are cut in a
     copy of it (a new model, the same class, never re-read from a dict); dicts, lists and
     strings as cap_strings."""
+    from pydantic import BaseModel  # here, not above: the CLI's consoles start without pydantic
+
     if isinstance(value, BaseModel):
         fields = type(value).model_fields
         return value.model_copy(

@@ -15,16 +15,19 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rackcert.core.errors import InputError, SpecError
-from rackcert.core.observed import Inventory
 from rackcert.core.pci import NVIDIA, vendor
-from rackcert.core.spec import Spec, VCenter
+
+if TYPE_CHECKING:  # the models are imported where used: the CLI imports this module to build
+    # `spec discover`'s help, on every invocation (issue 55)
+    from rackcert.core.observed import Inventory
+    from rackcert.core.spec import Spec, VCenter
 
 DEFAULT_PASSWORD_ENV = "RACKCERT_VCENTER_PASSWORD"
 Say = Callable[[str], None]
-LiveInventory = Callable[[VCenter], Inventory]
+LiveInventory = Callable[["VCenter"], "Inventory"]
 
 
 @dataclass
@@ -183,6 +186,8 @@ def _endpoint(source: Spec | None, options: EndpointOptions) -> Any:
 
 
 def _vcenter_model(endpoint: Any) -> VCenter:
+    from rackcert.core.spec import VCenter
+
     try:
         return VCenter.model_validate(endpoint.to_spec())
     except ValueError as exc:
@@ -193,6 +198,8 @@ def _vcenter_model(endpoint: Any) -> VCenter:
 
 def _read_inventory(path: Path) -> Inventory:
     """A recorded Inventory: the JSON itself, or a stage record holding it under a key."""
+    from rackcert.core.observed import Inventory
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
