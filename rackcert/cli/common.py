@@ -40,7 +40,9 @@ err_console = SafeConsole(
 
 # The components whose versions decide what rackcert does; `--version` prints them all, the
 # way a bug report needs them. Read from installed metadata: nothing heavy is imported.
-VERSIONED = ("rackcert", "pyvmomi", "ansible-core", "ansible-runner", "pydantic", "torch")
+VERSIONED = (
+    "rackcert", "pyvmomi", "ansible-core", "ansible-runner", "mitogen", "pydantic", "torch",
+)  # fmt: skip
 
 
 def versions() -> dict[str, str]:
@@ -78,7 +80,7 @@ def _global_options(
             "--version",
             callback=_version_callback,
             is_eager=True,
-            help="Show rackcert's version and those of Python, pyVmomi, ansible-core and torch.",
+            help="Show the versions of rackcert, Python, pyVmomi, ansible-core, Mitogen and torch.",
         ),
     ] = False,
     verbose: Annotated[

@@ -32,7 +32,7 @@ def test_version_names_the_components():
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names[:2] == ["python", "rackcert"]
-    for component in ("pyvmomi", "ansible-core", "torch"):
+    for component in ("pyvmomi", "ansible-core", "mitogen", "torch"):
         assert component in names
 
 
