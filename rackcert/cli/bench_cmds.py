@@ -27,7 +27,7 @@ from rackcert.cli.common import (
 )
 from rackcert.cli.deferred import deferred_command
 from rackcert.cli.display import show_bench
-from rackcert.cli.unit_options import with_unit_options
+from rackcert.cli.unit_options import skip_list, with_unit_options
 from rackcert.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -37,11 +37,8 @@ if TYPE_CHECKING:
 
 
 def skip_help() -> str:
-    """--skip's help: the benchmarks' words (validation.bench.units.UNITS), so a new unit is in
-    it. Called when typer reads bench's signature (on first use: rackcert.cli.deferred)."""
-    from validation.bench.units import skip_words
-
-    return f"Comma list of {','.join(skip_words())} to leave out"
+    """--skip's help: the benchmarks' words (unit_options.skip_list)."""
+    return f"Comma list of {skip_list()} to leave out"
 
 
 def _ints(text: str | None, flag: str) -> list[int] | None:

@@ -39,6 +39,7 @@ from rackcert.cli.display import (
     show_validate,
     show_verdict,
 )
+from rackcert.cli.unit_options import skip_list
 
 if TYPE_CHECKING:
     from rackcert.core.runs import RunDir
@@ -182,14 +183,6 @@ BOOTSTRAP_HELP = (
 )
 
 
-def _skip_words() -> str:
-    """The benchmarks' --skip words, for --bench-skip's help (read when typer reads the
-    signature: on first use, rackcert.cli.deferred)."""
-    from validation.bench.units import skip_words
-
-    return ",".join(skip_words())
-
-
 @deferred_command(app, "bootstrap", help=BOOTSTRAP_HELP)
 def bootstrap_cmd(
     spec_path: SpecArg,
@@ -229,7 +222,7 @@ def bootstrap_cmd(
         typer.Option(
             "--bench-skip",
             help="Bench parts to leave out, as `rackcert bench --skip`: comma list of"
-            f" {_skip_words()} (the report says what was not judged)",
+            f" {skip_list()} (the report says what was not judged)",
         ),
     ] = None,
     runs_dir: RunsRootOpt = None,  # type: ignore[assignment]

@@ -30,6 +30,15 @@ _TYPES: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, 
 VALUES = "unit_values"
 
 
+def skip_list() -> str:
+    """The benchmarks' words `--skip` knows (validation.bench.units.UNITS), comma-joined, for
+    bench's and bootstrap's help: read when typer reads their signatures (on first use,
+    rackcert.cli.deferred), so a new unit is in both."""
+    from validation.bench.units import skip_words
+
+    return ",".join(skip_words())
+
+
 def typer_parameter(opt: Opt) -> inspect.Parameter:
     """One declared option as a keyword-only parameter typer turns into a click option."""
     if opt.kind == "bool":

@@ -128,11 +128,11 @@ def _ansible_cfg(artifacts: Path) -> dict[str, str]:
 
 
 def _envvars(
-    artifacts: Path, control_dir: Path, forks: int, known_hosts: Path, strategy: dict[str, str]
+    artifacts: Path, control_dir: Path, forks: int, known_hosts: Path, strategy_env: dict[str, str]
 ) -> dict[str, str]:
     roles = playbooks_dir() / "roles"
     return {
-        **strategy,
+        **strategy_env,
         **_ansible_cfg(artifacts),
         "ANSIBLE_ROLES_PATH": str(roles),
         # site.yml names roles by FQCN (rackcert.gpu.*): the shipped roles, as a collection.
@@ -307,7 +307,7 @@ def configure(
     spec = loaded.spec
     if not spec.vms:
         raise InputError(f"{loaded.path}: the spec has no vms to configure")
-    strategy = strategy_envvars(spec.guest.ansible_strategy)  # refused before anything runs
+    strategy_env = strategy_envvars(spec.guest.ansible_strategy)  # refused before anything runs
     playbook = playbook or playbooks_dir() / "site.yml"
     started = utc_now()
     artifacts = run.artifacts("configure")
@@ -369,7 +369,7 @@ def configure(
         for value in _operator_var_args(operator_vars, Path(control_dir)):
             cmdline += ["--extra-vars", shlex.quote(value)]
         forks = max(5, min(len(spec.vms), 32))
-        envvars = _envvars(artifacts, Path(control_dir), forks, keys.path, strategy)
+        envvars = _envvars(artifacts, Path(control_dir), forks, keys.path, strategy_env)
         try:
             with runner_signals() as cancel_callback:
                 runner = ansible_runner.interface.init_runner(
