@@ -74,11 +74,12 @@ def test_check_mode_changes_nothing_and_unknown_distro_fails_alone(
     assert "what would change" in proc.stdout
     assert "unsupported distribution Plan 9 from Rack Space" in " ".join(proc.stderr.split())
     assert proc.stderr.count("error:") == 1
-    record = json.loads(next((tmp_path / "runs").rglob("configure.json")).read_text())
+    record_path = next((tmp_path / "runs").rglob("configure.json"))
+    record = json.loads(record_path.read_text())
     hosts = record["data"]["hosts"]
     assert record["data"]["strategy"] == "linear"
-    run_dir = next((tmp_path / "runs").rglob("configure.json")).parent
-    envvars = json.loads((run_dir / record["data"]["artifacts"] / "env" / "envvars").read_text())
+    artifacts = record_path.parent / record["data"]["artifacts"]
+    envvars = json.loads((artifacts / "env" / "envvars").read_text())
     assert envvars["ANSIBLE_STRATEGY"] == "linear"
     assert "ANSIBLE_STRATEGY_PLUGINS" not in envvars
     assert hosts["odd"]["status"] == "failed"
